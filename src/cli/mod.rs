@@ -1,0 +1,68 @@
+//! The command line: thin subcommands over the library.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::revision::Revision;
+
+mod reference;
+mod translate;
+
+/// A compatibility shim between the MCP 2025-11-25 task design and the
+/// 2026-07-28 tasks extension.
+#[derive(Debug, Parser)]
+#[command(name = "mcp-tasks-shim", version, about, long_about = None)]
+pub struct Cli {
+    /// Log filter (tracing EnvFilter syntax), e.g. `info` or `mcp_tasks_shim=debug`.
+    #[arg(long, global = true, env = "MCP_SHIM_LOG", default_value = "warn")]
+    pub log: String,
+    /// The command to run.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Rewrite a JSONL transcript as the other revision would see it.
+    ///
+    /// Each input line is `{"dir":"c2s"|"s2c","msg":<JSON-RPC message>}`;
+    /// other keys are kept. Messages with no counterpart become records
+    /// with a "note" saying how the shim emulates them.
+    Translate(translate::Args),
+    /// Run a reference MCP server of one revision over stdio (test fixture).
+    ReferenceServer(reference::Args),
+}
+
+/// Entry point of the binary.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(&cli.log);
+    let result = match cli.command {
+        Command::Translate(args) => translate::run(args),
+        Command::ReferenceServer(args) => reference::run(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("mcp-tasks-shim: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Logs go to stderr: stdout carries the protocol.
+fn init_logging(filter: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_new(filter)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+/// Parses a revision argument for clap.
+pub(crate) fn parse_revision(s: &str) -> Result<Revision, String> {
+    s.parse()
+}

@@ -1,0 +1,518 @@
+//! JSON-RPC 2.0 envelope over `serde_json::Value`.
+//!
+//! The shim treats payloads as opaque JSON and only types the envelope, so
+//! fields it does not understand survive a round trip unchanged. Batches
+//! (JSON arrays) were removed from MCP and are refused with `-32600`.
+//!
+//! ```
+//! use mcp_tasks_shim::jsonrpc::{Message, Id};
+//! let msg = Message::parse(br#"{"jsonrpc":"2.0","id":7,"method":"ping"}"#).unwrap();
+//! assert_eq!(msg.id(), Some(&Id::Num(7)));
+//! assert_eq!(msg.method(), Some("ping"));
+//! ```
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use std::fmt;
+
+use crate::error::ShimError;
+
+/// Largest message the parser accepts (bytes). Bigger input is refused with
+/// `-32600` instead of being buffered without bound.
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
+
+/// A JSON-RPC request id: MCP allows strings and integers (never null).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
+#[serde(untagged)]
+pub enum Id {
+    /// An integer id.
+    Num(i64),
+    /// A string id.
+    Str(String),
+}
+
+impl fmt::Display for Id {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Id::Num(n) => write!(f, "{n}"),
+            Id::Str(s) => write!(f, "{s:?}"),
+        }
+    }
+}
+
+impl From<i64> for Id {
+    fn from(n: i64) -> Self {
+        Id::Num(n)
+    }
+}
+
+impl From<&str> for Id {
+    fn from(s: &str) -> Self {
+        Id::Str(s.to_owned())
+    }
+}
+
+/// The `error` member of an error response.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ErrorObject {
+    /// JSON-RPC or MCP error code.
+    pub code: i64,
+    /// Human-readable message.
+    pub message: String,
+    /// Optional structured detail.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<Value>,
+}
+
+impl ErrorObject {
+    /// Builds an error object without data.
+    pub fn new(code: i64, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+            data: None,
+        }
+    }
+}
+
+/// A request: has an id and expects exactly one response.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Request {
+    /// Correlates the response.
+    pub id: Id,
+    /// The method name, e.g. `tools/call`.
+    pub method: String,
+    /// The params object (absent when the sender omitted it).
+    pub params: Option<Value>,
+}
+
+/// A notification: no id, no response.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Notification {
+    /// The method name, e.g. `notifications/tasks/status`.
+    pub method: String,
+    /// The params object (absent when the sender omitted it).
+    pub params: Option<Value>,
+}
+
+/// A successful response.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Response {
+    /// The id of the request answered.
+    pub id: Id,
+    /// The result object.
+    pub result: Value,
+}
+
+/// An error response. The id is `None` only when the request id could not be
+/// read (parse errors).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ErrorResponse {
+    /// The id of the request answered, if known.
+    pub id: Option<Id>,
+    /// What went wrong.
+    pub error: ErrorObject,
+}
+
+/// Any JSON-RPC 2.0 message MCP allows on the wire.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Message {
+    /// A request.
+    Request(Request),
+    /// A notification.
+    Notification(Notification),
+    /// A successful response.
+    Response(Response),
+    /// An error response.
+    Error(ErrorResponse),
+}
+
+/// The envelope as it is on the wire; every member optional so the shape
+/// can be judged after parsing, with a precise complaint.
+#[derive(Serialize, Deserialize)]
+struct Envelope {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    jsonrpc: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    id: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    method: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    params: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    result: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    error: Option<Value>,
+}
+
+impl Message {
+    /// Parses one message from bytes, refusing batches, oversized input and
+    /// envelopes that are not JSON-RPC 2.0.
+    pub fn parse(bytes: &[u8]) -> Result<Message, ShimError> {
+        Self::parse_bounded(bytes, DEFAULT_MAX_MESSAGE_BYTES)
+    }
+
+    /// [`Message::parse`] with an explicit size bound.
+    pub fn parse_bounded(bytes: &[u8], max: usize) -> Result<Message, ShimError> {
+        if bytes.len() > max {
+            return Err(ShimError::InvalidRequest(format!(
+                "message of {} bytes exceeds the limit of {max} bytes",
+                bytes.len()
+            )));
+        }
+        let value: Value =
+            serde_json::from_slice(bytes).map_err(|e| ShimError::Parse(e.to_string()))?;
+        Self::from_value(value)
+    }
+
+    /// Interprets an already-parsed JSON value as a message.
+    pub fn from_value(value: Value) -> Result<Message, ShimError> {
+        if value.is_array() {
+            return Err(ShimError::InvalidRequest(
+                "JSON-RPC batches are not supported by MCP; send one message at a time".into(),
+            ));
+        }
+        if !value.is_object() {
+            return Err(ShimError::InvalidRequest(
+                "a JSON-RPC message must be a JSON object".into(),
+            ));
+        }
+        let env: Envelope =
+            serde_json::from_value(value).map_err(|e| ShimError::InvalidRequest(e.to_string()))?;
+        Self::from_envelope(env)
+    }
+
+    fn from_envelope(env: Envelope) -> Result<Message, ShimError> {
+        if env.jsonrpc.as_ref().and_then(Value::as_str) != Some("2.0") {
+            return Err(ShimError::InvalidRequest(
+                "\"jsonrpc\" must be the string \"2.0\"".into(),
+            ));
+        }
+        let id = match env.id {
+            None => None,
+            Some(Value::Null) => None,
+            Some(v) => Some(parse_id(v)?),
+        };
+        if let Some(params) = &env.params
+            && !params.is_object()
+        {
+            return Err(ShimError::InvalidRequest(
+                "\"params\" must be an object in MCP".into(),
+            ));
+        }
+        match (env.method, env.result, env.error) {
+            (Some(method), None, None) => {
+                let method = match method {
+                    Value::String(s) => s,
+                    _ => {
+                        return Err(ShimError::InvalidRequest(
+                            "\"method\" must be a string".into(),
+                        ));
+                    }
+                };
+                Ok(match id {
+                    Some(id) => Message::Request(Request {
+                        id,
+                        method,
+                        params: env.params,
+                    }),
+                    None => Message::Notification(Notification {
+                        method,
+                        params: env.params,
+                    }),
+                })
+            }
+            (None, Some(result), None) => {
+                let id = id.ok_or_else(|| {
+                    ShimError::InvalidRequest("a response needs the id of its request".into())
+                })?;
+                Ok(Message::Response(Response { id, result }))
+            }
+            (None, None, Some(error)) => {
+                let error: ErrorObject = serde_json::from_value(error).map_err(|e| {
+                    ShimError::InvalidRequest(format!("malformed \"error\" member: {e}"))
+                })?;
+                Ok(Message::Error(ErrorResponse { id, error }))
+            }
+            _ => Err(ShimError::InvalidRequest(
+                "a message must have exactly one of \"method\", \"result\" or \"error\"".into(),
+            )),
+        }
+    }
+
+    /// The message as a JSON value (`jsonrpc: "2.0"` included).
+    pub fn to_value(&self) -> Value {
+        let mut map = Map::new();
+        map.insert("jsonrpc".into(), Value::from("2.0"));
+        match self {
+            Message::Request(r) => {
+                map.insert("id".into(), id_value(&r.id));
+                map.insert("method".into(), Value::from(r.method.clone()));
+                if let Some(p) = &r.params {
+                    map.insert("params".into(), p.clone());
+                }
+            }
+            Message::Notification(n) => {
+                map.insert("method".into(), Value::from(n.method.clone()));
+                if let Some(p) = &n.params {
+                    map.insert("params".into(), p.clone());
+                }
+            }
+            Message::Response(r) => {
+                map.insert("id".into(), id_value(&r.id));
+                map.insert("result".into(), r.result.clone());
+            }
+            Message::Error(e) => {
+                map.insert("id".into(), e.id.as_ref().map_or(Value::Null, id_value));
+                map.insert(
+                    "error".into(),
+                    serde_json::to_value(&e.error).unwrap_or(Value::Null),
+                );
+            }
+        }
+        Value::Object(map)
+    }
+
+    /// Serialises the message to a compact JSON string (one line, no newline).
+    pub fn to_json(&self) -> String {
+        let mut out = Vec::with_capacity(128);
+        self.write_json(&mut out);
+        // serde_json only writes valid UTF-8.
+        String::from_utf8(out).unwrap_or_default()
+    }
+
+    /// Writes the compact JSON form into `out` without building an
+    /// intermediate `Value` (large results are not copied).
+    pub fn write_json(&self, out: &mut Vec<u8>) {
+        let env = EnvelopeRef::from(self);
+        // Serialising owned JSON values into a Vec cannot fail.
+        let _ = serde_json::to_writer(out, &env);
+    }
+
+    /// The id, for requests and responses.
+    pub fn id(&self) -> Option<&Id> {
+        match self {
+            Message::Request(r) => Some(&r.id),
+            Message::Response(r) => Some(&r.id),
+            Message::Error(e) => e.id.as_ref(),
+            Message::Notification(_) => None,
+        }
+    }
+
+    /// The method, for requests and notifications.
+    pub fn method(&self) -> Option<&str> {
+        match self {
+            Message::Request(r) => Some(&r.method),
+            Message::Notification(n) => Some(&n.method),
+            _ => None,
+        }
+    }
+
+    /// The params, for requests and notifications.
+    pub fn params(&self) -> Option<&Value> {
+        match self {
+            Message::Request(r) => r.params.as_ref(),
+            Message::Notification(n) => n.params.as_ref(),
+            _ => None,
+        }
+    }
+
+    /// Builds a request.
+    pub fn request(id: impl Into<Id>, method: impl Into<String>, params: Value) -> Message {
+        Message::Request(Request {
+            id: id.into(),
+            method: method.into(),
+            params: Some(params),
+        })
+    }
+
+    /// Builds a notification.
+    pub fn notification(method: impl Into<String>, params: Value) -> Message {
+        Message::Notification(Notification {
+            method: method.into(),
+            params: Some(params),
+        })
+    }
+
+    /// Builds a success response.
+    pub fn response(id: Id, result: Value) -> Message {
+        Message::Response(Response { id, result })
+    }
+
+    /// Builds an error response.
+    pub fn error(id: Option<Id>, error: ErrorObject) -> Message {
+        Message::Error(ErrorResponse { id, error })
+    }
+}
+
+/// Borrowing twin of [`Envelope`] so serialisation does not clone payloads.
+#[derive(Serialize)]
+struct EnvelopeRef<'a> {
+    jsonrpc: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    id: Option<IdOrNull<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    method: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    params: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    result: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<&'a ErrorObject>,
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum IdOrNull<'a> {
+    Id(&'a Id),
+    Null(()),
+}
+
+impl<'a> From<&'a Message> for EnvelopeRef<'a> {
+    fn from(m: &'a Message) -> Self {
+        let mut env = EnvelopeRef {
+            jsonrpc: "2.0",
+            id: None,
+            method: None,
+            params: None,
+            result: None,
+            error: None,
+        };
+        match m {
+            Message::Request(r) => {
+                env.id = Some(IdOrNull::Id(&r.id));
+                env.method = Some(&r.method);
+                env.params = r.params.as_ref();
+            }
+            Message::Notification(n) => {
+                env.method = Some(&n.method);
+                env.params = n.params.as_ref();
+            }
+            Message::Response(r) => {
+                env.id = Some(IdOrNull::Id(&r.id));
+                env.result = Some(&r.result);
+            }
+            Message::Error(e) => {
+                env.id = Some(e.id.as_ref().map_or(IdOrNull::Null(()), IdOrNull::Id));
+                env.error = Some(&e.error);
+            }
+        }
+        env
+    }
+}
+
+impl Serialize for Message {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        EnvelopeRef::from(self).serialize(s)
+    }
+}
+
+fn id_value(id: &Id) -> Value {
+    match id {
+        Id::Num(n) => Value::from(*n),
+        Id::Str(s) => Value::from(s.clone()),
+    }
+}
+
+fn parse_id(v: Value) -> Result<Id, ShimError> {
+    match v {
+        Value::String(s) => Ok(Id::Str(s)),
+        Value::Number(n) => n
+            .as_i64()
+            .map(Id::Num)
+            .ok_or_else(|| ShimError::InvalidRequest("a numeric id must be an integer".into())),
+        _ => Err(ShimError::InvalidRequest(
+            "\"id\" must be a string or an integer".into(),
+        )),
+    }
+}
+
+/// Best-effort id recovery from bytes that failed to parse as a message, so
+/// the error response can still be correlated.
+pub fn salvage_id(bytes: &[u8]) -> Option<Id> {
+    let v: Value = serde_json::from_slice(bytes).ok()?;
+    parse_id(v.get("id")?.clone()).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn parse(v: Value) -> Result<Message, ShimError> {
+        Message::parse(v.to_string().as_bytes())
+    }
+
+    #[test]
+    fn kinds_are_told_apart() {
+        assert!(matches!(
+            parse(json!({"jsonrpc":"2.0","id":"a","method":"x"})),
+            Ok(Message::Request(_))
+        ));
+        assert!(matches!(
+            parse(json!({"jsonrpc":"2.0","method":"x"})),
+            Ok(Message::Notification(_))
+        ));
+        assert!(matches!(
+            parse(json!({"jsonrpc":"2.0","id":1,"result":{}})),
+            Ok(Message::Response(_))
+        ));
+        assert!(matches!(
+            parse(json!({"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"x"}})),
+            Ok(Message::Error(ErrorResponse { id: None, .. }))
+        ));
+    }
+
+    #[test]
+    fn batches_are_refused_with_invalid_request() {
+        let err = parse(json!([{"jsonrpc":"2.0","id":1,"method":"ping"}])).unwrap_err();
+        assert_eq!(err.code(), -32600);
+        assert!(err.to_string().contains("batch"));
+    }
+
+    #[test]
+    fn malformed_json_is_a_parse_error() {
+        assert_eq!(Message::parse(b"{\"jsonrpc\":").unwrap_err().code(), -32700);
+    }
+
+    #[test]
+    fn bad_envelopes_are_invalid_requests() {
+        for bad in [
+            json!({"id":1,"method":"x"}),
+            json!({"jsonrpc":"1.0","id":1,"method":"x"}),
+            json!({"jsonrpc":"2.0","id":1.5,"method":"x"}),
+            json!({"jsonrpc":"2.0","id":{},"method":"x"}),
+            json!({"jsonrpc":"2.0","id":1,"method":"x","params":[1]}),
+            json!({"jsonrpc":"2.0","id":1,"result":{},"error":{"code":1,"message":""}}),
+            json!({"jsonrpc":"2.0","result":{}}),
+            json!("string"),
+        ] {
+            assert_eq!(parse(bad.clone()).unwrap_err().code(), -32600, "{bad}");
+        }
+    }
+
+    #[test]
+    fn oversized_input_is_refused() {
+        let err = Message::parse_bounded(&[b' '; 100], 10).unwrap_err();
+        assert_eq!(err.code(), -32600);
+    }
+
+    #[test]
+    fn round_trip_keeps_unknown_fields_in_params_and_results() {
+        let src = json!({"jsonrpc":"2.0","id":"x","result":{"z":1,"a":{"deep":[1,2]}}});
+        let m = parse(src.clone()).unwrap();
+        assert_eq!(m.to_value(), src);
+        let text = m.to_json();
+        assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), src);
+    }
+
+    #[test]
+    fn error_with_unknown_id_serialises_null_id() {
+        let m = Message::error(None, ErrorObject::new(-32700, "bad"));
+        assert_eq!(m.to_value()["id"], Value::Null);
+        assert_eq!(
+            serde_json::from_str::<Value>(&m.to_json()).unwrap()["id"],
+            Value::Null
+        );
+    }
+}

@@ -1,0 +1,34 @@
+//! # mcp-tasks-shim
+//!
+//! A compatibility shim between the two task designs of the Model Context
+//! Protocol: the 2025-11-25 core tasks ("legacy") and the 2026-07-28
+//! `io.modelcontextprotocol/tasks` extension ("modern").
+//!
+//! ```text
+//!            downstream                    upstream
+//!   client ──────────────▶ ┌───────────┐ ──────────────▶ server
+//!   (legacy | modern)      │  bridge   │  (modern | legacy)
+//!                          │  engine   │
+//!                          └─────┬─────┘
+//!        transport::*  ◀── driver ──▶  translate (pure)  ledger (trait)
+//! ```
+//!
+//! The rooms, from the inside out:
+//! - [`jsonrpc`], [`wire`]: the envelope and each revision's typed shapes.
+//! - [`revision`]: which revision a peer speaks (pure detection + probe rule).
+//! - [`translate`]: pure functions, one per mapping row and direction; no IO,
+//!   no clock, no randomness (ids and times are arguments).
+//! - [`error`]: errors by cause and the single mapping to JSON-RPC codes.
+//! - [`ids`]: CSPRNG ids and timestamps, used by engines, never by `translate`.
+//! - [`reference`]: small reference servers of both revisions (fixtures).
+
+pub mod error;
+pub mod ids;
+pub mod jsonrpc;
+pub mod reference;
+pub mod revision;
+pub mod translate;
+pub mod wire;
+
+#[doc(hidden)]
+pub mod cli;

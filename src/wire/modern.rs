@@ -1,0 +1,241 @@
+//! 2026-07-28 shapes: per-request `_meta` and the
+//! `io.modelcontextprotocol/tasks` extension.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::{Extra, TaskStatus};
+use crate::jsonrpc::ErrorObject;
+
+/// A task as the extension describes it (`ttlMs`, `pollIntervalMs`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Task {
+    /// Unguessable task id.
+    pub task_id: String,
+    /// Current status.
+    pub status: TaskStatus,
+    /// Optional human-readable status text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status_message: Option<String>,
+    /// ISO 8601 creation time.
+    pub created_at: String,
+    /// ISO 8601 time of the last status change.
+    pub last_updated_at: String,
+    /// Retention in ms; `null` means unlimited. Required on the wire.
+    #[serde(default)]
+    pub ttl_ms: Option<i64>,
+    /// Suggested polling interval in ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub poll_interval_ms: Option<i64>,
+    /// Unknown members.
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// The payload a detailed task carries beside its status.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub enum Payload {
+    /// `working` / `cancelled`: nothing inline.
+    #[default]
+    None,
+    /// `completed`: the original request's result.
+    Result(Value),
+    /// `failed`: the JSON-RPC error the request ended with.
+    Error(ErrorObject),
+    /// `input_required`: outstanding server-to-client requests by key.
+    Input(InputRequests),
+}
+
+/// Outstanding input requests: key → `{method, params}`.
+pub type InputRequests = Map<String, Value>;
+/// Answers to input requests: key → result.
+pub type InputResponses = Map<String, Value>;
+
+/// A task with its inline payload (`tasks/get` result, `notifications/tasks`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DetailedTask {
+    /// The task fields.
+    pub task: Task,
+    /// The inline payload.
+    pub payload: Payload,
+}
+
+impl DetailedTask {
+    /// Reads a detailed task from a `tasks/get` result or notification params.
+    /// `result`, `error` and `inputRequests` are lifted out of `extra`.
+    pub fn from_value(v: &Value) -> Result<DetailedTask, crate::error::ShimError> {
+        let mut task: Task = super::from_value("task", v)?;
+        let payload = if let Some(r) = task.extra.remove("result") {
+            Payload::Result(r)
+        } else if let Some(e) = task.extra.remove("error") {
+            Payload::Error(super::from_value("task error", &e)?)
+        } else if let Some(Value::Object(i)) = task.extra.remove("inputRequests") {
+            Payload::Input(i)
+        } else {
+            Payload::None
+        };
+        task.extra.remove("resultType");
+        Ok(DetailedTask { task, payload })
+    }
+
+    /// The wire form; `result_type` is added when given.
+    pub fn to_value(&self, result_type: Option<&str>) -> Value {
+        let mut v = super::to_value(&self.task);
+        if let Value::Object(m) = &mut v {
+            match &self.payload {
+                Payload::None => {}
+                Payload::Result(r) => {
+                    m.insert("result".into(), r.clone());
+                }
+                Payload::Error(e) => {
+                    m.insert("error".into(), super::to_value(e));
+                }
+                Payload::Input(i) => {
+                    m.insert("inputRequests".into(), Value::Object(i.clone()));
+                }
+            }
+            if let Some(rt) = result_type {
+                m.insert("resultType".into(), Value::from(rt));
+            }
+        }
+        v
+    }
+}
+
+/// `resultType` values.
+pub mod result_type {
+    /// A final result.
+    pub const COMPLETE: &str = "complete";
+    /// MRTR: the server needs input before it can answer.
+    pub const INPUT_REQUIRED: &str = "input_required";
+    /// Tasks extension: the server created a task.
+    pub const TASK: &str = "task";
+}
+
+/// The `resultType` of a modern result; absent means `complete`.
+pub fn result_type_of(result: &Value) -> &str {
+    result
+        .get("resultType")
+        .and_then(Value::as_str)
+        .unwrap_or(result_type::COMPLETE)
+}
+
+/// The `_meta` every modern request carries.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct RequestMeta {
+    /// Required protocol version.
+    #[serde(
+        rename = "io.modelcontextprotocol/protocolVersion",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub protocol_version: Option<String>,
+    /// Required client capabilities for this request.
+    #[serde(
+        rename = "io.modelcontextprotocol/clientCapabilities",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub client_capabilities: Option<Value>,
+    /// Recommended client info.
+    #[serde(
+        rename = "io.modelcontextprotocol/clientInfo",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub client_info: Option<Value>,
+    /// Optional per-request log level.
+    #[serde(
+        rename = "io.modelcontextprotocol/logLevel",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub log_level: Option<String>,
+    /// Other `_meta` members (progress tokens, vendor keys).
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+impl RequestMeta {
+    /// True when the request declared the tasks extension.
+    pub fn declares_tasks(&self) -> bool {
+        self.client_capabilities
+            .as_ref()
+            .and_then(|c| c.get("extensions"))
+            .and_then(|e| e.get(crate::revision::TASKS_EXTENSION))
+            .is_some()
+    }
+
+    /// True when the request declared a client capability by top-level name
+    /// (`elicitation`, `sampling`, `roots`).
+    pub fn declares(&self, capability: &str) -> bool {
+        self.client_capabilities
+            .as_ref()
+            .and_then(|c| c.get(capability))
+            .is_some()
+    }
+}
+
+/// `server/discover` result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DiscoverResult {
+    /// Versions the server speaks.
+    pub supported_versions: Vec<String>,
+    /// Server capabilities.
+    pub capabilities: Value,
+    /// Optional instructions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instructions: Option<String>,
+    /// Always `complete`.
+    #[serde(default = "complete")]
+    pub result_type: String,
+    /// Cache freshness of this answer (not a task ttl).
+    #[serde(default)]
+    pub ttl_ms: i64,
+    /// `public` or `private`.
+    #[serde(default = "private")]
+    pub cache_scope: String,
+    /// `_meta` (server info) and unknown members.
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+fn complete() -> String {
+    result_type::COMPLETE.to_owned()
+}
+
+fn private() -> String {
+    "private".to_owned()
+}
+
+impl DiscoverResult {
+    /// True when the server offers the tasks extension.
+    pub fn has_tasks(&self) -> bool {
+        self.capabilities
+            .get("extensions")
+            .and_then(|e| e.get(crate::revision::TASKS_EXTENSION))
+            .is_some()
+    }
+
+    /// `_meta["io.modelcontextprotocol/serverInfo"]`.
+    pub fn server_info(&self) -> Option<&Value> {
+        self.extra
+            .get("_meta")
+            .and_then(|m| m.get(crate::revision::META_SERVER_INFO))
+    }
+}
+
+/// `tasks/update` params.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UpdateTaskParams {
+    /// The task answered.
+    pub task_id: String,
+    /// Answers by input-request key.
+    pub input_responses: InputResponses,
+    /// `_meta` and unknown members.
+    #[serde(flatten)]
+    pub extra: Extra,
+}
