@@ -1,0 +1,159 @@
+//! Mid-task input rows: 2026 `inputRequests` / `tasks/update` versus
+//! 2025 server→client JSON-RPC requests tagged with the related task.
+
+use serde_json::{Map, Value, json};
+
+use super::{as_object, meta_mut, remove_meta_key};
+use crate::error::ShimError;
+use crate::jsonrpc::{Id, Request};
+use crate::revision::META_RELATED_TASK;
+
+/// Server→client methods that can carry mid-task input.
+pub const INPUT_METHODS: &[&str] = &["elicitation/create", "sampling/createMessage", "roots/list"];
+
+/// The client capability a server→client method needs.
+pub fn capability_for(method: &str) -> Option<&'static str> {
+    match method {
+        "elicitation/create" => Some("elicitation"),
+        "sampling/createMessage" => Some("sampling"),
+        "roots/list" => Some("roots"),
+        _ => None,
+    }
+}
+
+/// The task a legacy server→client request belongs to
+/// (`params._meta["io.modelcontextprotocol/related-task"].taskId`).
+pub fn related_task_of(params: Option<&Value>) -> Option<&str> {
+    params?
+        .get("_meta")?
+        .get(META_RELATED_TASK)?
+        .get("taskId")?
+        .as_str()
+}
+
+/// One modern input request (`{method, params}`) → the legacy JSON-RPC
+/// request the shim sends the client, tagged with the related task.
+///
+/// URL-mode elicitation lost `elicitationId` in 2026-07-28 but 2025-11-25
+/// requires it: one is derived from the task id and the input key, which
+/// are unique for the task's life.
+pub fn input_request_to_legacy(
+    key: &str,
+    input: &Value,
+    task_id: &str,
+    id: Id,
+) -> Result<Request, ShimError> {
+    let obj = as_object("input request", input)?;
+    let method = obj
+        .get("method")
+        .and_then(Value::as_str)
+        .ok_or_else(|| ShimError::InvalidParams(format!("input request {key:?} has no method")))?;
+    let mut params = obj
+        .get("params")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    if method == "elicitation/create"
+        && params.get("mode").and_then(Value::as_str) == Some("url")
+        && !params.contains_key("elicitationId")
+    {
+        params.insert(
+            "elicitationId".into(),
+            Value::from(format!("{task_id}/{key}")),
+        );
+    }
+    meta_mut(&mut params).insert(META_RELATED_TASK.into(), json!({"taskId": task_id}));
+    Ok(Request {
+        id,
+        method: method.to_owned(),
+        params: Some(Value::Object(params)),
+    })
+}
+
+/// A legacy server→client request → one modern input request: the
+/// related-task `_meta` goes (the key ties it to the task now), and a URL
+/// elicitation's `elicitationId` is returned separately for the caller to
+/// keep (2026-07-28 has no field for it).
+pub fn legacy_request_to_input(req: &Request) -> (Value, Option<String>) {
+    let mut params = req
+        .params
+        .as_ref()
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    remove_meta_key(&mut params, META_RELATED_TASK);
+    let elicitation_id = if req.method == "elicitation/create" {
+        params
+            .remove("elicitationId")
+            .and_then(|v| v.as_str().map(str::to_owned))
+    } else {
+        None
+    };
+    let mut out = Map::new();
+    out.insert("method".into(), Value::from(req.method.clone()));
+    out.insert("params".into(), Value::Object(params));
+    (Value::Object(out), elicitation_id)
+}
+
+/// `tasks/update` params for answers collected from a legacy client.
+pub fn update_params(task_id: &str, responses: Map<String, Value>) -> Value {
+    json!({"taskId": task_id, "inputResponses": responses})
+}
+
+/// A legacy client's answer (a JSON-RPC result) → the modern input
+/// response: the same object, minus the related-task `_meta` some clients echo.
+pub fn legacy_answer_to_input_response(result: &Value) -> Value {
+    let mut out = result.as_object().cloned().unwrap_or_default();
+    remove_meta_key(&mut out, META_RELATED_TASK);
+    Value::Object(out)
+}
+
+/// Input keys the shim assigns (reverse bridge): unique for a task's life
+/// because `seq` never repeats within a task.
+pub fn input_key(method: &str, seq: u64) -> String {
+    let short = method.rsplit('/').next().unwrap_or(method);
+    format!("{short}-{seq}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn input_request_round_trip() {
+        let input = json!({"method":"elicitation/create",
+                           "params":{"mode":"form","message":"ok?","requestedSchema":{"type":"object","properties":{}}}});
+        let req = input_request_to_legacy("k1", &input, "t1", Id::Num(9)).unwrap();
+        assert_eq!(related_task_of(req.params.as_ref()), Some("t1"));
+        let (back, eid) = legacy_request_to_input(&req);
+        assert_eq!(back, input);
+        assert_eq!(eid, None);
+    }
+
+    #[test]
+    fn url_elicitation_ids_are_synthesised_and_stashed() {
+        let input = json!({"method":"elicitation/create",
+                           "params":{"mode":"url","message":"go","url":"https://example.com/x"}});
+        let req = input_request_to_legacy("k2", &input, "t1", Id::Num(1)).unwrap();
+        assert_eq!(req.params.as_ref().unwrap()["elicitationId"], "t1/k2");
+        let (back, eid) = legacy_request_to_input(&req);
+        assert_eq!(eid.as_deref(), Some("t1/k2"));
+        assert!(back["params"].get("elicitationId").is_none());
+    }
+
+    #[test]
+    fn input_without_method_is_refused() {
+        assert_eq!(
+            input_request_to_legacy("k", &json!({"params":{}}), "t", Id::Num(1))
+                .unwrap_err()
+                .code(),
+            -32602
+        );
+    }
+
+    #[test]
+    fn keys_are_readable_and_distinct() {
+        assert_eq!(input_key("elicitation/create", 1), "create-1");
+        assert_ne!(input_key("roots/list", 1), input_key("roots/list", 2));
+    }
+}

@@ -1,0 +1,379 @@
+//! Session rows: `initialize` ↔ `server/discover`, capabilities, the
+//! per-request `_meta` of 2026-07-28, and `resultType` on results.
+
+use serde_json::{Map, Value, json};
+
+use super::{as_object, meta_mut};
+use crate::error::ShimError;
+use crate::jsonrpc::Request;
+use crate::revision::{
+    LEGACY_VERSION, LEGACY_VERSIONS, META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_LOG_LEVEL,
+    META_PROTOCOL_VERSION, META_SERVER_INFO, MODERN_VERSION, TASKS_EXTENSION,
+};
+use crate::wire::from_value;
+use crate::wire::legacy::ServerTasksCapability;
+use crate::wire::modern::{RequestMeta, result_type};
+
+/// Results that are `CacheableResult`s in 2026-07-28 (`ttlMs`, `cacheScope`).
+const CACHEABLE_METHODS: &[&str] = &[
+    "server/discover",
+    "tools/list",
+    "prompts/list",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+];
+
+/// What a legacy client declared in `initialize` (and later `logging/setLevel`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LegacyClient {
+    /// The version the client asked for.
+    pub protocol_version: String,
+    /// `params.capabilities` as sent.
+    pub capabilities: Value,
+    /// `params.clientInfo` as sent.
+    pub client_info: Value,
+    /// Set by `logging/setLevel`; injected per request upstream.
+    pub log_level: Option<String>,
+}
+
+impl LegacyClient {
+    /// Reads an `initialize` request's params.
+    pub fn from_initialize(params: Option<&Value>) -> Result<Self, ShimError> {
+        let p = params.ok_or_else(|| ShimError::InvalidParams("initialize needs params".into()))?;
+        let p = as_object("initialize params", p)?;
+        let version = p
+            .get("protocolVersion")
+            .and_then(Value::as_str)
+            .ok_or_else(|| ShimError::InvalidParams("initialize needs protocolVersion".into()))?;
+        Ok(LegacyClient {
+            protocol_version: version.to_owned(),
+            capabilities: p.get("capabilities").cloned().unwrap_or_else(|| json!({})),
+            client_info: p
+                .get("clientInfo")
+                .cloned()
+                .unwrap_or_else(|| json!({"name": "unknown", "version": "0"})),
+            log_level: None,
+        })
+    }
+
+    /// The version the shim answers `initialize` with: the client's own if it
+    /// is a legacy version we know, else ours.
+    pub fn negotiated_version(&self) -> &str {
+        if LEGACY_VERSIONS.contains(&self.protocol_version.as_str()) {
+            &self.protocol_version
+        } else {
+            LEGACY_VERSION
+        }
+    }
+
+    /// True when the client declared `capability` (`elicitation`, `sampling`, `roots`).
+    pub fn declares(&self, capability: &str) -> bool {
+        self.capabilities.get(capability).is_some()
+    }
+}
+
+/// Legacy client capabilities → the modern per-request set. `tasks`
+/// (client-hosted tasks) has no modern counterpart and is dropped; the tasks
+/// extension is declared because the shim itself handles task results.
+pub fn client_caps_to_modern(caps: &Value) -> Value {
+    let mut out = caps.as_object().cloned().unwrap_or_default();
+    out.remove("tasks");
+    let ext = out.entry("extensions").or_insert_with(|| json!({}));
+    if !ext.is_object() {
+        *ext = json!({});
+    }
+    ext[TASKS_EXTENSION] = json!({});
+    Value::Object(out)
+}
+
+/// The modern `_meta` members for a request made on behalf of `client`.
+pub fn modern_meta(client: &LegacyClient) -> Map<String, Value> {
+    let mut m = Map::new();
+    m.insert(META_PROTOCOL_VERSION.into(), Value::from(MODERN_VERSION));
+    m.insert(
+        META_CLIENT_CAPABILITIES.into(),
+        client_caps_to_modern(&client.capabilities),
+    );
+    m.insert(META_CLIENT_INFO.into(), client.client_info.clone());
+    if let Some(level) = &client.log_level {
+        m.insert(META_LOG_LEVEL.into(), Value::from(level.clone()));
+    }
+    m
+}
+
+/// A legacy request made modern: the modern `_meta` members are merged into
+/// `params._meta` (members the client set itself, such as `progressToken`,
+/// are kept).
+pub fn request_to_modern(req: &Request, client: &LegacyClient) -> Request {
+    let mut params = req
+        .params
+        .as_ref()
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    let meta = meta_mut(&mut params);
+    for (k, v) in modern_meta(client) {
+        meta.insert(k, v);
+    }
+    Request {
+        id: req.id.clone(),
+        method: req.method.clone(),
+        params: Some(Value::Object(params)),
+    }
+}
+
+/// Checks a modern request's `_meta`: protocol version and client
+/// capabilities are required (`-32602`), the version must be ours (`-32022`).
+pub fn check_modern_meta(params: Option<&Value>) -> Result<RequestMeta, ShimError> {
+    let meta = params.and_then(|p| p.get("_meta")).ok_or_else(|| {
+        ShimError::InvalidParams("missing params._meta (required in 2026-07-28)".into())
+    })?;
+    let meta: RequestMeta = from_value("params._meta", meta)?;
+    let version = meta.protocol_version.as_deref().ok_or_else(|| {
+        ShimError::InvalidParams(format!("missing params._meta[\"{META_PROTOCOL_VERSION}\"]"))
+    })?;
+    if version != MODERN_VERSION {
+        return Err(ShimError::unsupported_version(version));
+    }
+    if !meta
+        .client_capabilities
+        .as_ref()
+        .is_some_and(Value::is_object)
+    {
+        return Err(ShimError::InvalidParams(format!(
+            "missing params._meta[\"{META_CLIENT_CAPABILITIES}\"]"
+        )));
+    }
+    Ok(meta)
+}
+
+/// A modern request made legacy: its `_meta` is checked, the
+/// `io.modelcontextprotocol/*` per-request members are taken out and
+/// returned; other `_meta` members stay.
+pub fn request_to_legacy(req: &Request) -> Result<(Request, RequestMeta), ShimError> {
+    let meta = check_modern_meta(req.params.as_ref())?;
+    let mut params = req
+        .params
+        .as_ref()
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    for key in [
+        META_PROTOCOL_VERSION,
+        META_CLIENT_CAPABILITIES,
+        META_CLIENT_INFO,
+        META_LOG_LEVEL,
+    ] {
+        super::remove_meta_key(&mut params, key);
+    }
+    let params = (!params.is_empty() || req.params.is_some()).then_some(Value::Object(params));
+    Ok((
+        Request {
+            id: req.id.clone(),
+            method: req.method.clone(),
+            params,
+        },
+        meta,
+    ))
+}
+
+/// Modern server capabilities → legacy: the tasks extension becomes
+/// `capabilities.tasks` with list, cancel and task-augmented tool calls (the
+/// shim emulates list and cancel); other extensions have no legacy form.
+pub fn server_caps_to_legacy(caps: &Value) -> Value {
+    let mut out = caps.as_object().cloned().unwrap_or_default();
+    let has_tasks = out
+        .remove("extensions")
+        .and_then(|e| e.get(TASKS_EXTENSION).cloned())
+        .is_some();
+    if has_tasks {
+        out.insert(
+            "tasks".into(),
+            json!({"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}),
+        );
+    }
+    Value::Object(out)
+}
+
+/// Legacy server capabilities → modern: `tasks` with task-augmented tool
+/// calls becomes the tasks extension.
+pub fn server_caps_to_modern(caps: &Value) -> Value {
+    let mut out = caps.as_object().cloned().unwrap_or_default();
+    let tasks: ServerTasksCapability = out
+        .remove("tasks")
+        .and_then(|t| serde_json::from_value(t).ok())
+        .unwrap_or_default();
+    if tasks.tool_calls() {
+        let ext = out.entry("extensions").or_insert_with(|| json!({}));
+        ext[TASKS_EXTENSION] = json!({});
+    }
+    Value::Object(out)
+}
+
+/// `server/discover` result → the `InitializeResult` a legacy client gets.
+pub fn discover_to_initialize(discover: &Value, client: &LegacyClient) -> Result<Value, ShimError> {
+    let d = as_object("server/discover result", discover)?;
+    let caps = d.get("capabilities").cloned().unwrap_or_else(|| json!({}));
+    let server_info = d
+        .get("_meta")
+        .and_then(|m| m.get(META_SERVER_INFO))
+        .cloned()
+        .unwrap_or_else(|| json!({"name": "mcp-tasks-shim-upstream", "version": "unknown"}));
+    let mut out = Map::new();
+    out.insert(
+        "protocolVersion".into(),
+        Value::from(client.negotiated_version()),
+    );
+    out.insert("capabilities".into(), server_caps_to_legacy(&caps));
+    out.insert("serverInfo".into(), server_info);
+    if let Some(i) = d.get("instructions") {
+        out.insert("instructions".into(), i.clone());
+    }
+    Ok(Value::Object(out))
+}
+
+/// `InitializeResult` → the `server/discover` result a modern client gets.
+pub fn initialize_to_discover(init: &Value, ttl_ms: i64) -> Result<Value, ShimError> {
+    let i = as_object("initialize result", init)?;
+    let caps = i.get("capabilities").cloned().unwrap_or_else(|| json!({}));
+    let mut out = Map::new();
+    out.insert("supportedVersions".into(), json!([MODERN_VERSION]));
+    out.insert("capabilities".into(), server_caps_to_modern(&caps));
+    if let Some(text) = i.get("instructions") {
+        out.insert("instructions".into(), text.clone());
+    }
+    out.insert("resultType".into(), Value::from(result_type::COMPLETE));
+    out.insert("ttlMs".into(), Value::from(ttl_ms.max(0)));
+    out.insert("cacheScope".into(), Value::from("private"));
+    if let Some(info) = i.get("serverInfo") {
+        out.insert("_meta".into(), json!({META_SERVER_INFO: info}));
+    }
+    Ok(Value::Object(out))
+}
+
+/// Any legacy result made modern: `resultType: "complete"` added, cache
+/// hints added to the results that require them.
+pub fn result_to_modern(result: &Value, method: &str, ttl_ms: i64) -> Value {
+    let mut out = result.as_object().cloned().unwrap_or_default();
+    out.entry("resultType")
+        .or_insert_with(|| Value::from(result_type::COMPLETE));
+    if CACHEABLE_METHODS.contains(&method) {
+        out.entry("ttlMs")
+            .or_insert_with(|| Value::from(ttl_ms.max(0)));
+        out.entry("cacheScope")
+            .or_insert_with(|| Value::from("private"));
+    }
+    Value::Object(out)
+}
+
+/// Any modern result made legacy: `resultType` and cache hints dropped.
+pub fn result_to_legacy(result: &Value, method: &str) -> Value {
+    let mut out = result.as_object().cloned().unwrap_or_default();
+    out.remove("resultType");
+    if CACHEABLE_METHODS.contains(&method) {
+        out.remove("ttlMs");
+        out.remove("cacheScope");
+    }
+    Value::Object(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::jsonrpc::Id;
+
+    fn client() -> LegacyClient {
+        LegacyClient::from_initialize(Some(&json!({
+            "protocolVersion": "2025-11-25",
+            "capabilities": {"elicitation": {"form": {}}, "tasks": {"list": {}}},
+            "clientInfo": {"name": "c", "version": "1"}
+        })))
+        .unwrap()
+    }
+
+    #[test]
+    fn modern_meta_is_injected_and_client_meta_kept() {
+        let req = Request {
+            id: Id::Num(1),
+            method: "tools/call".into(),
+            params: Some(json!({"name": "x", "_meta": {"progressToken": 7}})),
+        };
+        let mut c = client();
+        c.log_level = Some("debug".into());
+        let m = request_to_modern(&req, &c);
+        let meta = &m.params.as_ref().unwrap()["_meta"];
+        assert_eq!(meta["progressToken"], 7);
+        assert_eq!(meta[META_PROTOCOL_VERSION], MODERN_VERSION);
+        assert_eq!(meta[META_LOG_LEVEL], "debug");
+        let caps = &meta[META_CLIENT_CAPABILITIES];
+        assert!(caps["elicitation"].is_object());
+        assert!(caps.get("tasks").is_none());
+        assert!(caps["extensions"][TASKS_EXTENSION].is_object());
+    }
+
+    #[test]
+    fn modern_meta_is_checked_and_stripped() {
+        let ok = Request {
+            id: Id::Num(1),
+            method: "tools/list".into(),
+            params: Some(json!({"_meta": {
+                META_PROTOCOL_VERSION: MODERN_VERSION,
+                META_CLIENT_CAPABILITIES: {},
+                "progressToken": "p"
+            }})),
+        };
+        let (l, meta) = request_to_legacy(&ok).unwrap();
+        assert_eq!(l.params.unwrap()["_meta"], json!({"progressToken": "p"}));
+        assert!(!meta.declares_tasks());
+
+        let mut no_caps = ok.clone();
+        no_caps.params = Some(json!({"_meta": {META_PROTOCOL_VERSION: MODERN_VERSION}}));
+        assert_eq!(request_to_legacy(&no_caps).unwrap_err().code(), -32602);
+        let mut old = ok.clone();
+        old.params = Some(json!({"_meta": {META_PROTOCOL_VERSION: "2025-11-25",
+                                           META_CLIENT_CAPABILITIES: {}}}));
+        assert_eq!(request_to_legacy(&old).unwrap_err().code(), -32022);
+        let mut none = ok;
+        none.params = None;
+        assert_eq!(request_to_legacy(&none).unwrap_err().code(), -32602);
+    }
+
+    #[test]
+    fn discover_and_initialize_mirror_each_other() {
+        let discover = json!({
+            "supportedVersions": [MODERN_VERSION],
+            "capabilities": {"tools": {}, "extensions": {TASKS_EXTENSION: {}}},
+            "instructions": "hi", "resultType": "complete", "ttlMs": 0, "cacheScope": "public",
+            "_meta": {META_SERVER_INFO: {"name": "s", "version": "2"}}
+        });
+        let init = discover_to_initialize(&discover, &client()).unwrap();
+        assert_eq!(init["protocolVersion"], "2025-11-25");
+        assert_eq!(init["serverInfo"]["name"], "s");
+        assert!(init["capabilities"]["tasks"]["requests"]["tools"]["call"].is_object());
+        assert!(init["capabilities"].get("extensions").is_none());
+        let back = initialize_to_discover(&init, 0).unwrap();
+        assert!(back["capabilities"]["extensions"][TASKS_EXTENSION].is_object());
+        assert!(back["capabilities"].get("tasks").is_none());
+        assert_eq!(back["_meta"][META_SERVER_INFO]["version"], "2");
+        assert_eq!(back["supportedVersions"][0], MODERN_VERSION);
+    }
+
+    #[test]
+    fn legacy_server_without_task_calls_gets_no_extension() {
+        let caps = server_caps_to_modern(&json!({"tasks": {"list": {}}, "tools": {}}));
+        assert!(caps.get("extensions").is_none());
+        assert!(caps.get("tasks").is_none());
+    }
+
+    #[test]
+    fn results_gain_and_lose_result_type() {
+        let m = result_to_modern(&json!({"tools": []}), "tools/list", 5);
+        assert_eq!(m["resultType"], "complete");
+        assert_eq!(m["ttlMs"], 5);
+        let l = result_to_legacy(&m, "tools/list");
+        assert_eq!(l, json!({"tools": []}));
+        let c = result_to_modern(&json!({"content": []}), "tools/call", 5);
+        assert!(c.get("ttlMs").is_none());
+    }
+}

@@ -1,0 +1,310 @@
+//! Task rows: fields, creation, `tasks/get`, `tasks/result`, cancel, list.
+
+use serde_json::{Map, Value, json};
+
+use super::{as_object, meta_mut, remove_meta_key};
+use crate::error::ShimError;
+use crate::jsonrpc::ErrorObject;
+use crate::revision::META_RELATED_TASK;
+use crate::wire::modern::{self, DetailedTask, Payload, result_type};
+use crate::wire::{TaskStatus, from_value, legacy, to_value};
+
+/// `ttlMs`/`pollIntervalMs` → `ttl`/`pollInterval`; everything else kept.
+pub fn task_to_legacy(t: &modern::Task) -> legacy::Task {
+    legacy::Task {
+        task_id: t.task_id.clone(),
+        status: t.status,
+        status_message: t.status_message.clone(),
+        created_at: t.created_at.clone(),
+        last_updated_at: t.last_updated_at.clone(),
+        ttl: t.ttl_ms,
+        poll_interval: t.poll_interval_ms,
+        extra: t.extra.clone(),
+    }
+}
+
+/// `ttl`/`pollInterval` → `ttlMs`/`pollIntervalMs`; everything else kept.
+pub fn task_to_modern(t: &legacy::Task) -> modern::Task {
+    modern::Task {
+        task_id: t.task_id.clone(),
+        status: t.status,
+        status_message: t.status_message.clone(),
+        created_at: t.created_at.clone(),
+        last_updated_at: t.last_updated_at.clone(),
+        ttl_ms: t.ttl,
+        poll_interval_ms: t.poll_interval,
+        extra: t.extra.clone(),
+    }
+}
+
+/// True for a tool result that reports a tool-level error.
+pub fn is_error_result(result: &Value) -> bool {
+    result.get("isError").and_then(Value::as_bool) == Some(true)
+}
+
+/// The status a 2025-11-25 client should see for a detailed modern task.
+///
+/// 2025-11-25 counts a tool result with `isError: true` as `failed`;
+/// 2026-07-28 ends such a task `completed` and keeps `failed` for JSON-RPC
+/// errors only.
+pub fn legacy_status(d: &DetailedTask) -> TaskStatus {
+    match (&d.task.status, &d.payload) {
+        (TaskStatus::Completed, Payload::Result(r)) if is_error_result(r) => TaskStatus::Failed,
+        (s, _) => *s,
+    }
+}
+
+/// A detailed modern task as a bare legacy task (payload left out: callers
+/// cache it and serve it through `tasks/result`).
+pub fn detailed_to_legacy(d: &DetailedTask) -> legacy::Task {
+    let mut t = task_to_legacy(&d.task);
+    t.status = legacy_status(d);
+    t
+}
+
+/// A legacy task and what its `tasks/result` gave, as a detailed modern task.
+///
+/// Judgement calls (see docs/translation.md):
+/// - legacy `failed` with a result (the `isError` case) → `completed` + result;
+/// - `failed` without a known payload → `failed` with an `-32603` built from
+///   the status message, since the modern schema requires `error`;
+/// - `input_required` with no captured request yet → `working`, since a
+///   modern client cannot act on an empty `inputRequests`.
+pub fn detailed_from_legacy(t: &legacy::Task, payload: &Payload) -> DetailedTask {
+    let mut task = task_to_modern(t);
+    let payload = match (t.status, payload) {
+        (TaskStatus::Completed | TaskStatus::Failed, Payload::Result(r)) => {
+            task.status = TaskStatus::Completed;
+            Payload::Result(r.clone())
+        }
+        (TaskStatus::Failed | TaskStatus::Completed, Payload::Error(e)) => {
+            task.status = TaskStatus::Failed;
+            Payload::Error(e.clone())
+        }
+        (TaskStatus::Failed, _) => Payload::Error(ErrorObject::new(
+            crate::error::codes::INTERNAL_ERROR,
+            t.status_message
+                .clone()
+                .unwrap_or_else(|| "Task failed".into()),
+        )),
+        (TaskStatus::InputRequired, Payload::Input(i)) if !i.is_empty() => {
+            Payload::Input(i.clone())
+        }
+        (TaskStatus::InputRequired, _) => {
+            task.status = TaskStatus::Working;
+            Payload::None
+        }
+        _ => Payload::None,
+    };
+    DetailedTask { task, payload }
+}
+
+/// Modern flat creation result → legacy `{task: {…}}`; result `_meta` kept
+/// beside `task`.
+pub fn create_result_to_legacy(result: &Value) -> Result<Value, ShimError> {
+    let d = DetailedTask::from_value(result)?;
+    let mut t = d.task;
+    let meta = t.extra.remove("_meta");
+    let mut out = Map::new();
+    out.insert("task".into(), to_value(&task_to_legacy(&t)));
+    if let Some(m) = meta {
+        out.insert("_meta".into(), m);
+    }
+    Ok(Value::Object(out))
+}
+
+/// Legacy `{task: {…}}` → modern flat creation result with `resultType: "task"`.
+pub fn create_result_to_modern(result: &Value) -> Result<Value, ShimError> {
+    let created: legacy::CreateTaskResult = from_value("CreateTaskResult", result)?;
+    let mut v = to_value(&task_to_modern(&created.task));
+    if let Value::Object(m) = &mut v {
+        for (k, val) in created.extra {
+            m.insert(k, val);
+        }
+        m.insert("resultType".into(), Value::from(result_type::TASK));
+    }
+    Ok(v)
+}
+
+/// Modern `tasks/get` result → the legacy task a 2025 client sees, plus the
+/// inline payload it no longer carries (for the caller to cache).
+pub fn get_result_to_legacy(result: &Value) -> Result<(legacy::Task, Payload), ShimError> {
+    let d = DetailedTask::from_value(result)?;
+    Ok((detailed_to_legacy(&d), d.payload))
+}
+
+/// Legacy task + known payload → modern `tasks/get` result.
+pub fn get_result_to_modern(t: &legacy::Task, payload: &Payload) -> Value {
+    detailed_from_legacy(t, payload).to_value(Some(result_type::COMPLETE))
+}
+
+/// Payload of a finished modern task → what a 2025 `tasks/result` answers:
+/// the original result tagged with related-task `_meta`, or the original
+/// JSON-RPC error. A cancelled task has no result: an error says so.
+pub fn task_result_to_legacy(
+    task_id: &str,
+    status: TaskStatus,
+    payload: &Payload,
+) -> Result<Value, ErrorObject> {
+    match payload {
+        Payload::Result(r) => Ok(tag_related_task(r.clone(), task_id)),
+        Payload::Error(e) => Err(e.clone()),
+        _ if status == TaskStatus::Cancelled => Err(ShimError::TaskCancelled.to_error_object()),
+        _ => Err(
+            ShimError::Internal(format!("task ended {status} without a result")).to_error_object(),
+        ),
+    }
+}
+
+/// Adds `_meta["io.modelcontextprotocol/related-task"] = {taskId}` to a result.
+pub fn tag_related_task(mut result: Value, task_id: &str) -> Value {
+    if let Value::Object(m) = &mut result {
+        m.remove("resultType");
+        meta_mut(m).insert(META_RELATED_TASK.into(), json!({"taskId": task_id}));
+    }
+    result
+}
+
+/// Removes the related-task `_meta` from a result (it has no place inline
+/// in a modern `tasks/get`), and gives it a `resultType`.
+pub fn strip_related_task(mut result: Value) -> Value {
+    if let Value::Object(m) = &mut result {
+        remove_meta_key(m, META_RELATED_TASK);
+        m.entry("resultType")
+            .or_insert_with(|| Value::from(result_type::COMPLETE));
+    }
+    result
+}
+
+/// The modern answer to `tasks/cancel`: an empty acknowledgement.
+pub fn cancel_result_to_modern() -> Value {
+    json!({"resultType": result_type::COMPLETE})
+}
+
+/// The legacy answer to `tasks/cancel`: the task, now `cancelled`.
+pub fn cancelled_view(t: &legacy::Task, now: &str) -> legacy::Task {
+    let mut t = t.clone();
+    if t.status != TaskStatus::Cancelled {
+        t.status = TaskStatus::Cancelled;
+        t.last_updated_at = now.to_owned();
+    }
+    t
+}
+
+/// A `tasks/list` page.
+pub fn list_page(tasks: &[legacy::Task], next_cursor: Option<String>) -> Value {
+    to_value(&legacy::ListTasksResult {
+        tasks: tasks.to_vec(),
+        next_cursor,
+        extra: Map::new(),
+    })
+}
+
+/// `params.taskId` of a `tasks/*` request.
+pub fn task_id_param(params: Option<&Value>) -> Result<&str, ShimError> {
+    let p = params.ok_or_else(|| ShimError::InvalidParams("missing params".into()))?;
+    as_object("params", p)?
+        .get("taskId")
+        .and_then(Value::as_str)
+        .ok_or_else(|| ShimError::InvalidParams("params.taskId must be a string".into()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn modern_task(status: &str) -> Value {
+        json!({"taskId":"t1","status":status,"createdAt":"2026-01-01T00:00:00Z",
+               "lastUpdatedAt":"2026-01-01T00:00:01Z","ttlMs":60000,"pollIntervalMs":500})
+    }
+
+    #[test]
+    fn fields_are_renamed_and_unknown_fields_kept() {
+        let mut v = modern_task("working");
+        v["x-vendor"] = json!({"keep": true});
+        let (t, p) = get_result_to_legacy(&v).unwrap();
+        let lv = to_value(&t);
+        assert_eq!(lv["ttl"], 60000);
+        assert_eq!(lv["pollInterval"], 500);
+        assert!(lv.get("ttlMs").is_none());
+        assert_eq!(lv["x-vendor"]["keep"], true);
+        assert_eq!(p, Payload::None);
+    }
+
+    #[test]
+    fn null_ttl_survives_both_ways() {
+        let mut v = modern_task("working");
+        v["ttlMs"] = Value::Null;
+        let (t, _) = get_result_to_legacy(&v).unwrap();
+        assert_eq!(to_value(&t)["ttl"], Value::Null);
+        let back = get_result_to_modern(&t, &Payload::None);
+        assert_eq!(back["ttlMs"], Value::Null);
+        assert!(back.as_object().unwrap().contains_key("ttlMs"));
+    }
+
+    #[test]
+    fn is_error_results_fail_in_legacy_and_complete_in_modern() {
+        let mut v = modern_task("completed");
+        v["result"] = json!({"content":[],"isError":true});
+        let (t, p) = get_result_to_legacy(&v).unwrap();
+        assert_eq!(t.status, TaskStatus::Failed);
+        let back = get_result_to_modern(&t, &p);
+        assert_eq!(back["status"], "completed");
+        assert_eq!(back["result"]["isError"], true);
+    }
+
+    #[test]
+    fn legacy_failed_without_payload_gets_an_error() {
+        let t: legacy::Task = from_value(
+            "t",
+            &json!({"taskId":"a","status":"failed",
+            "createdAt":"x","lastUpdatedAt":"y","ttl":null,"statusMessage":"boom"}),
+        )
+        .unwrap();
+        let v = get_result_to_modern(&t, &Payload::None);
+        assert_eq!(v["status"], "failed");
+        assert_eq!(v["error"]["message"], "boom");
+    }
+
+    #[test]
+    fn creation_results_flatten_and_nest() {
+        let modern = {
+            let mut v = modern_task("working");
+            v["resultType"] = json!("task");
+            v
+        };
+        let legacy = create_result_to_legacy(&modern).unwrap();
+        assert_eq!(legacy["task"]["ttl"], 60000);
+        assert!(legacy.get("resultType").is_none());
+        let back = create_result_to_modern(&legacy).unwrap();
+        assert_eq!(back, modern);
+    }
+
+    #[test]
+    fn task_result_is_tagged_or_errors() {
+        let ok = task_result_to_legacy(
+            "t1",
+            TaskStatus::Completed,
+            &Payload::Result(json!({"content":[],"resultType":"complete"})),
+        )
+        .unwrap();
+        assert_eq!(ok["_meta"][META_RELATED_TASK]["taskId"], "t1");
+        assert!(ok.get("resultType").is_none());
+        assert_eq!(strip_related_task(ok)["_meta"], Value::Null);
+        let err = task_result_to_legacy("t1", TaskStatus::Cancelled, &Payload::None).unwrap_err();
+        assert_eq!(err.code, -32602);
+    }
+
+    #[test]
+    fn cancelled_view_pins_status() {
+        let t: legacy::Task = from_value(
+            "t",
+            &json!({"taskId":"a","status":"working",
+            "createdAt":"x","lastUpdatedAt":"y","ttl":1}),
+        )
+        .unwrap();
+        let c = cancelled_view(&t, "now");
+        assert_eq!(c.status, TaskStatus::Cancelled);
+        assert_eq!(c.last_updated_at, "now");
+    }
+}

@@ -1,0 +1,190 @@
+//! Tool rows: `tools/list` and `tools/call` params.
+
+use std::collections::HashMap;
+
+use serde_json::{Value, json};
+
+use crate::error::ShimError;
+use crate::wire::legacy::{TaskMetadata, TaskSupport};
+use crate::wire::modern::result_type;
+use crate::wire::to_value;
+
+/// Which `execution.taskSupport` a legacy client is told per tool.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TaskPolicy {
+    /// For tools not named in `per_tool`.
+    pub default: TaskSupport,
+    /// Configured overrides.
+    pub per_tool: HashMap<String, TaskSupport>,
+}
+
+impl TaskPolicy {
+    /// Every tool `optional` unless configured otherwise.
+    pub fn optional() -> Self {
+        TaskPolicy {
+            default: TaskSupport::Optional,
+            per_tool: HashMap::new(),
+        }
+    }
+
+    /// The support for one tool.
+    pub fn for_tool(&self, name: &str) -> TaskSupport {
+        self.per_tool.get(name).copied().unwrap_or(self.default)
+    }
+
+    /// Parses `TOOL=required|optional|forbidden`.
+    pub fn parse_rule(rule: &str) -> Result<(String, TaskSupport), String> {
+        let (tool, support) = rule
+            .split_once('=')
+            .ok_or_else(|| format!("expected TOOL=required|optional|forbidden, got {rule:?}"))?;
+        if tool.is_empty() {
+            return Err(format!("empty tool name in {rule:?}"));
+        }
+        Ok((tool.to_owned(), support.parse()?))
+    }
+}
+
+/// Modern `tools/list` result → legacy: each tool gets
+/// `execution.taskSupport` from the policy; modern-only result members
+/// (`resultType`, cache hints) are dropped.
+pub fn tools_list_to_legacy(result: &Value, policy: &TaskPolicy) -> Value {
+    let mut out = super::session::result_to_legacy(result, "tools/list");
+    if let Some(tools) = out.get_mut("tools").and_then(Value::as_array_mut) {
+        for tool in tools.iter_mut().filter_map(Value::as_object_mut) {
+            let name = tool.get("name").and_then(Value::as_str).unwrap_or_default();
+            let support = policy.for_tool(name);
+            let exec = tool.entry("execution").or_insert_with(|| json!({}));
+            if !exec.is_object() {
+                *exec = json!({});
+            }
+            exec["taskSupport"] = Value::from(support.as_str());
+        }
+    }
+    out
+}
+
+/// Legacy `tools/list` result → modern: `execution` stripped (the modern
+/// revision has no per-tool task flag), `resultType` and cache hints added.
+/// Returns the rewritten result and each tool's legacy task support, which
+/// the reverse bridge needs to decide how to call it.
+pub fn tools_list_to_modern(result: &Value, ttl_ms: i64) -> (Value, HashMap<String, TaskSupport>) {
+    let mut supports = HashMap::new();
+    let mut out = super::session::result_to_modern(result, "tools/list", ttl_ms);
+    if let Some(tools) = out.get_mut("tools").and_then(Value::as_array_mut) {
+        for tool in tools.iter_mut() {
+            let support = TaskSupport::of_tool(tool);
+            if let Some(obj) = tool.as_object_mut() {
+                if let Some(name) = obj.get("name").and_then(Value::as_str) {
+                    supports.insert(name.to_owned(), support);
+                }
+                obj.remove("execution");
+            }
+        }
+    }
+    (out, supports)
+}
+
+/// Legacy `tools/call` params → modern: `params.task` removed and returned
+/// (the modern server decides on tasks itself). `_meta` injection is
+/// [`super::session::request_to_modern`]'s job.
+pub fn call_params_to_modern(params: &Value) -> (Value, Option<TaskMetadata>) {
+    let mut p = params.clone();
+    let task = p
+        .as_object_mut()
+        .and_then(|m| m.remove("task"))
+        .map(|t| serde_json::from_value(t).unwrap_or_default());
+    (p, task)
+}
+
+/// Modern `tools/call` params → legacy: an incoming `params.task` is ignored
+/// (the 2026 spec says so), the shim's own `task` request is added when it
+/// decided to run the call as a task. MRTR members are removed: the reverse
+/// bridge consumes them.
+pub fn call_params_to_legacy(
+    params: &Value,
+    task: Option<&TaskMetadata>,
+) -> Result<Value, ShimError> {
+    let mut p = super::as_object("tools/call params", params)?.clone();
+    p.remove("task");
+    p.remove("inputResponses");
+    p.remove("requestState");
+    if let Some(t) = task {
+        p.insert("task".into(), to_value(t));
+    }
+    Ok(Value::Object(p))
+}
+
+/// `params.name` of a `tools/call`.
+pub fn tool_name(params: Option<&Value>) -> Result<&str, ShimError> {
+    params
+        .and_then(|p| p.get("name"))
+        .and_then(Value::as_str)
+        .ok_or_else(|| ShimError::InvalidParams("tools/call needs params.name (a string)".into()))
+}
+
+/// True when a modern `tools/call` result says the server made a task.
+pub fn is_task_result(result: &Value) -> bool {
+    crate::wire::modern::result_type_of(result) == result_type::TASK
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn policy_rules_parse() {
+        assert_eq!(
+            TaskPolicy::parse_rule("slow=required").unwrap(),
+            ("slow".into(), TaskSupport::Required)
+        );
+        assert!(TaskPolicy::parse_rule("slow").is_err());
+        assert!(TaskPolicy::parse_rule("slow=maybe").is_err());
+        assert!(TaskPolicy::parse_rule("=required").is_err());
+    }
+
+    #[test]
+    fn tools_list_gets_task_support_and_loses_modern_members() {
+        let modern = json!({"tools":[{"name":"a","inputSchema":{"type":"object"}},
+                                     {"name":"b","inputSchema":{"type":"object"},"execution":{"x":1}}],
+                            "resultType":"complete","ttlMs":0,"cacheScope":"private"});
+        let mut policy = TaskPolicy::optional();
+        policy.per_tool.insert("b".into(), TaskSupport::Required);
+        let legacy = tools_list_to_legacy(&modern, &policy);
+        assert_eq!(legacy["tools"][0]["execution"]["taskSupport"], "optional");
+        assert_eq!(legacy["tools"][1]["execution"]["taskSupport"], "required");
+        assert_eq!(legacy["tools"][1]["execution"]["x"], 1);
+        assert!(legacy.get("resultType").is_none());
+        assert!(legacy.get("cacheScope").is_none());
+    }
+
+    #[test]
+    fn tools_list_to_modern_strips_execution_and_reports_support() {
+        let legacy = json!({"tools":[{"name":"a","inputSchema":{"type":"object"},
+                                      "execution":{"taskSupport":"required"}},
+                                     {"name":"b","inputSchema":{"type":"object"}}]});
+        let (modern, supports) = tools_list_to_modern(&legacy, 0);
+        assert!(modern["tools"][0].get("execution").is_none());
+        assert_eq!(modern["resultType"], "complete");
+        assert_eq!(supports["a"], TaskSupport::Required);
+        assert_eq!(supports["b"], TaskSupport::Forbidden);
+    }
+
+    #[test]
+    fn call_params_task_moves() {
+        let (p, t) = call_params_to_modern(&json!({"name":"x","task":{"ttl":5}}));
+        assert!(p.get("task").is_none());
+        assert_eq!(t.unwrap().ttl, Some(5));
+        let l = call_params_to_legacy(
+            &json!({"name":"x","task":{"ttl":1},"requestState":"s"}),
+            Some(&TaskMetadata {
+                ttl: Some(9),
+                ..Default::default()
+            }),
+        )
+        .unwrap();
+        assert_eq!(l["task"]["ttl"], 9);
+        assert!(l.get("requestState").is_none());
+        let plain = call_params_to_legacy(&json!({"name":"x","task":{"ttl":1}}), None).unwrap();
+        assert!(plain.get("task").is_none());
+    }
+}
