@@ -149,6 +149,12 @@ impl ShimError {
     }
 }
 
+impl From<ShimError> for ErrorObject {
+    fn from(e: ShimError) -> Self {
+        e.to_error_object()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -22,12 +22,17 @@
 //! - [`ids`]: CSPRNG ids and timestamps, used by engines, never by `translate`.
 //! - [`reference`]: small reference servers of both revisions (fixtures).
 
+pub mod bridge;
 pub mod error;
 pub mod ids;
 pub mod jsonrpc;
+pub mod ledger;
+pub mod proxy;
 pub mod reference;
 pub mod revision;
 pub mod translate;
+pub mod transport;
+pub mod upstream;
 pub mod wire;
 
 #[doc(hidden)]

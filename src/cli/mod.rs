@@ -6,7 +6,9 @@ use clap::{Parser, Subcommand};
 
 use crate::revision::Revision;
 
+mod options;
 mod reference;
+mod stdio;
 mod translate;
 
 /// A compatibility shim between the MCP 2025-11-25 task design and the
@@ -33,6 +35,9 @@ pub enum Command {
     Translate(translate::Args),
     /// Run a reference MCP server of one revision over stdio (test fixture).
     ReferenceServer(reference::Args),
+    /// Proxy one client on stdin/stdout to an upstream server started as a
+    /// child process, translating between task revisions as needed.
+    Stdio(stdio::Args),
 }
 
 /// Entry point of the binary.
@@ -42,6 +47,7 @@ pub fn main() -> ExitCode {
     let result = match cli.command {
         Command::Translate(args) => translate::run(args),
         Command::ReferenceServer(args) => reference::run(args),
+        Command::Stdio(args) => stdio::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,204 @@
+//! `tools/call` for legacy clients: task creation (real or synthetic),
+//! MRTR input rounds, and driving an unasked-for task to its end.
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value, json};
+
+use super::LegacySession;
+use crate::error::ShimError;
+use crate::jsonrpc::{ErrorObject, Request};
+use crate::ledger::TaskRecord;
+use crate::revision::META_RELATED_TASK;
+use crate::translate::{input, session as tsession, task as ttask, tools as ttools};
+use crate::upstream::RpcResult;
+use crate::wire::legacy::{self, TaskMetadata, TaskSupport};
+use crate::wire::modern::{DetailedTask, Payload, result_type, result_type_of};
+use crate::wire::{TaskStatus, to_value};
+
+/// Retention of synthetic tasks when the client asked for none (ms).
+const SYNTHETIC_TTL_MS: i64 = 3_600_000;
+
+impl LegacySession {
+    pub(super) async fn tools_call(self: &Arc<Self>, req: Request) -> RpcResult {
+        let name = ttools::tool_name(req.params.as_ref())?.to_owned();
+        let support = self.front.policy.for_tool(&name);
+        let (mut params, task) =
+            ttools::call_params_to_modern(req.params.as_ref().unwrap_or(&json!({})));
+        if support == TaskSupport::Required && task.is_none() {
+            return Err(ShimError::MethodNotFound(format!(
+                "tool {name:?} requires task augmentation (params.task)"
+            ))
+            .into());
+        }
+        // A forbidden tool called with params.task runs as a plain call.
+        let task = task.filter(|_| support != TaskSupport::Forbidden);
+        for _ in 0..=self.front.config.max_input_rounds {
+            let upstream_req = Request {
+                id: req.id.clone(),
+                method: req.method.clone(),
+                params: Some(params.clone()),
+            };
+            let result = self.call(&upstream_req).await?;
+            match result_type_of(&result) {
+                result_type::TASK => return self.created(result, task.as_ref()).await,
+                result_type::INPUT_REQUIRED => {
+                    self.answer_round(&mut params, &result).await?;
+                }
+                _ => return self.plain(result, task.as_ref()),
+            }
+        }
+        Err(ShimError::Upstream(format!(
+            "tool {name:?} asked for input more than {} times",
+            self.front.config.max_input_rounds
+        ))
+        .into())
+    }
+
+    /// The upstream made a task: hand it to a client that asked for one,
+    /// or drive it to its end for a client that made a plain call.
+    async fn created(self: &Arc<Self>, result: Value, asked: Option<&TaskMetadata>) -> RpcResult {
+        let d = DetailedTask::from_value(&result)?;
+        if asked.is_none() {
+            tracing::info!(task = %d.task.task_id, "upstream made a task of a plain call; driving it");
+            return self.drive(&d.task.task_id).await;
+        }
+        let mut task = ttask::detailed_to_legacy(&d);
+        task.extra.remove("_meta");
+        let record = TaskRecord {
+            scope: self.scope.clone(),
+            task,
+            payload: Payload::None,
+            cancel_pinned: false,
+            synthetic: false,
+            expires_at: self.front.clock.expiry(d.task.ttl_ms),
+        };
+        self.front
+            .ledger
+            .insert(record, self.front.clock.now_ms())
+            .map_err(ShimError::from)?;
+        Ok(ttask::create_result_to_legacy(&result)?)
+    }
+
+    /// A plain upstream answer. A client that asked for a task gets a
+    /// synthetic one (2025-11-25 requires `working` at creation) whose
+    /// result the legacy methods serve from the ledger.
+    fn plain(&self, result: Value, asked: Option<&TaskMetadata>) -> RpcResult {
+        let Some(meta) = asked else {
+            return Ok(tsession::result_to_legacy(&result, "tools/call"));
+        };
+        let now = self.front.clock.now_iso();
+        let ttl = meta.ttl.unwrap_or(SYNTHETIC_TTL_MS);
+        let task = legacy::Task {
+            task_id: crate::ids::random_id(),
+            status: TaskStatus::Working,
+            status_message: None,
+            created_at: now.clone(),
+            last_updated_at: now,
+            ttl: Some(ttl),
+            poll_interval: Some(self.front.config.default_poll_ms as i64),
+            extra: Map::new(),
+        };
+        let mut ended = task.clone();
+        ended.status = if ttask::is_error_result(&result) {
+            TaskStatus::Failed
+        } else {
+            TaskStatus::Completed
+        };
+        let record = TaskRecord {
+            scope: self.scope.clone(),
+            task: ended,
+            payload: Payload::Result(result),
+            cancel_pinned: false,
+            synthetic: true,
+            expires_at: self.front.clock.expiry(Some(ttl)),
+        };
+        self.front
+            .ledger
+            .insert(record, self.front.clock.now_ms())
+            .map_err(ShimError::from)?;
+        tracing::debug!(task = %task.task_id, "synthetic task for a plain upstream answer");
+        Ok(json!({"task": to_value(&task)}))
+    }
+
+    /// Waits for a task the client never saw and answers with its outcome.
+    async fn drive(self: &Arc<Self>, task_id: &str) -> RpcResult {
+        let d = self.await_task(task_id, false).await?;
+        match d.payload {
+            Payload::Result(r) => {
+                let mut r = tsession::result_to_legacy(&r, "tools/call");
+                if let Some(m) = r.as_object_mut() {
+                    crate::translate::remove_meta_key(m, META_RELATED_TASK);
+                }
+                Ok(r)
+            }
+            Payload::Error(e) => Err(e),
+            _ => Err(ShimError::TaskCancelled.into()),
+        }
+    }
+
+    /// One MRTR round: ask the client each input request, then put the
+    /// answers and the opaque `requestState` into the retried params.
+    async fn answer_round(&self, params: &mut Value, result: &Value) -> Result<(), ErrorObject> {
+        let requests = result
+            .get("inputRequests")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        let mut answers = Map::new();
+        for (key, request) in &requests {
+            let answer = self.ask_input(key, request, None).await?;
+            answers.insert(key.clone(), answer);
+        }
+        let p = params.as_object_mut().ok_or_else(|| {
+            ShimError::InvalidParams("tools/call params must be an object".into())
+        })?;
+        p.insert("inputResponses".into(), Value::Object(answers));
+        match result.get("requestState") {
+            Some(state) => p.insert("requestState".into(), state.clone()),
+            None => p.remove("requestState"),
+        };
+        Ok(())
+    }
+
+    /// Asks the client one input request; `task_id` tags it with the
+    /// related task (`None` for requests outside a task the client knows).
+    /// Returns the answer as a modern input response.
+    pub(super) async fn ask_input(
+        &self,
+        key: &str,
+        request: &Value,
+        task_id: Option<&str>,
+    ) -> Result<Value, ErrorObject> {
+        let method = request
+            .get("method")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let declared = input::capability_for(method).is_some_and(|c| self.client().declares(c));
+        if !declared {
+            return Err(ShimError::Upstream(format!(
+                "the server needs {method:?} input, which this client did not declare"
+            ))
+            .into());
+        }
+        let mut req =
+            input::input_request_to_legacy(key, request, task_id.unwrap_or(""), 0.into())?;
+        if task_id.is_none()
+            && let Some(p) = req.params.as_mut().and_then(Value::as_object_mut)
+        {
+            crate::translate::remove_meta_key(p, META_RELATED_TASK);
+        }
+        match self.ask(req).await {
+            Ok(answer) => Ok(input::legacy_answer_to_input_response(&answer)),
+            // A client that errors on an elicitation has not accepted it.
+            Err(e) if method == "elicitation/create" => {
+                tracing::info!(
+                    code = e.code,
+                    "client refused an elicitation; answering cancel"
+                );
+                Ok(json!({"action": "cancel"}))
+            }
+            Err(e) => Err(e),
+        }
+    }
+}

@@ -1,0 +1,349 @@
+//! 2025-11-25 clients in front of a 2026-07-28 server (design doc §3.1).
+//!
+//! [`LegacyFront`] holds what all sessions of one upstream share (the
+//! upstream, the ledger, the pollers); a [`LegacySession`] is one client
+//! session (a stdio client, or one `Mcp-Session-Id` over HTTP) and owns its
+//! scope in the ledger.
+//!
+//! ```no_run
+//! # use std::sync::Arc;
+//! # use mcp_tasks_shim::bridge::{BridgeConfig, legacy_front::LegacyFront};
+//! # use mcp_tasks_shim::ledger::MemoryLedger;
+//! # fn demo(upstream: Arc<dyn mcp_tasks_shim::upstream::Upstream>, discover: serde_json::Value) {
+//! let front = LegacyFront::new(upstream, Arc::new(MemoryLedger::default()), BridgeConfig::default(), discover);
+//! let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+//! let session = front.session("session-1".into(), tx);
+//! // session.handle_client(message) for each client message;
+//! // front.handle_upstream(event) for each upstream event.
+//! # }
+//! ```
+
+mod calls;
+mod tasks;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+
+use serde_json::{Map, Value, json};
+use tokio::sync::oneshot;
+
+use super::watch::Watchers;
+use super::{BridgeConfig, Clock};
+use crate::error::ShimError;
+use crate::jsonrpc::{ErrorObject, Id, Message, Request};
+use crate::ledger::TaskLedger;
+use crate::translate::session::{self as tsession, LegacyClient};
+use crate::translate::tools::TaskPolicy;
+use crate::transport::Outbox;
+use crate::upstream::{RpcResult, Upstream, UpstreamEvent};
+use crate::wire::legacy::TaskSupport;
+use crate::wire::modern::DetailedTask;
+
+/// Shared state of the legacy-front bridge for one upstream.
+#[derive(Debug)]
+pub struct LegacyFront {
+    upstream: Arc<dyn Upstream>,
+    ledger: Arc<dyn TaskLedger>,
+    config: BridgeConfig,
+    discover: Value,
+    policy: TaskPolicy,
+    watchers: Arc<Watchers>,
+    clock: Clock,
+    sessions: Mutex<Vec<Weak<LegacySession>>>,
+}
+
+impl LegacyFront {
+    /// A bridge over `upstream`, whose `server/discover` result is `discover`.
+    pub fn new(
+        upstream: Arc<dyn Upstream>,
+        ledger: Arc<dyn TaskLedger>,
+        config: BridgeConfig,
+        discover: Value,
+    ) -> Arc<Self> {
+        let has_tasks = discover
+            .get("capabilities")
+            .and_then(|c| c.get("extensions"))
+            .and_then(|e| e.get(crate::revision::TASKS_EXTENSION))
+            .is_some();
+        let policy = config.policy.clone().unwrap_or(TaskPolicy {
+            default: if has_tasks {
+                TaskSupport::Optional
+            } else {
+                TaskSupport::Forbidden
+            },
+            per_tool: HashMap::new(),
+        });
+        Arc::new(LegacyFront {
+            watchers: Watchers::new(upstream.clone(), config.clone()),
+            upstream,
+            ledger,
+            config,
+            discover,
+            policy,
+            clock: Clock::new(),
+            sessions: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// Opens a client session whose tasks live in ledger scope `scope` and
+    /// whose outgoing messages go to `out`.
+    pub fn session(self: &Arc<Self>, scope: String, out: Outbox) -> Arc<LegacySession> {
+        let s = Arc::new(LegacySession {
+            front: self.clone(),
+            scope,
+            client: Mutex::new(None),
+            out,
+            asks: Mutex::new(HashMap::new()),
+            next_ask: AtomicI64::new(1),
+        });
+        let mut sessions = lock(&self.sessions);
+        sessions.retain(|w| w.strong_count() > 0);
+        sessions.push(Arc::downgrade(&s));
+        s
+    }
+
+    /// Feeds one upstream event: task notifications update the owning
+    /// session's ledger view and wake waiters; other notifications reach
+    /// every session; a modern server sends no requests, so any is refused.
+    pub fn handle_upstream(&self, event: UpstreamEvent) {
+        match event {
+            UpstreamEvent::Notification(n)
+                if n.method == crate::translate::notify::MODERN_STATUS =>
+            {
+                match n.params.as_ref().map(DetailedTask::from_value) {
+                    Some(Ok(mut d)) => {
+                        d.task.extra.remove("_meta");
+                        self.watchers.publish(d.clone());
+                        for s in self.live_sessions() {
+                            s.record_seen(&d);
+                        }
+                    }
+                    _ => tracing::warn!("malformed notifications/tasks from upstream"),
+                }
+            }
+            UpstreamEvent::Notification(n) => {
+                for s in self.live_sessions() {
+                    s.send(Message::Notification(n.clone()));
+                }
+            }
+            UpstreamEvent::Request(r) => {
+                let err = ShimError::MethodNotFound(r.method.clone()).to_error_object();
+                let _ = self.upstream.respond(r.id, Err(err));
+            }
+            UpstreamEvent::Closed(reason) => {
+                for s in self.live_sessions() {
+                    s.fail_asks(&reason);
+                }
+            }
+        }
+    }
+
+    /// How many task pollers are running now.
+    pub fn active_pollers(&self) -> usize {
+        self.watchers.active()
+    }
+
+    fn live_sessions(&self) -> Vec<Arc<LegacySession>> {
+        lock(&self.sessions)
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect()
+    }
+}
+
+/// One legacy client session.
+#[derive(Debug)]
+pub struct LegacySession {
+    front: Arc<LegacyFront>,
+    scope: String,
+    client: Mutex<Option<LegacyClient>>,
+    out: Outbox,
+    asks: Mutex<HashMap<Id, oneshot::Sender<RpcResult>>>,
+    next_ask: AtomicI64,
+}
+
+impl LegacySession {
+    /// The ledger scope of this session.
+    pub fn scope(&self) -> &str {
+        &self.scope
+    }
+
+    /// Feeds one client message. Requests are answered asynchronously
+    /// through the outbox; answers to the shim's own requests (elicitation
+    /// and friends) are routed to whoever waits for them.
+    pub fn handle_client(self: &Arc<Self>, msg: Message) {
+        match msg {
+            Message::Request(req) => {
+                let this = self.clone();
+                tokio::spawn(async move {
+                    let id = req.id.clone();
+                    let method = req.method.clone();
+                    let outcome = this.request(req).await;
+                    if let Err(e) = &outcome {
+                        tracing::debug!(%method, code = e.code, message = %e.message, "answering with an error");
+                    }
+                    this.send(match outcome {
+                        Ok(result) => Message::response(id, result),
+                        Err(error) => Message::error(Some(id), error),
+                    });
+                });
+            }
+            Message::Notification(n) => self.notification(n),
+            Message::Response(r) => self.resolve_ask(&r.id, Ok(r.result)),
+            Message::Error(e) => match e.id {
+                Some(id) => self.resolve_ask(&id, Err(e.error)),
+                None => tracing::warn!(error = ?e.error, "client sent an error without id"),
+            },
+        }
+    }
+
+    /// Answers every question the shim is waiting on with an error (the
+    /// session or the upstream is going away).
+    pub fn fail_asks(&self, reason: &str) {
+        let asks: Vec<_> = lock(&self.asks).drain().collect();
+        for (_, tx) in asks {
+            let _ = tx.send(Err(ShimError::Upstream(reason.to_owned()).to_error_object()));
+        }
+    }
+
+    async fn request(self: &Arc<Self>, req: Request) -> RpcResult {
+        match req.method.as_str() {
+            "initialize" => self.initialize(&req),
+            "ping" => Ok(json!({})),
+            "logging/setLevel" => self.set_level(&req),
+            "tools/list" => self.tools_list(req).await,
+            "tools/call" => self.tools_call(req).await,
+            "tasks/get" => self.tasks_get(&req).await,
+            "tasks/result" => self.tasks_result(&req).await,
+            "tasks/list" => self.tasks_list(&req).await,
+            "tasks/cancel" => self.tasks_cancel(&req).await,
+            _ => self.forward(req).await,
+        }
+    }
+
+    fn notification(&self, n: crate::jsonrpc::Notification) {
+        match n.method.as_str() {
+            // Session plumbing a modern server has no use for.
+            "notifications/initialized" | "notifications/roots/list_changed" => {}
+            _ => {
+                if let Err(e) = self
+                    .front
+                    .upstream
+                    .notify(&n.method, n.params.unwrap_or_else(|| json!({})))
+                {
+                    tracing::warn!(error = %e, "could not forward a client notification");
+                }
+            }
+        }
+    }
+
+    fn initialize(&self, req: &Request) -> RpcResult {
+        let client = LegacyClient::from_initialize(req.params.as_ref())?;
+        let result = tsession::discover_to_initialize(&self.front.discover, &client)?;
+        tracing::info!(
+            client = %client.client_info,
+            version = client.negotiated_version(),
+            "legacy client initialized"
+        );
+        *lock(&self.client) = Some(client);
+        Ok(result)
+    }
+
+    fn set_level(&self, req: &Request) -> RpcResult {
+        let level = req
+            .params
+            .as_ref()
+            .and_then(|p| p.get("level"))
+            .and_then(Value::as_str)
+            .ok_or_else(|| {
+                ShimError::InvalidParams("logging/setLevel needs params.level".into())
+            })?;
+        let mut guard = lock(&self.client);
+        let client = guard.get_or_insert_with(default_client);
+        client.log_level = Some(level.to_owned());
+        Ok(json!({}))
+    }
+
+    /// The client as declared; a client that skipped `initialize` is
+    /// treated as one that declared nothing.
+    fn client(&self) -> LegacyClient {
+        lock(&self.client).clone().unwrap_or_else(default_client)
+    }
+
+    /// The modern `_meta` for requests on this session's behalf.
+    fn meta(&self) -> Map<String, Value> {
+        tsession::modern_meta(&self.client())
+    }
+
+    /// Sends a legacy-shaped request upstream as a modern one; transport
+    /// failures become `-32603` answers.
+    async fn call(&self, req: &Request) -> RpcResult {
+        let modern = tsession::request_to_modern(req, &self.client());
+        let params = modern.params.unwrap_or_else(|| json!({}));
+        self.front
+            .upstream
+            .request(&req.method, params)
+            .await
+            .map_err(ErrorObject::from)?
+    }
+
+    /// Anything the shim does not translate specially: `_meta` in,
+    /// `resultType` and cache hints out.
+    async fn forward(&self, req: Request) -> RpcResult {
+        let result = self.call(&req).await?;
+        Ok(tsession::result_to_legacy(&result, &req.method))
+    }
+
+    async fn tools_list(&self, req: Request) -> RpcResult {
+        let result = self.call(&req).await?;
+        Ok(crate::translate::tools::tools_list_to_legacy(
+            &result,
+            &self.front.policy,
+        ))
+    }
+
+    /// Sends a request to the client and waits for its answer.
+    async fn ask(&self, mut req: Request) -> RpcResult {
+        let id = Id::Str(format!(
+            "mcp-tasks-shim-{}",
+            self.next_ask.fetch_add(1, Ordering::Relaxed)
+        ));
+        req.id = id.clone();
+        let (tx, rx) = oneshot::channel();
+        lock(&self.asks).insert(id, tx);
+        self.send(Message::Request(req));
+        rx.await.unwrap_or_else(|_| {
+            Err(ShimError::Internal("the session closed before the client answered".into()).into())
+        })
+    }
+
+    fn resolve_ask(&self, id: &Id, outcome: RpcResult) {
+        match lock(&self.asks).remove(id) {
+            Some(tx) => {
+                let _ = tx.send(outcome);
+            }
+            None => tracing::warn!(%id, "client answered a request the shim did not send"),
+        }
+    }
+
+    fn send(&self, msg: Message) {
+        if self.out.send(msg).is_err() {
+            tracing::debug!("client outbox closed; message dropped");
+        }
+    }
+}
+
+fn default_client() -> LegacyClient {
+    LegacyClient {
+        protocol_version: crate::revision::LEGACY_VERSION.into(),
+        capabilities: json!({}),
+        client_info: json!({"name": "unknown-legacy-client", "version": "0"}),
+        log_level: None,
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A poisoned lock only means a panic elsewhere; the data is still usable.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}

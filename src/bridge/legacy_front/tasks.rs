@@ -1,0 +1,247 @@
+//! The 2025-11-25 `tasks/*` methods over a modern upstream.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use tokio::task::JoinSet;
+
+use super::LegacySession;
+use crate::bridge::watch::Seen;
+use crate::error::ShimError;
+use crate::jsonrpc::{ErrorObject, Message, Request};
+use crate::ledger::TaskRecord;
+use crate::translate::notify::LEGACY_STATUS;
+use crate::translate::task as ttask;
+use crate::upstream::RpcResult;
+use crate::wire::modern::{DetailedTask, Payload};
+use crate::wire::{TaskStatus, to_value};
+
+impl LegacySession {
+    /// The record of `task_id` in this session's scope, or the one answer
+    /// given for unknown and foreign ids alike.
+    fn record(&self, req: &Request) -> Result<TaskRecord, ErrorObject> {
+        let id = ttask::task_id_param(req.params.as_ref())?;
+        self.front
+            .ledger
+            .get(&self.scope, id, self.front.clock.now_ms())
+            .ok_or_else(|| ShimError::UnknownTask.into())
+    }
+
+    pub(super) async fn tasks_get(&self, req: &Request) -> RpcResult {
+        let rec = self.record(req)?;
+        let rec = if rec.synthetic || rec.is_terminal() {
+            rec
+        } else {
+            self.refresh(rec).await?
+        };
+        Ok(to_value(&rec.task))
+    }
+
+    /// Reads the task upstream and stores what was seen.
+    async fn refresh(&self, rec: TaskRecord) -> Result<TaskRecord, ErrorObject> {
+        let params = json!({"taskId": rec.id(), "_meta": self.meta()});
+        let result = self
+            .front
+            .upstream
+            .request("tasks/get", params)
+            .await
+            .map_err(ErrorObject::from)?
+            // The upstream forgot the task (expired): so does the client's view.
+            .map_err(|_| ErrorObject::from(ShimError::UnknownTask))?;
+        let d = DetailedTask::from_value(&result)?;
+        Ok(self.record_seen(&d).unwrap_or(rec))
+    }
+
+    /// Stores an upstream snapshot in this session's ledger scope (if the
+    /// task is ours), applying a pinned cancel; tells the client when the
+    /// status it sees changed. Returns the updated record.
+    pub(super) fn record_seen(&self, d: &DetailedTask) -> Option<TaskRecord> {
+        let mut changed = false;
+        let rec = self.front.ledger.update(
+            &self.scope,
+            &d.task.task_id,
+            self.front.clock.now_ms(),
+            &mut |rec| {
+                if rec.cancel_pinned {
+                    return;
+                }
+                let mut seen = ttask::detailed_to_legacy(d);
+                // A result's `_meta` describes that answer, not the task.
+                seen.extra.remove("_meta");
+                changed = seen.status != rec.task.status;
+                rec.task = seen;
+                if d.task.status.is_terminal() {
+                    rec.payload = d.payload.clone();
+                }
+            },
+        )?;
+        if changed {
+            self.send(Message::notification(LEGACY_STATUS, to_value(&rec.task)));
+        }
+        Some(rec)
+    }
+
+    pub(super) async fn tasks_result(self: &Arc<Self>, req: &Request) -> RpcResult {
+        let rec = self.record(req)?;
+        let rec = if rec.is_terminal() {
+            rec
+        } else {
+            self.await_task(rec.id(), true).await?;
+            // Re-read: the wait stored the outcome, or a cancel was pinned.
+            self.record(req)?
+        };
+        if rec.cancel_pinned {
+            return Err(ShimError::TaskCancelled.into());
+        }
+        ttask::task_result_to_legacy(rec.id(), rec.task.status, &rec.payload)
+    }
+
+    /// Waits until the upstream task is terminal, bridging input requests
+    /// to the client on the way (tagged with the task when `tagged`).
+    pub(super) async fn await_task(
+        self: &Arc<Self>,
+        task_id: &str,
+        tagged: bool,
+    ) -> Result<DetailedTask, ErrorObject> {
+        let (watcher, mut rx) = self.front.watchers.subscribe(task_id, self.meta());
+        loop {
+            if self.is_pinned(task_id) {
+                return Err(ShimError::TaskCancelled.into());
+            }
+            let seen = rx.borrow_and_update().clone();
+            match seen {
+                Seen::Nothing => {}
+                Seen::Gone(e) => return Err(e),
+                Seen::Task(d) => {
+                    self.record_seen(&d);
+                    if d.task.status.is_terminal() {
+                        return Ok(d);
+                    }
+                    if let Payload::Input(requests) = &d.payload {
+                        for (key, request) in requests {
+                            if watcher.claim(key) {
+                                self.spawn_answer(task_id, key, request, tagged);
+                            }
+                        }
+                    }
+                }
+            }
+            // The watcher (and its sender) lives as long as we hold it.
+            let _ = rx.changed().await;
+        }
+    }
+
+    /// Asks the client one input request and forwards the answer upstream
+    /// with `tasks/update`, then re-polls.
+    fn spawn_answer(self: &Arc<Self>, task_id: &str, key: &str, request: &Value, tagged: bool) {
+        let (this, task_id, key, request) = (
+            self.clone(),
+            task_id.to_owned(),
+            key.to_owned(),
+            request.clone(),
+        );
+        tokio::spawn(async move {
+            let tag = tagged.then_some(task_id.as_str());
+            match this.ask_input(&key, &request, tag).await {
+                Ok(answer) => {
+                    let mut responses = serde_json::Map::new();
+                    responses.insert(key.clone(), answer);
+                    let mut params = crate::translate::input::update_params(&task_id, responses);
+                    params["_meta"] = Value::Object(this.meta());
+                    match this.front.upstream.request("tasks/update", params).await {
+                        Ok(Ok(_)) => {}
+                        Ok(Err(e)) => {
+                            tracing::warn!(%task_id, %key, code = e.code, "upstream refused tasks/update")
+                        }
+                        Err(e) => tracing::warn!(%task_id, %key, error = %e, "tasks/update failed"),
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(%task_id, %key, message = %e.message, "input request not answered")
+                }
+            }
+            this.front.watchers.poke(&task_id);
+        });
+    }
+
+    fn is_pinned(&self, task_id: &str) -> bool {
+        self.front
+            .ledger
+            .get(&self.scope, task_id, self.front.clock.now_ms())
+            .is_some_and(|r| r.cancel_pinned)
+    }
+
+    pub(super) async fn tasks_list(&self, req: &Request) -> RpcResult {
+        let cursor = match req.params.as_ref().and_then(|p| p.get("cursor")) {
+            None | Some(Value::Null) => None,
+            Some(Value::String(c)) => Some(c.as_str()),
+            Some(_) => {
+                return Err(ShimError::InvalidParams("cursor must be a string".into()).into());
+            }
+        };
+        let page = self
+            .front
+            .ledger
+            .list(
+                &self.scope,
+                cursor,
+                self.front.config.page_size,
+                self.front.clock.now_ms(),
+            )
+            .map_err(ShimError::from)?;
+        let mut refreshes = JoinSet::new();
+        for (i, rec) in page.records.iter().enumerate() {
+            if !rec.synthetic && !rec.is_terminal() {
+                let params = json!({"taskId": rec.id(), "_meta": self.meta()});
+                let upstream = self.front.upstream.clone();
+                refreshes.spawn(async move { (i, upstream.request("tasks/get", params).await) });
+            }
+        }
+        let mut tasks: Vec<_> = page.records.iter().map(|r| r.task.clone()).collect();
+        while let Some(Ok((i, outcome))) = refreshes.join_next().await {
+            if let Ok(Ok(v)) = outcome
+                && let Ok(d) = DetailedTask::from_value(&v)
+                && let Some(rec) = self.record_seen(&d)
+            {
+                tasks[i] = rec.task;
+            }
+        }
+        Ok(ttask::list_page(&tasks, page.next_cursor))
+    }
+
+    pub(super) async fn tasks_cancel(&self, req: &Request) -> RpcResult {
+        let rec = self.record(req)?;
+        if rec.is_terminal() {
+            let status = if rec.cancel_pinned {
+                TaskStatus::Cancelled
+            } else {
+                rec.task.status
+            };
+            return Err(ShimError::TaskTerminal(status.to_string()).into());
+        }
+        let params = json!({"taskId": rec.id(), "_meta": self.meta()});
+        match self.front.upstream.request("tasks/cancel", params).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => tracing::info!(
+                task = rec.id(),
+                code = e.code,
+                "upstream refused the cancel; pinned anyway"
+            ),
+            Err(e) => return Err(e.into()),
+        }
+        let now = self.front.clock.now_iso();
+        let pinned = self
+            .front
+            .ledger
+            .update(&self.scope, rec.id(), self.front.clock.now_ms(), &mut |r| {
+                r.cancel_pinned = true;
+                r.task = ttask::cancelled_view(&r.task, &now);
+                r.payload = Payload::None;
+            })
+            .ok_or(ShimError::UnknownTask)?;
+        self.front.watchers.poke(rec.id());
+        let view = to_value(&pinned.task);
+        self.send(Message::notification(LEGACY_STATUS, view.clone()));
+        Ok(view)
+    }
+}

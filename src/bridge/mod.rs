@@ -1,0 +1,45 @@
+//! Bridge engines: stateful, one per direction, each owning its state.
+//!
+//! - [`legacy_front`]: 2025-11-25 clients in front of a 2026-07-28 server.
+//! - [`modern_front`]: 2026-07-28 clients in front of a 2025-11-25 server.
+//!
+//! An engine is fed client messages (`handle_client`) and upstream events
+//! (`handle_upstream`), and answers through the client's outbox. It never
+//! touches a socket or a pipe: transports feed it (see [`crate::proxy`]).
+
+pub mod clock;
+pub mod legacy_front;
+mod watch;
+
+pub use clock::Clock;
+
+use crate::translate::tools::TaskPolicy;
+
+/// Settings shared by the engines.
+#[derive(Debug, Clone)]
+pub struct BridgeConfig {
+    /// `execution.taskSupport` overrides for legacy clients. When `None`,
+    /// every tool is `optional` if the upstream offers tasks, else `forbidden`.
+    pub policy: Option<TaskPolicy>,
+    /// `tasks/list` page size.
+    pub page_size: usize,
+    /// Poll interval when the upstream suggests none (ms).
+    pub default_poll_ms: u64,
+    /// Floor on upstream-suggested poll intervals (ms), so a bad hint
+    /// cannot make the shim hammer the upstream.
+    pub min_poll_ms: u64,
+    /// How many MRTR input rounds one call may take before the shim gives up.
+    pub max_input_rounds: usize,
+}
+
+impl Default for BridgeConfig {
+    fn default() -> Self {
+        BridgeConfig {
+            policy: None,
+            page_size: 50,
+            default_poll_ms: 500,
+            min_poll_ms: 10,
+            max_input_rounds: 8,
+        }
+    }
+}

@@ -1,0 +1,156 @@
+//! One upstream poller per task, however many waiters.
+//!
+//! Waiters (`tasks/result` calls, driven plain calls) subscribe to a task's
+//! [`Watcher`]; the first subscription starts the poller, which reads
+//! `tasks/get` at the upstream's `pollIntervalMs` and publishes each
+//! snapshot. Upstream `notifications/tasks` publish directly and wake the
+//! poller. The poller stops when the task is terminal or nobody waits.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+use tokio::sync::{Notify, watch};
+
+use super::BridgeConfig;
+use crate::jsonrpc::ErrorObject;
+use crate::upstream::Upstream;
+use crate::wire::modern::DetailedTask;
+
+/// What the poller last learnt about a task.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Seen {
+    /// Nothing yet.
+    Nothing,
+    /// The latest upstream snapshot.
+    Task(DetailedTask),
+    /// Polling stopped on an error (upstream gone, task unknown upstream).
+    Gone(ErrorObject),
+}
+
+/// The shared state of one watched task.
+#[derive(Debug)]
+pub(crate) struct Watcher {
+    tx: watch::Sender<Seen>,
+    wake: Notify,
+    dispatched: Mutex<HashSet<String>>,
+}
+
+impl Watcher {
+    /// True the first time `key` is claimed: each input request goes to the
+    /// client once, however many polls repeat it.
+    pub(crate) fn claim(&self, key: &str) -> bool {
+        self.dispatched
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key.to_owned())
+    }
+
+    /// Re-polls now (an answer was sent, or a cancel was pinned), and tells
+    /// waiters to look again.
+    pub(crate) fn poke(&self) {
+        self.wake.notify_one();
+        self.tx.send_modify(|_| {});
+    }
+}
+
+/// The registry of watched tasks of one upstream.
+#[derive(Debug)]
+pub(crate) struct Watchers {
+    upstream: Arc<dyn Upstream>,
+    config: BridgeConfig,
+    map: Mutex<HashMap<String, Arc<Watcher>>>,
+}
+
+impl Watchers {
+    pub(crate) fn new(upstream: Arc<dyn Upstream>, config: BridgeConfig) -> Arc<Self> {
+        Arc::new(Watchers {
+            upstream,
+            config,
+            map: Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Watcher>>> {
+        self.map.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Subscribes to `task_id`, starting its poller if none runs. `meta` is
+    /// the modern `_meta` the poller's `tasks/get` requests carry.
+    pub(crate) fn subscribe(
+        self: &Arc<Self>,
+        task_id: &str,
+        meta: Map<String, Value>,
+    ) -> (Arc<Watcher>, watch::Receiver<Seen>) {
+        let mut map = self.lock();
+        if let Some(w) = map.get(task_id) {
+            return (w.clone(), w.tx.subscribe());
+        }
+        let (tx, rx) = watch::channel(Seen::Nothing);
+        let w = Arc::new(Watcher {
+            tx,
+            wake: Notify::new(),
+            dispatched: Mutex::new(HashSet::new()),
+        });
+        map.insert(task_id.to_owned(), w.clone());
+        drop(map);
+        tokio::spawn(self.clone().poll(task_id.to_owned(), w.clone(), meta));
+        (w, rx)
+    }
+
+    /// Publishes a snapshot from an upstream notification, if anyone watches.
+    pub(crate) fn publish(&self, d: DetailedTask) {
+        if let Some(w) = self.lock().get(&d.task.task_id) {
+            w.tx.send_replace(Seen::Task(d));
+            w.wake.notify_one();
+        }
+    }
+
+    /// Pokes the watcher of `task_id`, if any.
+    pub(crate) fn poke(&self, task_id: &str) {
+        if let Some(w) = self.lock().get(task_id) {
+            w.poke();
+        }
+    }
+
+    /// How many pollers run (for tests and metrics).
+    pub(crate) fn active(&self) -> usize {
+        self.lock().len()
+    }
+
+    async fn poll(self: Arc<Self>, task_id: String, w: Arc<Watcher>, meta: Map<String, Value>) {
+        let params = json!({"taskId": task_id, "_meta": meta});
+        loop {
+            let seen = match self.upstream.request("tasks/get", params.clone()).await {
+                Ok(Ok(v)) => match DetailedTask::from_value(&v) {
+                    Ok(d) => Seen::Task(d),
+                    Err(e) => Seen::Gone(e.to_error_object()),
+                },
+                Ok(Err(e)) => Seen::Gone(e),
+                Err(e) => Seen::Gone(e.to_error_object()),
+            };
+            let interval = match &seen {
+                Seen::Task(d) if !d.task.status.is_terminal() => d
+                    .task
+                    .poll_interval_ms
+                    .map_or(self.config.default_poll_ms, |p| p.max(0) as u64)
+                    .max(self.config.min_poll_ms),
+                _ => 0,
+            };
+            w.tx.send_replace(seen);
+            if interval == 0 || w.tx.receiver_count() == 0 {
+                break;
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_millis(interval)) => {}
+                _ = w.wake.notified() => {}
+                _ = w.tx.closed() => break,
+            }
+        }
+        let mut map = self.lock();
+        if map.get(&task_id).is_some_and(|cur| Arc::ptr_eq(cur, &w)) {
+            map.remove(&task_id);
+        }
+    }
+}

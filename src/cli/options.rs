@@ -1,0 +1,102 @@
+//! Options shared by the proxy subcommands, and the config file.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::bridge::BridgeConfig;
+use crate::proxy::ProxyOptions;
+use crate::translate::tools::TaskPolicy;
+use crate::wire::legacy::TaskSupport;
+
+/// Options of the shim's bridges.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ShimArgs {
+    /// `execution.taskSupport` told to legacy clients for one tool
+    /// (TOOL=required|optional|forbidden). Repeatable; wins over --config.
+    #[arg(long = "task-support", value_name = "TOOL=SUPPORT", value_parser = TaskPolicy::parse_rule)]
+    pub task_support: Vec<(String, TaskSupport)>,
+    /// TOML config file (see docs/configuration.md).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// `tasks/list` page size.
+    #[arg(long, value_name = "N")]
+    pub page_size: Option<usize>,
+    /// Most live tasks one client (session or principal) may hold.
+    #[arg(long, value_name = "N", default_value_t = 10_000)]
+    pub max_tasks_per_client: usize,
+    /// How long to wait for the upstream's answer to `server/discover` (ms).
+    #[arg(long, value_name = "MS", default_value_t = 5_000)]
+    pub probe_timeout_ms: u64,
+    /// How long any upstream request may take (s).
+    #[arg(long, value_name = "S", default_value_t = 300)]
+    pub request_timeout_s: u64,
+    /// Append the client-side conversation to FILE as a JSONL transcript
+    /// (the input format of `translate`).
+    #[arg(long, value_name = "FILE")]
+    pub record: Option<PathBuf>,
+}
+
+/// The config file. Every key is optional.
+///
+/// ```toml
+/// page_size = 50
+/// default_task_support = "optional"
+/// [task_support]
+/// slow_compute = "required"
+/// ```
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ConfigFile {
+    /// `tasks/list` page size.
+    pub page_size: Option<usize>,
+    /// Support for tools not listed in `task_support`.
+    pub default_task_support: Option<TaskSupport>,
+    /// Per-tool support.
+    #[serde(default)]
+    pub task_support: HashMap<String, TaskSupport>,
+    /// Poll interval when the upstream suggests none (ms).
+    pub default_poll_ms: Option<u64>,
+}
+
+impl ShimArgs {
+    /// The proxy options these arguments describe.
+    pub fn proxy_options(&self) -> Result<ProxyOptions, String> {
+        let file = match &self.config {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| format!("cannot read config {}: {e}", path.display()))?;
+                toml::from_str::<ConfigFile>(&text)
+                    .map_err(|e| format!("bad config {}: {e}", path.display()))?
+            }
+            None => ConfigFile::default(),
+        };
+        let mut bridge = BridgeConfig::default();
+        if let Some(n) = self.page_size.or(file.page_size) {
+            if n == 0 {
+                return Err("page size must be at least 1".into());
+            }
+            bridge.page_size = n;
+        }
+        if let Some(ms) = file.default_poll_ms {
+            bridge.default_poll_ms = ms;
+        }
+        let mut per_tool = file.task_support;
+        per_tool.extend(self.task_support.iter().cloned());
+        if !per_tool.is_empty() || file.default_task_support.is_some() {
+            bridge.policy = Some(TaskPolicy {
+                default: file.default_task_support.unwrap_or(TaskSupport::Optional),
+                per_tool,
+            });
+        }
+        Ok(ProxyOptions {
+            bridge,
+            probe_timeout: Duration::from_millis(self.probe_timeout_ms),
+            request_timeout: Duration::from_secs(self.request_timeout_s.max(1)),
+            record: self.record.clone(),
+            ..ProxyOptions::default()
+        })
+    }
+}

@@ -1,0 +1,140 @@
+//! The task ledger: which tasks belong to which scope (session or
+//! principal), what was last seen of them, cached payloads and cancel pins.
+//!
+//! ```text
+//!                 tasks/cancel (pinned)
+//!   working ──────────────────────────────▶ cancelled   (terminal, sticky)
+//!     │  ▲ input answered                       ▲
+//!     ▼  │                                      │ pinned cancel wins over
+//!   input_required ─────────────────────────────┘ whatever upstream says
+//!     │
+//!     ├──▶ completed   (result cached; isError → legacy "failed")
+//!     └──▶ failed      (JSON-RPC error cached)
+//! ```
+//!
+//! A record is visible only through its own scope: a lookup from another
+//! scope is exactly a miss, so foreign and unknown ids cannot be told apart.
+//! Records expire at `created + ttl` (the upstream's `ttlMs`), and each
+//! scope holds at most a configured number of records.
+
+pub mod memory;
+
+pub use memory::MemoryLedger;
+
+use crate::wire::legacy;
+use crate::wire::modern::Payload;
+
+/// Milliseconds on the ledger's clock (monotonic, supplied by the caller so
+/// the ledger itself reads no clock).
+pub type Millis = u64;
+
+/// What the shim remembers of one task.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskRecord {
+    /// Who may see the task.
+    pub scope: String,
+    /// The task as last seen, in legacy form (the pinned cancel applied).
+    pub task: legacy::Task,
+    /// The cached outcome (result, error) once terminal, or pending input.
+    pub payload: Payload,
+    /// A client cancelled it: it reports `cancelled` from now on.
+    pub cancel_pinned: bool,
+    /// Minted by the shim for a plain upstream answer (no upstream task).
+    pub synthetic: bool,
+    /// When the record stops existing (`None`: no expiry).
+    pub expires_at: Option<Millis>,
+}
+
+impl TaskRecord {
+    /// The task id.
+    pub fn id(&self) -> &str {
+        &self.task.task_id
+    }
+
+    /// True once the task can change no more, as far as the shim knows.
+    pub fn is_terminal(&self) -> bool {
+        self.cancel_pinned || self.task.status.is_terminal()
+    }
+}
+
+/// One page of a scope's tasks, newest first.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Page {
+    /// The records on this page.
+    pub records: Vec<TaskRecord>,
+    /// Opaque cursor of the next page, if any.
+    pub next_cursor: Option<String>,
+}
+
+/// Why a ledger call failed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum LedgerError {
+    /// The cursor was not made by this ledger (or is from another scope).
+    #[error("invalid cursor")]
+    BadCursor,
+    /// The scope already holds its maximum number of tasks.
+    #[error("task limit reached: at most {0} tasks per client")]
+    ScopeFull(usize),
+    /// The backing store failed.
+    #[error("ledger storage failed: {0}")]
+    Storage(String),
+}
+
+impl From<LedgerError> for crate::error::ShimError {
+    fn from(e: LedgerError) -> Self {
+        match e {
+            LedgerError::BadCursor => crate::error::ShimError::InvalidParams(e.to_string()),
+            LedgerError::ScopeFull(_) | LedgerError::Storage(_) => {
+                crate::error::ShimError::Internal(e.to_string())
+            }
+        }
+    }
+}
+
+/// Storage of task records, scoped.
+///
+/// Implementations are shared by all sessions of a shim process, so every
+/// method takes `&self`. Calls are short and never block on the network;
+/// engines call them while holding no other lock.
+pub trait TaskLedger: Send + Sync + std::fmt::Debug {
+    /// Adds a new record. Fails with [`LedgerError::ScopeFull`] when the
+    /// scope is at its cap (after expired records were dropped).
+    fn insert(&self, record: TaskRecord, now: Millis) -> Result<(), LedgerError>;
+
+    /// The record of `task_id` if it exists, belongs to `scope` and has not
+    /// expired. Anything else is `None`, indistinguishably.
+    fn get(&self, scope: &str, task_id: &str, now: Millis) -> Option<TaskRecord>;
+
+    /// Applies `change` to the record if [`TaskLedger::get`] would return it;
+    /// returns the updated record.
+    fn update(
+        &self,
+        scope: &str,
+        task_id: &str,
+        now: Millis,
+        change: &mut dyn FnMut(&mut TaskRecord),
+    ) -> Option<TaskRecord>;
+
+    /// A page of `scope`'s records, newest first, `limit` at most.
+    fn list(
+        &self,
+        scope: &str,
+        cursor: Option<&str>,
+        limit: usize,
+        now: Millis,
+    ) -> Result<Page, LedgerError>;
+
+    /// Forgets every record of `scope` (session deleted).
+    fn drop_scope(&self, scope: &str);
+
+    /// Drops expired records; returns how many.
+    fn evict_expired(&self, now: Millis) -> usize;
+
+    /// How many records are held in all.
+    fn len(&self) -> usize;
+
+    /// True when no record is held.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}

@@ -1,0 +1,179 @@
+//! Newline-delimited JSON-RPC framing over any async byte stream.
+
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::sync::mpsc;
+
+use crate::error::ShimError;
+use crate::jsonrpc::{self, Id, Message};
+
+/// One thing read from a line stream.
+#[derive(Debug)]
+pub enum Inbound {
+    /// A well-formed message.
+    Message(Message),
+    /// A line that is not a valid message; `id` is salvaged when possible so
+    /// the peer can be answered.
+    Invalid {
+        /// The request id, if one could be read.
+        id: Option<Id>,
+        /// Why the line was refused.
+        error: ShimError,
+    },
+}
+
+/// Reads lines until EOF, sending each parsed message to `tx`. Returns when
+/// the stream ends or the receiver is gone. Lines over `max_bytes` are
+/// refused (and skipped) rather than buffered without bound.
+pub async fn read_lines<R: AsyncRead + Unpin>(
+    reader: R,
+    tx: mpsc::UnboundedSender<Inbound>,
+    max_bytes: usize,
+) -> std::io::Result<()> {
+    let mut reader = BufReader::with_capacity(64 * 1024, reader);
+    let mut line = Vec::with_capacity(4096);
+    loop {
+        line.clear();
+        let n = read_bounded_line(&mut reader, &mut line, max_bytes).await?;
+        if n == 0 {
+            return Ok(());
+        }
+        let trimmed = trim(&line);
+        if trimmed.is_empty() {
+            continue;
+        }
+        let inbound = if line.len() > max_bytes {
+            Inbound::Invalid {
+                id: None,
+                error: ShimError::InvalidRequest(format!(
+                    "message exceeds the limit of {max_bytes} bytes"
+                )),
+            }
+        } else {
+            match Message::parse_bounded(trimmed, max_bytes) {
+                Ok(m) => Inbound::Message(m),
+                Err(error) => Inbound::Invalid {
+                    id: jsonrpc::salvage_id(trimmed),
+                    error,
+                },
+            }
+        };
+        if tx.send(inbound).is_err() {
+            return Ok(());
+        }
+    }
+}
+
+/// Reads one line; past `max` bytes keeps consuming but stops storing, so an
+/// oversized line costs no memory. Returns bytes consumed (0 at EOF).
+async fn read_bounded_line<R: AsyncBufReadExt + Unpin>(
+    reader: &mut R,
+    out: &mut Vec<u8>,
+    max: usize,
+) -> std::io::Result<usize> {
+    let mut total = 0;
+    loop {
+        let buf = reader.fill_buf().await?;
+        if buf.is_empty() {
+            return Ok(total);
+        }
+        let (chunk, done) = match buf.iter().position(|&b| b == b'\n') {
+            Some(i) => (&buf[..=i], true),
+            None => (buf, false),
+        };
+        let len = chunk.len();
+        if out.len() <= max {
+            out.extend_from_slice(chunk);
+        }
+        total += len;
+        reader.consume(len);
+        if done {
+            return Ok(total);
+        }
+    }
+}
+
+fn trim(line: &[u8]) -> &[u8] {
+    let start = line
+        .iter()
+        .position(|b| !b.is_ascii_whitespace())
+        .unwrap_or(line.len());
+    let end = line
+        .iter()
+        .rposition(|b| !b.is_ascii_whitespace())
+        .map_or(start, |i| i + 1);
+    &line[start..end]
+}
+
+/// Writes every message from `rx` as one line until the channel closes.
+pub async fn write_lines<W: AsyncWrite + Unpin>(
+    mut writer: W,
+    mut rx: mpsc::UnboundedReceiver<Message>,
+) -> std::io::Result<()> {
+    let mut buf = Vec::with_capacity(4096);
+    while let Some(msg) = rx.recv().await {
+        buf.clear();
+        msg.write_json(&mut buf);
+        buf.push(b'\n');
+        writer.write_all(&buf).await?;
+        // Drain whatever is queued before flushing: one flush per burst.
+        while let Ok(more) = rx.try_recv() {
+            buf.clear();
+            more.write_json(&mut buf);
+            buf.push(b'\n');
+            writer.write_all(&buf).await?;
+        }
+        writer.flush().await?;
+    }
+    writer.flush().await
+}
+
+/// Writes raw lines (pass-through keeps the peer's bytes untouched).
+pub async fn write_raw_lines<W: AsyncWrite + Unpin>(
+    mut writer: W,
+    mut rx: mpsc::UnboundedReceiver<Vec<u8>>,
+) -> std::io::Result<()> {
+    while let Some(mut line) = rx.recv().await {
+        if line.last() != Some(&b'\n') {
+            line.push(b'\n');
+        }
+        writer.write_all(&line).await?;
+        writer.flush().await?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn lines_parse_and_bad_lines_are_reported_with_ids() {
+        let input: &[u8] = b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n\n{\"id\":7,\"method\":3}\nnot json\n";
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        read_lines(input, tx, 1 << 20).await.unwrap();
+        assert!(matches!(rx.recv().await, Some(Inbound::Message(_))));
+        match rx.recv().await {
+            Some(Inbound::Invalid { id, error }) => {
+                assert_eq!(id, Some(Id::Num(7)));
+                assert_eq!(error.code(), -32600);
+            }
+            other => panic!("{other:?}"),
+        }
+        match rx.recv().await {
+            Some(Inbound::Invalid { id: None, error }) => assert_eq!(error.code(), -32700),
+            other => panic!("{other:?}"),
+        }
+        assert!(rx.recv().await.is_none());
+    }
+
+    #[tokio::test]
+    async fn oversized_lines_are_refused_without_buffering() {
+        let mut input = vec![b'x'; 10_000];
+        input.push(b'\n');
+        input.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"method\":\"n\"}\n");
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        read_lines(&input[..], tx, 100).await.unwrap();
+        assert!(matches!(rx.recv().await, Some(Inbound::Invalid { .. })));
+        assert!(matches!(rx.recv().await, Some(Inbound::Message(_))));
+    }
+}

@@ -1,0 +1,232 @@
+//! The upstream side as the bridges see it: "send a request, get its
+//! answer", "send a notification", and a stream of whatever else arrives.
+//!
+//! [`Upstream`] is the contract a bridge engine drives; [`Connection`] is
+//! the implementation over any message transport (a child's stdio, an
+//! in-process server, HTTP). Library users wrap their own server by
+//! implementing [`Upstream`] or by feeding a [`Connection`].
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::Value;
+use tokio::sync::oneshot;
+
+use crate::error::ShimError;
+use crate::jsonrpc::{ErrorObject, Id, Message, Notification, Request};
+use crate::transport::Outbox;
+
+/// A request's outcome as the upstream gave it: its result or its error.
+pub type RpcResult = Result<Value, ErrorObject>;
+
+/// Traffic from the upstream that is not an answer to a shim request.
+#[derive(Debug, Clone)]
+pub enum UpstreamEvent {
+    /// A notification (progress, log, task status…).
+    Notification(Notification),
+    /// A server→client request (legacy elicitation, sampling, roots).
+    Request(Request),
+    /// The upstream is gone; every pending request has been failed.
+    Closed(String),
+}
+
+/// What a bridge needs from an upstream server.
+///
+/// `request` resolves with the upstream's own answer (`Ok(Ok(result))` or
+/// `Ok(Err(error))`); `Err(ShimError)` means the upstream could not answer
+/// at all (exited, timed out, unreachable). Dropping the future abandons
+/// the request; the answer, if it comes, is discarded.
+#[async_trait]
+pub trait Upstream: Send + Sync + 'static {
+    /// Sends a request and waits for its answer.
+    async fn request(&self, method: &str, params: Value) -> Result<RpcResult, ShimError>;
+    /// Sends a notification.
+    fn notify(&self, method: &str, params: Value) -> Result<(), ShimError>;
+    /// Answers a server→client request.
+    fn respond(&self, id: Id, outcome: RpcResult) -> Result<(), ShimError>;
+}
+
+impl std::fmt::Debug for dyn Upstream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("dyn Upstream")
+    }
+}
+
+/// An [`Upstream`] over a message channel: ids are the shim's own, answers
+/// are matched to waiting requests by id.
+#[derive(Debug)]
+pub struct Connection {
+    out: Mutex<Option<Outbox>>,
+    pending: Mutex<HashMap<Id, oneshot::Sender<Result<RpcResult, ShimError>>>>,
+    next_id: AtomicI64,
+    closed: AtomicBool,
+    timeout: Duration,
+}
+
+impl Connection {
+    /// A connection writing to `out`; requests fail after `timeout`.
+    pub fn new(out: Outbox, timeout: Duration) -> Self {
+        Connection {
+            out: Mutex::new(Some(out)),
+            pending: Mutex::new(HashMap::new()),
+            next_id: AtomicI64::new(1),
+            closed: AtomicBool::new(false),
+            timeout,
+        }
+    }
+
+    /// Feeds one message read from the upstream. Answers resolve their
+    /// request; everything else is handed back for the bridge.
+    pub fn on_inbound(&self, msg: Message) -> Option<UpstreamEvent> {
+        match msg {
+            Message::Response(r) => {
+                self.resolve(&r.id, Ok(Ok(r.result)));
+                None
+            }
+            Message::Error(e) => {
+                match &e.id {
+                    Some(id) => self.resolve(id, Ok(Err(e.error))),
+                    None => tracing::warn!(error = ?e.error, "upstream sent an error without id"),
+                }
+                None
+            }
+            Message::Notification(n) => Some(UpstreamEvent::Notification(n)),
+            Message::Request(r) => Some(UpstreamEvent::Request(r)),
+        }
+    }
+
+    /// Marks the upstream gone, drops the outbox (so the writer can finish
+    /// and the upstream sees end of input) and fails every waiting request
+    /// with `reason`.
+    pub fn close(&self, reason: &str) {
+        self.closed.store(true, Ordering::SeqCst);
+        self.out.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let waiters: Vec<_> = self.lock().drain().collect();
+        for (_, tx) in waiters {
+            let _ = tx.send(Err(ShimError::Upstream(reason.to_owned())));
+        }
+    }
+
+    /// True once [`Connection::close`] ran.
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::SeqCst)
+    }
+
+    fn resolve(&self, id: &Id, outcome: Result<RpcResult, ShimError>) {
+        match self.lock().remove(id) {
+            Some(tx) => {
+                let _ = tx.send(outcome);
+            }
+            None => tracing::debug!(%id, "answer for no pending request (late or abandoned)"),
+        }
+    }
+
+    fn lock(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<Id, oneshot::Sender<Result<RpcResult, ShimError>>>> {
+        // A poisoned map only means a panic elsewhere; the data is still usable.
+        self.pending.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn send(&self, msg: Message) -> Result<(), ShimError> {
+        let out = self.out.lock().unwrap_or_else(|p| p.into_inner());
+        match out.as_ref() {
+            Some(tx) if !self.is_closed() => tx
+                .send(msg)
+                .map_err(|_| ShimError::Upstream("the upstream connection is closed".into())),
+            _ => Err(ShimError::Upstream(
+                "the upstream connection is closed".into(),
+            )),
+        }
+    }
+}
+
+#[async_trait]
+impl Upstream for Connection {
+    async fn request(&self, method: &str, params: Value) -> Result<RpcResult, ShimError> {
+        let id = Id::Num(self.next_id.fetch_add(1, Ordering::Relaxed));
+        let (tx, rx) = oneshot::channel();
+        self.lock().insert(id.clone(), tx);
+        if let Err(e) = self.send(Message::request(id.clone(), method, params)) {
+            self.lock().remove(&id);
+            return Err(e);
+        }
+        let _guard = Abandon {
+            conn: self,
+            id: &id,
+        };
+        match tokio::time::timeout(self.timeout, rx).await {
+            Ok(Ok(outcome)) => outcome,
+            Ok(Err(_)) => Err(ShimError::Upstream("the upstream connection closed".into())),
+            Err(_) => Err(ShimError::Upstream(format!(
+                "no answer to {method} within {} s",
+                self.timeout.as_secs_f64()
+            ))),
+        }
+    }
+
+    fn notify(&self, method: &str, params: Value) -> Result<(), ShimError> {
+        self.send(Message::notification(method, params))
+    }
+
+    fn respond(&self, id: Id, outcome: RpcResult) -> Result<(), ShimError> {
+        self.send(match outcome {
+            Ok(result) => Message::response(id, result),
+            Err(error) => Message::error(Some(id), error),
+        })
+    }
+}
+
+/// Removes the pending entry when a request future is dropped or times out.
+struct Abandon<'a> {
+    conn: &'a Connection,
+    id: &'a Id,
+}
+
+impl Drop for Abandon<'_> {
+    fn drop(&mut self) {
+        self.conn.lock().remove(self.id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use std::sync::Arc;
+
+    #[tokio::test]
+    async fn answers_are_matched_by_id_and_close_fails_waiters() {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let conn = Arc::new(Connection::new(tx, Duration::from_secs(5)));
+        let c = conn.clone();
+        let call = tokio::spawn(async move { c.request("ping", json!({})).await });
+        let sent = rx.recv().await.unwrap();
+        let id = sent.id().cloned().unwrap();
+        assert!(
+            conn.on_inbound(Message::response(id, json!({"ok": 1})))
+                .is_none()
+        );
+        assert_eq!(call.await.unwrap().unwrap().unwrap()["ok"], 1);
+
+        let c = conn.clone();
+        let call = tokio::spawn(async move { c.request("slow", json!({})).await });
+        let _ = rx.recv().await.unwrap();
+        conn.close("upstream exited");
+        let err = call.await.unwrap().unwrap_err();
+        assert_eq!(err.code(), -32603);
+        assert!(err.to_string().contains("exited"));
+    }
+
+    #[tokio::test]
+    async fn timeouts_fail_with_upstream_error() {
+        let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+        let conn = Connection::new(tx, Duration::from_millis(20));
+        let err = conn.request("x", json!({})).await.unwrap_err();
+        assert!(err.to_string().contains("no answer"));
+        assert!(conn.lock().is_empty());
+    }
+}
