@@ -1,10 +1,95 @@
 //! Reference MCP servers of both revisions: test fixtures and a way for
 //! users to try their clients. Not library API; kept apart from the core.
+//!
+//! Each revision has a transport-independent core ([`ReferenceServer`]):
+//! it is fed incoming messages and emits outgoing ones on a channel, so the
+//! stdio transport here and an HTTP transport elsewhere can share it.
+//! - `tools`: the tool set (the one the conformance suite's `tasks-*`
+//!   scenarios expect) and what each tool does.
+//! - `tasks`: the revision-neutral task table.
+//! - `legacy` / `modern`: the 2025-11-25 and 2026-07-28 protocol surfaces
+//!   (`*_wire`: how each renders tasks and results).
+//! - `stdio`: newline-delimited JSON on stdin/stdout.
 
+mod legacy;
+mod legacy_wire;
+mod modern;
+mod modern_wire;
+mod peer;
+mod stdio;
+mod tasks;
+mod tools;
+
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use crate::jsonrpc::Message;
 use crate::revision::Revision;
+
+/// A reference server of one revision, independent of any transport.
+///
+/// Feed it every message the client sends with [`ReferenceServer::handle`];
+/// whatever it has to say (responses, notifications, its own requests)
+/// arrives on the channel given to [`ReferenceServer::new`], in order.
+/// Long-running work is spawned, so `handle` must be called inside a Tokio
+/// runtime and never blocks. Clones share the same session.
+#[derive(Clone)]
+pub struct ReferenceServer {
+    inner: Inner,
+}
+
+#[derive(Clone)]
+enum Inner {
+    Legacy(legacy::LegacyServer),
+    Modern(modern::ModernServer),
+}
+
+impl std::fmt::Debug for ReferenceServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReferenceServer")
+            .field("revision", &self.revision())
+            .finish_non_exhaustive()
+    }
+}
+
+impl ReferenceServer {
+    /// A fresh server (legacy: one session) writing to `out`.
+    pub fn new(revision: Revision, out: mpsc::UnboundedSender<Message>) -> Self {
+        let inner = match revision {
+            Revision::Legacy => Inner::Legacy(legacy::LegacyServer::new(out)),
+            Revision::Modern => Inner::Modern(modern::ModernServer::new(out)),
+        };
+        Self { inner }
+    }
+
+    /// The revision this server speaks.
+    pub fn revision(&self) -> Revision {
+        match self.inner {
+            Inner::Legacy(_) => Revision::Legacy,
+            Inner::Modern(_) => Revision::Modern,
+        }
+    }
+
+    /// Processes one incoming message. Bad input is answered with a
+    /// JSON-RPC error on the channel; it never panics or ends the session.
+    pub fn handle(&self, msg: Message) {
+        match &self.inner {
+            Inner::Legacy(s) => s.handle(msg),
+            Inner::Modern(s) => s.handle(msg),
+        }
+    }
+}
 
 /// Serves the reference server of `revision` on stdin/stdout until EOF.
 pub async fn serve_stdio(revision: Revision) -> std::io::Result<()> {
-    let _ = revision;
-    Err(std::io::Error::other("reference servers are not built yet"))
+    stdio::serve(revision).await
+}
+
+/// `Implementation` of the reference servers.
+fn server_info() -> Value {
+    json!({
+        "name": "mcp-tasks-shim-reference",
+        "title": "mcp-tasks-shim reference server",
+        "version": env!("CARGO_PKG_VERSION"),
+    })
 }

@@ -1,0 +1,291 @@
+//! The 2025-11-25 reference server: one `initialize` session, tasks in the
+//! core, client-chosen task augmentation, blocking `tasks/result`, and
+//! mid-task input as real `elicitation/create` requests.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+use tokio::task::AbortHandle;
+
+use super::legacy_wire::{final_result, initialize, task_json};
+use super::peer::{Outbox, Peer, param_str};
+use super::tasks::{CancelError, Outcome, TaskCtx, TaskStore, TaskView};
+use super::tools::{self, Call};
+use crate::error::ShimError;
+use crate::jsonrpc::{Id, Message, Notification, Request};
+use crate::revision::META_RELATED_TASK;
+use crate::wire::TaskStatus;
+use crate::wire::legacy::TaskSupport;
+
+/// Tasks per `tasks/list` page; small so pagination is actually exercised.
+const PAGE_SIZE: usize = 4;
+
+/// A legacy session. Cheap to clone; clones share the session.
+#[derive(Clone)]
+pub(crate) struct LegacyServer {
+    s: Arc<Shared>,
+}
+
+struct Shared {
+    peer: Peer,
+    store: Arc<TaskStore>,
+    /// Requests being worked on, so `notifications/cancelled` can stop them.
+    inflight: Mutex<HashMap<Id, AbortHandle>>,
+}
+
+impl LegacyServer {
+    pub(crate) fn new(out: Outbox) -> Self {
+        let status_out = out.clone();
+        // 2025-11-25 pushes every status change, unsolicited.
+        let store = TaskStore::new(Box::new(move |v| {
+            let _ = status_out.send(Message::notification(
+                "notifications/tasks/status",
+                task_json(v),
+            ));
+        }));
+        let s = Shared {
+            peer: Peer::new(out),
+            store,
+            inflight: Mutex::new(HashMap::new()),
+        };
+        Self { s: Arc::new(s) }
+    }
+
+    pub(crate) fn handle(&self, msg: Message) {
+        match msg {
+            Message::Request(r) => self.request(r),
+            Message::Notification(n) => self.notification(n),
+            other => self.s.peer.route(other),
+        }
+    }
+
+    fn notification(&self, n: Notification) {
+        if n.method == "notifications/cancelled"
+            && let Some(id) = n.params.as_ref().and_then(|p| p.get("requestId"))
+            && let Ok(id) = serde_json::from_value::<Id>(id.clone())
+            && let Some(h) = self.inflight().remove(&id)
+        {
+            // The requester gave up: stop working and send no answer.
+            h.abort();
+        }
+    }
+
+    fn request(&self, r: Request) {
+        let p = r.params.as_ref();
+        let answer = match r.method.as_str() {
+            "initialize" => Ok(initialize(p)),
+            "ping" => Ok(json!({})),
+            "tools/list" => Ok(json!({"tools": tools::list(true)})),
+            "tools/call" => return self.tools_call(r),
+            "tasks/get" => self.task(p).map(|v| task_json(&v)),
+            "tasks/result" => return self.tasks_result(r),
+            "tasks/list" => self.tasks_list(p),
+            "tasks/cancel" => self.tasks_cancel(p),
+            m => Err(ShimError::MethodNotFound(m.to_owned())),
+        };
+        self.s.peer.respond(r.id, answer);
+    }
+
+    /// Runs `work` off the read loop; its outcome answers request `id`
+    /// unless the client cancels the request first.
+    fn spawn(&self, id: Id, work: impl Future<Output = Outcome> + Send + 'static) {
+        let me = self.clone();
+        let rid = id.clone();
+        let mut inflight = self.inflight();
+        let h = tokio::spawn(async move {
+            let outcome = work.await;
+            me.inflight().remove(&rid);
+            me.s.peer.respond_outcome(rid, outcome);
+        });
+        inflight.insert(id, h.abort_handle());
+    }
+
+    fn inflight(&self) -> std::sync::MutexGuard<'_, HashMap<Id, AbortHandle>> {
+        self.s.inflight.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn tools_call(&self, r: Request) {
+        match self.prepare_call(&r) {
+            Ok(None) => {}
+            Ok(Some((call, None))) => self.spawn(r.id, tools::run(call, None)),
+            Ok(Some((call, Some(ttl)))) => {
+                let view = self.s.store.create(ttl);
+                self.s
+                    .peer
+                    .respond(r.id, Ok(json!({"task": task_json(&view)})));
+                self.start(view.task_id, call);
+            }
+            Err(e) => self.s.peer.respond(r.id, Err(e)),
+        }
+    }
+
+    /// Validates a `tools/call`; `Some(ttl)` in the answer means "as a task".
+    /// `Ok(None)` means the call was taken over by an asynchronous flow.
+    #[allow(clippy::type_complexity)]
+    fn prepare_call(&self, r: &Request) -> Result<Option<(Call, Option<Option<i64>>)>, ShimError> {
+        let p = r.params.as_ref();
+        let name = param_str(p, "name")?;
+        let support = tools::task_support(name)
+            .ok_or_else(|| ShimError::InvalidParams(format!("Unknown tool: {name}")))?;
+        let task = p.and_then(|p| p.get("task")).filter(|t| !t.is_null());
+        // Spec (Tool-Level Negotiation): both violations answer -32601.
+        match (support, task) {
+            (TaskSupport::Forbidden, Some(_)) => {
+                return Err(ShimError::MethodNotFound(format!(
+                    "tools/call as a task: tool {name} does not support task augmentation"
+                )));
+            }
+            (TaskSupport::Required, None) => {
+                return Err(ShimError::MethodNotFound(format!(
+                    "tools/call without params.task: tool {name} must be called as a task"
+                )));
+            }
+            _ => {}
+        }
+        let ttl = task.map(|t| t.get("ttl").and_then(Value::as_i64));
+        let args = p.and_then(|p| p.get("arguments"));
+        if name == "test_tool_with_task" {
+            self.with_task_flow(r.id.clone(), args.cloned(), ttl.unwrap_or(None));
+            return Ok(None);
+        }
+        Ok(Some((Call::parse(name, args, None)?, ttl)))
+    }
+
+    /// `test_tool_with_task`: ask a plain `elicitation/create` while the
+    /// task-augmented call is still unanswered, then create the task.
+    fn with_task_flow(&self, id: Id, args: Option<Value>, ttl: Option<i64>) {
+        let me = self.clone();
+        tokio::spawn(async move {
+            let answer =
+                me.s.peer
+                    .request("elicitation/create", tools::name_question())
+                    .await;
+            let name = answer
+                .ok()
+                .and_then(|a| tools::accepted_name(&a))
+                .unwrap_or_else(|| "anonymous".to_owned());
+            match Call::parse("test_tool_with_task", args.as_ref(), Some(name)) {
+                Ok(call) => {
+                    let view = me.s.store.create(ttl);
+                    me.s.peer.respond(id, Ok(json!({"task": task_json(&view)})));
+                    me.start(view.task_id, call);
+                }
+                Err(e) => me.s.peer.respond(id, Err(e)),
+            }
+        });
+    }
+
+    /// Starts a task's worker (after its CreateTaskResult is queued, so no
+    /// status notification can overtake it).
+    fn start(&self, task_id: String, call: Call) {
+        let store = self.s.store.clone();
+        let ctx = TaskCtx {
+            store: store.clone(),
+            task_id: task_id.clone(),
+        };
+        let id = task_id.clone();
+        let h = tokio::spawn(async move {
+            let out = tools::run(call, Some(ctx)).await;
+            // 2025-11-25: a tool result with isError also means `failed`.
+            let (status, msg) = match &out {
+                Ok(v) if v.get("isError") == Some(&Value::Bool(true)) => {
+                    (TaskStatus::Failed, "The tool reported an error.".to_owned())
+                }
+                Ok(_) => (TaskStatus::Completed, "The task completed.".to_owned()),
+                Err(e) => (TaskStatus::Failed, e.message.clone()),
+            };
+            store.finish(&id, status, Some(&msg), out);
+        });
+        self.s.store.set_abort(&task_id, h.abort_handle());
+    }
+
+    fn task(&self, p: Option<&Value>) -> Result<TaskView, ShimError> {
+        let id = param_str(p, "taskId")?;
+        self.s.store.get(id).ok_or(ShimError::UnknownTask)
+    }
+
+    /// Blocks until the task ends; meanwhile its input requests go to the
+    /// client as real requests, tagged with the task.
+    fn tasks_result(&self, r: Request) {
+        let id = match param_str(r.params.as_ref(), "taskId") {
+            Ok(id) => id.to_owned(),
+            Err(e) => return self.s.peer.respond(r.id, Err(e)),
+        };
+        let me = self.clone();
+        self.spawn(r.id, async move {
+            let mut changed =
+                me.s.store
+                    .watch(&id)
+                    .ok_or(ShimError::UnknownTask.to_error_object())?;
+            loop {
+                let view =
+                    me.s.store
+                        .get(&id)
+                        .ok_or(ShimError::UnknownTask.to_error_object())?;
+                if view.status.is_terminal() {
+                    return final_result(&view);
+                }
+                for (key, request) in me.s.store.take_undelivered(&id) {
+                    me.deliver(id.clone(), key, request);
+                }
+                if changed.changed().await.is_err() {
+                    // The task was dropped (ttl elapsed) while we waited.
+                    return Err(ShimError::UnknownTask.to_error_object());
+                }
+            }
+        });
+    }
+
+    /// Sends one input request to the client and feeds the answer back.
+    fn deliver(&self, task_id: String, key: String, request: Value) {
+        let me = self.clone();
+        tokio::spawn(async move {
+            let method = request["method"].as_str().unwrap_or("elicitation/create");
+            let mut params = request.get("params").cloned().unwrap_or_else(|| json!({}));
+            params["_meta"] = json!({META_RELATED_TASK: {"taskId": task_id}});
+            let answer = me.s.peer.request(method, params).await.unwrap_or_else(|e| {
+                tracing::warn!(error = ?e, "client refused an input request; treating it as cancel");
+                json!({"action": "cancel"})
+            });
+            me.s.store.answer(&task_id, &key, answer);
+        });
+    }
+
+    fn tasks_list(&self, p: Option<&Value>) -> Result<Value, ShimError> {
+        let after = match p.and_then(|p| p.get("cursor")) {
+            None | Some(Value::Null) => 0,
+            Some(c) => c
+                .as_str()
+                .and_then(|c| c.strip_prefix("after-"))
+                .and_then(|n| n.parse::<u64>().ok())
+                .ok_or_else(|| ShimError::InvalidParams("invalid cursor".into()))?,
+        };
+        let rest: Vec<_> = self
+            .s
+            .store
+            .list()
+            .into_iter()
+            .filter(|(s, _)| *s > after)
+            .collect();
+        let page = &rest[..rest.len().min(PAGE_SIZE)];
+        let mut result =
+            json!({"tasks": page.iter().map(|(_, v)| task_json(v)).collect::<Vec<_>>()});
+        if rest.len() > PAGE_SIZE
+            && let Some((last, _)) = page.last()
+        {
+            result["nextCursor"] = json!(format!("after-{last}"));
+        }
+        Ok(result)
+    }
+
+    fn tasks_cancel(&self, p: Option<&Value>) -> Result<Value, ShimError> {
+        let id = param_str(p, "taskId")?;
+        match self.s.store.cancel(id) {
+            Ok(v) => Ok(task_json(&v)),
+            Err(CancelError::Unknown) => Err(ShimError::UnknownTask),
+            Err(CancelError::Terminal(s)) => Err(ShimError::TaskTerminal(s.to_string())),
+        }
+    }
+}

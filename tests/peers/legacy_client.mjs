@@ -1,0 +1,271 @@
+// Drives the 2025-11-25 reference server with the real TypeScript SDK client.
+//
+// usage: node legacy_client.mjs <server-binary> [transcript.jsonl]
+//
+// Prints one JSON line per check ({"check":..., "ok":true, ...}) and a final
+// {"done":true,"ok":...} line; exits non-zero on the first failure. When a
+// transcript path is given, every message seen on the wire is appended as
+// {"dir":"c2s"|"s2c","msg":...}.
+import { writeFileSync, appendFileSync } from 'node:fs';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import {
+  CallToolResultSchema,
+  CreateTaskResultSchema,
+  ElicitRequestSchema,
+  McpError,
+  TaskStatusNotificationSchema,
+} from '@modelcontextprotocol/sdk/types.js';
+
+const [bin, transcript] = process.argv.slice(2);
+if (!bin) {
+  console.error('usage: node legacy_client.mjs <server-binary> [transcript.jsonl]');
+  process.exit(2);
+}
+// Hard bound on the whole run: a hung server fails the test, never hangs it.
+setTimeout(() => fail('global', new Error('timed out after 60 s')), 60_000).unref();
+
+const RELATED = 'io.modelcontextprotocol/related-task';
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+function fail(check, err) {
+  console.log(JSON.stringify({ check, ok: false, error: String(err?.stack ?? err) }));
+  console.log(JSON.stringify({ done: true, ok: false }));
+  process.exit(1);
+}
+function assert(cond, what) {
+  if (!cond) throw new Error(`assertion failed: ${what}`);
+}
+async function check(name, fn) {
+  try {
+    const details = (await fn()) ?? {};
+    console.log(JSON.stringify({ check: name, ok: true, ...details }));
+  } catch (e) {
+    fail(name, e);
+  }
+}
+async function expectError(promise, code, what) {
+  try {
+    await promise;
+  } catch (e) {
+    assert(e instanceof McpError, `${what}: expected McpError, got ${e}`);
+    assert(e.code === code, `${what}: expected code ${code}, got ${e.code} (${e.message})`);
+    return e;
+  }
+  throw new Error(`${what}: expected error ${code}, got a result`);
+}
+const textOf = (r) => r?.content?.[0]?.text ?? '';
+
+// --- transport with a recording tap -------------------------------------
+const transport = new StdioClientTransport({
+  command: bin,
+  args: ['reference-server', '--revision', '2025-11-25'],
+  stderr: 'inherit',
+});
+if (transcript) writeFileSync(transcript, '');
+const record = (dir, msg) => {
+  if (transcript) appendFileSync(transcript, JSON.stringify({ dir, msg }) + '\n');
+};
+const send = transport.send.bind(transport);
+transport.send = async (msg, opts) => {
+  record('c2s', msg);
+  return send(msg, opts);
+};
+// Protocol.connect() assigns onmessage; hand it a wrapper that records first.
+let onmessage;
+Object.defineProperty(transport, 'onmessage', {
+  configurable: true,
+  get: () => onmessage && ((msg, extra) => { record('s2c', msg); onmessage(msg, extra); }),
+  set: (f) => { onmessage = f; },
+});
+
+// --- client ---------------------------------------------------------------
+const client = new Client(
+  { name: 'mcp-tasks-shim-legacy-peer', version: '1.0.0' },
+  { capabilities: { elicitation: { form: {} } } },
+);
+const elicitations = [];
+client.setRequestHandler(ElicitRequestSchema, async (req) => {
+  const props = req.params.requestedSchema?.properties ?? {};
+  elicitations.push({ message: req.params.message, related: req.params._meta?.[RELATED]?.taskId ?? null });
+  const content = {};
+  if ('confirm' in props) content.confirm = true;
+  if ('name' in props) content.name = 'Alice';
+  return { action: 'accept', content };
+});
+const statusNotes = [];
+client.setNotificationHandler(TaskStatusNotificationSchema, (n) => { statusNotes.push(n.params); });
+
+const created = [];
+async function createTask(name, args, ttl = 60_000) {
+  const r = await client.request(
+    { method: 'tools/call', params: { name, arguments: args } },
+    CreateTaskResultSchema,
+    { task: { ttl }, timeout: 20_000 },
+  );
+  created.push(r.task.taskId);
+  return r.task;
+}
+async function pollUntil(taskId, done) {
+  const deadline = Date.now() + 15_000;
+  for (;;) {
+    const t = await client.experimental.tasks.getTask(taskId);
+    if (done(t)) return t;
+    if (Date.now() > deadline) throw new Error(`task ${taskId} stuck in ${t.status}`);
+    await sleep(t.pollInterval ?? 100);
+  }
+}
+const terminal = (t) => ['completed', 'failed', 'cancelled'].includes(t.status);
+
+await check('initialize', async () => {
+  await client.connect(transport);
+  const caps = client.getServerCapabilities();
+  assert(caps?.tasks?.requests?.tools?.call, 'tasks.requests.tools.call advertised');
+  assert(caps.tasks.list && caps.tasks.cancel, 'tasks.list and tasks.cancel advertised');
+  return { server: client.getServerVersion() };
+});
+
+await check('tools/list taskSupport', async () => {
+  const { tools } = await client.listTools();
+  const support = Object.fromEntries(tools.map((t) => [t.name, t.execution?.taskSupport]));
+  assert(support.greet === 'forbidden', 'greet forbidden');
+  assert(support.slow_compute === 'optional', 'slow_compute optional');
+  assert(support.failing_job === 'required', 'failing_job required');
+  return { support };
+});
+
+await check('plain call', async () => {
+  const r = await client.callTool({ name: 'greet', arguments: { name: 'World' } });
+  assert(textOf(r) === 'Hello, World!', `greet text: ${textOf(r)}`);
+  const s = await client.callTool({ name: 'slow_compute', arguments: { seconds: 0.1, label: 'plain' } });
+  assert(textOf(s).includes('plain'), 'optional tool runs plain without params.task');
+});
+
+await check('create + poll + result', async () => {
+  const task = await createTask('slow_compute', { seconds: 0.5, label: 'ts-poll' });
+  assert(task.status === 'working', `new task is working, got ${task.status}`);
+  assert(task.ttl === 60_000, `ttl honoured, got ${task.ttl}`);
+  const seen = new Set();
+  const done = await pollUntil(task.taskId, (t) => { seen.add(t.status); return terminal(t); });
+  assert(done.status === 'completed', `completed, got ${done.status}`);
+  const r = await client.experimental.tasks.getTaskResult(task.taskId, CallToolResultSchema);
+  assert(textOf(r).includes('ts-poll'), `result mentions label: ${textOf(r)}`);
+  assert(r._meta?.[RELATED]?.taskId === task.taskId, 'related-task _meta on tasks/result');
+  return { statuses: [...seen] };
+});
+
+await check('tasks/result blocks', async () => {
+  const task = await createTask('slow_compute', { seconds: 1, label: 'ts-block' });
+  const t0 = Date.now();
+  const r = await client.experimental.tasks.getTaskResult(task.taskId, CallToolResultSchema);
+  const waited = Date.now() - t0;
+  assert(waited >= 700, `blocked until done (waited ${waited} ms)`);
+  assert(textOf(r).includes('ts-block'), 'result after blocking');
+  return { waitedMs: waited };
+});
+
+await check('tool error ends failed', async () => {
+  const task = await createTask('failing_job', {});
+  const r = await client.experimental.tasks.getTaskResult(task.taskId, CallToolResultSchema);
+  assert(r.isError === true, 'tasks/result returns the CallToolResult with isError');
+  const t = await client.experimental.tasks.getTask(task.taskId);
+  assert(t.status === 'failed', `2025-11-25: isError means failed, got ${t.status}`);
+});
+
+await check('protocol error', async () => {
+  const task = await createTask('protocol_error_job', {});
+  await expectError(client.experimental.tasks.getTaskResult(task.taskId, CallToolResultSchema), -32603, 'tasks/result');
+  const t = await client.experimental.tasks.getTask(task.taskId);
+  assert(t.status === 'failed', `failed, got ${t.status}`);
+});
+
+await check('elicitation during input_required', async () => {
+  const before = elicitations.length;
+  const messages = [];
+  for await (const m of client.experimental.tasks.callToolStream(
+    { name: 'confirm_delete', arguments: { filename: 'notes.txt' } },
+    CallToolResultSchema,
+    { task: { ttl: 60_000 } },
+  )) {
+    messages.push(m.type === 'taskStatus' ? `status:${m.task.status}` : m.type);
+    if (m.type === 'taskCreated') created.push(m.task.taskId);
+    if (m.type === 'error') throw m.error;
+    if (m.type === 'result') assert(textOf(m.result) === 'Deleted notes.txt', `text: ${textOf(m.result)}`);
+  }
+  const asked = elicitations.slice(before);
+  assert(asked.length === 1 && asked[0].message === 'Delete notes.txt?', `one question: ${JSON.stringify(asked)}`);
+  assert(asked[0].related === created.at(-1), 'elicitation carries related-task _meta');
+  assert(messages.includes('status:input_required'), `saw input_required: ${messages}`);
+  return { messages };
+});
+
+await check('two elicitations at once', async () => {
+  const task = await createTask('multi_input', {});
+  await pollUntil(task.taskId, (t) => t.status === 'input_required');
+  const r = await client.experimental.tasks.getTaskResult(task.taskId, CallToolResultSchema);
+  assert(/Alice/.test(textOf(r)) && /true/.test(textOf(r)), `both answers in: ${textOf(r)}`);
+  return { text: textOf(r) };
+});
+
+await check('input before the task exists', async () => {
+  const before = elicitations.length;
+  const task = await createTask('test_tool_with_task', {});
+  const asked = elicitations.slice(before);
+  assert(asked.length === 1 && asked[0].related === null, 'plain elicitation before CreateTaskResult');
+  const r = await client.experimental.tasks.getTaskResult(task.taskId, CallToolResultSchema);
+  assert(textOf(r).includes('Alice'), `answer in final text: ${textOf(r)}`);
+});
+
+await check('cancel', async () => {
+  const task = await createTask('slow_compute', { seconds: 30, label: 'ts-cancel' });
+  const c = await client.experimental.tasks.cancelTask(task.taskId);
+  assert(c.status === 'cancelled' && c.taskId === task.taskId, `cancel returns the cancelled task: ${JSON.stringify(c)}`);
+  const t = await client.experimental.tasks.getTask(task.taskId);
+  assert(t.status === 'cancelled', 'stays cancelled');
+  await expectError(client.experimental.tasks.cancelTask(task.taskId), -32602, 'double cancel');
+  await expectError(client.experimental.tasks.getTaskResult(task.taskId, CallToolResultSchema), -32602, 'result of cancelled');
+});
+
+await check('unknown task id', async () => {
+  await expectError(client.experimental.tasks.getTask('no-such-task'), -32602, 'tasks/get');
+  await expectError(client.experimental.tasks.cancelTask('no-such-task'), -32602, 'tasks/cancel');
+  await expectError(client.experimental.tasks.getTaskResult('no-such-task', CallToolResultSchema), -32602, 'tasks/result');
+});
+
+await check('tasks/list pages', async () => {
+  const seen = [];
+  let cursor;
+  let pages = 0;
+  do {
+    const page = await client.experimental.tasks.listTasks(cursor);
+    pages += 1;
+    seen.push(...page.tasks.map((t) => t.taskId));
+    cursor = page.nextCursor;
+  } while (cursor && pages < 50);
+  for (const id of created) assert(seen.includes(id), `task ${id} listed`);
+  assert(pages > 1, `paginated (${pages} pages for ${seen.length} tasks)`);
+  await expectError(client.experimental.tasks.listTasks('bogus'), -32602, 'bad cursor');
+  return { pages, tasks: seen.length };
+});
+
+await check('taskSupport violations', async () => {
+  await expectError(
+    client.request({ method: 'tools/call', params: { name: 'failing_job', arguments: {} } }, CallToolResultSchema),
+    -32601, 'required tool without params.task');
+  await expectError(
+    client.request({ method: 'tools/call', params: { name: 'greet', arguments: { name: 'x' } } }, CreateTaskResultSchema, { task: {} }),
+    -32601, 'forbidden tool with params.task');
+  await expectError(client.callTool({ name: 'no_such_tool', arguments: {} }), -32602, 'unknown tool');
+});
+
+await check('status notifications', async () => {
+  await sleep(200);
+  const statuses = new Set(statusNotes.map((n) => n.status));
+  assert(statuses.has('completed') && statuses.has('failed') && statuses.has('input_required'),
+    `notifications/tasks/status seen: ${[...statuses]}`);
+  return { count: statusNotes.length };
+});
+
+await client.close();
+console.log(JSON.stringify({ done: true, ok: true }));
+process.exit(0);
