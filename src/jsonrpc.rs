@@ -263,7 +263,10 @@ impl Message {
                 map.insert("result".into(), r.result.clone());
             }
             Message::Error(e) => {
-                map.insert("id".into(), e.id.as_ref().map_or(Value::Null, id_value));
+                // Both MCP schemas make the id optional but never null.
+                if let Some(id) = &e.id {
+                    map.insert("id".into(), id_value(id));
+                }
                 map.insert(
                     "error".into(),
                     serde_json::to_value(&e.error).unwrap_or(Value::Null),
@@ -365,7 +368,6 @@ struct EnvelopeRef<'a> {
 #[serde(untagged)]
 enum IdOrNull<'a> {
     Id(&'a Id),
-    Null(()),
 }
 
 impl<'a> From<&'a Message> for EnvelopeRef<'a> {
@@ -393,7 +395,7 @@ impl<'a> From<&'a Message> for EnvelopeRef<'a> {
                 env.result = Some(&r.result);
             }
             Message::Error(e) => {
-                env.id = Some(e.id.as_ref().map_or(IdOrNull::Null(()), IdOrNull::Id));
+                env.id = e.id.as_ref().map(IdOrNull::Id);
                 env.error = Some(&e.error);
             }
         }
@@ -507,12 +509,12 @@ mod tests {
     }
 
     #[test]
-    fn error_with_unknown_id_serialises_null_id() {
+    fn error_with_unknown_id_leaves_the_id_out() {
+        // The MCP schemas allow an absent id on errors, not a null one.
         let m = Message::error(None, ErrorObject::new(-32700, "bad"));
-        assert_eq!(m.to_value()["id"], Value::Null);
-        assert_eq!(
-            serde_json::from_str::<Value>(&m.to_json()).unwrap()["id"],
-            Value::Null
-        );
+        assert!(m.to_value().get("id").is_none());
+        let v = serde_json::from_str::<Value>(&m.to_json()).unwrap();
+        assert!(v.get("id").is_none());
+        assert_eq!(v["error"]["code"], -32700);
     }
 }

@@ -19,6 +19,7 @@ use tokio::sync::mpsc;
 
 use crate::bridge::BridgeConfig;
 use crate::bridge::legacy_front::{LegacyFront, LegacySession};
+use crate::bridge::modern_front::{ModernFront, ModernSession};
 use crate::error::ShimError;
 use crate::jsonrpc::{Id, Message};
 use crate::ledger::TaskLedger;
@@ -60,6 +61,8 @@ enum Mode {
     Passthrough { inflight: HashSet<Id> },
     /// A legacy client in front of a modern server.
     LegacyFront(Arc<LegacyFront>, Arc<LegacySession>),
+    /// A modern client in front of a legacy server.
+    ModernFront(Arc<ModernFront>, Arc<ModernSession>),
 }
 
 /// Why the proxy stopped.
@@ -131,6 +134,7 @@ where
                         let _ = up_out.send(msg);
                     }
                     Mode::LegacyFront(_, session) => session.handle_client(msg),
+                    Mode::ModernFront(_, session) => session.handle_client(msg),
                 }
             }
             inbound = up_rx.recv() => {
@@ -194,12 +198,10 @@ fn choose(
             Mode::LegacyFront(front, session)
         }
         (Revision::Modern, Revision::Legacy) => {
-            tracing::error!(
-                "modern clients in front of legacy servers are not bridged over stdio yet; passing through"
-            );
-            Mode::Passthrough {
-                inflight: HashSet::new(),
-            }
+            let up: Arc<dyn Upstream> = conn.clone();
+            let front = ModernFront::new(up, ledger.clone(), opts.bridge.clone());
+            let session = front.session(crate::ids::random_id(), outbox.clone());
+            Mode::ModernFront(front, session)
         }
         _ => Mode::Passthrough {
             inflight: HashSet::new(),
@@ -223,6 +225,11 @@ fn route_upstream(msg: Message, mode: Option<&mut Mode>, conn: &Connection, outb
             }
         }
         Some(Mode::LegacyFront(front, _)) => {
+            if let Some(event) = conn.on_inbound(msg) {
+                front.handle_upstream(event);
+            }
+        }
+        Some(Mode::ModernFront(front, _)) => {
             if let Some(event) = conn.on_inbound(msg) {
                 front.handle_upstream(event);
             }

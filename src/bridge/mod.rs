@@ -9,6 +9,7 @@
 
 pub mod clock;
 pub mod legacy_front;
+pub mod modern_front;
 mod watch;
 
 pub use clock::Clock;
@@ -30,6 +31,14 @@ pub struct BridgeConfig {
     pub min_poll_ms: u64,
     /// How many MRTR input rounds one call may take before the shim gives up.
     pub max_input_rounds: usize,
+    /// Modern clients without the tasks extension calling a legacy tool whose
+    /// `taskSupport` is `required`: run it as a task inside the shim and
+    /// answer with the final result, instead of `-32021`.
+    pub drive_required_tasks: bool,
+    /// The `params.task.ttl` the shim asks a legacy server for (ms).
+    pub task_ttl_ms: Option<i64>,
+    /// `ttlMs` cache hint on `server/discover` and list results (ms).
+    pub cache_ttl_ms: i64,
 }
 
 impl Default for BridgeConfig {
@@ -40,6 +49,9 @@ impl Default for BridgeConfig {
             default_poll_ms: 500,
             min_poll_ms: 10,
             max_input_rounds: 8,
+            drive_required_tasks: false,
+            task_ttl_ms: None,
+            cache_ttl_ms: 0,
         }
     }
 }

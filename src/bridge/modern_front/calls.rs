@@ -1,0 +1,249 @@
+//! `tools/call` for modern clients: when to ask the legacy server for a
+//! task, MRTR rounds for input asked before any task exists, and driving a
+//! required task for a client without the extension.
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value, json};
+use tokio::sync::{mpsc, oneshot};
+
+use super::{ModernFront, ModernSession, lock};
+use crate::error::ShimError;
+use crate::jsonrpc::{ErrorObject, Id, Request};
+use crate::translate::{input, session as tsession, task as ttask, tools as ttools};
+use crate::upstream::RpcResult;
+use crate::wire::legacy::{TaskMetadata, TaskSupport};
+use crate::wire::modern::{RequestMeta, result_type};
+
+/// A `tools/call` still unanswered upstream; untagged server requests that
+/// arrive meanwhile are sent to it.
+#[derive(Debug)]
+pub(super) struct OpenCall {
+    id: u64,
+    interjections: mpsc::UnboundedSender<Request>,
+}
+
+/// An upstream call parked while the client answers an MRTR round.
+#[derive(Debug)]
+pub(super) struct Held {
+    call: InFlight,
+    /// Input key → id of the upstream request it answers.
+    keys: Map<String, Value>,
+}
+
+/// The client side of an unanswered upstream `tools/call`.
+#[derive(Debug)]
+struct InFlight {
+    open_id: u64,
+    done: oneshot::Receiver<RpcResult>,
+    interjections: mpsc::UnboundedReceiver<Request>,
+    asked_task: bool,
+    seq: u64,
+}
+
+impl ModernFront {
+    /// Hands an untagged server request to the open call it most likely
+    /// belongs to (the newest). False when no call is open.
+    pub(super) fn interject(&self, req: &Request) -> bool {
+        let calls = lock(&self.open_calls);
+        match calls.last() {
+            Some(call) => {
+                if calls.len() > 1 {
+                    tracing::warn!(method = %req.method, "several calls open; giving the request to the newest");
+                }
+                call.interjections.send(req.clone()).is_ok()
+            }
+            None => false,
+        }
+    }
+
+    fn close_call(&self, open_id: u64) {
+        lock(&self.open_calls).retain(|c| c.id != open_id);
+    }
+}
+
+impl ModernSession {
+    pub(super) async fn tools_call(
+        self: &Arc<Self>,
+        req: &Request,
+        params: Value,
+        meta: &RequestMeta,
+    ) -> RpcResult {
+        if let Some(state) = req
+            .params
+            .as_ref()
+            .and_then(|p| p.get("requestState"))
+            .and_then(Value::as_str)
+        {
+            return self.resume(state, req, meta).await;
+        }
+        let name = ttools::tool_name(Some(&params))?.to_owned();
+        let support = self.front.support_of(&name).await;
+        let task = match (support, meta.declares_tasks()) {
+            (TaskSupport::Forbidden, _) | (TaskSupport::Optional, false) => None,
+            (_, true) => Some(self.task_request()),
+            (TaskSupport::Required, false) if self.front.config.drive_required_tasks => {
+                Some(self.task_request())
+            }
+            (TaskSupport::Required, false) => return Err(ShimError::TasksExtensionRequired.into()),
+        };
+        let params = ttools::call_params_to_legacy(&params, task.as_ref())?;
+        let call = self.start_call(params, task.is_some()).await?;
+        self.run(call, meta).await
+    }
+
+    fn task_request(&self) -> TaskMetadata {
+        TaskMetadata {
+            ttl: self.front.config.task_ttl_ms,
+            ..Default::default()
+        }
+    }
+
+    async fn start_call(&self, params: Value, asked_task: bool) -> Result<InFlight, ErrorObject> {
+        self.front.initialized().await?;
+        let open_id = self.front.next_id();
+        let (itx, irx) = mpsc::unbounded_channel();
+        lock(&self.front.open_calls).push(OpenCall {
+            id: open_id,
+            interjections: itx,
+        });
+        let (dtx, drx) = oneshot::channel();
+        let upstream = self.front.upstream.clone();
+        tokio::spawn(async move {
+            let outcome = upstream
+                .request("tools/call", params)
+                .await
+                .unwrap_or_else(|e| Err(e.into()));
+            let _ = dtx.send(outcome);
+        });
+        Ok(InFlight {
+            open_id,
+            done: drx,
+            interjections: irx,
+            asked_task,
+            seq: 0,
+        })
+    }
+
+    /// Waits for the call's answer; an interjected server request parks the
+    /// call and answers the client `input_required`.
+    async fn run(self: &Arc<Self>, mut call: InFlight, meta: &RequestMeta) -> RpcResult {
+        loop {
+            tokio::select! {
+                done = &mut call.done => {
+                    self.front.close_call(call.open_id);
+                    let result = done.unwrap_or_else(|_| {
+                        Err(ShimError::Upstream("the upstream call was dropped".into()).into())
+                    })?;
+                    return self.answered(result, call.asked_task, meta).await;
+                }
+                Some(first) = call.interjections.recv() => {
+                    let mut batch = vec![first];
+                    while let Ok(more) = call.interjections.try_recv() {
+                        batch.push(more);
+                    }
+                    if let Some(answer) = self.park(&mut call, batch, meta) {
+                        return Ok(answer);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Turns interjected requests into an MRTR round. Requests the client
+    /// did not declare are refused upstream at once; if none remain, the
+    /// call keeps running (`None`).
+    fn park(&self, call: &mut InFlight, batch: Vec<Request>, meta: &RequestMeta) -> Option<Value> {
+        let mut inputs = Map::new();
+        let mut keys = Map::new();
+        for req in batch {
+            let declared = input::capability_for(&req.method).is_some_and(|c| meta.declares(c));
+            if !declared {
+                let err =
+                    ShimError::MethodNotFound(format!("the client did not declare {}", req.method));
+                let _ = self.front.upstream.respond(req.id, Err(err.into()));
+                continue;
+            }
+            call.seq += 1;
+            let key = input::input_key(&req.method, call.seq);
+            let (modern, _) = input::legacy_request_to_input(&req);
+            inputs.insert(key.clone(), modern);
+            keys.insert(key, serde_json::to_value(&req.id).unwrap_or(Value::Null));
+        }
+        if inputs.is_empty() {
+            return None;
+        }
+        let held_id = crate::ids::random_id();
+        let state = self.front.signer.sign(&held_id, &self.scope);
+        let (dummy_tx, dummy_done) = oneshot::channel();
+        drop(dummy_tx);
+        let parked = InFlight {
+            open_id: call.open_id,
+            done: std::mem::replace(&mut call.done, dummy_done),
+            interjections: std::mem::replace(&mut call.interjections, mpsc::unbounded_channel().1),
+            asked_task: call.asked_task,
+            seq: call.seq,
+        };
+        lock(&self.front.held).insert(held_id, Held { call: parked, keys });
+        Some(json!({
+            "resultType": result_type::INPUT_REQUIRED,
+            "inputRequests": inputs,
+            "requestState": state,
+        }))
+    }
+
+    /// The retry of an MRTR round: answer the held upstream requests with
+    /// the client's `inputResponses`, then keep waiting on the same call.
+    async fn resume(self: &Arc<Self>, state: &str, req: &Request, meta: &RequestMeta) -> RpcResult {
+        let held_id = self.front.signer.verify(state, &self.scope)?;
+        let held = lock(&self.front.held)
+            .remove(&held_id)
+            .ok_or_else(|| ShimError::InvalidParams("invalid or expired requestState".into()))?;
+        let responses = req
+            .params
+            .as_ref()
+            .and_then(|p| p.get("inputResponses"))
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        for (key, id) in held.keys {
+            let Ok(id) = serde_json::from_value::<Id>(id) else {
+                continue;
+            };
+            let outcome = match responses.get(&key) {
+                Some(answer) => Ok(answer.clone()),
+                None => Err(ShimError::InvalidParams(format!(
+                    "the client gave no answer for {key}"
+                ))
+                .into()),
+            };
+            let _ = self.front.upstream.respond(id, outcome);
+        }
+        self.run(held.call, meta).await
+    }
+
+    /// The upstream answered the call: a task handle or a plain result.
+    async fn answered(
+        self: &Arc<Self>,
+        result: Value,
+        asked_task: bool,
+        meta: &RequestMeta,
+    ) -> RpcResult {
+        if !(asked_task && result.get("task").is_some()) {
+            return Ok(tsession::result_to_modern(&result, "tools/call", 0));
+        }
+        let created = ttask::create_result_to_modern(&result)?;
+        let task_id = created
+            .get("taskId")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        self.track(&result)?;
+        if meta.declares_tasks() {
+            return Ok(created);
+        }
+        // A required tool, driven inside the shim for a client without tasks.
+        tracing::info!(task = %task_id, "driving a required task for a client without the extension");
+        self.drive(&task_id).await
+    }
+}

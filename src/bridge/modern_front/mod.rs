@@ -1,0 +1,330 @@
+//! 2026-07-28 clients in front of a 2025-11-25 server (design doc §3.2).
+//!
+//! The shim holds one legacy session with the upstream (initialized
+//! lazily, on the first request) and serves modern clients statelessly:
+//! every request is judged by its own `_meta`. [`ModernSession`] is one
+//! client's ledger scope (a stdio client, or a principal over HTTP).
+//!
+//! Legacy servers talk back with server→client requests. Those tagged with
+//! a task become that task's `inputRequests`; untagged ones that arrive
+//! while a `tools/call` is unanswered become an MRTR `input_required`
+//! answer whose signed `requestState` names the held upstream call.
+
+mod calls;
+mod state;
+mod tasks;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+
+use serde_json::{Value, json};
+use tokio::sync::{OnceCell, mpsc, watch};
+
+use super::{BridgeConfig, Clock};
+use crate::error::ShimError;
+use crate::jsonrpc::{ErrorObject, Id, Message, Request};
+use crate::ledger::TaskLedger;
+use crate::revision::LEGACY_VERSION;
+use crate::translate::{input, session as tsession};
+use crate::transport::Outbox;
+use crate::upstream::{RpcResult, Upstream, UpstreamEvent};
+use crate::wire::legacy::TaskSupport;
+use crate::wire::modern::{Payload, RequestMeta};
+
+use calls::OpenCall;
+use state::StateSigner;
+
+/// Shared state of the modern-front bridge for one legacy upstream.
+#[derive(Debug)]
+pub struct ModernFront {
+    upstream: Arc<dyn Upstream>,
+    ledger: Arc<dyn TaskLedger>,
+    config: BridgeConfig,
+    clock: Clock,
+    init: OnceCell<Value>,
+    tools: Mutex<HashMap<String, TaskSupport>>,
+    tasks: Mutex<HashMap<String, LiveTask>>,
+    open_calls: Mutex<Vec<OpenCall>>,
+    held: Mutex<HashMap<String, calls::Held>>,
+    signer: StateSigner,
+    sessions: Mutex<Vec<Weak<ModernSession>>>,
+    next: AtomicU64,
+}
+
+/// What the shim tracks of a task it created, beyond the ledger record.
+#[derive(Debug)]
+struct LiveTask {
+    scope: String,
+    /// Outstanding input: key → (upstream request id, modern input request).
+    inputs: BTreeMap<String, (Id, Value)>,
+    /// Keys handed out so far (never reused for the task's life).
+    seq: u64,
+    /// Set once the background `tasks/result` call has ended.
+    outcome: watch::Sender<Option<Payload>>,
+}
+
+impl ModernFront {
+    /// A bridge over a legacy `upstream`.
+    pub fn new(
+        upstream: Arc<dyn Upstream>,
+        ledger: Arc<dyn TaskLedger>,
+        config: BridgeConfig,
+    ) -> Arc<Self> {
+        Arc::new(ModernFront {
+            upstream,
+            ledger,
+            config,
+            clock: Clock::new(),
+            init: OnceCell::new(),
+            tools: Mutex::new(HashMap::new()),
+            tasks: Mutex::new(HashMap::new()),
+            open_calls: Mutex::new(Vec::new()),
+            held: Mutex::new(HashMap::new()),
+            signer: StateSigner::new(),
+            sessions: Mutex::new(Vec::new()),
+            next: AtomicU64::new(1),
+        })
+    }
+
+    /// Opens a client scope whose outgoing messages go to `out`.
+    pub fn session(self: &Arc<Self>, scope: String, out: Outbox) -> Arc<ModernSession> {
+        let s = Arc::new(ModernSession {
+            front: self.clone(),
+            scope,
+            out,
+            subscriptions: Mutex::new(Vec::new()),
+        });
+        let mut sessions = lock(&self.sessions);
+        sessions.retain(|w| w.strong_count() > 0);
+        sessions.push(Arc::downgrade(&s));
+        s
+    }
+
+    /// The upstream's `InitializeResult`, initializing the legacy session on
+    /// first use with every client capability the shim can bridge.
+    async fn initialized(&self) -> Result<&Value, ErrorObject> {
+        self.init
+            .get_or_try_init(|| async {
+                let params = json!({
+                    "protocolVersion": LEGACY_VERSION,
+                    "capabilities": {
+                        "elicitation": {"form": {}, "url": {}},
+                        "sampling": {},
+                        "roots": {"listChanged": false}
+                    },
+                    "clientInfo": {"name": "mcp-tasks-shim", "version": env!("CARGO_PKG_VERSION")}
+                });
+                let result = self
+                    .upstream
+                    .request("initialize", params)
+                    .await
+                    .map_err(ErrorObject::from)??;
+                self.upstream
+                    .notify("notifications/initialized", json!({}))?;
+                let server = result.get("serverInfo").cloned().unwrap_or_default();
+                tracing::info!(%server, "legacy upstream initialized");
+                Ok(result)
+            })
+            .await
+    }
+
+    /// Sends a request to the legacy upstream (after initializing it).
+    async fn call(&self, method: &str, params: Value) -> RpcResult {
+        self.initialized().await?;
+        self.upstream
+            .request(method, params)
+            .await
+            .map_err(ErrorObject::from)?
+    }
+
+    /// `tools/list` upstream; refreshes the task-support cache. Returns the
+    /// legacy result.
+    async fn list_tools(&self, params: Value) -> RpcResult {
+        let result = self.call("tools/list", params).await?;
+        let (_, supports) = crate::translate::tools::tools_list_to_modern(&result, 0);
+        lock(&self.tools).extend(supports);
+        Ok(result)
+    }
+
+    /// The legacy `taskSupport` of `tool` (looked up once if unknown).
+    async fn support_of(&self, tool: &str) -> TaskSupport {
+        if let Some(s) = lock(&self.tools).get(tool) {
+            return *s;
+        }
+        if let Err(e) = self.list_tools(json!({})).await {
+            tracing::warn!(code = e.code, "tools/list failed while looking up {tool:?}");
+        }
+        lock(&self.tools).get(tool).copied().unwrap_or_default()
+    }
+
+    /// Feeds one upstream event.
+    pub fn handle_upstream(self: &Arc<Self>, event: UpstreamEvent) {
+        match event {
+            UpstreamEvent::Request(req) => self.server_request(req),
+            UpstreamEvent::Notification(n) => match n.method.as_str() {
+                crate::translate::notify::LEGACY_STATUS => {
+                    if let Some(p) = n.params {
+                        self.status_changed(&p);
+                    }
+                }
+                "notifications/tools/list_changed" => {
+                    lock(&self.tools).clear();
+                    for s in self.live_sessions() {
+                        s.tools_changed();
+                    }
+                }
+                _ => {
+                    for s in self.live_sessions() {
+                        let _ = s.out.send(Message::Notification(n.clone()));
+                    }
+                }
+            },
+            UpstreamEvent::Closed(reason) => {
+                tracing::warn!(%reason, "legacy upstream closed");
+                lock(&self.open_calls).clear();
+                lock(&self.held).clear();
+            }
+        }
+    }
+
+    /// A server→client request: task input, MRTR input, or neither.
+    fn server_request(self: &Arc<Self>, req: Request) {
+        if let Some(task_id) = input::related_task_of(req.params.as_ref()).map(str::to_owned) {
+            if self.capture_task_input(&task_id, &req) {
+                return;
+            }
+        } else if self.interject(&req) {
+            return;
+        }
+        let outcome = match req.method.as_str() {
+            // Roots outside any call: the shim exposes none of its own.
+            "roots/list" => Ok(json!({"roots": []})),
+            "ping" => Ok(json!({})),
+            m => Err(ShimError::MethodNotFound(format!(
+                "{m} outside a task or tool call cannot be bridged to a 2026-07-28 client"
+            ))
+            .into()),
+        };
+        let _ = self.upstream.respond(req.id, outcome);
+    }
+
+    fn next_id(&self) -> u64 {
+        self.next.fetch_add(1, Ordering::Relaxed)
+    }
+
+    fn live_sessions(&self) -> Vec<Arc<ModernSession>> {
+        lock(&self.sessions)
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect()
+    }
+}
+
+/// One modern client scope.
+#[derive(Debug)]
+pub struct ModernSession {
+    front: Arc<ModernFront>,
+    scope: String,
+    out: Outbox,
+    subscriptions: Mutex<Vec<tasks::Subscription>>,
+}
+
+impl ModernSession {
+    /// The ledger scope of this session.
+    pub fn scope(&self) -> &str {
+        &self.scope
+    }
+
+    /// Feeds one client message; requests are answered through the outbox.
+    pub fn handle_client(self: &Arc<Self>, msg: Message) {
+        match msg {
+            Message::Request(req) => {
+                let this = self.clone();
+                tokio::spawn(async move {
+                    let id = req.id.clone();
+                    let Some(outcome) = this.request(req).await else {
+                        return; // a listen stream stays open
+                    };
+                    let _ = this.out.send(match outcome {
+                        Ok(result) => Message::response(id, result),
+                        Err(error) => Message::error(Some(id), error),
+                    });
+                });
+            }
+            Message::Notification(n) => {
+                let params = n.params.unwrap_or_else(|| json!({}));
+                if let Err(e) = self.front.upstream.notify(&n.method, params) {
+                    tracing::warn!(error = %e, "could not forward a client notification");
+                }
+            }
+            Message::Response(_) | Message::Error(_) => {
+                tracing::warn!("a 2026-07-28 client answered a request; the shim sent none");
+            }
+        }
+    }
+
+    /// `None` only for `subscriptions/listen`, answered at teardown.
+    async fn request(self: &Arc<Self>, req: Request) -> Option<RpcResult> {
+        // Removed methods answer -32601 whatever their `_meta` says.
+        if matches!(req.method.as_str(), "tasks/result" | "tasks/list") {
+            return Some(Err(ShimError::MethodNotFound(req.method.clone()).into()));
+        }
+        let (legacy_req, meta) = match tsession::request_to_legacy(&req) {
+            Ok(x) => x,
+            Err(e) => return Some(Err(e.into())),
+        };
+        let params = legacy_req.params.clone().unwrap_or_else(|| json!({}));
+        Some(match req.method.as_str() {
+            "server/discover" => self.discover().await,
+            "tools/list" => self.tools_list(params).await,
+            "tools/call" => self.tools_call(&req, params, &meta).await,
+            "tasks/get" => self.tasks_get(&params, &meta).await,
+            "tasks/update" => self.tasks_update(&params, &meta),
+            "tasks/cancel" => self.tasks_cancel(&params, &meta).await,
+            "subscriptions/listen" => return self.listen(&req, &meta),
+            method => self.forward(method, params).await,
+        })
+    }
+
+    async fn discover(&self) -> RpcResult {
+        let init = self.front.initialized().await?;
+        Ok(tsession::initialize_to_discover(
+            init,
+            self.front.config.cache_ttl_ms,
+        )?)
+    }
+
+    async fn tools_list(&self, params: Value) -> RpcResult {
+        let result = self.front.list_tools(params).await?;
+        let (modern, _) =
+            crate::translate::tools::tools_list_to_modern(&result, self.front.config.cache_ttl_ms);
+        Ok(modern)
+    }
+
+    async fn forward(&self, method: &str, params: Value) -> RpcResult {
+        let result = self.front.call(method, params).await?;
+        Ok(tsession::result_to_modern(
+            &result,
+            method,
+            self.front.config.cache_ttl_ms,
+        ))
+    }
+}
+
+/// `-32021` unless the request declared the tasks extension.
+fn require_tasks(meta: &RequestMeta) -> Result<(), ErrorObject> {
+    if meta.declares_tasks() {
+        Ok(())
+    } else {
+        Err(ShimError::TasksExtensionRequired.into())
+    }
+}
+
+/// A sender for the session's outbox, for spawned work.
+type Out = mpsc::UnboundedSender<Message>;
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A poisoned lock only means a panic elsewhere; the data is still usable.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}

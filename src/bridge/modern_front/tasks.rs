@@ -1,0 +1,354 @@
+//! The 2026-07-28 `tasks/*` methods and task notifications over a legacy
+//! upstream.
+//!
+//! Every task the shim creates gets one background `tasks/result` call
+//! upstream: it is how 2025-11-25 servers deliver mid-task input (as
+//! server→client requests tagged with the task) and its answer is the
+//! task's payload, cached once for every later `tasks/get`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+use super::{LiveTask, ModernFront, ModernSession, Out, lock, require_tasks};
+use crate::error::ShimError;
+use crate::jsonrpc::{ErrorObject, Id, Message, Request};
+use crate::ledger::TaskRecord;
+use crate::revision::META_SUBSCRIPTION_ID;
+use crate::translate::{input, notify, task as ttask};
+use crate::upstream::RpcResult;
+use crate::wire::modern::{Payload, RequestMeta, result_type};
+use crate::wire::{from_value, legacy};
+
+/// How long `tasks/get` waits for the payload of a task that just ended.
+const PAYLOAD_WAIT: Duration = Duration::from_secs(10);
+
+/// One `subscriptions/listen` stream.
+#[derive(Debug)]
+pub(super) struct Subscription {
+    id: Id,
+    task_ids: Vec<String>,
+    tools_list_changed: bool,
+    out: Out,
+}
+
+impl ModernFront {
+    /// Stores an upstream task input request; false if the task is not ours.
+    pub(super) fn capture_task_input(&self, task_id: &str, req: &Request) -> bool {
+        let mut tasks = lock(&self.tasks);
+        let Some(live) = tasks.get_mut(task_id) else {
+            return false;
+        };
+        live.seq += 1;
+        let key = input::input_key(&req.method, live.seq);
+        let (modern, _) = input::legacy_request_to_input(req);
+        live.inputs.insert(key, (req.id.clone(), modern));
+        let scope = live.scope.clone();
+        drop(tasks);
+        self.notify_subscribers(&scope, task_id, None);
+        true
+    }
+
+    /// An upstream `notifications/tasks/status`.
+    pub(super) fn status_changed(&self, params: &Value) {
+        let Ok(task) = from_value::<legacy::Task>("task status", params) else {
+            tracing::warn!("malformed notifications/tasks/status from upstream");
+            return;
+        };
+        let scope = lock(&self.tasks)
+            .get(&task.task_id)
+            .map(|l| l.scope.clone());
+        if let Some(scope) = scope {
+            // Terminal statuses are announced when their payload arrives.
+            if !task.status.is_terminal() {
+                let id = task.task_id.clone();
+                self.notify_subscribers(&scope, &id, Some(task));
+            }
+        }
+    }
+
+    /// Sends `notifications/tasks` to the scope's listen streams that
+    /// follow `task_id`.
+    fn notify_subscribers(&self, scope: &str, task_id: &str, task: Option<legacy::Task>) {
+        let rec = self.ledger.get(scope, task_id, self.clock.now_ms());
+        let Some(mut task) = task.or_else(|| rec.as_ref().map(|r| r.task.clone())) else {
+            return;
+        };
+        if task.status == crate::wire::TaskStatus::Working && self.pending_inputs(task_id).is_some()
+        {
+            task.status = crate::wire::TaskStatus::InputRequired;
+        }
+        let payload = self.payload_for(task_id, &task, rec.as_ref());
+        for s in self
+            .live_sessions()
+            .into_iter()
+            .filter(|s| s.scope == scope)
+        {
+            for sub in lock(&s.subscriptions)
+                .iter()
+                .filter(|sub| sub.task_ids.iter().any(|t| t == task_id))
+            {
+                let params = notify::status_to_modern(&task, &payload, &sub.id);
+                let _ = sub
+                    .out
+                    .send(Message::notification(notify::MODERN_STATUS, params));
+            }
+        }
+    }
+
+    fn pending_inputs(&self, task_id: &str) -> Option<serde_json::Map<String, Value>> {
+        let tasks = lock(&self.tasks);
+        let live = tasks.get(task_id)?;
+        let map: serde_json::Map<_, _> = live
+            .inputs
+            .iter()
+            .map(|(k, (_, v))| (k.clone(), v.clone()))
+            .collect();
+        (!map.is_empty()).then_some(map)
+    }
+
+    fn payload_for(&self, task_id: &str, task: &legacy::Task, rec: Option<&TaskRecord>) -> Payload {
+        match (task.status.is_terminal(), rec) {
+            (true, Some(r)) => r.payload.clone(),
+            (false, _) => self
+                .pending_inputs(task_id)
+                .map_or(Payload::None, Payload::Input),
+            _ => Payload::None,
+        }
+    }
+}
+
+impl ModernSession {
+    /// Records a task the legacy server created and starts its background
+    /// `tasks/result` call.
+    pub(super) fn track(self: &Arc<Self>, created: &Value) -> Result<(), ErrorObject> {
+        let created: legacy::CreateTaskResult = from_value("CreateTaskResult", created)?;
+        let task = created.task;
+        let id = task.task_id.clone();
+        let record = TaskRecord {
+            scope: self.scope.clone(),
+            expires_at: self.front.clock.expiry(task.ttl),
+            task,
+            payload: Payload::None,
+            cancel_pinned: false,
+            synthetic: false,
+        };
+        self.front
+            .ledger
+            .insert(record, self.front.clock.now_ms())
+            .map_err(ShimError::from)?;
+        let (tx, _) = watch::channel(None);
+        lock(&self.front.tasks).insert(
+            id.clone(),
+            LiveTask {
+                scope: self.scope.clone(),
+                inputs: Default::default(),
+                seq: 0,
+                outcome: tx,
+            },
+        );
+        let front = self.front.clone();
+        let scope = self.scope.clone();
+        tokio::spawn(async move {
+            let outcome = front.call("tasks/result", json!({"taskId": id})).await;
+            let payload = match outcome {
+                Ok(r) => Payload::Result(ttask::strip_related_task(r)),
+                Err(e) => Payload::Error(e),
+            };
+            let now = front.clock.now_ms();
+            front
+                .ledger
+                .update(&scope, &id, now, &mut |r| r.payload = payload.clone());
+            if let Some(live) = lock(&front.tasks).get_mut(&id) {
+                live.inputs.clear();
+                live.outcome.send_replace(Some(payload.clone()));
+            }
+            // The status the payload ends in, as tasks/get would say.
+            if let Ok(Ok(v)) = front
+                .upstream
+                .request("tasks/get", json!({"taskId": id}))
+                .await
+                && let Ok(t) = from_value::<legacy::Task>("task", &v)
+            {
+                front
+                    .ledger
+                    .update(&scope, &id, now, &mut |r| r.task = t.clone());
+            }
+            front.notify_subscribers(&scope, &id, None);
+        });
+        Ok(())
+    }
+
+    /// Waits for a tracked task's payload.
+    async fn payload(&self, task_id: &str) -> Option<Payload> {
+        let mut rx = lock(&self.front.tasks).get(task_id)?.outcome.subscribe();
+        let wait = rx.wait_for(Option::is_some);
+        match tokio::time::timeout(PAYLOAD_WAIT, wait).await {
+            Ok(Ok(p)) => p.clone(),
+            _ => None,
+        }
+    }
+
+    /// A required task run for a client without the extension: its outcome
+    /// becomes the call's answer.
+    pub(super) async fn drive(&self, task_id: &str) -> RpcResult {
+        let mut rx = lock(&self.front.tasks)
+            .get(task_id)
+            .map(|l| l.outcome.subscribe())
+            .ok_or(ShimError::UnknownTask)?;
+        let payload = rx
+            .wait_for(Option::is_some)
+            .await
+            .map_err(|_| ShimError::Upstream("the task's result never came".into()))?
+            .clone();
+        match payload {
+            Some(Payload::Result(r)) => Ok(r),
+            Some(Payload::Error(e)) => Err(e),
+            _ => Err(ShimError::TaskCancelled.into()),
+        }
+    }
+
+    fn record(&self, params: &Value) -> Result<TaskRecord, ErrorObject> {
+        let id = ttask::task_id_param(Some(params))?;
+        self.front
+            .ledger
+            .get(&self.scope, id, self.front.clock.now_ms())
+            .ok_or_else(|| ShimError::UnknownTask.into())
+    }
+
+    pub(super) async fn tasks_get(&self, params: &Value, meta: &RequestMeta) -> RpcResult {
+        require_tasks(meta)?;
+        let rec = self.record(params)?;
+        let id = rec.id().to_owned();
+        let fresh = self.front.call("tasks/get", json!({"taskId": id})).await;
+        let task: legacy::Task = match fresh {
+            Ok(v) => from_value("task", &v)?,
+            Err(e) if e.code == crate::error::codes::INVALID_PARAMS => {
+                return Err(ShimError::UnknownTask.into());
+            }
+            Err(e) => return Err(e),
+        };
+        let payload = if task.status.is_terminal() {
+            match rec.payload {
+                Payload::None => self.payload(&id).await.unwrap_or(Payload::None),
+                p => p,
+            }
+        } else {
+            self.front.pending_inputs(&id).map_or(Payload::None, |all| {
+                Payload::Input(all.into_iter().filter(|(_, v)| declared(meta, v)).collect())
+            })
+        };
+        let mut task = task;
+        task.extra.remove("_meta");
+        Ok(ttask::get_result_to_modern(&task, &payload))
+    }
+
+    pub(super) fn tasks_update(&self, params: &Value, meta: &RequestMeta) -> RpcResult {
+        require_tasks(meta)?;
+        let rec = self.record(params)?;
+        let answers = params
+            .get("inputResponses")
+            .and_then(Value::as_object)
+            .ok_or_else(|| {
+                ShimError::InvalidParams("tasks/update needs inputResponses (an object)".into())
+            })?;
+        let mut tasks = lock(&self.front.tasks);
+        if let Some(live) = tasks.get_mut(rec.id()) {
+            for (key, answer) in answers {
+                // Unknown or already answered keys are ignored, as the spec says.
+                if let Some((id, _)) = live.inputs.remove(key) {
+                    let _ = self.front.upstream.respond(id, Ok(answer.clone()));
+                }
+            }
+        }
+        Ok(json!({"resultType": result_type::COMPLETE}))
+    }
+
+    pub(super) async fn tasks_cancel(&self, params: &Value, meta: &RequestMeta) -> RpcResult {
+        require_tasks(meta)?;
+        let rec = self.record(params)?;
+        match self
+            .front
+            .call("tasks/cancel", json!({"taskId": rec.id()}))
+            .await
+        {
+            // Already terminal upstream: cancel is an ack either way now.
+            Ok(_) => {}
+            Err(e) if e.code == crate::error::codes::INVALID_PARAMS => {}
+            Err(e) => return Err(e),
+        }
+        Ok(ttask::cancel_result_to_modern())
+    }
+
+    /// `subscriptions/listen`: the stream stays open (no answer until
+    /// teardown); an acknowledgement names the task ids accepted.
+    pub(super) fn listen(&self, req: &Request, meta: &RequestMeta) -> Option<RpcResult> {
+        let filter = req
+            .params
+            .as_ref()
+            .and_then(|p| p.get("notifications"))
+            .cloned()
+            .unwrap_or_else(|| json!({}));
+        let wanted: Vec<String> = filter
+            .get("taskIds")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default();
+        if filter.get("taskIds").is_some() && !meta.declares_tasks() {
+            return Some(Err(ShimError::TasksExtensionRequired.into()));
+        }
+        let now = self.front.clock.now_ms();
+        let accepted: Vec<String> = wanted
+            .into_iter()
+            .filter(|t| self.front.ledger.get(&self.scope, t, now).is_some())
+            .collect();
+        let tools_list_changed =
+            filter.get("toolsListChanged").and_then(Value::as_bool) == Some(true);
+        let mut ack = serde_json::Map::new();
+        if filter.get("taskIds").is_some() {
+            ack.insert("taskIds".into(), json!(accepted));
+        }
+        if tools_list_changed {
+            ack.insert("toolsListChanged".into(), json!(true));
+        }
+        let _ = self.out.send(Message::notification(
+            "notifications/subscriptions/acknowledged",
+            json!({"notifications": ack, "_meta": {META_SUBSCRIPTION_ID: req.id}}),
+        ));
+        lock(&self.subscriptions).push(Subscription {
+            id: req.id.clone(),
+            task_ids: accepted,
+            tools_list_changed,
+            out: self.out.clone(),
+        });
+        None
+    }
+
+    /// Upstream tools changed: tell the listen streams that asked.
+    pub(super) fn tools_changed(&self) {
+        for sub in lock(&self.subscriptions)
+            .iter()
+            .filter(|s| s.tools_list_changed)
+        {
+            let _ = sub.out.send(Message::notification(
+                "notifications/tools/list_changed",
+                json!({"_meta": {META_SUBSCRIPTION_ID: sub.id}}),
+            ));
+        }
+    }
+}
+
+/// True when the request declared the capability an input request needs.
+fn declared(meta: &RequestMeta, input: &Value) -> bool {
+    let method = input
+        .get("method")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    input::capability_for(method).is_some_and(|c| meta.declares(c))
+}
