@@ -170,6 +170,9 @@ where
         }
     }
     drop(mode);
+    // Our clone of the recorder must go too, or the transcript writer never
+    // sees its channel close and `finish` waits forever.
+    drop(recorder);
     to_client.finish().await;
     Ok(ending)
 }

@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand};
 
 use crate::revision::Revision;
 
+mod http;
 mod options;
 mod reference;
 mod stdio;
@@ -38,6 +39,9 @@ pub enum Command {
     /// Proxy one client on stdin/stdout to an upstream server started as a
     /// child process, translating between task revisions as needed.
     Stdio(stdio::Args),
+    /// Serve Streamable HTTP (both revisions side by side) in front of an
+    /// upstream server started as a child process.
+    Http(http::Args),
 }
 
 /// Entry point of the binary.
@@ -48,6 +52,7 @@ pub fn main() -> ExitCode {
         Command::Translate(args) => translate::run(args),
         Command::ReferenceServer(args) => reference::run(args),
         Command::Stdio(args) => stdio::run(args),
+        Command::Http(args) => http::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -5,6 +5,7 @@
 //! process. HTTP lives in its own module.
 
 pub mod child;
+pub mod http;
 pub mod lines;
 
 pub use lines::{Inbound, read_lines, write_lines};

@@ -6,6 +6,8 @@
 //! in-process server, HTTP). Library users wrap their own server by
 //! implementing [`Upstream`] or by feeding a [`Connection`].
 
+pub mod child;
+
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};

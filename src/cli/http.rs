@@ -1,0 +1,102 @@
+//! `mcp-tasks-shim http --listen ADDR -- <upstream command> [args…]`.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use super::options::ShimArgs;
+use crate::ledger::MemoryLedger;
+use crate::transport::http::{self, ConfiguredPrincipals, HttpOptions};
+
+/// Arguments of `http`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Address to listen on (loopback by default).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+    /// The MCP endpoint path.
+    #[arg(long, default_value = "/mcp")]
+    pub path: String,
+    /// Largest accepted request body in bytes (larger: HTTP 413).
+    #[arg(long, default_value_t = 4 * 1024 * 1024)]
+    pub max_body_bytes: usize,
+    /// A bearer token and the principal it stands for (TOKEN=PRINCIPAL). Repeatable.
+    #[arg(long = "token", value_name = "TOKEN=PRINCIPAL", value_parser = parse_token)]
+    pub tokens: Vec<(String, String)>,
+    /// Trust this header as the principal (set by an authenticating proxy).
+    #[arg(long, value_name = "HEADER")]
+    pub principal_header: Option<String>,
+    /// Refuse legacy `tasks/list` from requests without a principal.
+    #[arg(long)]
+    pub require_principal: bool,
+    /// Bridge options.
+    #[command(flatten)]
+    pub shim: ShimArgs,
+    /// The upstream server command and its arguments (after `--`).
+    #[arg(last = true, required = true, value_name = "UPSTREAM")]
+    pub upstream: Vec<String>,
+}
+
+fn parse_token(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((t, p)) if !t.is_empty() && !p.is_empty() => Ok((t.to_owned(), p.to_owned())),
+        _ => Err(format!("expected TOKEN=PRINCIPAL, got {s:?}")),
+    }
+}
+
+pub(crate) fn run(args: Args) -> Result<(), String> {
+    let proxy = args.shim.proxy_options()?;
+    let opts = HttpOptions {
+        listen: args.listen,
+        path: args.path.clone(),
+        max_body_bytes: args.max_body_bytes,
+        require_principal: args.require_principal,
+        bridge: proxy.bridge.clone(),
+    };
+    let resolver = Arc::new(ConfiguredPrincipals {
+        tokens: args.tokens.iter().cloned().collect::<HashMap<_, _>>(),
+        trusted_header: args
+            .principal_header
+            .clone()
+            .map(|h| h.to_ascii_lowercase()),
+    });
+    let ledger = Arc::new(MemoryLedger::new(args.shim.max_tasks_per_client));
+    let rt = tokio::runtime::Runtime::new().map_err(|e| e.to_string())?;
+    rt.block_on(async move {
+        let (program, rest) = args
+            .upstream
+            .split_first()
+            .ok_or("missing upstream command after --")?;
+        let link = crate::upstream::child::connect(
+            program,
+            rest,
+            proxy.request_timeout,
+            proxy.probe_timeout,
+            proxy.max_message_bytes,
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+        http::serve(opts, link, ledger, resolver, shutdown_signal())
+            .await
+            .map_err(|e| e.to_string())
+    })
+}
+
+/// SIGINT or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => return ctrl_c.await.unwrap_or(()),
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}

@@ -1,0 +1,158 @@
+//! 2026-07-28 Streamable HTTP request metadata checks (pure).
+//!
+//! `Mcp-Method` must equal the body's method, `MCP-Protocol-Version` the
+//! body's `_meta` version, and `Mcp-Name` the name the body routes on
+//! (tool name, resource URI, prompt name, or task id for the tasks
+//! extension). `Mcp-Name` may use the `=?base64?…?=` sentinel form.
+
+use axum::http::HeaderMap;
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use serde_json::Value;
+
+use crate::error::ShimError;
+use crate::jsonrpc::Message;
+use crate::revision::meta_protocol_version;
+
+/// A header's value as text (`None` when absent or not visible ASCII).
+pub(crate) fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+/// Decodes the base64 sentinel form; plain values come back unchanged.
+pub(crate) fn decode_sentinel(value: &str) -> Result<String, ShimError> {
+    match value
+        .strip_prefix("=?base64?")
+        .and_then(|v| v.strip_suffix("?="))
+    {
+        Some(b64) => STANDARD
+            .decode(b64)
+            .ok()
+            .and_then(|b| String::from_utf8(b).ok())
+            .ok_or_else(|| ShimError::HeaderMismatch("Mcp-Name is not valid base64 UTF-8".into())),
+        None => Ok(value.to_owned()),
+    }
+}
+
+/// The body value `Mcp-Name` mirrors, for methods that have one.
+fn name_source<'a>(method: &str, params: Option<&'a Value>) -> Option<&'a str> {
+    let key = match method {
+        "tools/call" | "prompts/get" => "name",
+        "resources/read" => "uri",
+        "tasks/get" | "tasks/update" | "tasks/cancel" => "taskId",
+        _ => return None,
+    };
+    params?.get(key)?.as_str()
+}
+
+/// Checks the request metadata headers of a modern request against its
+/// body; every failure is a `-32020`.
+pub(crate) fn check(headers: &HeaderMap, msg: &Message) -> Result<(), ShimError> {
+    let method = msg.method().unwrap_or_default();
+    let h_method = header(headers, "mcp-method")
+        .ok_or_else(|| ShimError::HeaderMismatch("missing Mcp-Method header".into()))?;
+    if h_method != method {
+        return Err(ShimError::HeaderMismatch(format!(
+            "Mcp-Method header value '{h_method}' does not match body value '{method}'"
+        )));
+    }
+    let h_version = header(headers, "mcp-protocol-version")
+        .ok_or_else(|| ShimError::HeaderMismatch("missing MCP-Protocol-Version header".into()))?;
+    if let Some(body) = meta_protocol_version(msg.params())
+        && body != h_version
+    {
+        return Err(ShimError::HeaderMismatch(format!(
+            "MCP-Protocol-Version header value '{h_version}' does not match body value '{body}'"
+        )));
+    }
+    if let Some(body) = name_source(method, msg.params()) {
+        let raw = header(headers, "mcp-name")
+            .ok_or_else(|| ShimError::HeaderMismatch("missing Mcp-Name header".into()))?;
+        let h_name = decode_sentinel(raw)?;
+        if h_name != body {
+            return Err(ShimError::HeaderMismatch(format!(
+                "Mcp-Name header value '{h_name}' does not match body value '{body}'"
+            )));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn h(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut m = HeaderMap::new();
+        for (k, v) in pairs {
+            m.insert(*k, v.parse().unwrap());
+        }
+        m
+    }
+
+    fn call() -> Message {
+        Message::request(
+            1,
+            "tools/call",
+            json!({"name": "héllo", "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28"}}),
+        )
+    }
+
+    #[test]
+    fn matching_headers_pass_including_base64_names() {
+        let enc = format!("=?base64?{}?=", STANDARD.encode("héllo"));
+        let ok = h(&[
+            ("mcp-method", "tools/call"),
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-name", &enc),
+        ]);
+        assert!(check(&ok, &call()).is_ok());
+    }
+
+    #[test]
+    fn missing_or_mismatching_headers_are_32020() {
+        for bad in [
+            h(&[("mcp-protocol-version", "2026-07-28")]),
+            h(&[
+                ("mcp-method", "tools/list"),
+                ("mcp-protocol-version", "2026-07-28"),
+            ]),
+            h(&[("mcp-method", "tools/call")]),
+            h(&[
+                ("mcp-method", "tools/call"),
+                ("mcp-protocol-version", "2026-07-28"),
+            ]),
+            h(&[
+                ("mcp-method", "tools/call"),
+                ("mcp-protocol-version", "2026-07-28"),
+                ("mcp-name", "other"),
+            ]),
+            h(&[
+                ("mcp-method", "tools/call"),
+                ("mcp-protocol-version", "2025-11-25"),
+                ("mcp-name", "héllo"),
+            ]),
+        ] {
+            assert_eq!(check(&bad, &call()).unwrap_err().code(), -32020);
+        }
+    }
+
+    #[test]
+    fn task_methods_route_on_task_id() {
+        let get = Message::request(1, "tasks/get", json!({"taskId": "t1"}));
+        let ok = h(&[
+            ("mcp-method", "tasks/get"),
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-name", "t1"),
+        ]);
+        assert!(check(&ok, &get).is_ok());
+        let bad = h(&[
+            ("mcp-method", "tasks/get"),
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-name", "t2"),
+        ]);
+        assert!(check(&bad, &get).is_err());
+    }
+}

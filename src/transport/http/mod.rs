@@ -1,0 +1,244 @@
+//! Streamable HTTP in front of the shim: one endpoint that serves legacy
+//! (2025-11-25, sessions) and modern (2026-07-28, stateless) clients side
+//! by side, choosing per request as the 2026 versioning spec describes:
+//! `initialize` or an `Mcp-Session-Id` means legacy, modern `_meta` or
+//! headers mean modern.
+
+mod headers;
+mod legacy;
+mod metrics;
+mod modern;
+pub mod principal;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+
+use crate::bridge::BridgeConfig;
+use crate::bridge::legacy_front::LegacyFront;
+use crate::bridge::modern_front::ModernFront;
+use crate::error::ShimError;
+use crate::jsonrpc::Message;
+use crate::ledger::TaskLedger;
+use crate::revision::{self, ClientSignal, Revision};
+use crate::upstream::child::ChildLink;
+use crate::upstream::{Connection, UpstreamEvent};
+
+pub use principal::{ConfiguredPrincipals, PrincipalResolver};
+
+/// How the HTTP front is configured.
+#[derive(Debug, Clone)]
+pub struct HttpOptions {
+    /// Where to listen.
+    pub listen: SocketAddr,
+    /// The MCP endpoint path.
+    pub path: String,
+    /// Largest accepted request body (bytes); larger answers 413.
+    pub max_body_bytes: usize,
+    /// Refuse legacy `tasks/list` for requests without a principal.
+    pub require_principal: bool,
+    /// Engine settings.
+    pub bridge: BridgeConfig,
+}
+
+/// State shared by every request.
+#[derive(Debug)]
+pub(crate) struct App {
+    opts: HttpOptions,
+    upstream_rev: Revision,
+    conn: Arc<Connection>,
+    legacy: Option<Arc<LegacyFront>>,
+    modern: Option<Arc<ModernFront>>,
+    ledger: Arc<dyn TaskLedger>,
+    sessions: Mutex<HashMap<String, Arc<legacy::HttpSession>>>,
+    resolver: Arc<dyn PrincipalResolver>,
+    metrics: metrics::Metrics,
+}
+
+/// Serves the endpoint until `shutdown` resolves, then stops the upstream.
+pub async fn serve(
+    opts: HttpOptions,
+    link: ChildLink,
+    ledger: Arc<dyn TaskLedger>,
+    resolver: Arc<dyn PrincipalResolver>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let ChildLink {
+        conn,
+        mut events,
+        revision: upstream_rev,
+        discover,
+        mut child,
+    } = link;
+    let up: Arc<dyn crate::upstream::Upstream> = conn.clone();
+    let (legacy, modern) = match upstream_rev {
+        Revision::Modern => (
+            Some(LegacyFront::new(
+                up,
+                ledger.clone(),
+                opts.bridge.clone(),
+                discover,
+            )),
+            None,
+        ),
+        Revision::Legacy => (
+            None,
+            Some(ModernFront::new(up, ledger.clone(), opts.bridge.clone())),
+        ),
+    };
+    let app = Arc::new(App {
+        opts: opts.clone(),
+        upstream_rev,
+        conn,
+        legacy,
+        modern,
+        ledger,
+        sessions: Mutex::new(HashMap::new()),
+        resolver,
+        metrics: metrics::Metrics::default(),
+    });
+    let pump = app.clone();
+    tokio::spawn(async move {
+        while let Some(ev) = events.recv().await {
+            pump.upstream_event(ev);
+        }
+    });
+    let router = Router::new()
+        .route(
+            &opts.path,
+            get(get_endpoint)
+                .post(post_endpoint)
+                .delete(delete_endpoint),
+        )
+        .route("/metrics", get(metrics_endpoint))
+        .layer(DefaultBodyLimit::max(opts.max_body_bytes))
+        .with_state(app.clone());
+    let listener = tokio::net::TcpListener::bind(opts.listen).await?;
+    tracing::info!(addr = %listener.local_addr()?, path = %opts.path, upstream = %upstream_rev, "listening");
+    eprintln!(
+        "mcp-tasks-shim: listening on http://{}{}",
+        listener.local_addr()?,
+        opts.path
+    );
+    axum::serve(listener, router)
+        .with_graceful_shutdown(shutdown)
+        .await?;
+    tracing::info!("shutting down: answering pending calls, stopping the upstream");
+    app.conn.close("the shim is shutting down");
+    if tokio::time::timeout(std::time::Duration::from_secs(3), child.wait())
+        .await
+        .is_err()
+    {
+        let _ = child.kill().await;
+    }
+    Ok(())
+}
+
+impl App {
+    fn upstream_event(&self, ev: UpstreamEvent) {
+        if let UpstreamEvent::Closed(reason) = &ev {
+            tracing::error!(%reason, "upstream gone");
+        }
+        match (&self.legacy, &self.modern) {
+            (Some(front), _) => front.handle_upstream(ev),
+            (_, Some(front)) => front.handle_upstream(ev),
+            _ => {}
+        }
+    }
+
+    fn principal(&self, headers: &HeaderMap) -> Option<String> {
+        self.resolver.resolve(headers)
+    }
+}
+
+async fn post_endpoint(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) -> Response {
+    let msg = match Message::parse_bounded(&body, app.opts.max_body_bytes) {
+        Ok(m) => m,
+        Err(e) => return error_response(StatusCode::BAD_REQUEST, None, e),
+    };
+    if let Some(sid) = headers::header(&headers, "mcp-session-id") {
+        let sid = sid.to_owned();
+        return legacy::post(app, &sid, msg, &headers).await;
+    }
+    if msg.method() == Some("initialize") {
+        return legacy::initialize(app, msg, &headers).await;
+    }
+    let signal = match revision::detect_client(&msg) {
+        ClientSignal::Ambiguous => revision::detect_http("POST", headers_iter(&headers)),
+        s => s,
+    };
+    match signal {
+        ClientSignal::Is(Revision::Legacy) | ClientSignal::Ambiguous => error_response(
+            StatusCode::BAD_REQUEST,
+            msg.id().cloned(),
+            ShimError::InvalidRequest(
+                "missing Mcp-Session-Id: a 2025-11-25 client must initialize first; a 2026-07-28 client must send per-request _meta".into(),
+            ),
+        ),
+        _ => modern::post(app, msg, &headers).await,
+    }
+}
+
+async fn get_endpoint(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
+    match headers::header(&headers, "mcp-session-id") {
+        Some(sid) => legacy::get_stream(app, sid),
+        None => method_not_allowed(),
+    }
+}
+
+async fn delete_endpoint(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
+    match headers::header(&headers, "mcp-session-id") {
+        Some(sid) => legacy::delete(app, sid),
+        None => method_not_allowed(),
+    }
+}
+
+async fn metrics_endpoint(State(app): State<Arc<App>>) -> Response {
+    (
+        [("content-type", "text/plain; version=0.0.4")],
+        app.metrics.render(),
+    )
+        .into_response()
+}
+
+fn method_not_allowed() -> Response {
+    (StatusCode::METHOD_NOT_ALLOWED, [("allow", "POST")]).into_response()
+}
+
+fn headers_iter(headers: &HeaderMap) -> impl Iterator<Item = (&str, &str)> {
+    headers
+        .iter()
+        .filter_map(|(k, v)| v.to_str().ok().map(|v| (k.as_str(), v)))
+}
+
+/// A JSON body response.
+pub(crate) fn json_response(status: StatusCode, msg: &Message) -> Response {
+    (
+        status,
+        [("content-type", "application/json")],
+        msg.to_json(),
+    )
+        .into_response()
+}
+
+fn error_response(status: StatusCode, id: Option<crate::jsonrpc::Id>, e: ShimError) -> Response {
+    json_response(status, &Message::error(id, e.to_error_object()))
+}
+
+/// The HTTP status a 2026-07-28 server gives a JSON-RPC error code.
+pub(crate) fn modern_status(code: i64) -> StatusCode {
+    use crate::error::codes::*;
+    match code {
+        HEADER_MISMATCH | MISSING_CAPABILITY | UNSUPPORTED_VERSION | PARSE_ERROR
+        | INVALID_REQUEST => StatusCode::BAD_REQUEST,
+        METHOD_NOT_FOUND => StatusCode::NOT_FOUND,
+        _ => StatusCode::OK,
+    }
+}
