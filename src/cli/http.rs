@@ -32,8 +32,16 @@ pub struct Args {
     /// Bridge options.
     #[command(flatten)]
     pub shim: ShimArgs,
+    /// An upstream reached over Streamable HTTP (either revision), instead
+    /// of a command after `--`.
+    #[arg(long, value_name = "URL", conflicts_with = "upstream")]
+    pub upstream_url: Option<String>,
     /// The upstream server command and its arguments (after `--`).
-    #[arg(last = true, required = true, value_name = "UPSTREAM")]
+    #[arg(
+        last = true,
+        value_name = "UPSTREAM",
+        required_unless_present = "upstream_url"
+    )]
     pub upstream: Vec<String>,
 }
 
@@ -63,19 +71,28 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
     let ledger = Arc::new(MemoryLedger::new(args.shim.max_tasks_per_client));
     let rt = tokio::runtime::Runtime::new().map_err(|e| e.to_string())?;
     rt.block_on(async move {
-        let (program, rest) = args
-            .upstream
-            .split_first()
-            .ok_or("missing upstream command after --")?;
-        let link = crate::upstream::child::connect(
-            program,
-            rest,
-            proxy.request_timeout,
-            proxy.probe_timeout,
-            proxy.max_message_bytes,
-        )
-        .await
-        .map_err(|e| e.to_string())?;
+        let link: crate::upstream::Link = match &args.upstream_url {
+            Some(url) => crate::upstream::http::connect(url, proxy.request_timeout)
+                .await
+                .map_err(|e| e.to_string())?
+                .into(),
+            None => {
+                let (program, rest) = args
+                    .upstream
+                    .split_first()
+                    .ok_or("missing upstream command after -- (or --upstream-url)")?;
+                crate::upstream::child::connect(
+                    program,
+                    rest,
+                    proxy.request_timeout,
+                    proxy.probe_timeout,
+                    proxy.max_message_bytes,
+                )
+                .await
+                .map_err(|e| e.to_string())?
+                .into()
+            }
+        };
         http::serve(opts, link, ledger, resolver, shutdown_signal())
             .await
             .map_err(|e| e.to_string())

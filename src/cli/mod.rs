@@ -20,6 +20,9 @@ pub struct Cli {
     /// Log filter (tracing EnvFilter syntax), e.g. `info` or `mcp_tasks_shim=debug`.
     #[arg(long, global = true, env = "MCP_SHIM_LOG", default_value = "warn")]
     pub log: String,
+    /// Log line format on stderr.
+    #[arg(long, global = true, value_enum, default_value = "text")]
+    pub log_format: LogFormat,
     /// The command to run.
     #[command(subcommand)]
     pub command: Command,
@@ -47,7 +50,7 @@ pub enum Command {
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging(&cli.log);
+    init_logging(&cli.log, cli.log_format);
     let result = match cli.command {
         Command::Translate(args) => translate::run(args),
         Command::ReferenceServer(args) => reference::run(args),
@@ -63,14 +66,26 @@ pub fn main() -> ExitCode {
     }
 }
 
+/// How log lines look.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line, for log collectors.
+    Json,
+}
+
 /// Logs go to stderr: stdout carries the protocol.
-fn init_logging(filter: &str) {
+fn init_logging(filter: &str, format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_new(filter)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .try_init();
+        .with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().try_init(),
+    };
 }
 
 /// Parses a revision argument for clap.

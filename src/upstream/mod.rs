@@ -7,6 +7,7 @@
 //! implementing [`Upstream`] or by feeding a [`Connection`].
 
 pub mod child;
+pub mod http;
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -49,6 +50,50 @@ pub trait Upstream: Send + Sync + 'static {
     fn notify(&self, method: &str, params: Value) -> Result<(), ShimError>;
     /// Answers a server→client request.
     fn respond(&self, id: Id, outcome: RpcResult) -> Result<(), ShimError>;
+    /// Stops talking to the upstream: waiting requests fail with `reason`
+    /// and a child process sees the end of its input.
+    fn shutdown(&self, reason: &str) {
+        let _ = reason;
+    }
+}
+
+/// A connected upstream of any transport, and what its probe learnt.
+#[derive(Debug)]
+pub struct Link {
+    /// Requests go here.
+    pub upstream: std::sync::Arc<dyn Upstream>,
+    /// Notifications, server requests and the final `Closed`.
+    pub events: tokio::sync::mpsc::UnboundedReceiver<UpstreamEvent>,
+    /// The revision it speaks.
+    pub revision: crate::revision::Revision,
+    /// Its `server/discover` result (modern upstreams).
+    pub discover: Value,
+    /// The child process, when the upstream is one.
+    pub child: Option<tokio::process::Child>,
+}
+
+impl From<child::ChildLink> for Link {
+    fn from(c: child::ChildLink) -> Self {
+        Link {
+            upstream: c.conn,
+            events: c.events,
+            revision: c.revision,
+            discover: c.discover,
+            child: Some(c.child),
+        }
+    }
+}
+
+impl From<http::HttpLink> for Link {
+    fn from(h: http::HttpLink) -> Self {
+        Link {
+            upstream: std::sync::Arc::new(h.upstream),
+            events: h.events,
+            revision: h.revision,
+            discover: h.discover,
+            child: None,
+        }
+    }
 }
 
 impl std::fmt::Debug for dyn Upstream {
@@ -172,6 +217,10 @@ impl Upstream for Connection {
 
     fn notify(&self, method: &str, params: Value) -> Result<(), ShimError> {
         self.send(Message::notification(method, params))
+    }
+
+    fn shutdown(&self, reason: &str) {
+        self.close(reason);
     }
 
     fn respond(&self, id: Id, outcome: RpcResult) -> Result<(), ShimError> {

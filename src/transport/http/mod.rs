@@ -28,8 +28,7 @@ use crate::error::ShimError;
 use crate::jsonrpc::Message;
 use crate::ledger::TaskLedger;
 use crate::revision::{self, ClientSignal, Revision};
-use crate::upstream::child::ChildLink;
-use crate::upstream::{Connection, UpstreamEvent};
+use crate::upstream::{Link, Upstream, UpstreamEvent};
 
 pub use principal::{ConfiguredPrincipals, PrincipalResolver};
 
@@ -53,7 +52,7 @@ pub struct HttpOptions {
 pub(crate) struct App {
     opts: HttpOptions,
     upstream_rev: Revision,
-    conn: Arc<Connection>,
+    upstream: Arc<dyn Upstream>,
     legacy: Option<Arc<LegacyFront>>,
     modern: Option<Arc<ModernFront>>,
     ledger: Arc<dyn TaskLedger>,
@@ -65,19 +64,19 @@ pub(crate) struct App {
 /// Serves the endpoint until `shutdown` resolves, then stops the upstream.
 pub async fn serve(
     opts: HttpOptions,
-    link: ChildLink,
+    link: Link,
     ledger: Arc<dyn TaskLedger>,
     resolver: Arc<dyn PrincipalResolver>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let ChildLink {
-        conn,
+    let Link {
+        upstream,
         mut events,
         revision: upstream_rev,
         discover,
         mut child,
     } = link;
-    let up: Arc<dyn crate::upstream::Upstream> = conn.clone();
+    let up = upstream.clone();
     let (legacy, modern) = match upstream_rev {
         Revision::Modern => (
             Some(LegacyFront::new(
@@ -96,7 +95,7 @@ pub async fn serve(
     let app = Arc::new(App {
         opts: opts.clone(),
         upstream_rev,
-        conn,
+        upstream,
         legacy,
         modern,
         ledger,
@@ -131,10 +130,11 @@ pub async fn serve(
         .with_graceful_shutdown(shutdown)
         .await?;
     tracing::info!("shutting down: answering pending calls, stopping the upstream");
-    app.conn.close("the shim is shutting down");
-    if tokio::time::timeout(std::time::Duration::from_secs(3), child.wait())
-        .await
-        .is_err()
+    app.upstream.shutdown("the shim is shutting down");
+    if let Some(child) = child.as_mut()
+        && tokio::time::timeout(std::time::Duration::from_secs(3), child.wait())
+            .await
+            .is_err()
     {
         let _ = child.kill().await;
     }

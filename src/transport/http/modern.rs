@@ -16,7 +16,6 @@ use crate::error::ShimError;
 use crate::jsonrpc::{Id, Message};
 use crate::revision::{MODERN_VERSION, Revision};
 use crate::translate::session::check_modern_meta;
-use crate::upstream::Upstream;
 
 /// Scope of requests that carry no principal.
 const ANONYMOUS: &str = "anonymous";
@@ -101,7 +100,7 @@ fn relay(app: Arc<App>, msg: Message, tx: mpsc::UnboundedSender<Message>) {
     let Message::Request(req) = msg else { return };
     tokio::spawn(async move {
         let params = req.params.clone().unwrap_or_default();
-        let answer = match app.conn.request(&req.method, params).await {
+        let answer = match app.upstream.request(&req.method, params).await {
             Ok(Ok(result)) => Message::response(req.id, result),
             Ok(Err(error)) => Message::error(Some(req.id), error),
             Err(e) => Message::error(Some(req.id), e.into()),

@@ -1,0 +1,296 @@
+//! An upstream reached over Streamable HTTP, either revision.
+//!
+//! Modern upstreams get one POST per request with the 2026-07-28 headers
+//! (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`). Legacy upstreams get
+//! the 2025-11-25 session: the `Mcp-Session-Id` minted on `initialize` is
+//! sent on every later request, and a GET stream carries unsolicited
+//! messages. Answers may come as JSON or as SSE; anything on an SSE stream
+//! that is not the awaited answer (notifications, server→client requests)
+//! becomes an [`UpstreamEvent`].
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use super::{RpcResult, Upstream, UpstreamEvent};
+use crate::error::ShimError;
+use crate::jsonrpc::{Id, Message};
+use crate::revision::{self, LEGACY_VERSION, MODERN_VERSION, ProbeVerdict, Revision};
+
+/// A Streamable HTTP upstream.
+#[derive(Debug)]
+pub struct HttpUpstream {
+    url: String,
+    client: reqwest::Client,
+    revision: Revision,
+    session: Mutex<Option<String>>,
+    events: mpsc::UnboundedSender<UpstreamEvent>,
+    next_id: std::sync::atomic::AtomicI64,
+}
+
+/// A connected HTTP upstream and what the probe learnt.
+#[derive(Debug)]
+pub struct HttpLink {
+    /// Requests go here.
+    pub upstream: Arc<HttpUpstream>,
+    /// Notifications and server requests.
+    pub events: mpsc::UnboundedReceiver<UpstreamEvent>,
+    /// The revision it speaks.
+    pub revision: Revision,
+    /// Its `server/discover` result (modern upstreams).
+    pub discover: Value,
+}
+
+/// Connects to `url` and probes its revision with a modern POST: a
+/// `DiscoverResult` or a recognised modern error means 2026-07-28,
+/// anything else 2025-11-25.
+pub async fn connect(url: &str, request_timeout: Duration) -> Result<HttpLink, ShimError> {
+    let client = reqwest::Client::builder()
+        .timeout(request_timeout)
+        .build()
+        .map_err(|e| ShimError::Upstream(format!("cannot build the HTTP client: {e}")))?;
+    let (tx, events) = mpsc::unbounded_channel();
+    let mut up = HttpUpstream {
+        url: url.to_owned(),
+        client,
+        revision: Revision::Modern,
+        session: Mutex::new(None),
+        events: tx,
+        next_id: 1.into(),
+    };
+    let info = json!({"name": "mcp-tasks-shim", "version": env!("CARGO_PKG_VERSION")});
+    let probe = revision::probe_request(Id::Num(0), &info);
+    let answer = up.post(&probe).await.ok().flatten();
+    let (revision, discover) = match revision::classify_probe(answer.as_ref()) {
+        ProbeVerdict::Modern(d) => (Revision::Modern, d),
+        ProbeVerdict::ModernRefused(_) => (Revision::Modern, json!({"capabilities": {}})),
+        ProbeVerdict::Legacy => (Revision::Legacy, json!({})),
+    };
+    tracing::info!(%url, %revision, "HTTP upstream probed");
+    up.revision = revision;
+    Ok(HttpLink {
+        upstream: Arc::new(up),
+        events,
+        revision,
+        discover,
+    })
+}
+
+impl HttpUpstream {
+    /// POSTs one message; returns the answer to it (for requests), sending
+    /// everything else that arrives on the stream out as events.
+    async fn post(&self, msg: &Message) -> Result<Option<Message>, ShimError> {
+        let mut req = self
+            .client
+            .post(&self.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream");
+        req = match self.revision {
+            Revision::Modern => {
+                let method = msg.method().unwrap_or_default();
+                let mut r = req
+                    .header("mcp-protocol-version", MODERN_VERSION)
+                    .header("mcp-method", method);
+                if let Some(name) = mcp_name(method, msg.params()) {
+                    r = r.header("mcp-name", encode_name(name));
+                }
+                r
+            }
+            Revision::Legacy => {
+                let sid = self
+                    .session
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .clone();
+                let r = req.header("mcp-protocol-version", LEGACY_VERSION);
+                match sid {
+                    Some(s) => r.header("mcp-session-id", s),
+                    None => r,
+                }
+            }
+        };
+        let resp = req
+            .body(msg.to_json())
+            .send()
+            .await
+            .map_err(|e| ShimError::Upstream(format!("HTTP upstream unreachable: {e}")))?;
+        if let Some(sid) = resp
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+        {
+            *self.session.lock().unwrap_or_else(|p| p.into_inner()) = Some(sid.to_owned());
+        }
+        let status = resp.status();
+        let is_sse = resp
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|c| c.starts_with("text/event-stream"));
+        if status == reqwest::StatusCode::ACCEPTED || msg.id().is_none() {
+            return Ok(None);
+        }
+        let id = msg.id().cloned();
+        if is_sse {
+            return Ok(self.read_sse(resp, id.as_ref()).await);
+        }
+        let body = resp
+            .bytes()
+            .await
+            .map_err(|e| ShimError::Upstream(format!("HTTP upstream dropped the answer: {e}")))?;
+        match Message::parse(&body) {
+            Ok(m) => Ok(Some(m)),
+            Err(_) => Err(ShimError::Upstream(format!(
+                "HTTP upstream answered {status} with a body that is not JSON-RPC"
+            ))),
+        }
+    }
+
+    /// Reads an SSE stream; returns the message answering `id` (if given),
+    /// everything else becomes an event.
+    async fn read_sse(&self, resp: reqwest::Response, id: Option<&Id>) -> Option<Message> {
+        let mut stream = resp.bytes_stream();
+        let mut buf = String::new();
+        while let Some(Ok(chunk)) = stream.next().await {
+            buf.push_str(&String::from_utf8_lossy(&chunk));
+            while let Some(end) = buf.find("\n\n") {
+                let event: String = buf.drain(..end + 2).collect();
+                let data: Vec<&str> = event
+                    .lines()
+                    .filter_map(|l| l.strip_prefix("data:"))
+                    .map(|d| d.strip_prefix(' ').unwrap_or(d))
+                    .collect();
+                if data.is_empty() {
+                    continue;
+                }
+                let Ok(m) = Message::parse(data.join("\n").as_bytes()) else {
+                    continue;
+                };
+                let answers = matches!(m, Message::Response(_) | Message::Error(_))
+                    && id.is_some()
+                    && m.id() == id;
+                if answers {
+                    return Some(m);
+                }
+                self.emit(m);
+            }
+        }
+        None
+    }
+
+    fn emit(&self, m: Message) {
+        let ev = match m {
+            Message::Notification(n) => UpstreamEvent::Notification(n),
+            Message::Request(r) => UpstreamEvent::Request(r),
+            _ => return,
+        };
+        let _ = self.events.send(ev);
+    }
+
+    /// Opens the legacy GET stream for unsolicited messages (best effort:
+    /// servers may answer 405).
+    fn open_get_stream(self: &Arc<Self>) {
+        let this = self.clone();
+        tokio::spawn(async move {
+            let sid = this
+                .session
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone();
+            let Some(sid) = sid else { return };
+            let resp = this
+                .client
+                .get(&this.url)
+                .header("accept", "text/event-stream")
+                .header("mcp-session-id", sid)
+                .header("mcp-protocol-version", LEGACY_VERSION)
+                .timeout(Duration::from_secs(24 * 3600))
+                .send()
+                .await;
+            match resp {
+                Ok(r) if r.status().is_success() => {
+                    this.read_sse(r, None).await;
+                }
+                Ok(r) => tracing::debug!(status = %r.status(), "upstream offers no GET stream"),
+                Err(e) => tracing::debug!(error = %e, "upstream GET stream failed"),
+            }
+        });
+    }
+}
+
+#[async_trait]
+impl Upstream for Arc<HttpUpstream> {
+    async fn request(&self, method: &str, params: Value) -> Result<RpcResult, ShimError> {
+        let id = Id::Num(
+            self.next_id
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+        );
+        let msg = Message::request(id, method, params);
+        let answer = self.post(&msg).await?;
+        if method == "initialize" && self.revision == Revision::Legacy {
+            self.open_get_stream();
+        }
+        match answer {
+            Some(Message::Response(r)) => Ok(Ok(r.result)),
+            Some(Message::Error(e)) => Ok(Err(e.error)),
+            _ => Err(ShimError::Upstream(format!(
+                "the HTTP upstream gave no answer to {method}"
+            ))),
+        }
+    }
+
+    fn notify(&self, method: &str, params: Value) -> Result<(), ShimError> {
+        let this = self.clone();
+        let msg = Message::notification(method, params);
+        tokio::spawn(async move {
+            if let Err(e) = this.post(&msg).await {
+                tracing::warn!(error = %e, "notification to the HTTP upstream failed");
+            }
+        });
+        Ok(())
+    }
+
+    fn respond(&self, id: Id, outcome: RpcResult) -> Result<(), ShimError> {
+        let this = self.clone();
+        let msg = match outcome {
+            Ok(result) => Message::response(id, result),
+            Err(error) => Message::error(Some(id), error),
+        };
+        tokio::spawn(async move {
+            if let Err(e) = this.post(&msg).await {
+                tracing::warn!(error = %e, "answer to the HTTP upstream failed");
+            }
+        });
+        Ok(())
+    }
+}
+
+/// The body value a modern `Mcp-Name` header mirrors.
+fn mcp_name<'a>(method: &str, params: Option<&'a Value>) -> Option<&'a str> {
+    let key = match method {
+        "tools/call" | "prompts/get" => "name",
+        "resources/read" => "uri",
+        "tasks/get" | "tasks/update" | "tasks/cancel" => "taskId",
+        _ => return None,
+    };
+    params?.get(key)?.as_str()
+}
+
+/// Plain when header-safe, else the `=?base64?…?=` sentinel form.
+fn encode_name(name: &str) -> String {
+    use base64::Engine;
+    let safe = name.bytes().all(|b| (0x21..=0x7e).contains(&b))
+        && !(name.starts_with("=?base64?") && name.ends_with("?="));
+    if safe {
+        name.to_owned()
+    } else {
+        format!(
+            "=?base64?{}?=",
+            base64::engine::general_purpose::STANDARD.encode(name)
+        )
+    }
+}
