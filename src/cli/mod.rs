@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand};
 
 use crate::revision::Revision;
 
+mod demo;
 mod http;
 mod options;
 mod reference;
@@ -37,6 +38,8 @@ pub enum Command {
     /// other keys are kept. Messages with no counterpart become records
     /// with a "note" saying how the shim emulates them.
     Translate(translate::Args),
+    /// Show a built-in 2025-11-25 transcript beside its 2026-07-28 translation.
+    Demo(demo::Args),
     /// Run a reference MCP server of one revision over stdio (test fixture).
     ReferenceServer(reference::Args),
     /// Proxy one client on stdin/stdout to an upstream server started as a
@@ -53,6 +56,7 @@ pub fn main() -> ExitCode {
     init_logging(&cli.log, cli.log_format);
     let result = match cli.command {
         Command::Translate(args) => translate::run(args),
+        Command::Demo(args) => demo::run(args),
         Command::ReferenceServer(args) => reference::run(args),
         Command::Stdio(args) => stdio::run(args),
         Command::Http(args) => http::run(args),

@@ -1,8 +1,12 @@
-//! `mcp-tasks-shim translate`.
+//! `mcp-tasks-shim translate`: JSONL transcript in, JSONL transcript out.
 
+use std::io::{Read, Write};
 use std::path::PathBuf;
 
+use serde_json::Value;
+
 use crate::revision::Revision;
+use crate::translate::transcript::{Record, translate_transcript};
 
 /// Arguments of `translate`.
 #[derive(Debug, clap::Args)]
@@ -14,6 +18,69 @@ pub struct Args {
     pub file: Option<PathBuf>,
 }
 
-pub(crate) fn run(_args: Args) -> Result<(), String> {
-    Err("translate: not implemented yet".into())
+pub(crate) fn run(args: Args) -> Result<(), String> {
+    let text = read_input(args.file.as_ref())?;
+    let out = translate_jsonl(&text, args.to)?;
+    // Everything was translated before the first byte is written: a bad
+    // line never leaves partial output behind.
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_all(out.as_bytes())
+        .and_then(|()| stdout.flush())
+        .map_err(|e| format!("writing stdout: {e}"))
+}
+
+fn read_input(file: Option<&PathBuf>) -> Result<String, String> {
+    match file {
+        Some(p) if p.as_os_str() != "-" => {
+            std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))
+        }
+        _ => {
+            let mut s = String::new();
+            std::io::stdin()
+                .read_to_string(&mut s)
+                .map_err(|e| format!("reading stdin: {e}"))?;
+            Ok(s)
+        }
+    }
+}
+
+/// Parses JSONL (empty lines skipped), translates, renders JSONL. Errors
+/// name the 1-based input line.
+pub(crate) fn translate_jsonl(text: &str, to: Revision) -> Result<String, String> {
+    let mut records = Vec::new();
+    let mut line_of = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let line_no = n + 1;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let value: Value =
+            serde_json::from_str(line).map_err(|e| format!("line {line_no}: invalid JSON: {e}"))?;
+        records.push(Record::from_value(&value).map_err(|e| format!("line {line_no}: {e}"))?);
+        line_of.push(line_no);
+    }
+    let out = translate_transcript(&records, to).map_err(|e| {
+        let line_no = line_of.get(e.index()).copied().unwrap_or(0);
+        format!("line {line_no}: {}", e.reason())
+    })?;
+    let mut text = String::new();
+    for rec in out {
+        text.push_str(&rec.to_value().to_string());
+        text.push('\n');
+    }
+    Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_name_the_input_line_not_the_record() {
+        let input = "\n{\"dir\":\"c2s\",\"msg\":{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}}\n\n{\"dir\":\"c2s\",\"msg\":{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tasks/update\",\"params\":{}}}\n";
+        let e = translate_jsonl(input, Revision::Modern).unwrap_err();
+        assert!(e.starts_with("line 4: "), "{e}");
+        assert!(e.contains("2026-07-28"), "{e}");
+    }
 }

@@ -43,16 +43,33 @@ pub fn input_request_to_legacy(
     task_id: &str,
     id: Id,
 ) -> Result<Request, ShimError> {
-    let obj = as_object("input request", input)?;
-    let method = obj
-        .get("method")
-        .and_then(Value::as_str)
-        .ok_or_else(|| ShimError::InvalidParams(format!("input request {key:?} has no method")))?;
-    let mut params = obj
-        .get("params")
-        .and_then(Value::as_object)
-        .cloned()
-        .unwrap_or_default();
+    as_object("input request", input)?;
+    input_request_to_legacy_owned(key, input.clone(), task_id, id)
+}
+
+/// [`input_request_to_legacy`] consuming the input request (params moved).
+pub fn input_request_to_legacy_owned(
+    key: &str,
+    input: Value,
+    task_id: &str,
+    id: Id,
+) -> Result<Request, ShimError> {
+    let mut obj = match input {
+        Value::Object(m) => m,
+        other => return Err(as_object("input request", &other).unwrap_err()),
+    };
+    let method = match obj.get("method") {
+        Some(Value::String(m)) => m.clone(),
+        _ => {
+            return Err(ShimError::InvalidParams(format!(
+                "input request {key:?} has no method"
+            )));
+        }
+    };
+    let mut params = match obj.remove("params") {
+        Some(Value::Object(m)) => m,
+        _ => Map::new(),
+    };
     if method == "elicitation/create"
         && params.get("mode").and_then(Value::as_str) == Some("url")
         && !params.contains_key("elicitationId")
@@ -65,7 +82,7 @@ pub fn input_request_to_legacy(
     meta_mut(&mut params).insert(META_RELATED_TASK.into(), json!({"taskId": task_id}));
     Ok(Request {
         id,
-        method: method.to_owned(),
+        method,
         params: Some(Value::Object(params)),
     })
 }

@@ -22,12 +22,14 @@
 //! | results in general | [`session::result_to_modern`] | [`session::result_to_legacy`] |
 //! | mid-task input | [`input::legacy_request_to_input`] | [`input::input_request_to_legacy`] |
 //! | status notifications | [`notify::status_to_modern`] | [`notify::status_to_legacy`] |
+//! | whole transcripts | [`transcript::translate_transcript`] | [`transcript::translate_transcript`] |
 
 pub mod input;
 pub mod notify;
 pub mod session;
 pub mod task;
 pub mod tools;
+pub mod transcript;
 
 use serde_json::{Map, Value};
 

@@ -19,7 +19,12 @@ pub const MODERN_STATUS: &str = "notifications/tasks";
 /// payload they cannot carry (for the caller to cache). The subscription
 /// `_meta` is dropped: legacy notifications are not tied to a stream.
 pub fn status_to_legacy(params: &Value) -> Result<(legacy::Task, Payload), ShimError> {
-    let mut d = DetailedTask::from_value(params)?;
+    status_to_legacy_owned(params.clone())
+}
+
+/// [`status_to_legacy`] consuming the params (the payload is moved).
+pub fn status_to_legacy_owned(params: Value) -> Result<(legacy::Task, Payload), ShimError> {
+    let mut d = DetailedTask::from_owned_value(params)?;
     d.task.extra.remove("_meta");
     Ok((detailed_to_legacy(&d), d.payload))
 }

@@ -87,6 +87,30 @@ pub fn client_caps_to_modern(caps: &Value) -> Value {
     Value::Object(out)
 }
 
+/// Modern per-request client capabilities → the capabilities a legacy
+/// `initialize` declares. `extensions` has no 2025-11-25 form (the tasks
+/// extension in particular is served by the shim), so it goes; client-hosted
+/// `tasks` cannot be recovered (2026-07-28 has no such capability).
+pub fn client_caps_to_legacy(caps: &Value) -> Value {
+    let mut out = caps.as_object().cloned().unwrap_or_default();
+    out.remove("extensions");
+    Value::Object(out)
+}
+
+/// The `initialize` params the shim sends a legacy upstream on behalf of a
+/// modern client, read from that client's per-request `_meta`.
+pub fn initialize_params_from_meta(meta: &RequestMeta) -> Value {
+    let caps = meta
+        .client_capabilities
+        .as_ref()
+        .map_or_else(|| json!({}), client_caps_to_legacy);
+    let info = meta
+        .client_info
+        .clone()
+        .unwrap_or_else(|| json!({"name": "unknown", "version": "0"}));
+    json!({"protocolVersion": LEGACY_VERSION, "capabilities": caps, "clientInfo": info})
+}
+
 /// The modern `_meta` members for a request made on behalf of `client`.
 pub fn modern_meta(client: &LegacyClient) -> Map<String, Value> {
     let mut m = Map::new();
@@ -106,19 +130,22 @@ pub fn modern_meta(client: &LegacyClient) -> Map<String, Value> {
 /// `params._meta` (members the client set itself, such as `progressToken`,
 /// are kept).
 pub fn request_to_modern(req: &Request, client: &LegacyClient) -> Request {
-    let mut params = req
-        .params
-        .as_ref()
-        .and_then(Value::as_object)
-        .cloned()
-        .unwrap_or_default();
+    request_to_modern_owned(req.clone(), client)
+}
+
+/// [`request_to_modern`] consuming the request (params moved, not copied).
+pub fn request_to_modern_owned(req: Request, client: &LegacyClient) -> Request {
+    let mut params = match req.params {
+        Some(Value::Object(m)) => m,
+        _ => Map::new(),
+    };
     let meta = meta_mut(&mut params);
     for (k, v) in modern_meta(client) {
         meta.insert(k, v);
     }
     Request {
-        id: req.id.clone(),
-        method: req.method.clone(),
+        id: req.id,
+        method: req.method,
         params: Some(Value::Object(params)),
     }
 }
@@ -152,13 +179,18 @@ pub fn check_modern_meta(params: Option<&Value>) -> Result<RequestMeta, ShimErro
 /// `io.modelcontextprotocol/*` per-request members are taken out and
 /// returned; other `_meta` members stay.
 pub fn request_to_legacy(req: &Request) -> Result<(Request, RequestMeta), ShimError> {
+    check_modern_meta(req.params.as_ref())?;
+    request_to_legacy_owned(req.clone())
+}
+
+/// [`request_to_legacy`] consuming the request (params moved, not copied).
+pub fn request_to_legacy_owned(req: Request) -> Result<(Request, RequestMeta), ShimError> {
     let meta = check_modern_meta(req.params.as_ref())?;
-    let mut params = req
-        .params
-        .as_ref()
-        .and_then(Value::as_object)
-        .cloned()
-        .unwrap_or_default();
+    let had_params = req.params.is_some();
+    let mut params = match req.params {
+        Some(Value::Object(m)) => m,
+        _ => Map::new(),
+    };
     for key in [
         META_PROTOCOL_VERSION,
         META_CLIENT_CAPABILITIES,
@@ -167,11 +199,11 @@ pub fn request_to_legacy(req: &Request) -> Result<(Request, RequestMeta), ShimEr
     ] {
         super::remove_meta_key(&mut params, key);
     }
-    let params = (!params.is_empty() || req.params.is_some()).then_some(Value::Object(params));
+    let params = (!params.is_empty() || had_params).then_some(Value::Object(params));
     Ok((
         Request {
-            id: req.id.clone(),
-            method: req.method.clone(),
+            id: req.id,
+            method: req.method,
             params,
         },
         meta,
@@ -255,7 +287,18 @@ pub fn initialize_to_discover(init: &Value, ttl_ms: i64) -> Result<Value, ShimEr
 /// Any legacy result made modern: `resultType: "complete"` added, cache
 /// hints added to the results that require them.
 pub fn result_to_modern(result: &Value, method: &str, ttl_ms: i64) -> Value {
-    let mut out = result.as_object().cloned().unwrap_or_default();
+    match result {
+        Value::Object(_) => result_to_modern_owned(result.clone(), method, ttl_ms),
+        _ => result_to_modern_owned(Value::Null, method, ttl_ms),
+    }
+}
+
+/// [`result_to_modern`] consuming the result (members moved, not copied).
+pub fn result_to_modern_owned(result: Value, method: &str, ttl_ms: i64) -> Value {
+    let mut out = match result {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    };
     out.entry("resultType")
         .or_insert_with(|| Value::from(result_type::COMPLETE));
     if CACHEABLE_METHODS.contains(&method) {
@@ -269,7 +312,18 @@ pub fn result_to_modern(result: &Value, method: &str, ttl_ms: i64) -> Value {
 
 /// Any modern result made legacy: `resultType` and cache hints dropped.
 pub fn result_to_legacy(result: &Value, method: &str) -> Value {
-    let mut out = result.as_object().cloned().unwrap_or_default();
+    match result {
+        Value::Object(_) => result_to_legacy_owned(result.clone(), method),
+        _ => result_to_legacy_owned(Value::Null, method),
+    }
+}
+
+/// [`result_to_legacy`] consuming the result (members moved, not copied).
+pub fn result_to_legacy_owned(result: Value, method: &str) -> Value {
+    let mut out = match result {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    };
     out.remove("resultType");
     if CACHEABLE_METHODS.contains(&method) {
         out.remove("ttlMs");
@@ -357,6 +411,28 @@ mod tests {
         assert!(back["capabilities"].get("tasks").is_none());
         assert_eq!(back["_meta"][META_SERVER_INFO]["version"], "2");
         assert_eq!(back["supportedVersions"][0], MODERN_VERSION);
+    }
+
+    #[test]
+    fn modern_meta_becomes_initialize_params() {
+        let req = Request {
+            id: Id::Num(1),
+            method: "server/discover".into(),
+            params: Some(json!({"_meta": {
+                META_PROTOCOL_VERSION: MODERN_VERSION,
+                META_CLIENT_CAPABILITIES: {"elicitation": {"form": {}},
+                                           "extensions": {TASKS_EXTENSION: {}}},
+                META_CLIENT_INFO: {"name": "m", "version": "3"}
+            }})),
+        };
+        let (_, meta) = request_to_legacy(&req).unwrap();
+        let p = initialize_params_from_meta(&meta);
+        assert_eq!(p["protocolVersion"], LEGACY_VERSION);
+        assert_eq!(p["capabilities"], json!({"elicitation": {"form": {}}}));
+        assert_eq!(p["clientInfo"]["name"], "m");
+        let c = LegacyClient::from_initialize(Some(&p)).unwrap();
+        // Back to modern: the tasks extension is declared again.
+        assert!(client_caps_to_modern(&c.capabilities)["extensions"][TASKS_EXTENSION].is_object());
     }
 
     #[test]

@@ -7,7 +7,7 @@ use crate::error::ShimError;
 use crate::jsonrpc::ErrorObject;
 use crate::revision::META_RELATED_TASK;
 use crate::wire::modern::{self, DetailedTask, Payload, result_type};
-use crate::wire::{TaskStatus, from_value, legacy, to_value};
+use crate::wire::{TaskStatus, legacy, to_value};
 
 /// `ttlMs`/`pollIntervalMs` → `ttl`/`pollInterval`; everything else kept.
 pub fn task_to_legacy(t: &modern::Task) -> legacy::Task {
@@ -71,15 +71,20 @@ pub fn detailed_to_legacy(d: &DetailedTask) -> legacy::Task {
 /// - `input_required` with no captured request yet → `working`, since a
 ///   modern client cannot act on an empty `inputRequests`.
 pub fn detailed_from_legacy(t: &legacy::Task, payload: &Payload) -> DetailedTask {
+    detailed_from_legacy_owned(t, payload.clone())
+}
+
+/// [`detailed_from_legacy`] taking the payload by value (moved, not copied).
+pub fn detailed_from_legacy_owned(t: &legacy::Task, payload: Payload) -> DetailedTask {
     let mut task = task_to_modern(t);
     let payload = match (t.status, payload) {
         (TaskStatus::Completed | TaskStatus::Failed, Payload::Result(r)) => {
             task.status = TaskStatus::Completed;
-            Payload::Result(r.clone())
+            Payload::Result(r)
         }
         (TaskStatus::Failed | TaskStatus::Completed, Payload::Error(e)) => {
             task.status = TaskStatus::Failed;
-            Payload::Error(e.clone())
+            Payload::Error(e)
         }
         (TaskStatus::Failed, _) => Payload::Error(ErrorObject::new(
             crate::error::codes::INTERNAL_ERROR,
@@ -87,9 +92,7 @@ pub fn detailed_from_legacy(t: &legacy::Task, payload: &Payload) -> DetailedTask
                 .clone()
                 .unwrap_or_else(|| "Task failed".into()),
         )),
-        (TaskStatus::InputRequired, Payload::Input(i)) if !i.is_empty() => {
-            Payload::Input(i.clone())
-        }
+        (TaskStatus::InputRequired, Payload::Input(i)) if !i.is_empty() => Payload::Input(i),
         (TaskStatus::InputRequired, _) => {
             task.status = TaskStatus::Working;
             Payload::None
@@ -102,7 +105,12 @@ pub fn detailed_from_legacy(t: &legacy::Task, payload: &Payload) -> DetailedTask
 /// Modern flat creation result → legacy `{task: {…}}`; result `_meta` kept
 /// beside `task`.
 pub fn create_result_to_legacy(result: &Value) -> Result<Value, ShimError> {
-    let d = DetailedTask::from_value(result)?;
+    create_result_to_legacy_owned(result.clone())
+}
+
+/// [`create_result_to_legacy`] consuming the result (members moved).
+pub fn create_result_to_legacy_owned(result: Value) -> Result<Value, ShimError> {
+    let d = DetailedTask::from_owned_value(result)?;
     let mut t = d.task;
     let meta = t.extra.remove("_meta");
     let mut out = Map::new();
@@ -115,7 +123,12 @@ pub fn create_result_to_legacy(result: &Value) -> Result<Value, ShimError> {
 
 /// Legacy `{task: {…}}` → modern flat creation result with `resultType: "task"`.
 pub fn create_result_to_modern(result: &Value) -> Result<Value, ShimError> {
-    let created: legacy::CreateTaskResult = from_value("CreateTaskResult", result)?;
+    create_result_to_modern_owned(result.clone())
+}
+
+/// [`create_result_to_modern`] consuming the result (members moved).
+pub fn create_result_to_modern_owned(result: Value) -> Result<Value, ShimError> {
+    let created = legacy::CreateTaskResult::from_owned_value(result)?;
     let mut v = to_value(&task_to_modern(&created.task));
     if let Value::Object(m) = &mut v {
         for (k, val) in created.extra {
@@ -129,13 +142,24 @@ pub fn create_result_to_modern(result: &Value) -> Result<Value, ShimError> {
 /// Modern `tasks/get` result → the legacy task a 2025 client sees, plus the
 /// inline payload it no longer carries (for the caller to cache).
 pub fn get_result_to_legacy(result: &Value) -> Result<(legacy::Task, Payload), ShimError> {
-    let d = DetailedTask::from_value(result)?;
+    get_result_to_legacy_owned(result.clone())
+}
+
+/// [`get_result_to_legacy`] consuming the result: the inline payload is
+/// moved into the returned [`Payload`], not copied.
+pub fn get_result_to_legacy_owned(result: Value) -> Result<(legacy::Task, Payload), ShimError> {
+    let d = DetailedTask::from_owned_value(result)?;
     Ok((detailed_to_legacy(&d), d.payload))
 }
 
 /// Legacy task + known payload → modern `tasks/get` result.
 pub fn get_result_to_modern(t: &legacy::Task, payload: &Payload) -> Value {
-    detailed_from_legacy(t, payload).to_value(Some(result_type::COMPLETE))
+    get_result_to_modern_owned(t, payload.clone())
+}
+
+/// [`get_result_to_modern`] taking the payload by value (moved, not copied).
+pub fn get_result_to_modern_owned(t: &legacy::Task, payload: Payload) -> Value {
+    detailed_from_legacy_owned(t, payload).into_value(Some(result_type::COMPLETE))
 }
 
 /// Payload of a finished modern task → what a 2025 `tasks/result` answers:
@@ -149,6 +173,19 @@ pub fn task_result_to_legacy(
     match payload {
         Payload::Result(r) => Ok(tag_related_task(r.clone(), task_id)),
         Payload::Error(e) => Err(e.clone()),
+        _ => task_result_to_legacy_owned(task_id, status, Payload::None),
+    }
+}
+
+/// [`task_result_to_legacy`] taking the payload by value (moved, not copied).
+pub fn task_result_to_legacy_owned(
+    task_id: &str,
+    status: TaskStatus,
+    payload: Payload,
+) -> Result<Value, ErrorObject> {
+    match payload {
+        Payload::Result(r) => Ok(tag_related_task(r, task_id)),
+        Payload::Error(e) => Err(e),
         _ if status == TaskStatus::Cancelled => Err(ShimError::TaskCancelled.to_error_object()),
         _ => Err(
             ShimError::Internal(format!("task ended {status} without a result")).to_error_object(),
@@ -212,6 +249,7 @@ pub fn task_id_param(params: Option<&Value>) -> Result<&str, ShimError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::from_value;
 
     fn modern_task(status: &str) -> Value {
         json!({"taskId":"t1","status":status,"createdAt":"2026-01-01T00:00:00Z",

@@ -48,7 +48,12 @@ impl TaskPolicy {
 /// `execution.taskSupport` from the policy; modern-only result members
 /// (`resultType`, cache hints) are dropped.
 pub fn tools_list_to_legacy(result: &Value, policy: &TaskPolicy) -> Value {
-    let mut out = super::session::result_to_legacy(result, "tools/list");
+    tools_list_to_legacy_owned(result.clone(), policy)
+}
+
+/// [`tools_list_to_legacy`] consuming the result (tools edited in place).
+pub fn tools_list_to_legacy_owned(result: Value, policy: &TaskPolicy) -> Value {
+    let mut out = super::session::result_to_legacy_owned(result, "tools/list");
     if let Some(tools) = out.get_mut("tools").and_then(Value::as_array_mut) {
         for tool in tools.iter_mut().filter_map(Value::as_object_mut) {
             let name = tool.get("name").and_then(Value::as_str).unwrap_or_default();
@@ -68,8 +73,16 @@ pub fn tools_list_to_legacy(result: &Value, policy: &TaskPolicy) -> Value {
 /// Returns the rewritten result and each tool's legacy task support, which
 /// the reverse bridge needs to decide how to call it.
 pub fn tools_list_to_modern(result: &Value, ttl_ms: i64) -> (Value, HashMap<String, TaskSupport>) {
+    tools_list_to_modern_owned(result.clone(), ttl_ms)
+}
+
+/// [`tools_list_to_modern`] consuming the result (tools edited in place).
+pub fn tools_list_to_modern_owned(
+    result: Value,
+    ttl_ms: i64,
+) -> (Value, HashMap<String, TaskSupport>) {
     let mut supports = HashMap::new();
-    let mut out = super::session::result_to_modern(result, "tools/list", ttl_ms);
+    let mut out = super::session::result_to_modern_owned(result, "tools/list", ttl_ms);
     if let Some(tools) = out.get_mut("tools").and_then(Value::as_array_mut) {
         for tool in tools.iter_mut() {
             let support = TaskSupport::of_tool(tool);
@@ -88,7 +101,12 @@ pub fn tools_list_to_modern(result: &Value, ttl_ms: i64) -> (Value, HashMap<Stri
 /// (the modern server decides on tasks itself). `_meta` injection is
 /// [`super::session::request_to_modern`]'s job.
 pub fn call_params_to_modern(params: &Value) -> (Value, Option<TaskMetadata>) {
-    let mut p = params.clone();
+    call_params_to_modern_owned(params.clone())
+}
+
+/// [`call_params_to_modern`] consuming the params.
+pub fn call_params_to_modern_owned(params: Value) -> (Value, Option<TaskMetadata>) {
+    let mut p = params;
     let task = p
         .as_object_mut()
         .and_then(|m| m.remove("task"))
@@ -104,7 +122,18 @@ pub fn call_params_to_legacy(
     params: &Value,
     task: Option<&TaskMetadata>,
 ) -> Result<Value, ShimError> {
-    let mut p = super::as_object("tools/call params", params)?.clone();
+    super::as_object("tools/call params", params)?;
+    call_params_to_legacy_owned(params.clone(), task)
+}
+
+/// [`call_params_to_legacy`] consuming the params.
+pub fn call_params_to_legacy_owned(
+    params: Value,
+    task: Option<&TaskMetadata>,
+) -> Result<Value, ShimError> {
+    let Value::Object(mut p) = params else {
+        return Err(super::as_object("tools/call params", &params).unwrap_err());
+    };
     p.remove("task");
     p.remove("inputResponses");
     p.remove("requestState");
