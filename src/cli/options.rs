@@ -37,6 +37,14 @@ pub struct ShimArgs {
     /// (the input format of `translate`).
     #[arg(long, value_name = "FILE")]
     pub record: Option<PathBuf>,
+    /// Modern clients without the tasks extension calling a legacy tool whose
+    /// `taskSupport` is `required`: run it as a task inside the shim and
+    /// answer with the final result, instead of `-32021`.
+    #[arg(long)]
+    pub drive_required_tasks: bool,
+    /// The `params.task.ttl` the shim asks a legacy server for (ms).
+    #[arg(long, value_name = "MS")]
+    pub task_ttl_ms: Option<i64>,
 }
 
 /// The config file. Every key is optional.
@@ -82,6 +90,13 @@ impl ShimArgs {
         }
         if let Some(ms) = file.default_poll_ms {
             bridge.default_poll_ms = ms;
+        }
+        bridge.drive_required_tasks = self.drive_required_tasks;
+        if let Some(ms) = self.task_ttl_ms {
+            if ms < 0 {
+                return Err("task ttl must not be negative".into());
+            }
+            bridge.task_ttl_ms = Some(ms);
         }
         let mut per_tool = file.task_support;
         per_tool.extend(self.task_support.iter().cloned());

@@ -47,6 +47,9 @@ pub struct ModernFront {
     tasks: Mutex<HashMap<String, LiveTask>>,
     open_calls: Mutex<Vec<OpenCall>>,
     held: Mutex<HashMap<String, calls::Held>>,
+    /// Requests tagged with a task not tracked yet (its creation answer may
+    /// still be on its way): task id → request.
+    early: Mutex<Vec<(String, Request)>>,
     signer: StateSigner,
     sessions: Mutex<Vec<Weak<ModernSession>>>,
     next: AtomicU64,
@@ -81,6 +84,7 @@ impl ModernFront {
             tasks: Mutex::new(HashMap::new()),
             open_calls: Mutex::new(Vec::new()),
             held: Mutex::new(HashMap::new()),
+            early: Mutex::new(Vec::new()),
             signer: StateSigner::new(),
             sessions: Mutex::new(Vec::new()),
             next: AtomicU64::new(1),
@@ -191,12 +195,15 @@ impl ModernFront {
     /// A server→client request: task input, MRTR input, or neither.
     fn server_request(self: &Arc<Self>, req: Request) {
         if let Some(task_id) = input::related_task_of(req.params.as_ref()).map(str::to_owned) {
-            if self.capture_task_input(&task_id, &req) {
-                return;
-            }
-        } else if self.interject(&req) {
-            return;
+            return self.capture_or_defer(task_id, req);
         }
+        if !self.interject(&req) {
+            self.refuse(req);
+        }
+    }
+
+    /// Answers a server→client request that belongs to no task or call.
+    fn refuse(&self, req: Request) {
         let outcome = match req.method.as_str() {
             // Roots outside any call: the shim exposes none of its own.
             "roots/list" => Ok(json!({"roots": []})),

@@ -25,6 +25,10 @@ use crate::wire::{from_value, legacy};
 /// How long `tasks/get` waits for the payload of a task that just ended.
 const PAYLOAD_WAIT: Duration = Duration::from_secs(10);
 
+/// How long a request tagged with a task the shim does not track yet waits
+/// for that task's creation answer before it is refused.
+const EARLY_INPUT_GRACE: Duration = Duration::from_secs(5);
+
 /// One `subscriptions/listen` stream.
 #[derive(Debug)]
 pub(super) struct Subscription {
@@ -35,6 +39,32 @@ pub(super) struct Subscription {
 }
 
 impl ModernFront {
+    /// A request tagged with `task_id`: captured as task input, or, if the
+    /// task is not tracked yet (a server may ask before or right after it
+    /// answers the creating `tools/call`), kept until [`ModernSession::track`]
+    /// claims it or the grace period ends.
+    pub(super) fn capture_or_defer(self: &Arc<Self>, task_id: String, req: Request) {
+        let mut early = lock(&self.early);
+        if self.capture_task_input(&task_id, &req) {
+            return;
+        }
+        let id = req.id.clone();
+        early.push((task_id, req));
+        drop(early);
+        let front = self.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(EARLY_INPUT_GRACE).await;
+            let stale = {
+                let mut early = lock(&front.early);
+                let at = early.iter().position(|(_, r)| r.id == id);
+                at.map(|i| early.remove(i).1)
+            };
+            if let Some(req) = stale {
+                front.refuse(req);
+            }
+        });
+    }
+
     /// Stores an upstream task input request; false if the task is not ours.
     pub(super) fn capture_task_input(&self, task_id: &str, req: &Request) -> bool {
         let mut tasks = lock(&self.tasks);
@@ -72,15 +102,9 @@ impl ModernFront {
     /// Sends `notifications/tasks` to the scope's listen streams that
     /// follow `task_id`.
     fn notify_subscribers(&self, scope: &str, task_id: &str, task: Option<legacy::Task>) {
-        let rec = self.ledger.get(scope, task_id, self.clock.now_ms());
-        let Some(mut task) = task.or_else(|| rec.as_ref().map(|r| r.task.clone())) else {
+        let Some((task, payload)) = self.view(scope, task_id, task) else {
             return;
         };
-        if task.status == crate::wire::TaskStatus::Working && self.pending_inputs(task_id).is_some()
-        {
-            task.status = crate::wire::TaskStatus::InputRequired;
-        }
-        let payload = self.payload_for(task_id, &task, rec.as_ref());
         for s in self
             .live_sessions()
             .into_iter()
@@ -96,6 +120,24 @@ impl ModernFront {
                     .send(Message::notification(notify::MODERN_STATUS, params));
             }
         }
+    }
+
+    /// What a task notification says of `task_id`: `task` (or the ledger's
+    /// last view of it) with its payload.
+    fn view(
+        &self,
+        scope: &str,
+        task_id: &str,
+        task: Option<legacy::Task>,
+    ) -> Option<(legacy::Task, Payload)> {
+        let rec = self.ledger.get(scope, task_id, self.clock.now_ms());
+        let mut task = task.or_else(|| rec.as_ref().map(|r| r.task.clone()))?;
+        if task.status == crate::wire::TaskStatus::Working && self.pending_inputs(task_id).is_some()
+        {
+            task.status = crate::wire::TaskStatus::InputRequired;
+        }
+        let payload = self.payload_for(task_id, &task, rec.as_ref());
+        Some((task, payload))
     }
 
     fn pending_inputs(&self, task_id: &str) -> Option<serde_json::Map<String, Value>> {
@@ -140,6 +182,7 @@ impl ModernSession {
             .insert(record, self.front.clock.now_ms())
             .map_err(ShimError::from)?;
         let (tx, _) = watch::channel(None);
+        let mut early = lock(&self.front.early);
         lock(&self.front.tasks).insert(
             id.clone(),
             LiveTask {
@@ -149,6 +192,13 @@ impl ModernSession {
                 outcome: tx,
             },
         );
+        // Input the server asked for before the task was known here.
+        let (mine, rest): (Vec<_>, Vec<_>) = early.drain(..).partition(|(t, _)| *t == id);
+        *early = rest;
+        drop(early);
+        for (_, req) in mine {
+            self.front.capture_task_input(&id, &req);
+        }
         let front = self.front.clone();
         let scope = self.scope.clone();
         tokio::spawn(async move {
@@ -242,6 +292,14 @@ impl ModernSession {
         };
         let mut task = task;
         task.extra.remove("_meta");
+        // A server that asks without moving to input_required (it sent the
+        // request directly) is still waiting on the client: say so, as the
+        // listen stream does.
+        if task.status == crate::wire::TaskStatus::Working
+            && matches!(&payload, Payload::Input(i) if !i.is_empty())
+        {
+            task.status = crate::wire::TaskStatus::InputRequired;
+        }
         Ok(ttask::get_result_to_modern(&task, &payload))
     }
 
@@ -323,10 +381,20 @@ impl ModernSession {
         ));
         lock(&self.subscriptions).push(Subscription {
             id: req.id.clone(),
-            task_ids: accepted,
+            task_ids: accepted.clone(),
             tools_list_changed,
             out: self.out.clone(),
         });
+        // The current state of each task, so that a change made before the
+        // stream opened (a question already asked) is not lost.
+        for t in &accepted {
+            if let Some((task, payload)) = self.front.view(&self.scope, t, None) {
+                let params = notify::status_to_modern(&task, &payload, &req.id);
+                let _ = self
+                    .out
+                    .send(Message::notification(notify::MODERN_STATUS, params));
+            }
+        }
         None
     }
 

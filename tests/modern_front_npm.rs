@@ -1,0 +1,269 @@
+//! Modern clients against real third-party legacy (2025-11-25) servers,
+//! through the real binary (`mcp-tasks-shim stdio -- node …`):
+//! - `@modelcontextprotocol/server-everything` (pinned in tests/peers),
+//!   whose `simulate-research-query` tool is task-required and, with
+//!   `ambiguous: true`, asks for an elicitation on the tasks/result stream;
+//! - `tests/peers/sdk_task_server.mjs`, built only from the TypeScript
+//!   SDK's task APIs, including an elicitation sent directly (tagged with
+//!   its task, not on tasks/result), even before the CreateTaskResult.
+//!
+//! Every message the shim emits is validated against the 2026-07-28
+//! schemas as it arrives. Quirks met are listed in docs/legacy-servers.md.
+//! Needs `npm ci --prefix tests/peers` (scripts/test.sh does it).
+
+mod modern_front_common;
+mod support;
+
+use std::time::Duration;
+
+use modern_front_common::{Raw, has_input, input_keys, meta, peers_dir, terminal, text};
+use serde_json::json;
+use tokio::time::timeout;
+
+fn node(script: &str, args: &[&str]) -> Vec<String> {
+    let path = peers_dir().join(script);
+    let mut v = vec!["node".to_owned(), path.to_str().unwrap().to_owned()];
+    v.extend(args.iter().map(|a| a.to_string()));
+    v
+}
+
+fn everything() -> Vec<String> {
+    node(
+        "node_modules/@modelcontextprotocol/server-everything/dist/index.js",
+        &["stdio"],
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn server_everything_behind_the_shim() {
+    timeout(Duration::from_secs(40), everything_flow())
+        .await
+        .expect("server-everything flow timed out");
+}
+
+async fn everything_flow() {
+    let mut s = Raw::new(&[], &everything());
+    let d = s.ok("server/discover", json!({}), true).await;
+    assert_eq!(
+        d["capabilities"]["extensions"]["io.modelcontextprotocol/tasks"],
+        json!({}),
+        "{d}"
+    );
+    assert_eq!(
+        d["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "mcp-servers/everything",
+        "{d}"
+    );
+
+    // Its task tool is registered only after `initialized`; the shim
+    // initializes on the first request, so it is listed from then on.
+    let list = s.ok("tools/list", json!({}), true).await;
+    let tools = list["tools"].as_array().expect("tools");
+    let names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
+    for n in [
+        "echo",
+        "simulate-research-query",
+        "trigger-elicitation-request",
+    ] {
+        assert!(names.contains(&n), "{n} listed: {names:?}");
+    }
+    assert!(
+        tools.iter().all(|t| t.get("execution").is_none()),
+        "no 2025 execution member: {list}"
+    );
+
+    // A plain tool.
+    let r = s
+        .ok(
+            "tools/call",
+            json!({"name": "echo", "arguments": {"message": "hi"}}),
+            true,
+        )
+        .await;
+    assert_eq!(r["resultType"], "complete", "{r}");
+    assert_eq!(text(&r), "Echo: hi");
+
+    // The task-required tool without the extension: -32021.
+    let e = s
+        .err(
+            "tools/call",
+            json!({"name": "simulate-research-query", "arguments": {"topic": "x"}}),
+            false,
+        )
+        .await;
+    assert_eq!(e["code"], -32021, "{e}");
+
+    // Create, poll, answer the elicitation with tasks/update, read the
+    // report inline.
+    let id = s
+        .create(
+            "simulate-research-query",
+            json!({"topic": "python", "ambiguous": true}),
+        )
+        .await;
+    let t = s.poll(&id, |t| has_input(t) || terminal(t)).await;
+    assert!(has_input(&t), "{t}");
+    let keys = input_keys(&t);
+    assert_eq!(keys.len(), 1, "{t}");
+    let ask = &t["inputRequests"][&keys[0]];
+    assert_eq!(ask["method"], "elicitation/create", "{t}");
+    assert!(
+        ask["params"].get("_meta").is_none(),
+        "related-task _meta stripped: {t}"
+    );
+    s.ok(
+        "tasks/update",
+        json!({"taskId": id, "inputResponses": {keys[0].clone(): {"action": "accept", "content": {"interpretation": "snake"}}}}),
+        true,
+    )
+    .await;
+    let t = s.poll(&id, terminal).await;
+    assert_eq!(t["status"], "completed", "{t}");
+    assert_eq!(t["ttlMs"], 300000, "the server overrides the ttl: {t}");
+    assert!(
+        text(&t["result"]).contains("Research Report: python (snake)"),
+        "{t}"
+    );
+    assert!(
+        t["result"]["_meta"]
+            .get("io.modelcontextprotocol/related-task")
+            .is_none(),
+        "{t}"
+    );
+
+    // A plain tool whose elicitation comes directly on the open call:
+    // an MRTR round, then the retry with the answer completes the call.
+    let round = s
+        .ok(
+            "tools/call",
+            json!({"name": "trigger-elicitation-request"}),
+            true,
+        )
+        .await;
+    assert_eq!(round["resultType"], "input_required", "{round}");
+    let key = round["inputRequests"]
+        .as_object()
+        .and_then(|m| m.keys().next().cloned())
+        .expect("one input request");
+    let r = s
+        .ok(
+            "tools/call",
+            json!({"name": "trigger-elicitation-request",
+                "requestState": round["requestState"],
+                "inputResponses": {key: {"action": "decline"}}}),
+            true,
+        )
+        .await;
+    assert_eq!(r["resultType"], "complete", "{r}");
+    assert!(
+        r["content"].to_string().contains("decline"),
+        "the server saw the answer: {r}"
+    );
+    s.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sdk_task_server_behind_the_shim() {
+    timeout(Duration::from_secs(40), sdk_flow())
+        .await
+        .expect("SDK task server flow timed out");
+}
+
+async fn sdk_flow() {
+    let mut s = Raw::new(&[], &node("sdk_task_server.mjs", &[]));
+    let d = s.ok("server/discover", json!({}), true).await;
+    assert_eq!(
+        d["capabilities"]["extensions"]["io.modelcontextprotocol/tasks"],
+        json!({}),
+        "{d}"
+    );
+    let list = s.ok("tools/list", json!({}), true).await;
+    assert!(
+        list["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|t| t.get("execution").is_none()),
+        "{list}"
+    );
+    let r = s
+        .ok(
+            "tools/call",
+            json!({"name": "greet", "arguments": {"name": "W"}}),
+            true,
+        )
+        .await;
+    assert_eq!(text(&r), "Hello, W!", "{r}");
+
+    // Queued elicitation (delivered on tasks/result), followed on a listen
+    // stream as well as by polling.
+    let id = s.create("ask_task", json!({})).await;
+    let mut p = json!({"notifications": {"taskIds": [id]}});
+    p["_meta"] = meta(true);
+    let listen = s.request("subscriptions/listen", p).await;
+    let t = s.poll(&id, has_input).await;
+    let keys = input_keys(&t);
+    assert_eq!(keys.len(), 1, "{t}");
+    s.ok(
+        "tasks/update",
+        json!({"taskId": id, "inputResponses": {keys[0].clone(): {"action": "accept", "content": {"name": "Ann"}}}}),
+        true,
+    )
+    .await;
+    let t = s.poll(&id, terminal).await;
+    assert_eq!(t["status"], "completed", "{t}");
+    assert_eq!(text(&t["result"]), "Hello, Ann!", "{t}");
+    let done = s
+        .next_matching(|v| v["method"] == "notifications/tasks" && terminal(&v["params"]))
+        .await;
+    assert_eq!(
+        done["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        json!(listen),
+        "{done}"
+    );
+    assert_eq!(text(&done["params"]["result"]), "Hello, Ann!", "{done}");
+    assert!(
+        s.received
+            .iter()
+            .any(|v| v["method"] == "notifications/tasks" && has_input(&v["params"])),
+        "the question reached the stream"
+    );
+
+    // An elicitation tagged with the task but sent directly, not on the
+    // tasks/result stream: after the task exists, and before its
+    // CreateTaskResult is even written (the shim must not refuse it).
+    for delay in [300, 0] {
+        let id = s.create("direct_ask_task", json!({"delayMs": delay})).await;
+        let t = s.poll(&id, |t| has_input(t) || terminal(t)).await;
+        assert!(has_input(&t), "delay {delay}: {t}");
+        let keys = input_keys(&t);
+        s.ok(
+            "tasks/update",
+            json!({"taskId": id, "inputResponses": {keys[0].clone(): {"action": "accept", "content": {"name": "Bo"}}}}),
+            true,
+        )
+        .await;
+        let t = s.poll(&id, terminal).await;
+        assert_eq!(text(&t["result"]), "Hello, Bo!", "delay {delay}: {t}");
+    }
+
+    // The SDK stores `failed` with an isError result: modern says completed.
+    let id = s.create("bad_task", json!({})).await;
+    let t = s.poll(&id, terminal).await;
+    assert_eq!(t["status"], "completed", "{t}");
+    assert_eq!(t["result"]["isError"], true, "{t}");
+    assert_eq!(text(&t["result"]), "the disk is full");
+
+    // Cancel: ack, then cancelled; a second cancel is acked too.
+    let id = s.create("slow_task", json!({"ms": 20000})).await;
+    let ack = s.ok("tasks/cancel", json!({"taskId": id}), true).await;
+    assert_eq!(ack, json!({"resultType": "complete"}));
+    let t = s.poll(&id, terminal).await;
+    assert_eq!(t["status"], "cancelled", "{t}");
+    s.ok("tasks/cancel", json!({"taskId": id}), true).await;
+
+    let e = s
+        .err("tasks/get", json!({"taskId": "no-such-task"}), true)
+        .await;
+    assert_eq!(e["code"], -32602, "{e}");
+    s.close().await;
+}

@@ -1,0 +1,236 @@
+//! Modern clients against a legacy server, on the raw wire: what an SDK
+//! client will not send. The real binary runs
+//! `mcp-tasks-shim stdio -- mcp-tasks-shim reference-server --revision 2025-11-25`;
+//! every message the shim emits is validated against the 2026-07-28
+//! schemas as it arrives (see `modern_front_common`).
+
+mod modern_front_common;
+mod support;
+
+use std::time::Duration;
+
+use modern_front_common::{Raw, has_input, input_keys, legacy_reference, meta, terminal, text};
+use serde_json::{Value, json};
+use tokio::time::timeout;
+
+const BOUND: Duration = Duration::from_secs(40);
+
+#[tokio::test(flavor = "multi_thread")]
+async fn envelope_errors_and_mrtr_state() {
+    timeout(BOUND, async {
+        let mut s = Raw::new(&[], &legacy_reference());
+        // The stdio proxy picks its engine from the client's first message
+        // (one without any modern signal is taken for a legacy client), so
+        // the session starts with a well-formed modern request.
+        let d = s.ok("server/discover", json!({}), true).await;
+        assert_eq!(d["supportedVersions"], json!(["2026-07-28"]), "{d}");
+        assert_eq!(
+            d["capabilities"]["extensions"]["io.modelcontextprotocol/tasks"],
+            json!({}),
+            "{d}"
+        );
+
+        // No `_meta` at all: -32602.
+        let r = s.call("tools/list", json!({})).await;
+        assert_eq!(r["error"]["code"], -32602, "{r}");
+        // `_meta` without the required client capabilities: -32602.
+        let r = s
+            .call(
+                "tools/list",
+                json!({"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}),
+            )
+            .await;
+        assert_eq!(r["error"]["code"], -32602, "{r}");
+
+        // An unknown version: -32022 naming what is supported and what was asked.
+        let mut m = meta(true);
+        m["io.modelcontextprotocol/protocolVersion"] = json!("2099-01-01");
+        let r = s.call("tools/list", json!({"_meta": m})).await;
+        assert_eq!(r["error"]["code"], -32022, "{r}");
+        let data = &r["error"]["data"];
+        assert_eq!(data["requested"], "2099-01-01", "{r}");
+        assert!(
+            data["supported"]
+                .as_array()
+                .is_some_and(|a| a.contains(&json!("2026-07-28"))),
+            "{r}"
+        );
+
+        // A forged requestState: -32602, and nothing is called upstream.
+        let e = s
+            .err(
+                "tools/call",
+                json!({"name": "test_tool_with_task", "requestState": "Zm9yZ2Vk.c2lnbmF0dXJl",
+                    "inputResponses": {"elicitation-1": {"action": "accept", "content": {"name": "Eve"}}}}),
+                true,
+            )
+            .await;
+        assert_eq!(e["code"], -32602, "{e}");
+
+        // A real MRTR round, its retry, then the same state replayed: -32602.
+        let round = s
+            .ok("tools/call", json!({"name": "test_tool_with_task"}), true)
+            .await;
+        assert_eq!(round["resultType"], "input_required", "{round}");
+        let state = round["requestState"].as_str().expect("requestState").to_owned();
+        let key = round["inputRequests"]
+            .as_object()
+            .and_then(|m| m.keys().next().cloned())
+            .expect("one input request");
+        let retry = json!({"name": "test_tool_with_task", "requestState": state,
+            "inputResponses": {key.clone(): {"action": "accept", "content": {"name": "Alice"}}}});
+        let created = s.ok("tools/call", retry.clone(), true).await;
+        assert_eq!(created["resultType"], "task", "{created}");
+        let id = created["taskId"].as_str().unwrap().to_owned();
+        let e = s.err("tools/call", retry, true).await;
+        assert_eq!(e["code"], -32602, "a replayed requestState: {e}");
+        let t = s.poll(&id, terminal).await;
+        assert!(text(&t["result"]).contains("Alice"), "{t}");
+
+        // Removed methods.
+        for m in ["tasks/list", "tasks/result"] {
+            let e = s.err(m, json!({"taskId": id}), true).await;
+            assert_eq!(e["code"], -32601, "{m}: {e}");
+        }
+        s.close().await;
+    })
+    .await
+    .expect("wire flow timed out");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn without_the_extension() {
+    timeout(BOUND, async {
+        let mut s = Raw::new(&[], &legacy_reference());
+        let id = s
+            .create("slow_compute", json!({"seconds": 5, "label": "x"}))
+            .await;
+        let required = |e: &Value| {
+            e["code"] == -32021
+                && e["data"]["requiredCapabilities"]["extensions"]["io.modelcontextprotocol/tasks"]
+                    == json!({})
+        };
+        // tasks/* without the extension: -32021 before any lookup (so the
+        // same for a real and an unknown id).
+        for task_id in [id.as_str(), "no-such-task"] {
+            for (m, extra) in [
+                ("tasks/get", json!({})),
+                ("tasks/cancel", json!({})),
+                ("tasks/update", json!({"inputResponses": {}})),
+            ] {
+                let mut p = extra;
+                p["taskId"] = json!(task_id);
+                let e = s.err(m, p, false).await;
+                assert!(required(&e), "{m} {task_id}: {e}");
+            }
+        }
+        // A required tool: -32021. An optional one runs plainly.
+        let e = s
+            .err("tools/call", json!({"name": "failing_job"}), false)
+            .await;
+        assert!(required(&e), "{e}");
+        let r = s
+            .ok(
+                "tools/call",
+                json!({"name": "slow_compute", "arguments": {"seconds": 0, "label": "plain"}}),
+                false,
+            )
+            .await;
+        assert_eq!(r["resultType"], "complete", "{r}");
+        assert!(text(&r).contains("plain"), "{r}");
+
+        // subscriptions/listen with taskIds but without the extension.
+        let mut p = json!({"notifications": {"taskIds": [id]}});
+        p["_meta"] = meta(false);
+        let r = s.call("subscriptions/listen", p).await;
+        assert!(required(&r["error"]), "{r}");
+
+        s.ok("tasks/cancel", json!({"taskId": id}), true).await;
+        s.close().await;
+    })
+    .await
+    .expect("flow timed out");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn listen_stream_follows_a_task_to_its_end() {
+    timeout(BOUND, async {
+        let mut s = Raw::new(&[], &legacy_reference());
+        let id = s
+            .create("confirm_delete", json!({"filename": "notes.txt"}))
+            .await;
+        let mut p = json!({"notifications": {"taskIds": [id, "not-mine"]}});
+        p["_meta"] = meta(true);
+        let listen = s.request("subscriptions/listen", p).await;
+        let sub = |v: &Value| v["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"].clone();
+
+        let ack = s
+            .next_matching(|v| v["method"] == "notifications/subscriptions/acknowledged")
+            .await;
+        assert_eq!(sub(&ack), json!(listen), "{ack}");
+        assert_eq!(
+            ack["params"]["notifications"]["taskIds"],
+            json!([id]),
+            "only known tasks are accepted: {ack}"
+        );
+
+        // The question arrives on the stream as an input_required task.
+        let asked = s
+            .next_matching(|v| v["method"] == "notifications/tasks" && has_input(&v["params"]))
+            .await;
+        assert_eq!(sub(&asked), json!(listen), "{asked}");
+        assert_eq!(asked["params"]["taskId"], json!(id));
+        let key = input_keys(&asked["params"]).remove(0);
+        s.ok(
+            "tasks/update",
+            json!({"taskId": id, "inputResponses": {key: {"action": "accept", "content": {"confirm": true}}}}),
+            true,
+        )
+        .await;
+
+        // ...and the end, with the result inline.
+        let done = s
+            .next_matching(|v| v["method"] == "notifications/tasks" && terminal(&v["params"]))
+            .await;
+        assert_eq!(sub(&done), json!(listen), "{done}");
+        assert_eq!(done["params"]["status"], "completed", "{done}");
+        assert_eq!(text(&done["params"]["result"]), "Deleted notes.txt", "{done}");
+        for n in s.received.iter().filter(|v| v["method"] == "notifications/tasks") {
+            assert_eq!(sub(n), json!(listen), "every stream notification is tagged: {n}");
+        }
+        s.close().await;
+    })
+    .await
+    .expect("listen flow timed out");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn drive_required_tasks_and_task_ttl_flags() {
+    timeout(BOUND, async {
+        let mut s = Raw::new(
+            &["--drive-required-tasks", "--task-ttl-ms", "123456"],
+            &legacy_reference(),
+        );
+        // A required tool, called without the extension: the shim runs the
+        // task itself and answers with the final result.
+        let r = s
+            .ok("tools/call", json!({"name": "failing_job"}), false)
+            .await;
+        assert_eq!(r["resultType"], "complete", "{r}");
+        assert_eq!(r["isError"], true, "{r}");
+        // One ending in a JSON-RPC error answers with that error.
+        let e = s
+            .err("tools/call", json!({"name": "protocol_error_job"}), false)
+            .await;
+        assert_eq!(e["code"], -32603, "{e}");
+        // --task-ttl-ms is the ttl asked of the legacy server (which honours it).
+        let id = s
+            .create("slow_compute", json!({"seconds": 0.1, "label": "ttl"}))
+            .await;
+        let t = s.poll(&id, terminal).await;
+        assert_eq!(t["ttlMs"], 123456, "{t}");
+        s.close().await;
+    })
+    .await
+    .expect("drive flow timed out");
+}
