@@ -13,14 +13,31 @@ use crate::translate::transcript::{Dir, Record, translate_grouped};
 /// a URL-mode elicitation (the richest mapping in the corpus).
 const BUILT_IN: &str = include_str!("../../tests/corpus/legacy-input.jsonl");
 
-/// Arguments of `demo` (none yet; live runs may add some).
+/// Arguments of `demo`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Only the built-in transcript and its translation (no live runs).
+    #[arg(long, conflicts_with = "live_only")]
+    pub transcript_only: bool,
+    /// Only the live runs through the bridges.
+    #[arg(long = "live-only")]
+    pub live_only: bool,
+}
 
-pub(crate) fn run(_args: Args) -> Result<(), String> {
-    let records = parse_built_in()?;
+pub(crate) fn run(args: Args) -> Result<(), String> {
     let mut stdout = std::io::stdout().lock();
-    render(&mut stdout, &records, Revision::Legacy).map_err(|e| format!("writing stdout: {e}"))
+    if !args.live_only {
+        let records = parse_built_in()?;
+        render(&mut stdout, &records, Revision::Legacy)
+            .map_err(|e| format!("writing stdout: {e}"))?;
+    }
+    if !args.transcript_only {
+        for client in [Revision::Legacy, Revision::Modern] {
+            writeln!(stdout).map_err(|e| e.to_string())?;
+            super::demo_live::run(client, &mut stdout)?;
+        }
+    }
+    Ok(())
 }
 
 fn parse_built_in() -> Result<Vec<Record>, String> {

@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 use crate::revision::Revision;
 
 mod demo;
+mod demo_live;
 mod http;
 mod options;
 mod reference;

@@ -6,6 +6,7 @@
 //! in-process server, HTTP). Library users wrap their own server by
 //! implementing [`Upstream`] or by feeding a [`Connection`].
 
+pub mod channel;
 pub mod child;
 pub mod http;
 
