@@ -21,7 +21,7 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
     let opts = args.shim.proxy_options()?;
     let ledger = Arc::new(MemoryLedger::new(args.shim.max_tasks_per_client));
     let rt = tokio::runtime::Runtime::new().map_err(|e| e.to_string())?;
-    rt.block_on(async move {
+    let outcome = rt.block_on(async move {
         let (program, rest) = args
             .upstream
             .split_first()
@@ -34,5 +34,11 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
             Ending::ClientClosed => Ok(()),
             Ending::UpstreamGone(reason) => Err(reason),
         }
-    })
+    });
+    // tokio reads stdin with a blocking read on a helper thread that cannot
+    // be cancelled: a plain drop of the runtime would wait for the client to
+    // close stdin, so a shim whose upstream died would never exit. The proxy
+    // has flushed everything by now.
+    rt.shutdown_background();
+    outcome
 }

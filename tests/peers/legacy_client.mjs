@@ -1,6 +1,20 @@
-// Drives the 2025-11-25 reference server with the real TypeScript SDK client.
+// Drives a 2025-11-25 MCP server with the real TypeScript SDK client: the
+// legacy reference server directly, or anything else that speaks 2025-11-25
+// on stdio (the shim in front of a modern server, for one).
 //
-// usage: node legacy_client.mjs <server-binary> [transcript.jsonl]
+// usage:
+//   node legacy_client.mjs [--profile reference|shim] [--transcript FILE] -- <command> [args...]
+//   node legacy_client.mjs <server-binary> [transcript.jsonl]
+//     (short form: <server-binary> reference-server --revision 2025-11-25)
+//
+// The profile says what the server under test is expected to do where a
+// bridge legitimately differs from the legacy reference server:
+// - reference: tools carry the reference taskSupport (greet forbidden, the
+//   input and failure tools required), params.task.ttl is honoured.
+// - shim: the shim in front of the modern reference server with its default
+//   policy (every tool `optional`, since the upstream decides) and a small
+//   --page-size; a plain call of a tool the upstream runs as a task is
+//   driven to its end by the shim; tasks/list is newest first.
 //
 // Prints one JSON line per check ({"check":..., "ok":true, ...}) and a final
 // {"done":true,"ok":...} line; exits non-zero on the first failure. When a
@@ -17,11 +31,33 @@ import {
   TaskStatusNotificationSchema,
 } from '@modelcontextprotocol/sdk/types.js';
 
-const [bin, transcript] = process.argv.slice(2);
-if (!bin) {
-  console.error('usage: node legacy_client.mjs <server-binary> [transcript.jsonl]');
+function usage() {
+  console.error('usage: node legacy_client.mjs [--profile reference|shim] [--transcript FILE] -- <command> [args...]');
+  console.error('       node legacy_client.mjs <server-binary> [transcript.jsonl]');
   process.exit(2);
 }
+function parseArgs(argv) {
+  const sep = argv.indexOf('--');
+  if (sep < 0) {
+    // Short form, kept for callers of the first version of this script.
+    const [bin, transcript] = argv;
+    if (!bin) usage();
+    return { profile: 'reference', transcript, command: bin, args: ['reference-server', '--revision', '2025-11-25'] };
+  }
+  const opts = { profile: 'reference', transcript: undefined };
+  const flags = argv.slice(0, sep);
+  for (let i = 0; i < flags.length; i += 1) {
+    if (flags[i] === '--profile') opts.profile = flags[++i];
+    else if (flags[i] === '--transcript') opts.transcript = flags[++i];
+    else usage();
+  }
+  const [command, ...args] = argv.slice(sep + 1);
+  if (!command || !['reference', 'shim'].includes(opts.profile)) usage();
+  return { ...opts, command, args };
+}
+const { profile, transcript, command, args } = parseArgs(process.argv.slice(2));
+const SHIM = profile === 'shim';
+
 // Hard bound on the whole run: a hung server fails the test, never hangs it.
 setTimeout(() => fail('global', new Error('timed out after 60 s')), 60_000).unref();
 
@@ -57,11 +93,7 @@ async function expectError(promise, code, what) {
 const textOf = (r) => r?.content?.[0]?.text ?? '';
 
 // --- transport with a recording tap -------------------------------------
-const transport = new StdioClientTransport({
-  command: bin,
-  args: ['reference-server', '--revision', '2025-11-25'],
-  stderr: 'inherit',
-});
+const transport = new StdioClientTransport({ command, args, stderr: 'inherit' });
 if (transcript) writeFileSync(transcript, '');
 const record = (dir, msg) => {
   if (transcript) appendFileSync(transcript, JSON.stringify({ dir, msg }) + '\n');
@@ -128,9 +160,16 @@ await check('initialize', async () => {
 await check('tools/list taskSupport', async () => {
   const { tools } = await client.listTools();
   const support = Object.fromEntries(tools.map((t) => [t.name, t.execution?.taskSupport]));
-  assert(support.greet === 'forbidden', 'greet forbidden');
-  assert(support.slow_compute === 'optional', 'slow_compute optional');
-  assert(support.failing_job === 'required', 'failing_job required');
+  if (SHIM) {
+    // The modern upstream decides per request; the shim's default policy
+    // tells legacy clients every tool may run either way.
+    for (const [name, s] of Object.entries(support)) assert(s === 'optional', `${name} optional, got ${s}`);
+    assert(Object.keys(support).length === 7, `seven tools: ${Object.keys(support)}`);
+  } else {
+    assert(support.greet === 'forbidden', 'greet forbidden');
+    assert(support.slow_compute === 'optional', 'slow_compute optional');
+    assert(support.failing_job === 'required', 'failing_job required');
+  }
   return { support };
 });
 
@@ -141,10 +180,30 @@ await check('plain call', async () => {
   assert(textOf(s).includes('plain'), 'optional tool runs plain without params.task');
 });
 
+if (SHIM) {
+  // The modern upstream answers these with a task; the shim drives it to its
+  // end and the legacy client sees a plain call.
+  await check('plain call of an upstream task', async () => {
+    const before = elicitations.length;
+    const f = await client.callTool({ name: 'failing_job', arguments: {} });
+    assert(f.isError === true && /failed/.test(textOf(f)), `tool error result: ${JSON.stringify(f)}`);
+    await expectError(client.callTool({ name: 'protocol_error_job', arguments: {} }), -32603, 'protocol_error_job plain');
+    const c = await client.callTool({ name: 'confirm_delete', arguments: { filename: 'plain.txt' } });
+    assert(textOf(c) === 'Deleted plain.txt', `elicitation answer reached the tool: ${textOf(c)}`);
+    const asked = elicitations.slice(before);
+    assert(asked.length === 1 && asked[0].related === null, `one untagged question: ${JSON.stringify(asked)}`);
+  });
+}
+
 await check('create + poll + result', async () => {
   const task = await createTask('slow_compute', { seconds: 0.5, label: 'ts-poll' });
   assert(task.status === 'working', `new task is working, got ${task.status}`);
-  assert(task.ttl === 60_000, `ttl honoured, got ${task.ttl}`);
+  if (SHIM) {
+    // The modern server picks the retention; the shim reports the upstream's.
+    assert(task.ttl === null || Number.isInteger(task.ttl), `ttl is ms or null, got ${task.ttl}`);
+  } else {
+    assert(task.ttl === 60_000, `ttl honoured, got ${task.ttl}`);
+  }
   const seen = new Set();
   const done = await pollUntil(task.taskId, (t) => { seen.add(t.status); return terminal(t); });
   assert(done.status === 'completed', `completed, got ${done.status}`);
@@ -199,6 +258,37 @@ await check('elicitation during input_required', async () => {
   return { messages };
 });
 
+await check('callToolStream, task chosen by the SDK', async () => {
+  // No options.task: the SDK adds one itself because tools/list said the
+  // tool supports tasks (Client.isToolTask).
+  const messages = [];
+  let text;
+  for await (const m of client.experimental.tasks.callToolStream(
+    { name: 'slow_compute', arguments: { seconds: 0.3, label: 'ts-stream' } },
+  )) {
+    messages.push(m.type === 'taskStatus' ? `status:${m.task.status}` : m.type);
+    if (m.type === 'taskCreated') created.push(m.task.taskId);
+    if (m.type === 'error') throw m.error;
+    if (m.type === 'result') text = textOf(m.result);
+  }
+  assert(messages[0] === 'taskCreated', `stream starts with taskCreated: ${messages}`);
+  assert(messages.at(-1) === 'result' && text.includes('ts-stream'), `stream ends with the result: ${messages} ${text}`);
+  assert(messages.includes('status:completed'), `saw completed: ${messages}`);
+  return { messages };
+});
+
+await check('callToolStream, failed task', async () => {
+  const messages = [];
+  for await (const m of client.experimental.tasks.callToolStream(
+    { name: 'failing_job', arguments: {} }, CallToolResultSchema, { task: { ttl: 60_000 } },
+  )) {
+    messages.push(m.type === 'taskStatus' ? `status:${m.task.status}` : m.type);
+    if (m.type === 'taskCreated') created.push(m.task.taskId);
+  }
+  assert(messages.includes('status:failed') && messages.at(-1) === 'error', `ends failed: ${messages}`);
+  return { messages };
+});
+
 await check('two elicitations at once', async () => {
   const task = await createTask('multi_input', {});
   await pollUntil(task.taskId, (t) => t.status === 'input_required');
@@ -243,19 +333,25 @@ await check('tasks/list pages', async () => {
     cursor = page.nextCursor;
   } while (cursor && pages < 50);
   for (const id of created) assert(seen.includes(id), `task ${id} listed`);
+  assert(new Set(seen).size === seen.length, `no task listed twice: ${seen}`);
   assert(pages > 1, `paginated (${pages} pages for ${seen.length} tasks)`);
+  if (SHIM) {
+    const ours = seen.filter((id) => created.includes(id));
+    assert(JSON.stringify(ours) === JSON.stringify([...created].reverse()), `newest first: ${ours} vs ${created}`);
+  }
   await expectError(client.experimental.tasks.listTasks('bogus'), -32602, 'bad cursor');
   return { pages, tasks: seen.length };
 });
 
 await check('taskSupport violations', async () => {
+  await expectError(client.callTool({ name: 'no_such_tool', arguments: {} }), -32602, 'unknown tool');
+  if (SHIM) return { skipped: 'every tool is optional behind the shim by default' };
   await expectError(
     client.request({ method: 'tools/call', params: { name: 'failing_job', arguments: {} } }, CallToolResultSchema),
     -32601, 'required tool without params.task');
   await expectError(
     client.request({ method: 'tools/call', params: { name: 'greet', arguments: { name: 'x' } } }, CreateTaskResultSchema, { task: {} }),
     -32601, 'forbidden tool with params.task');
-  await expectError(client.callTool({ name: 'no_such_tool', arguments: {} }), -32602, 'unknown tool');
 });
 
 await check('status notifications', async () => {

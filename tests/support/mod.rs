@@ -8,4 +8,6 @@
 //! still crate-private, hence `unreachable_pub` is allowed too.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod peers;
 pub mod schema;
+pub mod wire;

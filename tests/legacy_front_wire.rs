@@ -1,0 +1,409 @@
+//! Issue 3, "legacy clients against a modern server", on the raw wire: a
+//! JSON-RPC line driver (`support::wire::Wire`) in front of the real shim
+//! binary (`mcp-tasks-shim stdio -- <modern reference server>`), for the
+//! behaviours an SDK hides: bad input, policy flags, synthetic tasks,
+//! pagination, the cancel pin, session plumbing and process lifecycle.
+//!
+//! Every message the shim writes is validated against the 2025-11-25 schema
+//! (with the method of the request it answers) as it is read.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use support::wire::{Wire, modern_reference, temp_path, text_of};
+
+const RELATED: &str = "io.modelcontextprotocol/related-task";
+
+fn task_call(name: &str, args: Value) -> Value {
+    json!({"name": name, "arguments": args, "task": {"ttl": 60_000}})
+}
+
+/// Creates a task; returns its id.
+#[track_caller]
+fn create(shim: &mut Wire, name: &str, args: Value) -> String {
+    let r = shim.ok("tools/call", task_call(name, args));
+    assert_eq!(r["task"]["status"], "working", "{r}");
+    r["task"]["taskId"].as_str().expect("taskId").to_owned()
+}
+
+#[test]
+fn bad_input_is_refused_and_the_session_survives() {
+    let mut shim = Wire::legacy_front(&[]);
+    shim.initialize();
+
+    // Not JSON: parse error, no id to answer to (the MCP schemas allow an
+    // absent id on errors; a null one they do not).
+    shim.send_raw("{not json");
+    let m = shim.next(Duration::from_secs(5)).expect("an answer");
+    assert_eq!(m["error"]["code"], -32700, "{m}");
+    assert!(m.get("id").is_none_or(Value::is_null), "{m}");
+
+    // A batch: MCP has none.
+    shim.send_raw(r#"[{"jsonrpc":"2.0","id":90,"method":"ping"}]"#);
+    let m = shim.next(Duration::from_secs(5)).expect("an answer");
+    assert_eq!(m["error"]["code"], -32600, "{m}");
+
+    // params that are not an object; the id is salvaged.
+    for (id, params) in [(91, json!([1, 2])), (92, json!(5)), (93, json!("x"))] {
+        shim.send(&json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params}));
+        let m = shim.next(Duration::from_secs(5)).expect("an answer");
+        assert_eq!(m["id"], id, "{m}");
+        let code = m["error"]["code"].as_i64().unwrap_or_default();
+        assert!(code == -32600 || code == -32602, "{m}");
+    }
+
+    // tools/call without a name.
+    let e = shim.err("tools/call", json!({"arguments": {}}));
+    assert_eq!(e["code"], -32602, "{e}");
+
+    // An unknown method is forwarded; the upstream's -32601 comes back.
+    let e = shim.err("foo/bar", json!({}));
+    assert_eq!(e["code"], -32601, "{e}");
+    assert!(
+        e["message"].as_str().unwrap_or("").contains("foo/bar"),
+        "{e}"
+    );
+
+    // Session plumbing the shim serves itself.
+    assert_eq!(shim.ok("ping", Value::Null), json!({}));
+    assert_eq!(
+        shim.ok("logging/setLevel", json!({"level": "debug"})),
+        json!({})
+    );
+    assert_eq!(shim.err("logging/setLevel", json!({}))["code"], -32602);
+
+    // Still alive and useful.
+    let tools = shim.ok("tools/list", json!({}));
+    assert_eq!(tools["tools"].as_array().map(Vec::len), Some(7), "{tools}");
+    let r = shim.ok(
+        "tools/call",
+        json!({"name": "greet", "arguments": {"name": "again"}}),
+    );
+    assert_eq!(text_of(&r), "Hello, again!");
+}
+
+#[test]
+fn task_support_flags_shape_tools_list_and_calls() {
+    let mut shim = Wire::legacy_front(&[
+        "--task-support",
+        "greet=required",
+        "--task-support",
+        "slow_compute=forbidden",
+    ]);
+    shim.initialize();
+    let tools = shim.ok("tools/list", json!({}));
+    let support = |name: &str| {
+        tools["tools"]
+            .as_array()
+            .and_then(|ts| ts.iter().find(|t| t["name"] == name))
+            .map(|t| t["execution"]["taskSupport"].clone())
+            .unwrap_or(Value::Null)
+    };
+    assert_eq!(support("greet"), "required");
+    assert_eq!(support("slow_compute"), "forbidden");
+    assert_eq!(support("confirm_delete"), "optional");
+
+    // required without params.task: -32601 (2025-11-25 rule).
+    let e = shim.err(
+        "tools/call",
+        json!({"name": "greet", "arguments": {"name": "x"}}),
+    );
+    assert_eq!(e["code"], -32601, "{e}");
+    // required with params.task: a task.
+    let id = create(&mut shim, "greet", json!({"name": "x"}));
+    let r = shim.ok("tasks/result", json!({"taskId": id}));
+    assert_eq!(text_of(&r), "Hello, x!");
+
+    // forbidden with params.task: run plainly, a plain result.
+    let r = shim.ok(
+        "tools/call",
+        task_call("slow_compute", json!({"seconds": 0, "label": "forbidden"})),
+    );
+    assert!(r.get("task").is_none(), "{r}");
+    assert!(text_of(&r).contains("forbidden"), "{r}");
+}
+
+#[test]
+fn a_plain_upstream_answer_becomes_a_synthetic_task() {
+    let mut shim = Wire::legacy_front(&[]);
+    shim.initialize();
+    let r = shim.ok(
+        "tools/call",
+        json!({"name": "greet", "arguments": {"name": "Synth"}, "task": {"ttl": 30_000}}),
+    );
+    let task = &r["task"];
+    assert_eq!(
+        task["status"], "working",
+        "2025-11-25: working at creation: {r}"
+    );
+    assert_eq!(task["ttl"], 30_000, "{r}");
+    let id = task["taskId"].as_str().expect("taskId").to_owned();
+    assert!(id.len() >= 22, "task ids are unguessable: {id}");
+
+    let t = shim.ok("tasks/get", json!({"taskId": id}));
+    assert_eq!(t["status"], "completed", "{t}");
+    assert_eq!(t["taskId"], id.as_str());
+
+    let result = shim.ok("tasks/result", json!({"taskId": id}));
+    assert_eq!(text_of(&result), "Hello, Synth!", "{result}");
+    assert_eq!(result["_meta"][RELATED]["taskId"], id.as_str(), "{result}");
+
+    let list = shim.ok("tasks/list", json!({}));
+    assert_eq!(list["tasks"][0]["taskId"], id.as_str(), "{list}");
+    assert_eq!(list["tasks"][0]["status"], "completed", "{list}");
+
+    // Terminal: cancel refused.
+    let e = shim.err("tasks/cancel", json!({"taskId": id}));
+    assert_eq!(e["code"], -32602, "{e}");
+}
+
+#[test]
+fn tasks_list_pages_with_opaque_cursors_newest_first() {
+    let mut shim = Wire::legacy_front(&["--page-size", "2"]);
+    shim.initialize();
+    // Real upstream tasks and synthetic ones, interleaved.
+    let mut created = Vec::new();
+    for i in 0..5 {
+        let id = if i % 2 == 0 {
+            create(
+                &mut shim,
+                "slow_compute",
+                json!({"seconds": 0, "label": format!("t{i}")}),
+            )
+        } else {
+            create(&mut shim, "greet", json!({"name": format!("t{i}")}))
+        };
+        created.push(id);
+    }
+
+    let mut seen = Vec::new();
+    let mut sizes = Vec::new();
+    let mut cursor: Option<String> = None;
+    for _ in 0..10 {
+        let params = match &cursor {
+            Some(c) => json!({"cursor": c}),
+            None => json!({}),
+        };
+        let page = shim.ok("tasks/list", params);
+        let tasks = page["tasks"].as_array().expect("tasks").clone();
+        sizes.push(tasks.len());
+        seen.extend(
+            tasks
+                .iter()
+                .map(|t| t["taskId"].as_str().unwrap().to_owned()),
+        );
+        match page.get("nextCursor") {
+            Some(Value::String(c)) => {
+                assert!(
+                    !created.iter().any(|id| c.contains(id.as_str())),
+                    "the cursor is opaque, not a task id: {c}"
+                );
+                cursor = Some(c.clone());
+            }
+            None => break,
+            Some(other) => panic!("nextCursor must be a string: {other}"),
+        }
+    }
+    assert_eq!(sizes, [2, 2, 1]);
+    let newest_first: Vec<String> = created.iter().rev().cloned().collect();
+    assert_eq!(seen, newest_first, "every task once, newest first");
+
+    // Bad cursors: invented, or a real one tampered with.
+    let e = shim.err("tasks/list", json!({"cursor": "bogus"}));
+    assert_eq!(e["code"], -32602, "{e}");
+    let page = shim.ok("tasks/list", json!({}));
+    let mut tampered = page["nextCursor"].as_str().unwrap().to_owned();
+    let last = tampered.pop().unwrap();
+    tampered.push(if last == 'A' { 'B' } else { 'A' });
+    let e = shim.err("tasks/list", json!({"cursor": tampered}));
+    assert_eq!(e["code"], -32602, "{e}");
+    let e = shim.err("tasks/list", json!({"cursor": 7}));
+    assert_eq!(e["code"], -32602, "{e}");
+}
+
+#[test]
+fn a_cancel_is_pinned_everywhere() {
+    let mut shim = Wire::legacy_front(&[]);
+    shim.initialize();
+    let id = create(
+        &mut shim,
+        "slow_compute",
+        json!({"seconds": 30, "label": "pinned"}),
+    );
+    // A blocking tasks/result in flight when the cancel lands.
+    let waiting = shim.request("tasks/result", json!({"taskId": id}));
+
+    let c = shim.ok("tasks/cancel", json!({"taskId": id}));
+    assert_eq!(c["status"], "cancelled", "{c}");
+    assert_eq!(c["taskId"], id.as_str(), "{c}");
+
+    let blocked = shim.response(&waiting);
+    assert!(blocked.get("error").is_some(), "{blocked}");
+    assert!(
+        blocked["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("cancel"),
+        "{blocked}"
+    );
+
+    let t = shim.ok("tasks/get", json!({"taskId": id}));
+    assert_eq!(t["status"], "cancelled", "{t}");
+    let list = shim.ok("tasks/list", json!({}));
+    let listed = list["tasks"]
+        .as_array()
+        .and_then(|ts| ts.iter().find(|t| t["taskId"] == id.as_str()))
+        .cloned()
+        .expect("listed");
+    assert_eq!(listed["status"], "cancelled", "{list}");
+    let e = shim.err("tasks/result", json!({"taskId": id}));
+    assert_eq!(e["code"], -32602, "{e}");
+    let e = shim.err("tasks/cancel", json!({"taskId": id}));
+    assert_eq!(e["code"], -32602, "double cancel: {e}");
+    assert!(
+        e["message"].as_str().unwrap_or("").contains("cancelled"),
+        "{e}"
+    );
+
+    // The client was told, with a status notification.
+    let notes: Vec<Value> = shim
+        .take_backlog()
+        .into_iter()
+        .filter(|m| m["method"] == "notifications/tasks/status")
+        .collect();
+    assert!(
+        notes
+            .iter()
+            .any(|n| n["params"]["taskId"] == id.as_str() && n["params"]["status"] == "cancelled"),
+        "{notes:#?}"
+    );
+
+    // Unknown ids: -32602, one answer for all three methods.
+    let mut messages = Vec::new();
+    for method in ["tasks/get", "tasks/result", "tasks/cancel"] {
+        let e = shim.err(method, json!({"taskId": "no-such-task"}));
+        assert_eq!(e["code"], -32602, "{method}: {e}");
+        messages.push(e["message"].clone());
+    }
+    assert!(messages.windows(2).all(|w| w[0] == w[1]), "{messages:?}");
+}
+
+#[test]
+fn elicitation_on_tasks_result_names_its_task_and_reaches_the_tool() {
+    let mut shim = Wire::legacy_front(&[]);
+    shim.initialize();
+    let id = create(
+        &mut shim,
+        "confirm_delete",
+        json!({"filename": "notes.txt"}),
+    );
+    let r = shim.ok("tasks/result", json!({"taskId": id}));
+    assert_eq!(text_of(&r), "Deleted notes.txt", "{r}");
+    assert_eq!(r["_meta"][RELATED]["taskId"], id.as_str(), "{r}");
+    let asked: Vec<&Value> = shim
+        .answered
+        .iter()
+        .filter(|m| m["method"] == "elicitation/create")
+        .collect();
+    assert_eq!(asked.len(), 1, "{asked:#?}");
+    assert_eq!(asked[0]["params"]["_meta"][RELATED]["taskId"], id.as_str());
+    assert_eq!(asked[0]["params"]["message"], "Delete notes.txt?");
+}
+
+/// `sh -c` wrapper that writes the upstream's pid to `pidfile`, then execs it.
+fn pid_recording_upstream(pidfile: &std::path::Path) -> Vec<String> {
+    let inner = modern_reference()
+        .iter()
+        .map(|a| format!("'{a}'"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    vec![
+        "sh".into(),
+        "-c".into(),
+        format!("echo $$ > '{}'; exec {inner}", pidfile.display()),
+    ]
+}
+
+fn process_alive(pid: u32) -> bool {
+    // A zombie has exited; only a live process counts.
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => !stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
+#[test]
+fn closing_stdin_ends_the_shim_and_its_upstream() {
+    let pidfile = temp_path("upstream.pid");
+    let record = temp_path("close-record.jsonl");
+    let record_arg = record.to_string_lossy().into_owned();
+    let mut shim = Wire::spawn(
+        &["--record", &record_arg],
+        &pid_recording_upstream(&pidfile),
+    );
+    shim.initialize();
+    // A task still running upstream when the client leaves.
+    create(
+        &mut shim,
+        "slow_compute",
+        json!({"seconds": 30, "label": "left behind"}),
+    );
+    let upstream_pid: u32 = std::fs::read_to_string(&pidfile)
+        .expect("pid file")
+        .trim()
+        .parse()
+        .expect("a pid");
+    assert!(process_alive(upstream_pid));
+
+    let started = Instant::now();
+    shim.close_stdin();
+    let status = shim
+        .wait_exit(Duration::from_secs(6))
+        .expect("the shim exits after its client closes stdin");
+    assert!(status.success(), "exit status {status}");
+    assert!(started.elapsed() < Duration::from_secs(6));
+    // The shim waited for (reaped) its child before exiting.
+    assert!(
+        !process_alive(upstream_pid),
+        "upstream {upstream_pid} outlived the shim"
+    );
+    // The transcript was flushed and closed.
+    let lines = std::fs::read_to_string(&record).expect("record written");
+    assert!(lines.lines().count() >= 4, "{lines}");
+    let _ = std::fs::remove_file(&pidfile);
+    let _ = std::fs::remove_file(&record);
+}
+
+#[test]
+fn an_upstream_exit_fails_pending_requests_and_the_shim_exits_nonzero() {
+    // Answers the probe like a modern server, then exits on the next line.
+    let script = r#"
+read -r line
+id=$(printf '%s' "$line" | sed -n 's/^{"jsonrpc":"2.0","id":\([0-9]*\),.*/\1/p')
+printf '{"jsonrpc":"2.0","id":%s,"result":{"supportedVersions":["2026-07-28"],"capabilities":{"tools":{},"extensions":{"io.modelcontextprotocol/tasks":{}}},"resultType":"complete","ttlMs":0,"cacheScope":"public"}}\n' "$id"
+read -r line
+exit 3
+"#;
+    let mut shim = Wire::spawn(&[], &["sh", "-c", script]);
+    let init = shim.initialize();
+    assert!(
+        init["capabilities"]["tasks"]["requests"]["tools"]["call"].is_object(),
+        "{init}"
+    );
+
+    let e = shim.err("tools/list", json!({}));
+    assert_eq!(e["code"], -32603, "{e}");
+    let msg = e["message"].as_str().unwrap_or("");
+    assert!(
+        msg.contains("exit") && msg.contains('3'),
+        "the error names the cause: {msg}"
+    );
+    let status = shim
+        .wait_exit(Duration::from_secs(6))
+        .expect("the shim exits when its upstream is gone");
+    assert!(!status.success(), "exit status {status}");
+}

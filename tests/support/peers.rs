@@ -1,0 +1,147 @@
+//! Running the npm test peers (`tests/peers/*.mjs`, the official TypeScript
+//! SDK pinned in `tests/peers/package.json`).
+//!
+//! A missing install fails the test with "run scripts/test.sh": these tests
+//! never skip.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// The pinned `@modelcontextprotocol/sdk` version.
+pub const SDK_VERSION: &str = "1.32.2";
+
+/// `tests/peers`.
+pub fn peers_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers")
+}
+
+/// Fails (never skips) when the npm peers are not installed.
+#[track_caller]
+pub fn require_peers() {
+    let pkg = peers_dir().join("node_modules/@modelcontextprotocol/sdk/package.json");
+    let text = std::fs::read_to_string(&pkg).unwrap_or_else(|_| {
+        panic!(
+            "{} is missing: the real-peer tests need the npm test peers. \
+             Run `scripts/test.sh` (it runs `npm ci --prefix tests/peers`, then cargo test).",
+            pkg.display()
+        )
+    });
+    let v: Value = serde_json::from_str(&text).expect("SDK package.json is JSON");
+    assert_eq!(
+        v["version"], SDK_VERSION,
+        "tests/peers has the wrong @modelcontextprotocol/sdk; run `scripts/test.sh`"
+    );
+}
+
+/// Runs a command to completion with a deadline (killing it past the
+/// deadline and failing); returns its status and stdout.
+#[track_caller]
+pub fn run_bounded(cmd: &mut Command, timeout: Duration) -> (ExitStatus, String) {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("`node` must be on PATH for the real-peer tests (run scripts/test.sh)");
+    let mut stdout = child.stdout.take().expect("piped stdout");
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut stdout, &mut s).ok();
+        s
+    });
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for the peer") {
+            break status;
+        }
+        if start.elapsed() > timeout {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("peer timed out after {timeout:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    (status, reader.join().unwrap_or_default())
+}
+
+/// Reads a `{"dir", "msg"}` JSONL transcript.
+pub fn read_transcript(path: &Path) -> Vec<(String, Value)> {
+    std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("transcript {} not written: {e}", path.display()))
+        .lines()
+        .map(|l| {
+            let rec: Value = serde_json::from_str(l).expect("transcript line is JSON");
+            (
+                rec["dir"].as_str().unwrap_or("?").to_owned(),
+                rec["msg"].clone(),
+            )
+        })
+        .collect()
+}
+
+/// The result of one run of `legacy_client.mjs`: its check lines.
+#[derive(Debug)]
+pub struct ScriptRun {
+    /// Every JSON line the script printed.
+    pub lines: Vec<Value>,
+    /// The raw stdout, for failure messages.
+    pub out: String,
+}
+
+impl ScriptRun {
+    /// The names of the checks that ran (and passed).
+    pub fn checks(&self) -> Vec<&str> {
+        self.lines
+            .iter()
+            .filter(|l| l["ok"] == true)
+            .filter_map(|l| l["check"].as_str())
+            .collect()
+    }
+
+    /// The details line of one check.
+    pub fn check(&self, name: &str) -> &Value {
+        self.lines
+            .iter()
+            .find(|l| l["check"] == name)
+            .unwrap_or_else(|| panic!("check {name:?} did not run:\n{}", self.out))
+    }
+}
+
+/// Runs `tests/peers/legacy_client.mjs` (the TypeScript SDK legacy client)
+/// with `profile` against `command`, recording the client's view to
+/// `transcript`; fails unless every check passed.
+#[track_caller]
+pub fn run_legacy_client<S: AsRef<str>>(
+    profile: &str,
+    transcript: &Path,
+    command: &[S],
+    timeout: Duration,
+) -> ScriptRun {
+    require_peers();
+    let mut cmd = Command::new("node");
+    cmd.current_dir(peers_dir())
+        .arg("legacy_client.mjs")
+        .args(["--profile", profile])
+        .arg("--transcript")
+        .arg(transcript)
+        .arg("--")
+        .args(command.iter().map(AsRef::as_ref));
+    let (status, out) = run_bounded(&mut cmd, timeout);
+    let lines: Vec<Value> = out
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let failed: Vec<_> = lines.iter().filter(|l| l["ok"] == false).collect();
+    assert!(
+        status.success() && failed.is_empty(),
+        "legacy_client.mjs failed ({status}):\n{out}"
+    );
+    assert_eq!(
+        lines.last().map(|l| &l["done"]),
+        Some(&Value::Bool(true)),
+        "legacy_client.mjs did not finish:\n{out}"
+    );
+    ScriptRun { lines, out }
+}
