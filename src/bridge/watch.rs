@@ -24,7 +24,7 @@ pub(crate) enum Seen {
     /// Nothing yet.
     Nothing,
     /// The latest upstream snapshot.
-    Task(DetailedTask),
+    Task(Box<DetailedTask>),
     /// Polling stopped on an error (upstream gone, task unknown upstream).
     Gone(ErrorObject),
 }
@@ -102,7 +102,7 @@ impl Watchers {
     /// Publishes a snapshot from an upstream notification, if anyone watches.
     pub(crate) fn publish(&self, d: DetailedTask) {
         if let Some(w) = self.lock().get(&d.task.task_id) {
-            w.tx.send_replace(Seen::Task(d));
+            w.tx.send_replace(Seen::Task(Box::new(d)));
             w.wake.notify_one();
         }
     }
@@ -124,7 +124,7 @@ impl Watchers {
         loop {
             let seen = match self.upstream.request("tasks/get", params.clone()).await {
                 Ok(Ok(v)) => match DetailedTask::from_value(&v) {
-                    Ok(d) => Seen::Task(d),
+                    Ok(d) => Seen::Task(Box::new(d)),
                     Err(e) => Seen::Gone(e.to_error_object()),
                 },
                 Ok(Err(e)) => Seen::Gone(e),

@@ -35,7 +35,8 @@ pub(crate) fn run(client: Revision, out: &mut dyn Write) -> Result<(), String> {
     let rt = tokio::runtime::Runtime::new().map_err(|e| e.to_string())?;
     let lines = rt.block_on(async move {
         let (log, mut rx) = mpsc::unbounded_channel();
-        let outcome = tokio::time::timeout(Duration::from_secs(20), conversation(client, log)).await;
+        let outcome =
+            tokio::time::timeout(Duration::from_secs(20), conversation(client, log)).await;
         let mut lines = Vec::new();
         while let Ok(entry) = rx.try_recv() {
             lines.push(entry);
@@ -47,9 +48,12 @@ pub(crate) fn run(client: Revision, out: &mut dyn Write) -> Result<(), String> {
         }
     })?;
     let server = client.other();
-    writeln!(out, "Live: a {client} client → mcp-tasks-shim → the {server} reference server")
-        .and_then(|_| writeln!(out, "{:<18}  {}", "leg", "message"))
-        .map_err(|e| e.to_string())?;
+    writeln!(
+        out,
+        "Live: a {client} client → mcp-tasks-shim → the {server} reference server"
+    )
+    .and_then(|_| writeln!(out, "{:<18}  message", "leg"))
+    .map_err(|e| e.to_string())?;
     for (leg, msg) in lines {
         let arrow = match leg {
             Leg::ClientToShim => "client ──▶ shim  ",
@@ -76,7 +80,10 @@ fn summary(msg: &Message) -> String {
     };
     let mut text = body.to_string();
     if text.len() > 150 {
-        let cut = (0..=150).rev().find(|i| text.is_char_boundary(*i)).unwrap_or(0);
+        let cut = (0..=150)
+            .rev()
+            .find(|i| text.is_char_boundary(*i))
+            .unwrap_or(0);
         text.truncate(cut);
         text.push('…');
     }
@@ -136,7 +143,12 @@ async fn conversation(client: Revision, log: Log) -> Result<(), String> {
             Box::new(move |m| session.handle_client(m))
         }
     };
-    let mut scripted = ScriptedClient { feed, rx: &mut client_rx, log, next: 1 };
+    let mut scripted = ScriptedClient {
+        feed,
+        rx: &mut client_rx,
+        log,
+        next: 1,
+    };
     match client {
         Revision::Legacy => scripted.legacy_script().await,
         Revision::Modern => scripted.modern_script().await,
@@ -144,10 +156,13 @@ async fn conversation(client: Revision, log: Log) -> Result<(), String> {
 }
 
 fn probe_params() -> Value {
-    revision::probe_request(Id::Num(0), &json!({"name": "mcp-tasks-shim-demo", "version": "1"}))
-        .params()
-        .cloned()
-        .unwrap_or_default()
+    revision::probe_request(
+        Id::Num(0),
+        &json!({"name": "mcp-tasks-shim-demo", "version": "1"}),
+    )
+    .params()
+    .cloned()
+    .unwrap_or_default()
 }
 
 /// A client that plays a fixed script and answers elicitations "accept".
@@ -188,21 +203,34 @@ impl ScriptedClient<'_> {
     }
 
     async fn legacy_script(&mut self) -> Result<(), String> {
-        self.call("initialize", json!({
-            "protocolVersion": revision::LEGACY_VERSION,
-            "capabilities": {"elicitation": {"form": {}}},
-            "clientInfo": {"name": "demo-legacy-client", "version": "1"}
-        }))
+        self.call(
+            "initialize",
+            json!({
+                "protocolVersion": revision::LEGACY_VERSION,
+                "capabilities": {"elicitation": {"form": {}}},
+                "clientInfo": {"name": "demo-legacy-client", "version": "1"}
+            }),
+        )
         .await?;
-        self.send(Message::notification("notifications/initialized", json!({})));
+        self.send(Message::notification(
+            "notifications/initialized",
+            json!({}),
+        ));
         self.call("tools/list", json!({})).await?;
         let created = self
-            .call("tools/call", json!({"name": "confirm_delete",
-                "arguments": {"filename": "notes.txt"}, "task": {"ttl": 60000}}))
+            .call(
+                "tools/call",
+                json!({"name": "confirm_delete",
+                "arguments": {"filename": "notes.txt"}, "task": {"ttl": 60000}}),
+            )
             .await?;
-        let task_id = created["task"]["taskId"].as_str().unwrap_or_default().to_owned();
+        let task_id = created["task"]["taskId"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
         self.call("tasks/get", json!({"taskId": task_id})).await?;
-        self.call("tasks/result", json!({"taskId": task_id})).await?;
+        self.call("tasks/result", json!({"taskId": task_id}))
+            .await?;
         self.call("tasks/list", json!({})).await?;
         Ok(())
     }
@@ -218,8 +246,11 @@ impl ScriptedClient<'_> {
         });
         self.call("server/discover", json!({"_meta": meta})).await?;
         let created = self
-            .call("tools/call", json!({"name": "confirm_delete",
-                "arguments": {"filename": "notes.txt"}, "_meta": meta}))
+            .call(
+                "tools/call",
+                json!({"name": "confirm_delete",
+                "arguments": {"filename": "notes.txt"}, "_meta": meta}),
+            )
             .await?;
         let task_id = created["taskId"].as_str().unwrap_or_default().to_owned();
         let get = json!({"taskId": task_id, "_meta": meta});
@@ -228,13 +259,24 @@ impl ScriptedClient<'_> {
             if let Some(requests) = t.get("inputRequests").and_then(Value::as_object) {
                 let answers: serde_json::Map<String, Value> = requests
                     .keys()
-                    .map(|k| (k.clone(), json!({"action": "accept", "content": {"confirm": true}})))
+                    .map(|k| {
+                        (
+                            k.clone(),
+                            json!({"action": "accept", "content": {"confirm": true}}),
+                        )
+                    })
                     .collect();
-                self.call("tasks/update", json!({"taskId": task_id,
-                    "inputResponses": answers, "_meta": meta}))
-                    .await?;
+                self.call(
+                    "tasks/update",
+                    json!({"taskId": task_id,
+                    "inputResponses": answers, "_meta": meta}),
+                )
+                .await?;
             }
-            if matches!(t["status"].as_str(), Some("completed" | "failed" | "cancelled")) {
+            if matches!(
+                t["status"].as_str(),
+                Some("completed" | "failed" | "cancelled")
+            ) {
                 return Ok(());
             }
             tokio::time::sleep(Duration::from_millis(100)).await;

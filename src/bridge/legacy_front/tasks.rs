@@ -115,7 +115,7 @@ impl LegacySession {
                 Seen::Task(d) => {
                     self.record_seen(&d);
                     if d.task.status.is_terminal() {
-                        return Ok(d);
+                        return Ok(*d);
                     }
                     if let Payload::Input(requests) = &d.payload {
                         for (key, request) in requests {
