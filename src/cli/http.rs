@@ -29,6 +29,10 @@ pub struct Args {
     /// Refuse legacy `tasks/list` from requests without a principal.
     #[arg(long)]
     pub require_principal: bool,
+    /// Allow browser requests from this Origin (e.g. https://app.example);
+    /// loopback origins are always allowed, others get 403. Repeatable.
+    #[arg(long = "allow-origin", value_name = "ORIGIN")]
+    pub allowed_origins: Vec<String>,
     /// Bridge options.
     #[command(flatten)]
     pub shim: ShimArgs,
@@ -59,6 +63,7 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
         path: args.path.clone(),
         max_body_bytes: args.max_body_bytes,
         require_principal: args.require_principal,
+        allowed_origins: args.allowed_origins.clone(),
         bridge: proxy.bridge.clone(),
     };
     let resolver = Arc::new(ConfiguredPrincipals {

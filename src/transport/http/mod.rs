@@ -43,6 +43,9 @@ pub struct HttpOptions {
     pub max_body_bytes: usize,
     /// Refuse legacy `tasks/list` for requests without a principal.
     pub require_principal: bool,
+    /// Origins allowed besides loopback ones (`http://host:port`). A request
+    /// with any other `Origin` is refused with 403 (DNS-rebinding defence).
+    pub allowed_origins: Vec<String>,
     /// Engine settings.
     pub bridge: BridgeConfig,
 }
@@ -158,7 +161,35 @@ impl App {
     }
 }
 
+/// The spec's DNS-rebinding rule: an `Origin` that is present must be one
+/// we trust (loopback, or configured).
+fn origin_ok(app: &App, headers: &HeaderMap) -> bool {
+    let Some(origin) = headers::header(headers, "origin") else {
+        return true;
+    };
+    if app.opts.allowed_origins.iter().any(|o| o == origin) {
+        return true;
+    }
+    let host = origin
+        .split_once("://")
+        .map_or(origin, |(_, rest)| rest)
+        .trim_end_matches('/');
+    let host = match host.rsplit_once(':') {
+        Some((h, port)) if port.bytes().all(|b| b.is_ascii_digit()) => h,
+        _ => host,
+    };
+    matches!(host, "localhost" | "127.0.0.1" | "[::1]")
+}
+
+fn forbidden_origin() -> Response {
+    let e = ShimError::InvalidRequest("Origin not allowed".into());
+    error_response(StatusCode::FORBIDDEN, None, e)
+}
+
 async fn post_endpoint(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) -> Response {
+    if !origin_ok(&app, &headers) {
+        return forbidden_origin();
+    }
     let msg = match Message::parse_bounded(&body, app.opts.max_body_bytes) {
         Ok(m) => m,
         Err(e) => return error_response(StatusCode::BAD_REQUEST, None, e),
@@ -187,6 +218,9 @@ async fn post_endpoint(State(app): State<Arc<App>>, headers: HeaderMap, body: By
 }
 
 async fn get_endpoint(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
+    if !origin_ok(&app, &headers) {
+        return forbidden_origin();
+    }
     match headers::header(&headers, "mcp-session-id") {
         Some(sid) => legacy::get_stream(app, sid),
         None => method_not_allowed(),
@@ -194,6 +228,9 @@ async fn get_endpoint(State(app): State<Arc<App>>, headers: HeaderMap) -> Respon
 }
 
 async fn delete_endpoint(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
+    if !origin_ok(&app, &headers) {
+        return forbidden_origin();
+    }
     match headers::header(&headers, "mcp-session-id") {
         Some(sid) => legacy::delete(app, sid),
         None => method_not_allowed(),
