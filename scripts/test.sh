@@ -1,5 +1,9 @@
 #!/usr/bin/env bash
-# Installs the pinned npm test peers (tests/peers), then runs cargo test.
+# The whole test suite: installs the pinned npm test peers (tests/peers),
+# runs cargo test, then the official MCP conformance suite's tasks-*
+# scenarios against the modern reference server (baseline) and against a
+# 2025-11-25 server behind the shim (scripts/conformance.sh installs Node 22
+# and the suite under .tools/ on first use).
 # Arguments are passed to `cargo test`, e.g. scripts/test.sh --test reference_legacy_ts
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,3 +13,8 @@ else
   npm install --prefix tests/peers --no-audit --no-fund
 fi
 cargo test "$@"
+# The binary cargo test just built (not a stale release build).
+cargo build --bin mcp-tasks-shim
+export SHIM_BIN="$PWD/target/debug/mcp-tasks-shim"
+bash scripts/conformance.sh baseline
+bash scripts/conformance.sh shim
