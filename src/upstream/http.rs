@@ -20,6 +20,7 @@ use super::{RpcResult, Upstream, UpstreamEvent};
 use crate::error::ShimError;
 use crate::jsonrpc::{Id, Message};
 use crate::revision::{self, LEGACY_VERSION, MODERN_VERSION, ProbeVerdict, Revision};
+use crate::transport::http::headers;
 
 /// A Streamable HTTP upstream.
 #[derive(Debug)]
@@ -95,8 +96,8 @@ impl HttpUpstream {
                 let mut r = req
                     .header("mcp-protocol-version", MODERN_VERSION)
                     .header("mcp-method", method);
-                if let Some(name) = mcp_name(method, msg.params()) {
-                    r = r.header("mcp-name", encode_name(name));
+                if let Some(name) = headers::name_source(method, msg.params()) {
+                    r = r.header("mcp-name", headers::encode_sentinel(name));
                 }
                 r
             }
@@ -266,31 +267,5 @@ impl Upstream for Arc<HttpUpstream> {
             }
         });
         Ok(())
-    }
-}
-
-/// The body value a modern `Mcp-Name` header mirrors.
-fn mcp_name<'a>(method: &str, params: Option<&'a Value>) -> Option<&'a str> {
-    let key = match method {
-        "tools/call" | "prompts/get" => "name",
-        "resources/read" => "uri",
-        "tasks/get" | "tasks/update" | "tasks/cancel" => "taskId",
-        _ => return None,
-    };
-    params?.get(key)?.as_str()
-}
-
-/// Plain when header-safe, else the `=?base64?…?=` sentinel form.
-fn encode_name(name: &str) -> String {
-    use base64::Engine;
-    let safe = name.bytes().all(|b| (0x21..=0x7e).contains(&b))
-        && !(name.starts_with("=?base64?") && name.ends_with("?="));
-    if safe {
-        name.to_owned()
-    } else {
-        format!(
-            "=?base64?{}?=",
-            base64::engine::general_purpose::STANDARD.encode(name)
-        )
     }
 }

@@ -34,8 +34,20 @@ pub(crate) fn decode_sentinel(value: &str) -> Result<String, ShimError> {
     }
 }
 
+/// Plain when header-safe, else the `=?base64?…?=` sentinel form (also for
+/// plain values that look like a sentinel).
+pub(crate) fn encode_sentinel(value: &str) -> String {
+    let safe = value.bytes().all(|b| (0x21..=0x7e).contains(&b))
+        && !(value.starts_with("=?base64?") && value.ends_with("?="));
+    if safe {
+        value.to_owned()
+    } else {
+        format!("=?base64?{}?=", STANDARD.encode(value))
+    }
+}
+
 /// The body value `Mcp-Name` mirrors, for methods that have one.
-fn name_source<'a>(method: &str, params: Option<&'a Value>) -> Option<&'a str> {
+pub(crate) fn name_source<'a>(method: &str, params: Option<&'a Value>) -> Option<&'a str> {
     let key = match method {
         "tools/call" | "prompts/get" => "name",
         "resources/read" => "uri",
@@ -137,6 +149,14 @@ mod tests {
         ] {
             assert_eq!(check(&bad, &call()).unwrap_err().code(), -32020);
         }
+    }
+
+    #[test]
+    fn sentinel_round_trip() {
+        for v in ["plain", "héllo", " padded ", "=?base64?x?="] {
+            assert_eq!(decode_sentinel(&encode_sentinel(v)).unwrap(), v);
+        }
+        assert_eq!(encode_sentinel("plain"), "plain");
     }
 
     #[test]

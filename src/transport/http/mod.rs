@@ -4,7 +4,7 @@
 //! `initialize` or an `Mcp-Session-Id` means legacy, modern `_meta` or
 //! headers mean modern.
 
-mod headers;
+pub(crate) mod headers;
 mod legacy;
 mod metrics;
 mod modern;
