@@ -1,5 +1,7 @@
 //! `mcp-tasks-shim reference-server`.
 
+use std::net::SocketAddr;
+
 use crate::revision::Revision;
 
 /// Arguments of `reference-server`.
@@ -8,10 +10,19 @@ pub struct Args {
     /// Which revision to speak: 2025-11-25 or 2026-07-28.
     #[arg(long, value_parser = super::parse_revision)]
     pub revision: Revision,
+    /// Serve Streamable HTTP at http://ADDR/mcp instead of stdio (port 0
+    /// picks a free port; the URL is printed on stdout).
+    #[arg(long, value_name = "ADDR")]
+    pub http: Option<SocketAddr>,
 }
 
 pub(crate) fn run(args: Args) -> Result<(), String> {
     let rt = tokio::runtime::Runtime::new().map_err(|e| e.to_string())?;
-    rt.block_on(crate::reference::serve_stdio(args.revision))
-        .map_err(|e| e.to_string())
+    rt.block_on(async {
+        match args.http {
+            Some(addr) => crate::reference::serve_http(args.revision, addr).await,
+            None => crate::reference::serve_stdio(args.revision).await,
+        }
+    })
+    .map_err(|e| e.to_string())
 }

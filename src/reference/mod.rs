@@ -10,7 +10,10 @@
 //! - `legacy` / `modern`: the 2025-11-25 and 2026-07-28 protocol surfaces
 //!   (`*_wire`: how each renders tasks and results).
 //! - `stdio`: newline-delimited JSON on stdin/stdout.
+//! - `http`: Streamable HTTP at `/mcp` (2026-07-28 without sessions,
+//!   2025-11-25 with sessions).
 
+mod http;
 mod legacy;
 mod legacy_wire;
 mod modern;
@@ -22,6 +25,8 @@ mod tools;
 
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
+
+pub use http::{ENDPOINT, serve_http, serve_http_on};
 
 use crate::jsonrpc::Message;
 use crate::revision::Revision;

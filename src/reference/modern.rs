@@ -28,7 +28,7 @@ const REQUEST_STATE_TTL: Duration = Duration::from_secs(600);
 
 /// Methods this server knows; everything else (including the removed
 /// `tasks/result` and `tasks/list`) is `-32601` before any other check.
-const METHODS: &[&str] = &[
+pub(super) const METHODS: &[&str] = &[
     "server/discover",
     "tools/list",
     "tools/call",

@@ -1,0 +1,338 @@
+//! Driving `mcp-tasks-shim http` (the real binary) over loopback HTTP.
+//!
+//! - [`HttpShim::spawn`] starts it on `127.0.0.1:0` and reads the bound
+//!   address from its "listening on" line, so ports never collide; the
+//!   process (and with it its upstream child) is killed on drop.
+//! - [`modern`] builds a 2026-07-28 POST (headers and `_meta`), [`legacy`]
+//!   a 2025-11-25 one; [`send`] and [`Sse`] read answers with bounded waits.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::channel;
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use reqwest::{Client, RequestBuilder, StatusCode, header::HeaderMap};
+use serde_json::{Value, json};
+use tokio::time::timeout;
+
+use super::wire::shim_bin;
+
+/// Bound on every single wait for the shim.
+pub const STEP: Duration = Duration::from_secs(15);
+/// `Accept` of a client taking JSON or SSE.
+pub const BOTH: &str = "application/json, text/event-stream";
+/// The tasks extension id.
+pub const EXT: &str = "io.modelcontextprotocol/tasks";
+/// The modern revision.
+pub const MODERN: &str = "2026-07-28";
+/// The legacy revision.
+pub const LEGACY: &str = "2025-11-25";
+
+/// A running `mcp-tasks-shim http`.
+#[derive(Debug)]
+pub struct HttpShim {
+    child: Option<Child>,
+    /// The MCP endpoint, `http://127.0.0.1:PORT/mcp`.
+    pub url: String,
+    /// `http://127.0.0.1:PORT`.
+    pub base: String,
+}
+
+impl HttpShim {
+    /// `mcp-tasks-shim http --listen 127.0.0.1:0 <flags> [-- <upstream…>]`
+    /// (no `--` when `upstream` is empty: pass `--upstream-url` in `flags`).
+    #[track_caller]
+    pub fn spawn<S: AsRef<str>>(flags: &[&str], upstream: &[S]) -> HttpShim {
+        let mut cmd = Command::new(shim_bin());
+        cmd.args(["http", "--listen", "127.0.0.1:0"]).args(flags);
+        if !upstream.is_empty() {
+            cmd.arg("--").args(upstream.iter().map(AsRef::as_ref));
+        }
+        cmd.env("MCP_SHIM_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::inherit())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("spawn mcp-tasks-shim http");
+        let stderr = child.stderr.take().expect("piped stderr");
+        let (tx, rx) = channel();
+        std::thread::spawn(move || {
+            let mut tx = Some(tx);
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                if let Some(url) = line.split("listening on ").nth(1)
+                    && let Some(tx) = tx.take()
+                {
+                    let _ = tx.send(url.trim().to_owned());
+                    continue;
+                }
+                eprintln!("[shim] {line}");
+            }
+        });
+        let mut shim = HttpShim {
+            child: Some(child),
+            url: String::new(),
+            base: String::new(),
+        };
+        let url = rx
+            .recv_timeout(STEP)
+            .unwrap_or_else(|_| panic!("mcp-tasks-shim http did not start within {STEP:?}"));
+        shim.base = url.trim_end_matches("/mcp").to_owned();
+        shim.url = url;
+        shim
+    }
+
+    /// The shim's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
+    /// Sends SIGTERM and waits (bounded) for the exit; `None` on timeout.
+    pub fn terminate(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
+        let child = self.child.as_mut()?;
+        let ok = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .expect("run kill")
+            .success();
+        assert!(ok, "kill -TERM failed");
+        let start = Instant::now();
+        while start.elapsed() < within {
+            if let Some(status) = child.try_wait().expect("wait for the shim") {
+                self.child = None;
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        None
+    }
+}
+
+impl Drop for HttpShim {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// The direct children of `pid` (Linux `/proc`).
+pub fn children_of(pid: u32) -> Vec<u32> {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
+}
+
+/// Whether `pid` is alive (exists and is not a zombie).
+pub fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat
+            .rsplit(')')
+            .next()
+            .and_then(|rest| rest.split_whitespace().next())
+            .is_some_and(|state| state != "Z" && state != "X"),
+        Err(_) => false,
+    }
+}
+
+/// A reqwest client with bounded connects.
+pub fn client() -> Client {
+    Client::builder().connect_timeout(STEP).build().unwrap()
+}
+
+/// The modern per-request `_meta` (with the tasks extension when `ext`).
+pub fn modern_meta(ext: bool) -> Value {
+    let caps = if ext {
+        json!({"extensions": {EXT: {}}})
+    } else {
+        json!({})
+    };
+    json!({
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientCapabilities": caps,
+        "io.modelcontextprotocol/clientInfo": {"name": "http-test", "version": "0"},
+    })
+}
+
+/// The value `Mcp-Name` mirrors for `method`.
+fn name_of(method: &str, params: &Value) -> Option<String> {
+    let key = match method {
+        "tools/call" | "prompts/get" => "name",
+        "resources/read" => "uri",
+        "tasks/get" | "tasks/update" | "tasks/cancel" => "taskId",
+        _ => return None,
+    };
+    params.get(key)?.as_str().map(str::to_owned)
+}
+
+/// A correct 2026-07-28 POST of `method` (`_meta` added, declaring the
+/// tasks extension), with `Mcp-Method`, `MCP-Protocol-Version` and (when
+/// the method routes on one) `Mcp-Name`.
+pub fn modern(c: &Client, url: &str, id: i64, method: &str, mut params: Value) -> RequestBuilder {
+    if params.get("_meta").is_none() {
+        params["_meta"] = modern_meta(true);
+    }
+    let mut req = c
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", BOTH)
+        .header("mcp-protocol-version", MODERN)
+        .header("mcp-method", method);
+    if let Some(name) = name_of(method, &params) {
+        req = req.header("mcp-name", name);
+    }
+    req.body(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string())
+}
+
+/// A 2025-11-25 POST of `body` in session `sid` (none: no header).
+pub fn legacy(c: &Client, url: &str, sid: Option<&str>, body: &Value) -> RequestBuilder {
+    let mut req = c
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", BOTH)
+        .header("mcp-protocol-version", LEGACY);
+    if let Some(sid) = sid {
+        req = req.header("mcp-session-id", sid);
+    }
+    req.body(body.to_string())
+}
+
+/// A legacy JSON-RPC request body.
+pub fn rpc(id: i64, method: &str, params: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+}
+
+/// Sends and reads the whole answer: (status, JSON body or Null, headers).
+/// An SSE answer is read to its end and its last `message` event returned.
+pub async fn send(req: RequestBuilder) -> (StatusCode, Value, HeaderMap) {
+    let resp = timeout(STEP, req.send())
+        .await
+        .expect("timed out sending")
+        .expect("HTTP request failed");
+    let (status, headers) = (resp.status(), resp.headers().clone());
+    if is_sse(&headers) {
+        let mut sse = Sse::new(resp);
+        let mut last = Value::Null;
+        while let Some(m) = sse.next().await {
+            last = m;
+        }
+        return (status, last, headers);
+    }
+    let bytes = timeout(STEP, resp.bytes())
+        .await
+        .expect("timed out reading")
+        .expect("read body");
+    let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    (status, body, headers)
+}
+
+/// Whether a response is an SSE stream.
+pub fn is_sse(headers: &HeaderMap) -> bool {
+    headers
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|c| c.starts_with("text/event-stream"))
+}
+
+/// Opens a legacy session with `initialize`; returns its id and result.
+pub async fn initialize(c: &Client, url: &str, token: Option<&str>) -> (String, Value) {
+    let body = rpc(
+        0,
+        "initialize",
+        json!({
+            "protocolVersion": LEGACY,
+            "capabilities": {"elicitation": {"form": {}}},
+            "clientInfo": {"name": "http-test", "version": "0"},
+        }),
+    );
+    let mut req = legacy(c, url, None, &body);
+    if let Some(t) = token {
+        req = req.bearer_auth(t);
+    }
+    let (status, body, headers) = send(req).await;
+    assert_eq!(status, StatusCode::OK, "initialize: {body}");
+    let sid = headers
+        .get("mcp-session-id")
+        .expect("initialize mints Mcp-Session-Id")
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let mut note = legacy(
+        c,
+        url,
+        Some(&sid),
+        &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    );
+    if let Some(t) = token {
+        note = note.bearer_auth(t);
+    }
+    let (status, _, _) = send(note).await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    (sid, body["result"].clone())
+}
+
+/// Reads `message` events off an SSE response, each wait bounded.
+pub struct Sse {
+    stream: futures_util::stream::BoxStream<'static, reqwest::Result<axum::body::Bytes>>,
+    buf: String,
+}
+
+impl std::fmt::Debug for Sse {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sse").field("buf", &self.buf).finish()
+    }
+}
+
+impl Sse {
+    /// Wraps an SSE response.
+    pub fn new(resp: reqwest::Response) -> Self {
+        assert!(is_sse(resp.headers()), "not SSE: {:?}", resp.headers());
+        Sse {
+            stream: resp.bytes_stream().boxed(),
+            buf: String::new(),
+        }
+    }
+
+    /// The next JSON message, or `None` when the stream ended.
+    pub async fn next(&mut self) -> Option<Value> {
+        loop {
+            let norm = self.buf.replace("\r\n", "\n");
+            self.buf = norm;
+            if let Some(end) = self.buf.find("\n\n") {
+                let event: String = self.buf.drain(..end + 2).collect();
+                let data: Vec<&str> = event
+                    .lines()
+                    .filter_map(|l| l.strip_prefix("data:"))
+                    .map(|d| d.strip_prefix(' ').unwrap_or(d))
+                    .collect();
+                if data.is_empty() {
+                    continue;
+                }
+                return Some(serde_json::from_str(&data.join("\n")).expect("SSE data is JSON"));
+            }
+            match timeout(STEP, self.stream.next())
+                .await
+                .expect("timed out waiting on the SSE stream")
+            {
+                Some(Ok(chunk)) => self.buf.push_str(&String::from_utf8_lossy(&chunk)),
+                Some(Err(e)) => panic!("SSE stream failed: {e}"),
+                None => return None,
+            }
+        }
+    }
+}
+
+/// `rb` with header `name` replaced by `value` (removed when `None`).
+pub fn set_header(rb: RequestBuilder, name: &'static str, value: Option<&str>) -> RequestBuilder {
+    let (c, req) = rb.build_split();
+    let mut req = req.expect("a valid request");
+    req.headers_mut().remove(name);
+    if let Some(v) = value {
+        req.headers_mut()
+            .insert(name, v.parse().expect("header value"));
+    }
+    RequestBuilder::from_parts(c, req)
+}
