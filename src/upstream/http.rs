@@ -158,17 +158,8 @@ impl HttpUpstream {
         let mut buf = String::new();
         while let Some(Ok(chunk)) = stream.next().await {
             buf.push_str(&String::from_utf8_lossy(&chunk));
-            while let Some(end) = buf.find("\n\n") {
-                let event: String = buf.drain(..end + 2).collect();
-                let data: Vec<&str> = event
-                    .lines()
-                    .filter_map(|l| l.strip_prefix("data:"))
-                    .map(|d| d.strip_prefix(' ').unwrap_or(d))
-                    .collect();
-                if data.is_empty() {
-                    continue;
-                }
-                let Ok(m) = Message::parse(data.join("\n").as_bytes()) else {
+            while let Some(data) = next_sse_data(&mut buf) {
+                let Ok(m) = Message::parse(data.as_bytes()) else {
                     continue;
                 };
                 let answers = matches!(m, Message::Response(_) | Message::Error(_))
@@ -267,5 +258,59 @@ impl Upstream for Arc<HttpUpstream> {
             }
         });
         Ok(())
+    }
+}
+
+/// Takes the next complete event off an SSE buffer and returns its `data`
+/// (lines joined by `\n`); events without data are skipped. Lines may end
+/// in CRLF, LF or CR, as the SSE format allows (Python servers send CRLF).
+fn next_sse_data(buf: &mut String) -> Option<String> {
+    if buf.contains('\r') {
+        // A CR at the very end may be the first half of a CRLF: keep it.
+        let keep_cr = buf.ends_with('\r');
+        let mut norm = buf.replace("\r\n", "\n");
+        if keep_cr {
+            norm.pop();
+        }
+        *buf = norm.replace('\r', "\n");
+        if keep_cr {
+            buf.push('\r');
+        }
+    }
+    while let Some(end) = buf.find("\n\n") {
+        let event: String = buf.drain(..end + 2).collect();
+        let data: Vec<&str> = event
+            .lines()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .map(|d| d.strip_prefix(' ').unwrap_or(d))
+            .collect();
+        if !data.is_empty() {
+            return Some(data.join("\n"));
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::next_sse_data;
+
+    #[test]
+    fn sse_events_split_on_any_line_ending() {
+        for sep in ["\n", "\r\n", "\r"] {
+            let text = format!(
+                "event: message{sep}data: {{\"a\":1}}{sep}{sep}: ping{sep}{sep}id: 2{sep}data: x{sep}data: y{sep}{sep}data: partial"
+            );
+            // Fed in two-byte chunks, so CRLF pairs get split across pushes.
+            let mut buf = String::new();
+            let mut got = Vec::new();
+            for chunk in text.as_bytes().chunks(2) {
+                buf.push_str(std::str::from_utf8(chunk).unwrap());
+                while let Some(d) = next_sse_data(&mut buf) {
+                    got.push(d);
+                }
+            }
+            assert_eq!(got, ["{\"a\":1}", "x\ny"], "separator {sep:?}");
+        }
     }
 }

@@ -4,6 +4,8 @@
 //
 // usage:
 //   node legacy_client.mjs [--profile reference|shim] [--transcript FILE] -- <command> [args...]
+//   node legacy_client.mjs [--profile reference|shim] [--transcript FILE] --http URL
+//     (Streamable HTTP: the SDK's StreamableHTTPClientTransport against URL)
 //   node legacy_client.mjs <server-binary> [transcript.jsonl]
 //     (short form: <server-binary> reference-server --revision 2025-11-25)
 //
@@ -23,6 +25,7 @@
 import { writeFileSync, appendFileSync } from 'node:fs';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import {
   CallToolResultSchema,
   CreateTaskResultSchema,
@@ -33,29 +36,37 @@ import {
 
 function usage() {
   console.error('usage: node legacy_client.mjs [--profile reference|shim] [--transcript FILE] -- <command> [args...]');
+  console.error('       node legacy_client.mjs [--profile reference|shim] [--transcript FILE] --http URL');
   console.error('       node legacy_client.mjs <server-binary> [transcript.jsonl]');
   process.exit(2);
 }
 function parseArgs(argv) {
   const sep = argv.indexOf('--');
-  if (sep < 0) {
+  const http = argv.indexOf('--http');
+  if (sep < 0 && http < 0) {
     // Short form, kept for callers of the first version of this script.
     const [bin, transcript] = argv;
     if (!bin) usage();
     return { profile: 'reference', transcript, command: bin, args: ['reference-server', '--revision', '2025-11-25'] };
   }
-  const opts = { profile: 'reference', transcript: undefined };
-  const flags = argv.slice(0, sep);
+  const opts = { profile: 'reference', transcript: undefined, url: undefined };
+  const flags = sep < 0 ? argv : argv.slice(0, sep);
   for (let i = 0; i < flags.length; i += 1) {
     if (flags[i] === '--profile') opts.profile = flags[++i];
     else if (flags[i] === '--transcript') opts.transcript = flags[++i];
+    else if (flags[i] === '--http') opts.url = flags[++i];
     else usage();
   }
+  if (!['reference', 'shim'].includes(opts.profile)) usage();
+  if (opts.url) {
+    if (sep >= 0) usage(); // a URL or a command, not both
+    return { ...opts, command: undefined, args: [] };
+  }
   const [command, ...args] = argv.slice(sep + 1);
-  if (!command || !['reference', 'shim'].includes(opts.profile)) usage();
+  if (!command) usage();
   return { ...opts, command, args };
 }
-const { profile, transcript, command, args } = parseArgs(process.argv.slice(2));
+const { profile, transcript, url, command, args } = parseArgs(process.argv.slice(2));
 const SHIM = profile === 'shim';
 
 // Hard bound on the whole run: a hung server fails the test, never hangs it.
@@ -93,7 +104,9 @@ async function expectError(promise, code, what) {
 const textOf = (r) => r?.content?.[0]?.text ?? '';
 
 // --- transport with a recording tap -------------------------------------
-const transport = new StdioClientTransport({ command, args, stderr: 'inherit' });
+const transport = url
+  ? new StreamableHTTPClientTransport(new URL(url))
+  : new StdioClientTransport({ command, args, stderr: 'inherit' });
 if (transcript) writeFileSync(transcript, '');
 const record = (dir, msg) => {
   if (transcript) appendFileSync(transcript, JSON.stringify({ dir, msg }) + '\n');

@@ -119,6 +119,30 @@ pub fn run_legacy_client<S: AsRef<str>>(
     command: &[S],
     timeout: Duration,
 ) -> ScriptRun {
+    let mut target = vec!["--"];
+    target.extend(command.iter().map(AsRef::as_ref));
+    run_legacy_script(profile, transcript, &target, timeout)
+}
+
+/// Like [`run_legacy_client`], over Streamable HTTP: the script connects
+/// to `url` with the SDK's `StreamableHTTPClientTransport` (`--http URL`).
+#[track_caller]
+pub fn run_legacy_client_http(
+    profile: &str,
+    transcript: &Path,
+    url: &str,
+    timeout: Duration,
+) -> ScriptRun {
+    run_legacy_script(profile, transcript, &["--http", url], timeout)
+}
+
+#[track_caller]
+fn run_legacy_script(
+    profile: &str,
+    transcript: &Path,
+    target: &[&str],
+    timeout: Duration,
+) -> ScriptRun {
     require_peers();
     let mut cmd = Command::new("node");
     cmd.current_dir(peers_dir())
@@ -126,8 +150,7 @@ pub fn run_legacy_client<S: AsRef<str>>(
         .args(["--profile", profile])
         .arg("--transcript")
         .arg(transcript)
-        .arg("--")
-        .args(command.iter().map(AsRef::as_ref));
+        .args(target);
     let (status, out) = run_bounded(&mut cmd, timeout);
     let lines: Vec<Value> = out
         .lines()

@@ -32,6 +32,9 @@ use crate::upstream::{Link, Upstream, UpstreamEvent};
 
 pub use principal::{ConfiguredPrincipals, PrincipalResolver};
 
+/// How long open requests and streams may take to end after a shutdown signal.
+const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// How the HTTP front is configured.
 #[derive(Debug, Clone)]
 pub struct HttpOptions {
@@ -129,10 +132,27 @@ pub async fn serve(
         listener.local_addr()?,
         opts.path
     );
-    axum::serve(listener, router)
-        .with_graceful_shutdown(shutdown)
-        .await?;
-    tracing::info!("shutting down: answering pending calls, stopping the upstream");
+    // On the signal, stop the upstream first: that answers the calls still
+    // waiting on it, so their HTTP requests can finish. Long-lived streams
+    // (GET, `subscriptions/listen`, pending SSE) are cut after a grace period.
+    let stopping = Arc::new(tokio::sync::Notify::new());
+    let graceful = {
+        let (app, stopping) = (app.clone(), stopping.clone());
+        async move {
+            shutdown.await;
+            tracing::info!("shutting down: answering pending calls, stopping the upstream");
+            app.upstream.shutdown("the shim is shutting down");
+            stopping.notify_one();
+        }
+    };
+    let server = axum::serve(listener, router).with_graceful_shutdown(graceful);
+    tokio::select! {
+        r = server => r?,
+        () = async {
+            stopping.notified().await;
+            tokio::time::sleep(SHUTDOWN_GRACE).await;
+        } => tracing::info!("open streams cut after the shutdown grace period"),
+    }
     app.upstream.shutdown("the shim is shutting down");
     if let Some(child) = child.as_mut()
         && tokio::time::timeout(std::time::Duration::from_secs(3), child.wait())

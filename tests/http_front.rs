@@ -1,0 +1,635 @@
+//! The shim's Streamable HTTP front through the real binary
+//! (`mcp-tasks-shim http --listen 127.0.0.1:0 …`): the HTTP status and
+//! JSON-RPC error of every error path of both revisions, principals and
+//! task scopes, `/metrics`, and shutdown on SIGTERM.
+//!
+//! Every JSON-RPC body the shim answers is validated against the schema of
+//! its revision.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use support::http::{
+    HttpShim, LEGACY, MODERN, alive, children_of, client, initialize, legacy, modern, modern_meta,
+    rpc, send, set_header,
+};
+use support::schema::{Revision, assert_valid};
+use support::wire::{modern_reference, shim_bin};
+
+/// The legacy reference server command.
+fn legacy_reference() -> Vec<String> {
+    vec![
+        shim_bin().to_owned(),
+        "reference-server".into(),
+        "--revision".into(),
+        LEGACY.into(),
+    ]
+}
+
+/// Asserts an error answer: HTTP status, JSON-RPC code, schema-valid body.
+#[track_caller]
+fn expect_error(
+    what: &str,
+    got: &(StatusCode, Value),
+    status: StatusCode,
+    code: i64,
+    method: &str,
+) {
+    let (s, body) = got;
+    assert_eq!(*s, status, "{what}: HTTP status (body {body})");
+    assert_eq!(
+        body["error"]["code"], code,
+        "{what}: JSON-RPC code ({body})"
+    );
+    assert_valid(Revision::Modern, body, Some(method));
+}
+
+/// Every modern error path, against a shim in front of `upstream`.
+async fn modern_error_paths(upstream: Vec<String>) {
+    let shim = HttpShim::spawn(&["--max-body-bytes", "4096"], &upstream);
+    let c = client();
+    let url = shim.url.as_str();
+    let s2 = |r: (StatusCode, Value, _)| (r.0, r.1);
+
+    // The happy paths the error paths are variations of.
+    let ok = s2(send(modern(&c, url, 1, "server/discover", json!({}))).await);
+    assert_eq!(ok.0, StatusCode::OK, "discover: {}", ok.1);
+    assert_valid(Revision::Modern, &ok.1, Some("server/discover"));
+    let greet = json!({"name": "greet", "arguments": {"name": "HTTP"}});
+    let ok = s2(send(modern(&c, url, 2, "tools/call", greet.clone())).await);
+    assert_eq!(ok.0, StatusCode::OK, "greet: {}", ok.1);
+    assert_valid(Revision::Modern, &ok.1, Some("tools/call"));
+    assert_eq!(ok.1["result"]["content"][0]["text"], "Hello, HTTP!");
+
+    // Mcp-Name in the base64 sentinel form is accepted.
+    let enc = format!(
+        "=?base64?{}?=",
+        base64::engine::general_purpose::STANDARD.encode("greet")
+    );
+    let ok = s2(send(set_header(
+        modern(&c, url, 3, "tools/call", greet.clone()),
+        "mcp-name",
+        Some(&enc),
+    ))
+    .await);
+    assert_eq!(ok.0, StatusCode::OK, "base64 Mcp-Name: {}", ok.1);
+    assert_eq!(ok.1["result"]["content"][0]["text"], "Hello, HTTP!");
+
+    // Missing Mcp-Method: 400 + -32020.
+    let mut p = json!({"_meta": modern_meta(true)});
+    let body = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/list", "params": p.take()});
+    let r = s2(send(
+        c.post(url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json")
+            .header("mcp-protocol-version", MODERN)
+            .body(body.to_string()),
+    )
+    .await);
+    expect_error(
+        "missing Mcp-Method",
+        &r,
+        StatusCode::BAD_REQUEST,
+        -32020,
+        "tools/list",
+    );
+
+    // Mcp-Method naming another method: 400 + -32020.
+    let r = s2(send(set_header(
+        modern(&c, url, 5, "tools/list", json!({})),
+        "mcp-method",
+        Some("prompts/list"),
+    ))
+    .await);
+    expect_error(
+        "mismatched Mcp-Method",
+        &r,
+        StatusCode::BAD_REQUEST,
+        -32020,
+        "tools/list",
+    );
+
+    // Mcp-Name naming another tool: 400 + -32020.
+    let r = s2(send(set_header(
+        modern(&c, url, 6, "tools/call", greet.clone()),
+        "mcp-name",
+        Some("other"),
+    ))
+    .await);
+    expect_error(
+        "mismatched Mcp-Name",
+        &r,
+        StatusCode::BAD_REQUEST,
+        -32020,
+        "tools/call",
+    );
+
+    // Mcp-Name missing on tools/call: 400 + -32020.
+    let r = s2(send(set_header(
+        modern(&c, url, 7, "tools/call", greet.clone()),
+        "mcp-name",
+        None,
+    ))
+    .await);
+    expect_error(
+        "missing Mcp-Name",
+        &r,
+        StatusCode::BAD_REQUEST,
+        -32020,
+        "tools/call",
+    );
+
+    // MCP-Protocol-Version header disagreeing with the body: 400 + -32020.
+    let r = s2(send(set_header(
+        modern(&c, url, 8, "tools/list", json!({})),
+        "mcp-protocol-version",
+        Some("2099-01-01"),
+    ))
+    .await);
+    expect_error(
+        "header/body version",
+        &r,
+        StatusCode::BAD_REQUEST,
+        -32020,
+        "tools/list",
+    );
+
+    // An unsupported version in header and body alike: 400 + -32022.
+    let mut meta = modern_meta(true);
+    meta["io.modelcontextprotocol/protocolVersion"] = json!("2099-01-01");
+    let r = s2(send(set_header(
+        modern(&c, url, 9, "tools/list", json!({"_meta": meta})),
+        "mcp-protocol-version",
+        Some("2099-01-01"),
+    ))
+    .await);
+    expect_error(
+        "unsupported version",
+        &r,
+        StatusCode::BAD_REQUEST,
+        -32022,
+        "tools/list",
+    );
+    assert!(
+        r.1["error"]["data"]["supported"]
+            .as_array()
+            .is_some_and(|v| v.contains(&json!(MODERN))),
+        "-32022 names the supported versions: {}",
+        r.1
+    );
+
+    // No _meta at all (the headers alone say modern): 400 + -32602.
+    let body = json!({"jsonrpc": "2.0", "id": 10, "method": "tools/list", "params": {}});
+    let r = s2(send(
+        c.post(url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json")
+            .header("mcp-protocol-version", MODERN)
+            .header("mcp-method", "tools/list")
+            .body(body.to_string()),
+    )
+    .await);
+    expect_error(
+        "missing _meta",
+        &r,
+        StatusCode::BAD_REQUEST,
+        -32602,
+        "tools/list",
+    );
+
+    // tasks/* without the extension declared: 400 + -32021, before the lookup.
+    let p = json!({"taskId": "no-such-task", "_meta": modern_meta(false)});
+    let r = s2(send(modern(&c, url, 11, "tasks/get", p)).await);
+    expect_error(
+        "tasks/get without the extension",
+        &r,
+        StatusCode::BAD_REQUEST,
+        -32021,
+        "tasks/get",
+    );
+    assert_eq!(
+        r.1["error"]["data"]["requiredCapabilities"]["extensions"]["io.modelcontextprotocol/tasks"],
+        json!({}),
+        "{}",
+        r.1
+    );
+
+    // With the extension, an unknown task is a plain -32602 (HTTP 200).
+    let r = s2(send(modern(
+        &c,
+        url,
+        12,
+        "tasks/get",
+        json!({"taskId": "no-such-task"}),
+    ))
+    .await);
+    expect_error("unknown task", &r, StatusCode::OK, -32602, "tasks/get");
+
+    // Unknown method, tasks/list, tasks/result: 404 + -32601.
+    let r = s2(send(modern(&c, url, 13, "no/such", json!({}))).await);
+    expect_error(
+        "unknown method",
+        &r,
+        StatusCode::NOT_FOUND,
+        -32601,
+        "no/such",
+    );
+    let r = s2(send(modern(&c, url, 14, "tasks/list", json!({}))).await);
+    expect_error(
+        "tasks/list",
+        &r,
+        StatusCode::NOT_FOUND,
+        -32601,
+        "tasks/list",
+    );
+    let r = s2(send(modern(&c, url, 15, "tasks/result", json!({"taskId": "x"}))).await);
+    expect_error(
+        "tasks/result",
+        &r,
+        StatusCode::NOT_FOUND,
+        -32601,
+        "tasks/result",
+    );
+
+    // GET / DELETE without a session: 405, Allow: POST.
+    for m in [reqwest::Method::GET, reqwest::Method::DELETE] {
+        let (s, _, h) = send(
+            c.request(m.clone(), url)
+                .header("accept", "text/event-stream"),
+        )
+        .await;
+        assert_eq!(s, StatusCode::METHOD_NOT_ALLOWED, "{m} without a session");
+        assert_eq!(h.get("allow").map(|v| v.to_str().unwrap()), Some("POST"));
+    }
+
+    // A body over --max-body-bytes: 413.
+    let big = json!({"name": "greet", "arguments": {"name": "x".repeat(8192)}});
+    let (s, _, _) = send(modern(&c, url, 16, "tools/call", big)).await;
+    assert_eq!(s, StatusCode::PAYLOAD_TOO_LARGE, "oversized body");
+
+    // Not JSON at all: 400 + -32700.
+    let (s, body, _) = send(
+        c.post(url)
+            .header("content-type", "application/json")
+            .body("{not json"),
+    )
+    .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "parse error: {body}");
+    assert_eq!(body["error"]["code"], -32700, "{body}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn modern_error_paths_in_front_of_a_legacy_server() {
+    modern_error_paths(legacy_reference()).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn modern_error_paths_in_front_of_a_modern_server() {
+    modern_error_paths(modern_reference()).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn legacy_session_paths_and_metrics() {
+    let shim = HttpShim::spawn(&[], &modern_reference());
+    let c = client();
+    let url = shim.url.as_str();
+
+    // No session, not initialize: 400.
+    let (s, body, _) = send(legacy(&c, url, None, &rpc(1, "tools/list", json!({})))).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(body["error"]["code"], -32600, "{body}");
+    assert_valid(Revision::Legacy, &body, Some("tools/list"));
+
+    // Unknown session: 404 (POST, GET and DELETE).
+    let (s, body, _) = send(legacy(
+        &c,
+        url,
+        Some("nope"),
+        &rpc(2, "tools/list", json!({})),
+    ))
+    .await;
+    assert_eq!(s, StatusCode::NOT_FOUND, "{body}");
+    assert_valid(Revision::Legacy, &body, None);
+    for m in [reqwest::Method::GET, reqwest::Method::DELETE] {
+        let (s, _, _) = send(c.request(m.clone(), url).header("mcp-session-id", "nope")).await;
+        assert_eq!(s, StatusCode::NOT_FOUND, "{m} of an unknown session");
+    }
+
+    let (sid, init) = initialize(&c, url, None).await;
+    assert_eq!(init["protocolVersion"], LEGACY);
+    assert!(
+        sid.len() >= 22,
+        "session id is long enough to be unguessable: {sid}"
+    );
+    let (s, body, _) = send(legacy(
+        &c,
+        url,
+        Some(&sid),
+        &rpc(3, "tools/list", json!({})),
+    ))
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    assert_valid(Revision::Legacy, &body, Some("tools/list"));
+    let (s, body, _) = send(legacy(&c, url, Some(&sid), &rpc(4, "ping", json!({})))).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_valid(Revision::Legacy, &body, Some("ping"));
+
+    // DELETE ends it; every later use is 404.
+    let (s, _, _) = send(c.delete(url).header("mcp-session-id", &sid)).await;
+    assert_eq!(s, StatusCode::OK);
+    let (s, body, _) = send(legacy(
+        &c,
+        url,
+        Some(&sid),
+        &rpc(5, "tools/list", json!({})),
+    ))
+    .await;
+    assert_eq!(s, StatusCode::NOT_FOUND, "after DELETE: {body}");
+    let (s, _, _) = send(c.delete(url).header("mcp-session-id", &sid)).await;
+    assert_eq!(s, StatusCode::NOT_FOUND, "second DELETE");
+
+    // A modern request on the same endpoint, then /metrics counts both.
+    let (s, body, _) = send(modern(&c, url, 6, "server/discover", json!({}))).await;
+    assert_eq!(s, StatusCode::OK, "{body}");
+    let (s, text, h) = {
+        let resp = tokio::time::timeout(
+            support::http::STEP,
+            c.get(format!("{}/metrics", shim.base)).send(),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+        let (s, h) = (resp.status(), resp.headers().clone());
+        (s, resp.text().await.unwrap(), h)
+    };
+    assert_eq!(s, StatusCode::OK);
+    assert!(
+        h["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/plain")
+    );
+    for line in [
+        r#"mcp_shim_requests_total{revision="2025-11-25",method="initialize"} 1"#,
+        r#"mcp_shim_requests_total{revision="2025-11-25",method="tools/list"} 3"#,
+        r#"mcp_shim_requests_total{revision="2025-11-25",method="DELETE"} 3"#,
+        r#"mcp_shim_requests_total{revision="2026-07-28",method="server/discover"} 1"#,
+    ] {
+        assert!(text.contains(line), "/metrics lacks {line}:\n{text}");
+    }
+}
+
+/// A legacy task created in session `sid`.
+async fn create_task(
+    c: &reqwest::Client,
+    url: &str,
+    sid: &str,
+    token: &str,
+    label: &str,
+) -> String {
+    let params = json!({"name": "slow_compute", "arguments": {"seconds": 30, "label": label},
+        "task": {"ttl": 60000}});
+    let (s, body, _) =
+        send(legacy(c, url, Some(sid), &rpc(10, "tools/call", params)).bearer_auth(token)).await;
+    assert_eq!(s, StatusCode::OK, "{body}");
+    let id = body["result"]["task"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a task: {body}"))
+        .to_owned();
+    assert_eq!(body["result"]["task"]["status"], "working");
+    id
+}
+
+/// The task ids `tasks/list` shows in session `sid`.
+async fn listed(c: &reqwest::Client, url: &str, sid: &str, token: Option<&str>) -> Vec<String> {
+    let mut req = legacy(c, url, Some(sid), &rpc(11, "tasks/list", json!({})));
+    if let Some(t) = token {
+        req = req.bearer_auth(t);
+    }
+    let (s, body, _) = send(req).await;
+    assert_eq!(s, StatusCode::OK, "{body}");
+    assert_valid(Revision::Legacy, &body, Some("tasks/list"));
+    body["result"]["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["taskId"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn principals_see_only_their_own_tasks() {
+    let shim = HttpShim::spawn(
+        &["--token", "alice-secret=alice", "--token", "bob-secret=bob"],
+        &modern_reference(),
+    );
+    let c = client();
+    let url = shim.url.as_str();
+    let (a1, _) = initialize(&c, url, Some("alice-secret")).await;
+    let (a2, _) = initialize(&c, url, Some("alice-secret")).await;
+    let (b1, _) = initialize(&c, url, Some("bob-secret")).await;
+    let (anon, _) = initialize(&c, url, None).await;
+
+    let alice_task = create_task(&c, url, &a1, "alice-secret", "alice").await;
+    let bob_task = create_task(&c, url, &b1, "bob-secret", "bob").await;
+
+    // The principal is the scope: alice's second session lists her task.
+    assert_eq!(
+        listed(&c, url, &a1, Some("alice-secret")).await,
+        vec![alice_task.as_str()]
+    );
+    assert_eq!(
+        listed(&c, url, &a2, Some("alice-secret")).await,
+        vec![alice_task.as_str()]
+    );
+    assert_eq!(
+        listed(&c, url, &b1, Some("bob-secret")).await,
+        vec![bob_task.as_str()]
+    );
+    assert!(listed(&c, url, &anon, None).await.is_empty());
+
+    // alice's task is, to bob, exactly an unknown id.
+    let random = "0123456789abcdef0123456789abcdef";
+    for method in ["tasks/get", "tasks/result", "tasks/cancel"] {
+        let mut errors = Vec::new();
+        for id in [alice_task.as_str(), random] {
+            let (s, body, _) = send(
+                legacy(&c, url, Some(&b1), &rpc(20, method, json!({"taskId": id})))
+                    .bearer_auth("bob-secret"),
+            )
+            .await;
+            assert_eq!(s, StatusCode::OK, "{method} {id}: {body}");
+            assert_valid(Revision::Legacy, &body, Some(method));
+            errors.push(body);
+        }
+        assert_eq!(
+            errors[0]["error"]["code"], -32602,
+            "{method}: {}",
+            errors[0]
+        );
+        assert_eq!(
+            errors[0], errors[1],
+            "{method}: foreign id differs from unknown id"
+        );
+        // Same for a session without a principal.
+        let (_, body, _) = send(legacy(
+            &c,
+            url,
+            Some(&anon),
+            &rpc(20, method, json!({"taskId": alice_task})),
+        ))
+        .await;
+        assert_eq!(body, errors[1], "{method} (anonymous)");
+    }
+
+    // bob's failed cancel left alice's task alone; she can still cancel it.
+    let (_, body, _) = send(
+        legacy(
+            &c,
+            url,
+            Some(&a2),
+            &rpc(21, "tasks/get", json!({"taskId": alice_task})),
+        )
+        .bearer_auth("alice-secret"),
+    )
+    .await;
+    assert_eq!(body["result"]["status"], "working", "{body}");
+    for (sid, token, id) in [
+        (&a2, "alice-secret", &alice_task),
+        (&b1, "bob-secret", &bob_task),
+    ] {
+        let (_, body, _) = send(
+            legacy(
+                &c,
+                url,
+                Some(sid),
+                &rpc(22, "tasks/cancel", json!({"taskId": id})),
+            )
+            .bearer_auth(token),
+        )
+        .await;
+        assert_eq!(body["result"]["status"], "cancelled", "{body}");
+    }
+
+    // Principal-scoped tasks outlive the session that created them.
+    let (s, _, _) = send(c.delete(url).header("mcp-session-id", &a1)).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(
+        listed(&c, url, &a2, Some("alice-secret")).await,
+        vec![alice_task.as_str()]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn require_principal_refuses_anonymous_tasks_list() {
+    let shim = HttpShim::spawn(
+        &["--require-principal", "--token", "alice-secret=alice"],
+        &modern_reference(),
+    );
+    let c = client();
+    let url = shim.url.as_str();
+    let (anon, _) = initialize(&c, url, None).await;
+    let (s, body, _) = send(legacy(
+        &c,
+        url,
+        Some(&anon),
+        &rpc(1, "tasks/list", json!({})),
+    ))
+    .await;
+    assert_eq!(s, StatusCode::FORBIDDEN, "{body}");
+    assert_eq!(body["error"]["code"], -32600, "{body}");
+    assert_valid(Revision::Legacy, &body, Some("tasks/list"));
+    // A wrong token is no principal either.
+    let (s, _, _) =
+        send(legacy(&c, url, Some(&anon), &rpc(2, "tasks/list", json!({}))).bearer_auth("wrong"))
+            .await;
+    assert_eq!(s, StatusCode::FORBIDDEN);
+    let (alice, _) = initialize(&c, url, Some("alice-secret")).await;
+    assert!(
+        listed(&c, url, &alice, Some("alice-secret"))
+            .await
+            .is_empty()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sigterm_stops_the_shim_and_its_upstream() {
+    let mut shim = HttpShim::spawn(&[], &modern_reference());
+    let c = client();
+    let url = shim.url.clone();
+    let (s, _, _) = send(modern(&c, &url, 1, "server/discover", json!({}))).await;
+    assert_eq!(s, StatusCode::OK);
+    let upstream = children_of(shim.pid());
+    assert_eq!(upstream.len(), 1, "one upstream child: {upstream:?}");
+    assert!(alive(upstream[0]));
+
+    // A call still running when the signal arrives: a legacy plain call of
+    // a tool the upstream runs as a task, driven to its end by the shim.
+    let (sid, _) = initialize(&c, &url, None).await;
+    // And an open GET stream, which would never end by itself.
+    let get = tokio::time::timeout(
+        support::http::STEP,
+        c.get(&url)
+            .header("accept", "text/event-stream")
+            .header("mcp-session-id", &sid)
+            .send(),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert_eq!(get.status(), StatusCode::OK);
+    let pending = tokio::spawn({
+        let c = c.clone();
+        let url = url.clone();
+        async move {
+            let params =
+                json!({"name": "slow_compute", "arguments": {"seconds": 30, "label": "late"}});
+            let req = legacy(&c, &url, Some(&sid), &rpc(2, "tools/call", params));
+            match set_header(req, "accept", Some("application/json"))
+                .send()
+                .await
+            {
+                Ok(resp) => Some((resp.status(), resp.text().await.unwrap_or_default())),
+                Err(_) => None,
+            }
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let start = Instant::now();
+    let status = tokio::task::spawn_blocking(move || {
+        let st = shim.terminate(Duration::from_secs(8));
+        (st, shim)
+    })
+    .await
+    .unwrap();
+    let (status, _shim) = status;
+    let status = status.expect("the shim exits within 8 s of SIGTERM");
+    let took = start.elapsed();
+    assert!(took < Duration::from_secs(5), "SIGTERM took {took:?}");
+    assert!(status.success(), "clean exit on SIGTERM: {status}");
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while alive(upstream[0]) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!alive(upstream[0]), "the upstream child is gone");
+    // The pending call got an answer (an error) or its connection closed.
+    let answer = tokio::time::timeout(Duration::from_secs(5), pending)
+        .await
+        .expect("the pending call ended")
+        .unwrap();
+    eprintln!("pending call on shutdown: {answer:?}");
+    if let Some((status, body)) = answer {
+        let body: Value = serde_json::from_str(&body).expect("a JSON-RPC answer");
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(
+            body["error"]["code"], -32603,
+            "pending call answered with an error: {body}"
+        );
+        assert_valid(Revision::Legacy, &body, Some("tools/call"));
+    }
+}
