@@ -160,6 +160,13 @@ impl Message {
                 bytes.len()
             )));
         }
+        // Fast path: one pass from bytes straight into the envelope, so the
+        // payload tree is built once instead of parsed and then rebuilt.
+        // Anything it does not take (non-objects, syntax errors) goes the
+        // original way below, so errors read exactly as before.
+        if let Ok(FastEnvelope(env)) = serde_json::from_slice(bytes) {
+            return Self::from_envelope(env);
+        }
         let value: Value =
             serde_json::from_slice(bytes).map_err(|e| ShimError::Parse(e.to_string()))?;
         Self::from_value(value)
@@ -348,6 +355,88 @@ impl Message {
     }
 }
 
+/// [`Envelope`] read straight from bytes, with the semantics of the
+/// two-step path (`Value`, then `Envelope` from it): a repeated member keeps
+/// its last value, `null` counts as absent, and unknown members are parsed
+/// as JSON values (so they are validated the same way) and dropped.
+struct FastEnvelope(Envelope);
+
+/// Envelope member names, read without allocating.
+enum EnvelopeKey {
+    Jsonrpc,
+    Id,
+    Method,
+    Params,
+    Result,
+    Error,
+    Other,
+}
+
+impl<'de> Deserialize<'de> for EnvelopeKey {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl serde::de::Visitor<'_> for KeyVisitor {
+            type Value = EnvelopeKey;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a member name")
+            }
+            fn visit_str<E: serde::de::Error>(self, k: &str) -> Result<EnvelopeKey, E> {
+                Ok(match k {
+                    "jsonrpc" => EnvelopeKey::Jsonrpc,
+                    "id" => EnvelopeKey::Id,
+                    "method" => EnvelopeKey::Method,
+                    "params" => EnvelopeKey::Params,
+                    "result" => EnvelopeKey::Result,
+                    "error" => EnvelopeKey::Error,
+                    _ => EnvelopeKey::Other,
+                })
+            }
+        }
+        d.deserialize_identifier(KeyVisitor)
+    }
+}
+
+impl<'de> Deserialize<'de> for FastEnvelope {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct EnvVisitor;
+        impl<'de> serde::de::Visitor<'de> for EnvVisitor {
+            type Value = FastEnvelope;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON-RPC message object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<FastEnvelope, A::Error> {
+                let mut env = Envelope {
+                    jsonrpc: None,
+                    id: None,
+                    method: None,
+                    params: None,
+                    result: None,
+                    error: None,
+                };
+                while let Some(key) = map.next_key::<EnvelopeKey>()? {
+                    let value: Value = map.next_value()?;
+                    // `Option<Value>` reads `null` as `None` in the two-step path.
+                    let value = (!value.is_null()).then_some(value);
+                    match key {
+                        EnvelopeKey::Jsonrpc => env.jsonrpc = value,
+                        EnvelopeKey::Id => env.id = value,
+                        EnvelopeKey::Method => env.method = value,
+                        EnvelopeKey::Params => env.params = value,
+                        EnvelopeKey::Result => env.result = value,
+                        EnvelopeKey::Error => env.error = value,
+                        EnvelopeKey::Other => {}
+                    }
+                }
+                Ok(FastEnvelope(env))
+            }
+        }
+        d.deserialize_map(EnvVisitor)
+    }
+}
+
 /// Borrowing twin of [`Envelope`] so serialisation does not clone payloads.
 #[derive(Serialize)]
 struct EnvelopeRef<'a> {
@@ -506,6 +595,30 @@ mod tests {
         assert_eq!(m.to_value(), src);
         let text = m.to_json();
         assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), src);
+    }
+
+    #[test]
+    fn one_pass_parse_matches_the_two_step_path() {
+        for text in [
+            r#"{"jsonrpc":"2.0","id":1,"method":"x","params":{"a":[1,2.5,"s",null]}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"x","id":2}"#,
+            r#"{"jsonrpc":"2.0","id":null,"method":"x","params":null}"#,
+            r#"{"jsonrpc":"2.0","id":"a","result":null}"#,
+            r#"{"jsonrpc":"2.0","id":"a","result":{"z":1,"a":2},"extra":{"deep":[{}]}}"#,
+            r#"{"jsonrpc":"2.0","id":"a","error":{"code":-1,"message":"m","data":[1]}}"#,
+            r#"{"jsonrpc":"2.0","method":"x","unknown":1e400}"#,
+            r#"{"jsonrpc":"2.0","id":3,"method":"x"}"#,
+            r#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"x"} trailing"#,
+            r#""string""#,
+            "{",
+            "",
+        ] {
+            let two_step = serde_json::from_slice::<Value>(text.as_bytes())
+                .map_err(|e| ShimError::Parse(e.to_string()))
+                .and_then(Message::from_value);
+            assert_eq!(Message::parse(text.as_bytes()), two_step, "{text}");
+        }
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use super::task::{detailed_from_legacy, detailed_to_legacy};
+use super::task::{detailed_from_legacy, detailed_to_legacy_owned};
 use crate::error::ShimError;
 use crate::jsonrpc::Id;
 use crate::revision::META_SUBSCRIPTION_ID;
@@ -26,7 +26,7 @@ pub fn status_to_legacy(params: &Value) -> Result<(legacy::Task, Payload), ShimE
 pub fn status_to_legacy_owned(params: Value) -> Result<(legacy::Task, Payload), ShimError> {
     let mut d = DetailedTask::from_owned_value(params)?;
     d.task.extra.remove("_meta");
-    Ok((detailed_to_legacy(&d), d.payload))
+    Ok(detailed_to_legacy_owned(d))
 }
 
 /// Legacy status params (+ known payload) → modern `notifications/tasks`

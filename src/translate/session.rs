@@ -135,13 +135,20 @@ pub fn request_to_modern(req: &Request, client: &LegacyClient) -> Request {
 
 /// [`request_to_modern`] consuming the request (params moved, not copied).
 pub fn request_to_modern_owned(req: Request, client: &LegacyClient) -> Request {
+    request_to_modern_with_meta(req, &modern_meta(client))
+}
+
+/// [`request_to_modern_owned`] with the [`modern_meta`] members computed by
+/// the caller, once per client (and again after `logging/setLevel`),
+/// instead of once per request.
+pub fn request_to_modern_with_meta(req: Request, modern: &Map<String, Value>) -> Request {
     let mut params = match req.params {
         Some(Value::Object(m)) => m,
         _ => Map::new(),
     };
     let meta = meta_mut(&mut params);
-    for (k, v) in modern_meta(client) {
-        meta.insert(k, v);
+    for (k, v) in modern {
+        meta.insert(k.clone(), v.clone());
     }
     Request {
         id: req.id,

@@ -23,6 +23,20 @@ pub fn task_to_legacy(t: &modern::Task) -> legacy::Task {
     }
 }
 
+/// [`task_to_legacy`] consuming the task (members moved, not copied).
+pub fn task_to_legacy_owned(t: modern::Task) -> legacy::Task {
+    legacy::Task {
+        task_id: t.task_id,
+        status: t.status,
+        status_message: t.status_message,
+        created_at: t.created_at,
+        last_updated_at: t.last_updated_at,
+        ttl: t.ttl_ms,
+        poll_interval: t.poll_interval_ms,
+        extra: t.extra,
+    }
+}
+
 /// `ttl`/`pollInterval` → `ttlMs`/`pollIntervalMs`; everything else kept.
 pub fn task_to_modern(t: &legacy::Task) -> modern::Task {
     modern::Task {
@@ -34,6 +48,20 @@ pub fn task_to_modern(t: &legacy::Task) -> modern::Task {
         ttl_ms: t.ttl,
         poll_interval_ms: t.poll_interval,
         extra: t.extra.clone(),
+    }
+}
+
+/// [`task_to_modern`] consuming the task (members moved, not copied).
+pub fn task_to_modern_owned(t: legacy::Task) -> modern::Task {
+    modern::Task {
+        task_id: t.task_id,
+        status: t.status,
+        status_message: t.status_message,
+        created_at: t.created_at,
+        last_updated_at: t.last_updated_at,
+        ttl_ms: t.ttl,
+        poll_interval_ms: t.poll_interval,
+        extra: t.extra,
     }
 }
 
@@ -60,6 +88,15 @@ pub fn detailed_to_legacy(d: &DetailedTask) -> legacy::Task {
     let mut t = task_to_legacy(&d.task);
     t.status = legacy_status(d);
     t
+}
+
+/// [`detailed_to_legacy`] consuming the task: the members are moved and
+/// the payload handed back beside the legacy task.
+pub fn detailed_to_legacy_owned(d: DetailedTask) -> (legacy::Task, Payload) {
+    let status = legacy_status(&d);
+    let mut t = task_to_legacy_owned(d.task);
+    t.status = status;
+    (t, d.payload)
 }
 
 /// A legacy task and what its `tasks/result` gave, as a detailed modern task.
@@ -114,7 +151,7 @@ pub fn create_result_to_legacy_owned(result: Value) -> Result<Value, ShimError> 
     let mut t = d.task;
     let meta = t.extra.remove("_meta");
     let mut out = Map::new();
-    out.insert("task".into(), to_value(&task_to_legacy(&t)));
+    out.insert("task".into(), task_to_legacy_owned(t).into_value());
     if let Some(m) = meta {
         out.insert("_meta".into(), m);
     }
@@ -129,7 +166,7 @@ pub fn create_result_to_modern(result: &Value) -> Result<Value, ShimError> {
 /// [`create_result_to_modern`] consuming the result (members moved).
 pub fn create_result_to_modern_owned(result: Value) -> Result<Value, ShimError> {
     let created = legacy::CreateTaskResult::from_owned_value(result)?;
-    let mut v = to_value(&task_to_modern(&created.task));
+    let mut v = task_to_modern_owned(created.task).into_value();
     if let Value::Object(m) = &mut v {
         for (k, val) in created.extra {
             m.insert(k, val);
@@ -148,8 +185,9 @@ pub fn get_result_to_legacy(result: &Value) -> Result<(legacy::Task, Payload), S
 /// [`get_result_to_legacy`] consuming the result: the inline payload is
 /// moved into the returned [`Payload`], not copied.
 pub fn get_result_to_legacy_owned(result: Value) -> Result<(legacy::Task, Payload), ShimError> {
-    let d = DetailedTask::from_owned_value(result)?;
-    Ok((detailed_to_legacy(&d), d.payload))
+    Ok(detailed_to_legacy_owned(DetailedTask::from_owned_value(
+        result,
+    )?))
 }
 
 /// Legacy task + known payload → modern `tasks/get` result.

@@ -1,7 +1,7 @@
 //! 2025-11-25 task shapes (tasks in the core, experimental).
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::{Extra, TaskStatus};
 
@@ -31,6 +31,44 @@ pub struct Task {
     pub extra: Extra,
 }
 
+impl Task {
+    /// Reads a task from an owned object, moving its members (no copy of
+    /// unknown members). The object comes back untouched when serde must
+    /// judge it (a member of an unexpected shape).
+    pub fn try_from_map(m: Map<String, Value>) -> Result<Task, Map<String, Value>> {
+        if !super::task_fields_ok(&m, "ttl", "pollInterval") {
+            return Err(m);
+        }
+        let f = super::take_task_fields(m, "ttl", "pollInterval");
+        Ok(Task {
+            task_id: f.task_id,
+            status: f.status,
+            status_message: f.status_message,
+            created_at: f.created_at,
+            last_updated_at: f.last_updated_at,
+            ttl: f.ttl,
+            poll_interval: f.poll_interval,
+            extra: f.extra,
+        })
+    }
+
+    /// The wire form, equal to [`super::to_value`] of the task, built by
+    /// moving the members instead of serialising them.
+    pub fn into_value(self) -> Value {
+        super::TaskFields {
+            task_id: self.task_id,
+            status: self.status,
+            status_message: self.status_message,
+            created_at: self.created_at,
+            last_updated_at: self.last_updated_at,
+            ttl: self.ttl,
+            poll_interval: self.poll_interval,
+            extra: self.extra,
+        }
+        .into_value("ttl", "pollInterval")
+    }
+}
+
 /// `params.task` of a task-augmented request.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct TaskMetadata {
@@ -50,6 +88,40 @@ pub struct CreateTaskResult {
     /// Result `_meta` and unknown members.
     #[serde(flatten)]
     pub extra: Extra,
+}
+
+impl CreateTaskResult {
+    /// [`super::from_value`] for an owned value: the same result (or the
+    /// same error), without copying unknown members.
+    pub fn from_owned_value(v: Value) -> Result<CreateTaskResult, crate::error::ShimError> {
+        let fast = v.as_object().is_some_and(|m| {
+            m.get("task")
+                .and_then(Value::as_object)
+                .is_some_and(|t| super::task_fields_ok(t, "ttl", "pollInterval"))
+        });
+        let Value::Object(m) = v else {
+            return super::from_value("CreateTaskResult", &v);
+        };
+        if !fast {
+            return super::from_value("CreateTaskResult", &Value::Object(m));
+        }
+        let mut task = None;
+        let mut extra = Map::new();
+        for (k, v) in m {
+            match (k.as_str(), v) {
+                ("task", Value::Object(t)) => task = Task::try_from_map(t).ok(),
+                (_, v) => {
+                    extra.insert(k, v);
+                }
+            }
+        }
+        match task {
+            Some(task) => Ok(CreateTaskResult { task, extra }),
+            None => Err(crate::error::ShimError::Internal(
+                "CreateTaskResult: checked task did not read".into(),
+            )),
+        }
+    }
 }
 
 /// `tasks/list` result page.

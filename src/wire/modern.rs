@@ -61,11 +61,61 @@ pub struct DetailedTask {
     pub payload: Payload,
 }
 
+impl Task {
+    /// Reads a task from an owned object, moving its members (no copy of
+    /// unknown members such as an inline result). The object comes back
+    /// untouched when serde must judge it (a member of an unexpected shape).
+    pub fn try_from_map(m: Map<String, Value>) -> Result<Task, Map<String, Value>> {
+        if !super::task_fields_ok(&m, "ttlMs", "pollIntervalMs") {
+            return Err(m);
+        }
+        let f = super::take_task_fields(m, "ttlMs", "pollIntervalMs");
+        Ok(Task {
+            task_id: f.task_id,
+            status: f.status,
+            status_message: f.status_message,
+            created_at: f.created_at,
+            last_updated_at: f.last_updated_at,
+            ttl_ms: f.ttl,
+            poll_interval_ms: f.poll_interval,
+            extra: f.extra,
+        })
+    }
+
+    /// The wire form, equal to [`super::to_value`] of the task, built by
+    /// moving the members instead of serialising them.
+    pub fn into_value(self) -> Value {
+        super::TaskFields {
+            task_id: self.task_id,
+            status: self.status,
+            status_message: self.status_message,
+            created_at: self.created_at,
+            last_updated_at: self.last_updated_at,
+            ttl: self.ttl_ms,
+            poll_interval: self.poll_interval_ms,
+            extra: self.extra,
+        }
+        .into_value("ttlMs", "pollIntervalMs")
+    }
+}
+
 impl DetailedTask {
     /// Reads a detailed task from a `tasks/get` result or notification params.
     /// `result`, `error` and `inputRequests` are lifted out of `extra`.
     pub fn from_value(v: &Value) -> Result<DetailedTask, crate::error::ShimError> {
-        let mut task: Task = super::from_value("task", v)?;
+        Self::from_owned_value(v.clone())
+    }
+
+    /// [`DetailedTask::from_value`] for an owned value: the inline payload
+    /// is moved, not copied.
+    pub fn from_owned_value(v: Value) -> Result<DetailedTask, crate::error::ShimError> {
+        let mut task: Task = match v {
+            Value::Object(m) => match Task::try_from_map(m) {
+                Ok(t) => t,
+                Err(m) => super::from_value("task", &Value::Object(m))?,
+            },
+            other => super::from_value("task", &other)?,
+        };
         let payload = if let Some(r) = task.extra.remove("result") {
             Payload::Result(r)
         } else if let Some(e) = task.extra.remove("error") {
@@ -81,18 +131,23 @@ impl DetailedTask {
 
     /// The wire form; `result_type` is added when given.
     pub fn to_value(&self, result_type: Option<&str>) -> Value {
-        let mut v = super::to_value(&self.task);
+        self.clone().into_value(result_type)
+    }
+
+    /// [`DetailedTask::to_value`] consuming the task: the payload is moved.
+    pub fn into_value(self, result_type: Option<&str>) -> Value {
+        let mut v = self.task.into_value();
         if let Value::Object(m) = &mut v {
-            match &self.payload {
+            match self.payload {
                 Payload::None => {}
                 Payload::Result(r) => {
-                    m.insert("result".into(), r.clone());
+                    m.insert("result".into(), r);
                 }
                 Payload::Error(e) => {
-                    m.insert("error".into(), super::to_value(e));
+                    m.insert("error".into(), super::to_value(&e));
                 }
                 Payload::Input(i) => {
-                    m.insert("inputRequests".into(), Value::Object(i.clone()));
+                    m.insert("inputRequests".into(), Value::Object(i));
                 }
             }
             if let Some(rt) = result_type {
