@@ -12,79 +12,16 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
 
 use serde_json::Value;
+use support::peers::{peers_dir, read_transcript, require_peers, run_bounded};
 use support::schema::{Revision, assert_conversation_valid};
 
-const SDK_VERSION: &str = "1.32.2";
 /// The script bounds itself at 60 s; this is the backstop.
 const TIMEOUT: Duration = Duration::from_secs(90);
-
-fn peers_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers")
-}
-
-/// Fails (never skips) when the npm peers are not installed.
-fn require_peers() {
-    let pkg = peers_dir().join("node_modules/@modelcontextprotocol/sdk/package.json");
-    let text = std::fs::read_to_string(&pkg).unwrap_or_else(|_| {
-        panic!(
-            "{} is missing: the real-peer tests need the npm test peers. \
-             Run `scripts/test.sh` (it runs `npm ci --prefix tests/peers`, then cargo test).",
-            pkg.display()
-        )
-    });
-    let v: Value = serde_json::from_str(&text).expect("SDK package.json is JSON");
-    assert_eq!(
-        v["version"], SDK_VERSION,
-        "tests/peers has the wrong @modelcontextprotocol/sdk; run `scripts/test.sh`"
-    );
-}
-
-/// Runs a command to completion with a deadline; returns (status, stdout).
-fn run_bounded(cmd: &mut Command, timeout: Duration) -> (std::process::ExitStatus, String) {
-    let mut child = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("`node` must be on PATH for the real-peer tests");
-    let mut stdout = child.stdout.take().expect("piped stdout");
-    let reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        std::io::Read::read_to_string(&mut stdout, &mut s).ok();
-        s
-    });
-    let start = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait for node") {
-            break status;
-        }
-        if start.elapsed() > timeout {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("peer script timed out after {timeout:?}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    (status, reader.join().unwrap_or_default())
-}
-
-fn read_transcript(path: &Path) -> Vec<(String, Value)> {
-    std::fs::read_to_string(path)
-        .expect("transcript written")
-        .lines()
-        .map(|l| {
-            let rec: Value = serde_json::from_str(l).expect("transcript line is JSON");
-            (
-                rec["dir"].as_str().unwrap_or("?").to_owned(),
-                rec["msg"].clone(),
-            )
-        })
-        .collect()
-}
 
 #[test]
 fn ts_sdk_client_drives_the_legacy_reference_server() {

@@ -85,7 +85,7 @@ impl LegacySession {
     /// result the legacy methods serve from the ledger.
     fn plain(&self, result: Value, asked: Option<&TaskMetadata>) -> RpcResult {
         let Some(meta) = asked else {
-            return Ok(tsession::result_to_legacy(&result, "tools/call"));
+            return Ok(tsession::result_to_legacy_owned(result, "tools/call"));
         };
         let now = self.front.clock.now_iso();
         let ttl = meta.ttl.unwrap_or(SYNTHETIC_TTL_MS);
@@ -126,7 +126,7 @@ impl LegacySession {
         let d = self.await_task(task_id, false).await?;
         match d.payload {
             Payload::Result(r) => {
-                let mut r = tsession::result_to_legacy(&r, "tools/call");
+                let mut r = tsession::result_to_legacy_owned(r, "tools/call");
                 if let Some(m) = r.as_object_mut() {
                     crate::translate::remove_meta_key(m, META_RELATED_TASK);
                 }

@@ -292,7 +292,7 @@ impl LegacySession {
     /// `resultType` and cache hints out.
     async fn forward(&self, req: Request) -> RpcResult {
         let result = self.call(&req).await?;
-        Ok(tsession::result_to_legacy(&result, &req.method))
+        Ok(tsession::result_to_legacy_owned(result, &req.method))
     }
 
     async fn tools_list(&self, req: Request) -> RpcResult {

@@ -230,7 +230,7 @@ impl ModernSession {
         meta: &RequestMeta,
     ) -> RpcResult {
         if !(asked_task && result.get("task").is_some()) {
-            return Ok(tsession::result_to_modern(&result, "tools/call", 0));
+            return Ok(tsession::result_to_modern_owned(result, "tools/call", 0));
         }
         let created = ttask::create_result_to_modern(&result)?;
         let task_id = created
