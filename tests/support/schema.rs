@@ -122,12 +122,19 @@ struct Doc {
     error_codes: HashMap<i64, String>,
 }
 
-/// The directory holding the three schema files.
+/// The directory holding the three schema files: `$MCP_SCHEMA_DIR`, else
+/// the project's `../shared/schemas` (the official copies beside the
+/// checkout), else the copies vendored in `tests/schemas/` so a lone clone
+/// still validates.
 pub fn schema_dir() -> PathBuf {
-    match std::env::var_os("MCP_SCHEMA_DIR") {
-        Some(dir) => PathBuf::from(dir),
-        None => PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/schemas")),
+    if let Some(dir) = std::env::var_os("MCP_SCHEMA_DIR") {
+        return PathBuf::from(dir);
     }
+    let shared = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/schemas"));
+    if shared.join("mcp-2025-11-25.schema.json").is_file() {
+        return shared;
+    }
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/schemas"))
 }
 
 fn doc(file: SchemaFile) -> &'static Doc {
