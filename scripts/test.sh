@@ -15,6 +15,6 @@ fi
 cargo test "$@"
 # The binary cargo test just built (not a stale release build).
 cargo build --bin mcp-tasks-shim
-export SHIM_BIN="$PWD/target/debug/mcp-tasks-shim"
+export SHIM_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/mcp-tasks-shim"
 bash scripts/conformance.sh baseline
 bash scripts/conformance.sh shim
