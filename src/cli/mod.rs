@@ -39,15 +39,16 @@ pub enum Command {
     /// other keys are kept. Messages with no counterpart become records
     /// with a "note" saying how the shim emulates them.
     Translate(translate::Args),
-    /// Show a built-in 2025-11-25 transcript beside its 2026-07-28 translation.
+    /// Show a built-in 2025-11-25 transcript beside its 2026-07-28 translation,
+    /// then live runs through both bridges.
     Demo(demo::Args),
-    /// Run a reference MCP server of one revision over stdio (test fixture).
+    /// Run a reference MCP server of one revision over stdio or HTTP (test fixture).
     ReferenceServer(reference::Args),
     /// Proxy one client on stdin/stdout to an upstream server started as a
     /// child process, translating between task revisions as needed.
     Stdio(stdio::Args),
     /// Serve Streamable HTTP (both revisions side by side) in front of an
-    /// upstream server started as a child process.
+    /// upstream server: a child process or an HTTP URL.
     Http(http::Args),
 }
 

@@ -18,7 +18,7 @@ pub struct ShimArgs {
     /// (TOOL=required|optional|forbidden). Repeatable; wins over --config.
     #[arg(long = "task-support", value_name = "TOOL=SUPPORT", value_parser = TaskPolicy::parse_rule)]
     pub task_support: Vec<(String, TaskSupport)>,
-    /// TOML config file (see docs/configuration.md).
+    /// TOML config file (see docs/guide.md, "Configuration").
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// `tasks/list` page size.
