@@ -29,7 +29,7 @@ use std::time::Duration;
 use reqwest::StatusCode;
 use serde_json::json;
 use support::http::{HttpShim, Sse, client, initialize, legacy, rpc, send};
-use support::peers::{read_transcript, require_peers, run_legacy_client_http};
+use support::peers::{SHIM_PROFILE_CHECKS, read_transcript, require_peers, run_legacy_client_http};
 use support::schema::{Revision, assert_conversation_valid, assert_valid};
 use support::wire::{modern_reference, temp_path};
 
@@ -44,32 +44,7 @@ fn ts_sdk_http_client_through_the_shim_against_the_modern_reference() {
     let client_view = temp_path("ts-http-client-view.jsonl");
     let run = run_legacy_client_http("shim", &client_view, &shim.url, TIMEOUT);
 
-    let checks = run.checks();
-    for expected in [
-        "initialize",
-        "tools/list taskSupport",
-        "plain call",
-        "plain call of an upstream task",
-        "create + poll + result",
-        "tasks/result blocks",
-        "tool error ends failed",
-        "protocol error",
-        "elicitation during input_required",
-        "callToolStream, task chosen by the SDK",
-        "callToolStream, failed task",
-        "two elicitations at once",
-        "input before the task exists",
-        "cancel",
-        "unknown task id",
-        "tasks/list pages",
-        "status notifications",
-    ] {
-        assert!(
-            checks.contains(&expected),
-            "check {expected:?} did not pass:\n{}",
-            run.out
-        );
-    }
+    run.assert_checks(SHIM_PROFILE_CHECKS);
     let pages = run.check("tasks/list pages")["pages"].as_i64().unwrap_or(0);
     assert!(pages > 1, "tasks/list paginated: {}", run.out);
     let waited = run.check("tasks/result blocks")["waitedMs"]

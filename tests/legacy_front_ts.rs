@@ -32,7 +32,7 @@ mod support;
 use std::time::Duration;
 
 use serde_json::Value;
-use support::peers::{read_transcript, run_legacy_client};
+use support::peers::{SHIM_PROFILE_CHECKS, read_transcript, run_legacy_client};
 use support::schema::{Revision, assert_conversation_valid};
 use support::wire::{shim_bin, temp_path};
 
@@ -61,32 +61,7 @@ fn ts_sdk_client_through_the_shim_against_the_modern_reference() {
     ];
     let run = run_legacy_client("shim", &client_view, &command, TIMEOUT);
 
-    let checks = run.checks();
-    for expected in [
-        "initialize",
-        "tools/list taskSupport",
-        "plain call",
-        "plain call of an upstream task",
-        "create + poll + result",
-        "tasks/result blocks",
-        "tool error ends failed",
-        "protocol error",
-        "elicitation during input_required",
-        "callToolStream, task chosen by the SDK",
-        "callToolStream, failed task",
-        "two elicitations at once",
-        "input before the task exists",
-        "cancel",
-        "unknown task id",
-        "tasks/list pages",
-        "status notifications",
-    ] {
-        assert!(
-            checks.contains(&expected),
-            "check {expected:?} did not pass:\n{}",
-            run.out
-        );
-    }
+    run.assert_checks(SHIM_PROFILE_CHECKS);
     let pages = run.check("tasks/list pages")["pages"].as_i64().unwrap_or(0);
     assert!(pages > 1, "tasks/list paginated: {}", run.out);
 

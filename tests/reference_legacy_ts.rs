@@ -13,11 +13,9 @@
 mod support;
 
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
-use serde_json::Value;
-use support::peers::{peers_dir, read_transcript, require_peers, run_bounded};
+use support::peers::{read_transcript, require_peers, run_legacy_client};
 use support::schema::{Revision, assert_conversation_valid};
 
 /// The script bounds itself at 60 s; this is the backstop.
@@ -30,31 +28,10 @@ fn ts_sdk_client_drives_the_legacy_reference_server() {
         "mcp-tasks-shim-ts-legacy-{}.jsonl",
         std::process::id()
     ));
-    let (status, out) = run_bounded(
-        Command::new("node")
-            .current_dir(peers_dir())
-            .arg("legacy_client.mjs")
-            .arg(env!("CARGO_BIN_EXE_mcp-tasks-shim"))
-            .arg(&transcript),
-        TIMEOUT,
-    );
-    let lines: Vec<Value> = out
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect();
-    let failed: Vec<_> = lines.iter().filter(|l| l["ok"] == false).collect();
-    assert!(
-        status.success() && failed.is_empty(),
-        "peer script failed ({status}):\n{out}"
-    );
-    assert_eq!(
-        lines.last().map(|l| &l["done"]),
-        Some(&Value::Bool(true)),
-        "{out}"
-    );
-
-    let checks: Vec<&str> = lines.iter().filter_map(|l| l["check"].as_str()).collect();
-    for expected in [
+    let bin = env!("CARGO_BIN_EXE_mcp-tasks-shim");
+    let command = [bin, "reference-server", "--revision", "2025-11-25"];
+    let run = run_legacy_client("reference", &transcript, &command, TIMEOUT);
+    run.assert_checks(&[
         "initialize",
         "create + poll + result",
         "tasks/result blocks",
@@ -66,12 +43,7 @@ fn ts_sdk_client_drives_the_legacy_reference_server() {
         "tasks/list pages",
         "taskSupport violations",
         "status notifications",
-    ] {
-        assert!(
-            checks.contains(&expected),
-            "check {expected:?} did not run:\n{out}"
-        );
-    }
+    ]);
 
     let conversation = read_transcript(&transcript);
     if std::env::var_os("MCP_SHIM_RECORD").is_some() {

@@ -100,6 +100,19 @@ impl ScriptRun {
             .collect()
     }
 
+    /// Fails unless every check in `expected` ran and passed.
+    #[track_caller]
+    pub fn assert_checks(&self, expected: &[&str]) {
+        let checks = self.checks();
+        for name in expected {
+            assert!(
+                checks.contains(name),
+                "check {name:?} did not pass:\n{}",
+                self.out
+            );
+        }
+    }
+
     /// The details line of one check.
     pub fn check(&self, name: &str) -> &Value {
         self.lines
@@ -108,6 +121,28 @@ impl ScriptRun {
             .unwrap_or_else(|| panic!("check {name:?} did not run:\n{}", self.out))
     }
 }
+
+/// The checks `legacy_client.mjs --profile shim` runs, whatever the
+/// transport between the client and the shim.
+pub const SHIM_PROFILE_CHECKS: &[&str] = &[
+    "initialize",
+    "tools/list taskSupport",
+    "plain call",
+    "plain call of an upstream task",
+    "create + poll + result",
+    "tasks/result blocks",
+    "tool error ends failed",
+    "protocol error",
+    "elicitation during input_required",
+    "callToolStream, task chosen by the SDK",
+    "callToolStream, failed task",
+    "two elicitations at once",
+    "input before the task exists",
+    "cancel",
+    "unknown task id",
+    "tasks/list pages",
+    "status notifications",
+];
 
 /// Runs `tests/peers/legacy_client.mjs` (the TypeScript SDK legacy client)
 /// with `profile` against `command`, recording the client's view to
