@@ -45,7 +45,8 @@ fn check_round_trip(msg: &Message) -> Result<(), TestCaseError> {
     let back = Message::parse(text.as_bytes());
     prop_assert_eq!(back.as_ref(), Ok(msg), "re-parse of {}", text);
     // The streaming writer and the Value builder must agree.
-    let as_value: Value = serde_json::from_str(&text).map_err(|e| TestCaseError::fail(e.to_string()))?;
+    let as_value: Value =
+        serde_json::from_str(&text).map_err(|e| TestCaseError::fail(e.to_string()))?;
     prop_assert_eq!(&as_value, &msg.to_value());
     check_envelope(&as_value).or_else(|e| {
         // The parser accepts any JSON as `result` (JSON-RPC does); the
@@ -77,7 +78,7 @@ fn check_bytes(bytes: &[u8]) -> Result<(), TestCaseError> {
 }
 
 proptest! {
-    #![proptest_config(config(2000))]
+    #![proptest_config(config(file!(), 2000))]
 
     #[test]
     fn damaged_bytes_parse_or_refuse_cleanly(bytes in arb_wire_bytes()) {

@@ -166,9 +166,10 @@ pub fn cases(default: u32) -> u32 {
 }
 
 /// A proptest config with `default` cases (see [`cases`]); `PROPTEST_CASES`
-/// still wins when set. Failures are persisted next to the test file in
-/// `proptest-regressions/tests/` so they replay first on every later run.
-pub fn config(default: u32) -> Config {
+/// still wins when set. Failures of test file `file` (pass `file!()`) are
+/// persisted in `proptest-regressions/<file stem>.txt`, so they replay
+/// first on every later run.
+pub fn config(file: &str, default: u32) -> Config {
     let mut c = Config::with_cases(cases(default));
     if let Some(n) = std::env::var("PROPTEST_CASES")
         .ok()
@@ -176,9 +177,12 @@ pub fn config(default: u32) -> Config {
     {
         c.cases = n;
     }
-    c.failure_persistence = Some(Box::new(FileFailurePersistence::SourceParallel(
-        "proptest-regressions",
-    )));
+    let stem = Path::new(file)
+        .file_stem()
+        .map_or_else(|| "fuzz".into(), |s| s.to_string_lossy().into_owned());
+    // Relative to the crate root, where `cargo test` runs test binaries.
+    let path: &'static str = Box::leak(format!("proptest-regressions/{stem}.txt").into_boxed_str());
+    c.failure_persistence = Some(Box::new(FileFailurePersistence::Direct(path)));
     // Shrinking a slow engine case can take long; a few hundred steps find
     // a readable input without eating the CI budget.
     if std::env::var_os("PROPTEST_MAX_SHRINK_ITERS").is_none() {
