@@ -409,9 +409,16 @@ fn check(
         .enable_all()
         .build()
         .unwrap();
+    let before = panics_seen();
     let r = rt.block_on(run_sequence(legacy, init, seed, steps));
     rt.shutdown_timeout(Duration::from_secs(1));
-    r.map_err(TestCaseError::fail)
+    r.map_err(TestCaseError::fail)?;
+    prop_assert_eq!(
+        panics_seen(),
+        before,
+        "something panicked (see the output above)"
+    );
+    Ok(())
 }
 
 proptest! {

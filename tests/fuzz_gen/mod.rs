@@ -191,6 +191,24 @@ pub fn config(file: &str, default: u32) -> Config {
     c
 }
 
+/// How many panics this test process has seen, on any thread. A panic in
+/// a spawned engine task does not fail the test by itself (tokio catches
+/// it and the request merely goes unanswered), so engine tests compare
+/// this before and after each case.
+pub fn panics_seen() -> usize {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static COUNT: AtomicUsize = AtomicUsize::new(0);
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| {
+        let default = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            COUNT.fetch_add(1, Ordering::SeqCst);
+            default(info);
+        }));
+    });
+    COUNT.load(Ordering::SeqCst)
+}
+
 // ---------------------------------------------------------------------------
 // The corpus
 // ---------------------------------------------------------------------------
@@ -265,6 +283,40 @@ pub fn corpus_messages_of(legacy: bool, dir: &str) -> Vec<Value> {
         .filter(|r| r.get("dir").and_then(Value::as_str) == Some(dir))
         .filter_map(|r| r.get("msg").cloned())
         .collect()
+}
+
+/// Corpus messages of one revision's transcripts sent in `dir`, each with
+/// the method it carries or answers (responses paired with their request).
+pub fn corpus_with_methods(legacy: bool, dir: &str) -> Vec<(String, Value)> {
+    let mut out = Vec::new();
+    for f in corpus().iter().filter(|f| f.is_legacy() == legacy) {
+        let mut asked = std::collections::HashMap::new();
+        for r in &f.records {
+            let (Some(d), Some(msg)) = (r.get("dir").and_then(Value::as_str), r.get("msg")) else {
+                continue;
+            };
+            let method = match msg.get("method").and_then(Value::as_str) {
+                Some(m) => {
+                    if let Some(id) = msg.get("id") {
+                        asked.insert((d.to_owned(), id.to_string()), m.to_owned());
+                    }
+                    m.to_owned()
+                }
+                None => {
+                    let other = if d == "c2s" { "s2c" } else { "c2s" };
+                    let id = msg.get("id").map(Value::to_string).unwrap_or_default();
+                    match asked.get(&(other.to_owned(), id)) {
+                        Some(m) => m.clone(),
+                        None => continue,
+                    }
+                }
+            };
+            if d == dir {
+                out.push((method, msg.clone()));
+            }
+        }
+    }
+    out
 }
 
 /// Corpus `params`/`result` objects: realistic payload shapes.
