@@ -323,7 +323,7 @@ async fn run_sequence(
         };
         if let Message::Request(r) = &mut m {
             // Unique ids, of both types, so answers can be told apart.
-            r.id = if n % 2 == 0 {
+            r.id = if n.is_multiple_of(2) {
                 Id::Num(n as i64 + 1000)
             } else {
                 Id::Str(format!("fuzz-{n}"))

@@ -155,25 +155,26 @@ fn check(legacy: bool, moves_only: bool, raw: &[Value]) -> Result<(), TestCaseEr
                 conversation.push((to, v["dir"].as_str().unwrap_or("").to_owned(), msg.clone()));
             }
         }
-        if source_valid && to != rev(legacy) {
-            if let Err(e) = validate_conversation(conversation) {
-                let input: Vec<String> = raw.iter().map(Value::to_string).collect();
-                prop_assert!(
-                    false,
-                    "valid {} transcript\n{}\ntranslated to {} invalidly:\n{}",
-                    rev(legacy),
-                    input.join("\n"),
-                    to,
-                    e
-                );
-            }
+        if source_valid
+            && to != rev(legacy)
+            && let Err(e) = validate_conversation(conversation)
+        {
+            let input: Vec<String> = raw.iter().map(Value::to_string).collect();
+            prop_assert!(
+                false,
+                "valid {} transcript\n{}\ntranslated to {} invalidly:\n{}",
+                rev(legacy),
+                input.join("\n"),
+                to,
+                e
+            );
         }
     }
     Ok(())
 }
 
 proptest! {
-    #![proptest_config(config(file!(), 300))]
+    #![proptest_config(config(file!(), 200))]
 
     #[test]
     fn edited_corpus_transcripts_translate_cleanly((legacy, moves_only, records) in arb_transcript(4)) {

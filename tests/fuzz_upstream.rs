@@ -120,7 +120,7 @@ impl Fake {
                 mcp_tasks_shim::jsonrpc::ErrorObject::new(-32601, "Method not found"),
             )
         }));
-        if self.turn % self.h.extra_every == 0 && !self.unsolicited.is_empty() {
+        if self.turn.is_multiple_of(self.h.extra_every) && !self.unsolicited.is_empty() {
             let base = self.unsolicited[self.pick(1) % self.unsolicited.len()].clone();
             if let Ok(m) = Message::from_value(self.damage(base)) {
                 out.push(m);
@@ -230,7 +230,7 @@ async fn run(legacy: bool, h: Hostility, picks: Vec<usize>) -> Result<(), String
     let (front, mut outbox) = start(legacy, h).await;
     let mut pending: HashMap<Id, String> = HashMap::new();
     let mut may_wait: Vec<Id> = Vec::new();
-    let mut receive = |front: &Front, m: Message, pending: &mut HashMap<Id, String>| {
+    let receive = |front: &Front, m: Message, pending: &mut HashMap<Id, String>| {
         let v = m.to_value();
         check_jsonrpc(&v)?;
         match &m {
