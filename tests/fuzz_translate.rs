@@ -338,15 +338,24 @@ fn arb_row_case() -> impl Strategy<Value = (usize, Value)> {
     })
 }
 
-/// True when every complaint is inside a tool's `inputSchema` /
-/// `outputSchema`: JSON Schema documents the shim relays verbatim, which
-/// 2026-07-28 constrains more loosely than 2025-11-25 (docs/fuzzing.md).
+/// True when every complaint is about content the shim relays verbatim
+/// and the two schemas constrain differently (docs/fuzzing.md):
+/// - a tool's `inputSchema` / `outputSchema` (looser in 2026-07-28);
+/// - opaque JSON objects (capability entries, `_meta` values), which
+///   2026-07-28 types as `JSONValue`: no `null`, no non-integer numbers,
+///   while 2025-11-25 allows any JSON there.
 fn only_relayed_schemas(report: &str) -> bool {
     let mut at = report
         .lines()
         .filter(|l| l.trim_start().starts_with("at /"))
         .peekable();
-    at.peek().is_some() && at.all(|l| l.contains("/inputSchema") || l.contains("/outputSchema"))
+    at.peek().is_some()
+        && at.all(|l| {
+            l.contains("/inputSchema")
+                || l.contains("/outputSchema")
+                || l.contains("[schema /$defs/JSONValue")
+                || l.contains("[schema /$defs/JSONObject")
+        })
 }
 
 fn rev(legacy: bool) -> Revision {
@@ -364,6 +373,10 @@ proptest! {
     #[test]
     fn rows_keep_schema_validity((i, msg) in arb_row_case()) {
         let row = &ROWS[i];
+        // A mutated method makes it another row's message.
+        if let Some(m) = msg.get("method") && m != row.method {
+            return Ok(());
+        }
         let answered = row.response.then_some(row.method);
         let input_valid = validate(rev(row.from_legacy), &msg, answered).is_ok();
         let Some(out) = (row.run)(&msg) else {
