@@ -386,6 +386,9 @@ async fn run_sequence(
         .map(|(id, p)| format!("{id} ({})", p.method))
         .collect();
     if !unanswered.is_empty() {
+        if std::env::var_os("SHIM_FUZZ_VERBOSE").is_some() {
+            eprintln!("HANG {unanswered:?}");
+        }
         return Err(format!(
             "hang: no answer within {SETTLE:?} to {}",
             unanswered.join(", ")
@@ -433,4 +436,21 @@ proptest! {
     fn modern_front_answers_every_request((init, seed, steps) in arb_sequence(false)) {
         check(false, init, seed, steps)?;
     }
+}
+
+/// Found by this fuzzer: a 2025-11-25 client that declared no elicitation
+/// (here: it never initialized) starts a task that needs input, then waits
+/// on it with a blocking `tasks/result`. The input can never be asked, so
+/// the shim answers it `cancel` and the task ends instead of hanging.
+#[test]
+fn a_task_needing_input_the_client_cannot_give_still_ends() {
+    let steps = vec![Step {
+        msg: json!({"jsonrpc": "2.0", "id": 1, "method": "tasks/result",
+            "params": {"taskId": "replaced by the seed task's id"}}),
+        task_pick: Some(0),
+    }];
+    let multi_input = SEED_CALLS
+        .iter()
+        .position(|(name, _)| *name == "multi_input");
+    check(true, false, multi_input, steps).unwrap();
 }

@@ -188,6 +188,11 @@ pub fn config(file: &str, default: u32) -> Config {
     if std::env::var_os("PROPTEST_MAX_SHRINK_ITERS").is_none() {
         c.max_shrink_iters = 512;
     }
+    // An engine case that hangs takes its whole deadline on every shrink
+    // step: bound shrinking in time too (ms).
+    if std::env::var_os("PROPTEST_MAX_SHRINK_TIME").is_none() {
+        c.max_shrink_time = 120_000;
+    }
     c
 }
 
