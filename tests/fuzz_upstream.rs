@@ -232,7 +232,9 @@ async fn run(legacy: bool, h: Hostility, picks: Vec<usize>) -> Result<(), String
     let mut may_wait: Vec<Id> = Vec::new();
     let receive = |front: &Front, m: Message, pending: &mut HashMap<Id, String>| {
         let v = m.to_value();
-        check_jsonrpc(&v)?;
+        // The upstream's own errors are relayed as they came (JSON-RPC
+        // allows an empty message), so only the envelope is checked here.
+        check_envelope(&v)?;
         match &m {
             Message::Request(_) => {
                 let a = Message::from_value(support::wire::auto_answer(&v))
