@@ -240,7 +240,8 @@ fn run(rev: Revision, lines: Vec<Vec<u8>>) -> Result<(), TestCaseError> {
                 before
             );
         }
-        if let Expect::Answer(id) = want {
+        // Every answer carrying an id is counted below, refusals included.
+        if let Expect::Answer(id) | Expect::Refusal(Some(id)) = want {
             *later
                 .entry(serde_json::to_value(&id).unwrap().to_string())
                 .or_default() += 1;
