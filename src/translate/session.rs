@@ -245,6 +245,11 @@ pub fn server_caps_to_modern(caps: &Value) -> Value {
         .unwrap_or_default();
     if tasks.tool_calls() {
         let ext = out.entry("extensions").or_insert_with(|| json!({}));
+        // Indexing a non-object JSON value by key panics: a legacy server
+        // with a malformed `extensions` must not take the shim down.
+        if !ext.is_object() {
+            *ext = json!({});
+        }
         ext[TASKS_EXTENSION] = json!({});
     }
     Value::Object(out)
@@ -447,6 +452,20 @@ mod tests {
         let caps = server_caps_to_modern(&json!({"tasks": {"list": {}}, "tools": {}}));
         assert!(caps.get("extensions").is_none());
         assert!(caps.get("tasks").is_none());
+    }
+
+    #[test]
+    fn malformed_server_extensions_are_replaced_not_a_panic() {
+        // Found by tests/fuzz_translate.rs: `extensions: false` beside task
+        // support used to panic in serde_json's IndexMut.
+        for bad in [json!(false), json!("x"), json!([1]), json!(3)] {
+            let caps = json!({"tasks": {"requests": {"tools": {"call": {}}}}, "extensions": bad});
+            let modern = server_caps_to_modern(&caps);
+            assert_eq!(modern["extensions"], json!({TASKS_EXTENSION: {}}));
+            let init = json!({"protocolVersion": LEGACY_VERSION, "capabilities": caps,
+                "serverInfo": {"name": "s", "version": "1"}});
+            assert!(initialize_to_discover(&init, 0).is_ok());
+        }
     }
 
     #[test]

@@ -19,7 +19,7 @@ pub fn task_to_legacy(t: &modern::Task) -> legacy::Task {
         last_updated_at: t.last_updated_at.clone(),
         ttl: t.ttl_ms,
         poll_interval: t.poll_interval_ms,
-        extra: t.extra.clone(),
+        extra: without_shadows(t.extra.clone(), LEGACY_ONLY),
     }
 }
 
@@ -33,7 +33,7 @@ pub fn task_to_legacy_owned(t: modern::Task) -> legacy::Task {
         last_updated_at: t.last_updated_at,
         ttl: t.ttl_ms,
         poll_interval: t.poll_interval_ms,
-        extra: t.extra,
+        extra: without_shadows(t.extra, LEGACY_ONLY),
     }
 }
 
@@ -47,7 +47,7 @@ pub fn task_to_modern(t: &legacy::Task) -> modern::Task {
         last_updated_at: t.last_updated_at.clone(),
         ttl_ms: t.ttl,
         poll_interval_ms: t.poll_interval,
-        extra: t.extra.clone(),
+        extra: without_shadows(t.extra.clone(), MODERN_ONLY),
     }
 }
 
@@ -61,8 +61,24 @@ pub fn task_to_modern_owned(t: legacy::Task) -> modern::Task {
         last_updated_at: t.last_updated_at,
         ttl_ms: t.ttl,
         poll_interval_ms: t.poll_interval,
-        extra: t.extra,
+        extra: without_shadows(t.extra, MODERN_ONLY),
     }
+}
+
+/// Task members only one revision has, by the revision that has them.
+const LEGACY_ONLY: [&str; 2] = ["ttl", "pollInterval"];
+const MODERN_ONLY: [&str; 2] = ["ttlMs", "pollIntervalMs"];
+
+/// `extra` without unknown members named like the target revision's own
+/// task members (`names`). A legacy peer's stray `pollIntervalMs: null`
+/// is just an unknown member in 2025-11-25, but kept as is it would
+/// overwrite the translated `pollIntervalMs` (found by
+/// tests/fuzz_translate.rs; the result was schema-invalid).
+fn without_shadows(mut extra: crate::wire::Extra, names: [&str; 2]) -> crate::wire::Extra {
+    for name in names {
+        extra.shift_remove(name);
+    }
+    extra
 }
 
 /// True for a tool result that reports a tool-level error.
@@ -369,6 +385,30 @@ mod tests {
         assert_eq!(strip_related_task(ok)["_meta"], Value::Null);
         let err = task_result_to_legacy("t1", TaskStatus::Cancelled, &Payload::None).unwrap_err();
         assert_eq!(err.code, -32602);
+    }
+
+    #[test]
+    fn unknown_members_never_shadow_the_translated_ones() {
+        // Found by tests/fuzz_translate.rs.
+        let legacy: legacy::Task = from_value(
+            "t",
+            &json!({"taskId":"a","status":"working","createdAt":"x","lastUpdatedAt":"y",
+                "ttl":60000,"pollInterval":500,"pollIntervalMs":null,"ttlMs":"soon","k":1}),
+        )
+        .unwrap();
+        let m = to_value(&task_to_modern(&legacy));
+        assert_eq!(m["ttlMs"], 60000);
+        assert_eq!(m["pollIntervalMs"], 500);
+        assert_eq!(m["k"], 1);
+        assert_eq!(to_value(&task_to_modern_owned(legacy)), m);
+
+        let mut v = modern_task("working");
+        v["ttl"] = json!(null);
+        v["pollInterval"] = json!("fast");
+        let (t, _) = get_result_to_legacy(&v).unwrap();
+        let l = to_value(&t);
+        assert_eq!(l["ttl"], 60000);
+        assert_eq!(l["pollInterval"], 500);
     }
 
     #[test]

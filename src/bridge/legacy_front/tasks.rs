@@ -142,8 +142,28 @@ impl LegacySession {
         );
         tokio::spawn(async move {
             let tag = tagged.then_some(task_id.as_str());
-            match this.ask_input(&key, &request, tag).await {
-                Ok(answer) => {
+            let answer = match this.ask_input(&key, &request, tag).await {
+                Ok(answer) => Some(answer),
+                // An elicitation this client cannot be asked (it declared
+                // no elicitation, or it went away) has not been accepted:
+                // answer `cancel`, as for one it refused, so the task moves
+                // on. Left unanswered, the task would sit in input_required
+                // and a blocking tasks/result would wait until the TTL
+                // (found by tests/fuzz_engines.rs).
+                Err(e)
+                    if request.get("method").and_then(Value::as_str)
+                        == Some("elicitation/create") =>
+                {
+                    tracing::info!(%task_id, %key, message = %e.message, "elicitation not deliverable; answering cancel");
+                    Some(serde_json::json!({"action": "cancel"}))
+                }
+                Err(e) => {
+                    tracing::warn!(%task_id, %key, message = %e.message, "input request not answered");
+                    None
+                }
+            };
+            match answer {
+                Some(answer) => {
                     let mut responses = serde_json::Map::new();
                     responses.insert(key.clone(), answer);
                     let mut params = crate::translate::input::update_params(&task_id, responses);
@@ -156,9 +176,7 @@ impl LegacySession {
                         Err(e) => tracing::warn!(%task_id, %key, error = %e, "tasks/update failed"),
                     }
                 }
-                Err(e) => {
-                    tracing::warn!(%task_id, %key, message = %e.message, "input request not answered")
-                }
+                None => {}
             }
             this.front.watchers.poke(&task_id);
         });
