@@ -139,6 +139,12 @@ impl LegacyFront {
         }
     }
 
+    /// Drops expired ledger records; returns how many. Lookups already
+    /// ignore expired records: this is what gives their memory back.
+    pub fn sweep(&self) -> usize {
+        self.ledger.evict_expired(self.clock.now_ms())
+    }
+
     /// How many task pollers are running now.
     pub fn active_pollers(&self) -> usize {
         self.watchers.active()
