@@ -365,9 +365,9 @@ async fn round(
     let tally: Shared = Arc::default();
     let start = Instant::now();
     let mut set = JoinSet::new();
-    for i in 0..s.clients {
+    for (i, token) in tokens.iter().enumerate().take(s.clients) {
         let (c, url, tally) = (c.clone(), shim.url.clone(), tally.clone());
-        let token = tokens[i].clone();
+        let token = token.clone();
         let legacy_era = mix == Mix::Both && i % 2 == 0;
         let name = format!("r{n}-{}{i}", if legacy_era { "L" } else { "M" });
         if legacy_era {
