@@ -15,6 +15,10 @@
 //! to zero (`/metrics`), and its resident memory after a second identical
 //! round is not meaningfully above the first (< +20 %).
 //!
+//! `the_per_client_cap_holds_and_expiry_frees_it`: `--max-tasks-per-client`
+//! refuses one principal's task past the cap, not another's, and lets the
+//! first create again once its tasks expired.
+//!
 //! Sizes: `MCP_SHIM_LOAD_CLIENTS` (default 200), `MCP_SHIM_LOAD_TASKS`
 //! (tasks per client, default 10 so CI takes a few minutes on a debug
 //! build; the full size is 50), `MCP_SHIM_LOAD_TTL_MS` (task
@@ -410,21 +414,24 @@ async fn gauge(shim: &HttpShim, name: &str) -> u64 {
         .unwrap_or_else(|| panic!("/metrics has no {name}:\n{text}"))
 }
 
-/// Waits (bounded) until the ledger, the task tracking and the sessions
-/// are empty; returns the gauges as last read.
-async fn drained(shim: &HttpShim, s: Sizes) -> [u64; 3] {
-    let names = [
-        "mcp_shim_ledger_tasks",
-        "mcp_shim_tracked_tasks",
-        "mcp_shim_legacy_sessions",
-    ];
-    let deadline = Instant::now() + Duration::from_millis(s.ttl_ms) + Duration::from_secs(30);
+/// The gauges that must return to zero once every task expired and every
+/// session was deleted.
+const DRAINED: [&str; 3] = [
+    "mcp_shim_ledger_tasks",
+    "mcp_shim_tracked_tasks",
+    "mcp_shim_legacy_sessions",
+];
+
+/// Waits (bounded: the retention plus 30 s) until the `names` gauges are
+/// all zero; returns them as last read.
+async fn drained<const N: usize>(shim: &HttpShim, ttl_ms: u64, names: [&str; N]) -> [u64; N] {
+    let deadline = Instant::now() + Duration::from_millis(ttl_ms) + Duration::from_secs(30);
     loop {
-        let mut now = [0; 3];
+        let mut now = [0; N];
         for (i, n) in names.iter().enumerate() {
             now[i] = gauge(shim, n).await;
         }
-        if now == [0; 3] || Instant::now() > deadline {
+        if now == [0; N] || Instant::now() > deadline {
             return now;
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
@@ -461,7 +468,7 @@ async fn two_rounds(upstream: Vec<String>, extra: &[String], mix: Mix, what: &st
         for n in 1..=2 {
             let (tasks, requests, inputs, secs) = round(&shim, mix, s, n, &tokens).await;
             let peak = rss_kib(pid);
-            let left = drained(&shim, s).await;
+            let left = drained(&shim, s.ttl_ms, DRAINED).await;
             let after = rss_kib(pid);
             eprintln!(
                 "{what} round {n}: {} clients x {} tasks = {tasks} tasks, {requests} requests, {inputs} input requests in {secs:.1} s ({:.0} tasks/s, {:.0} requests/s); shim RSS {rss0} KiB at start, {peak} KiB right after, {after} KiB after expiry; ledger/tracked/sessions left: {left:?}",
@@ -525,4 +532,60 @@ async fn modern_clients_in_front_of_a_legacy_server() {
         "legacy upstream",
     )
     .await;
+}
+
+/// A legacy task-augmented quick call for `token` in session `sid`: the
+/// JSON-RPC answer.
+async fn legacy_quick_task(c: &Client, url: &str, sid: &str, token: &str, label: &str) -> Value {
+    let (p, _) = tool_call(label, 0);
+    let mut p = p;
+    p["task"] = json!({"ttl": 60_000});
+    let (s, body, _) =
+        send(legacy(c, url, Some(sid), &rpc(5, "tools/call", p)).bearer_auth(token)).await;
+    assert_eq!(s, 200, "{label}: {body}");
+    assert_valid(Revision::Legacy, &body, Some("tools/call"));
+    body
+}
+
+/// The per-client cap holds, binds one principal only, and is freed again
+/// when the tasks expire.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_per_client_cap_holds_and_expiry_frees_it() {
+    const CAP: usize = 3;
+    let ttl_ms = 2_000;
+    let shim = HttpShim::spawn(
+        &[
+            "--max-tasks-per-client",
+            &CAP.to_string(),
+            "--token",
+            "alice-secret=alice",
+            "--token",
+            "bob-secret=bob",
+        ],
+        &reference(MODERN, Some(ttl_ms)),
+    );
+    let c = client();
+    let url = shim.url.as_str();
+    let (alice, _) = initialize(&c, url, Some("alice-secret")).await;
+    let (bob, _) = initialize(&c, url, Some("bob-secret")).await;
+    for k in 0..CAP {
+        let body = legacy_quick_task(&c, url, &alice, "alice-secret", &format!("a{k}")).await;
+        assert!(body["result"]["task"]["taskId"].is_string(), "{body}");
+    }
+    let body = legacy_quick_task(&c, url, &alice, "alice-secret", "a-over").await;
+    assert_eq!(body["error"]["code"], -32603, "over the cap: {body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("task limit")),
+        "{body}"
+    );
+    // Another principal is not affected.
+    let body = legacy_quick_task(&c, url, &bob, "bob-secret", "b0").await;
+    assert!(body["result"]["task"]["taskId"].is_string(), "{body}");
+    // Once alice's tasks expired (and were swept), she may create again.
+    let left = drained(&shim, ttl_ms, ["mcp_shim_ledger_tasks"]).await;
+    assert_eq!(left, [0], "every task expired");
+    let body = legacy_quick_task(&c, url, &alice, "alice-secret", "a-again").await;
+    assert!(body["result"]["task"]["taskId"].is_string(), "{body}");
 }
