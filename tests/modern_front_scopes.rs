@@ -41,24 +41,25 @@ async fn serve_until_call(
     to_shim: &tokio::sync::mpsc::UnboundedSender<Message>,
 ) -> Id {
     loop {
-        match next(from_shim, "a request from the shim").await {
-            Message::Request(r) => match r.method.as_str() {
-                "initialize" => {
-                    let result = json!({"protocolVersion": "2025-11-25",
-                        "capabilities": {"tools": {}},
-                        "serverInfo": {"name": "scripted", "version": "0"}});
-                    to_shim.send(Message::response(r.id, result)).unwrap();
-                }
-                "tools/list" => {
-                    let result = json!({"tools": [{"name": "ask",
-                        "inputSchema": {"type": "object"},
-                        "execution": {"taskSupport": "forbidden"}}]});
-                    to_shim.send(Message::response(r.id, result)).unwrap();
-                }
-                "tools/call" => return r.id,
-                m => panic!("unexpected request {m}"),
-            },
-            _ => {}
+        // Notifications (initialized) need no answer.
+        let Message::Request(r) = next(from_shim, "a request from the shim").await else {
+            continue;
+        };
+        match r.method.as_str() {
+            "initialize" => {
+                let result = json!({"protocolVersion": "2025-11-25",
+                    "capabilities": {"tools": {}},
+                    "serverInfo": {"name": "scripted", "version": "0"}});
+                to_shim.send(Message::response(r.id, result)).unwrap();
+            }
+            "tools/list" => {
+                let result = json!({"tools": [{"name": "ask",
+                    "inputSchema": {"type": "object"},
+                    "execution": {"taskSupport": "forbidden"}}]});
+                to_shim.send(Message::response(r.id, result)).unwrap();
+            }
+            "tools/call" => return r.id,
+            m => panic!("unexpected request {m}"),
         }
     }
 }
