@@ -287,7 +287,13 @@ async fn delete_endpoint(State(app): State<Arc<App>>, headers: HeaderMap) -> Res
 }
 
 async fn metrics_endpoint(State(app): State<Arc<App>>) -> Response {
-    let sessions = app.sessions.lock().unwrap_or_else(|p| p.into_inner()).len();
+    // Sessions the engine still holds, not just the open ones: a deleted
+    // session that stayed in memory would be a leak.
+    let open = app.sessions.lock().unwrap_or_else(|p| p.into_inner()).len();
+    let sessions = app
+        .legacy
+        .as_ref()
+        .map_or(open, |f| f.sessions_in_memory().max(open));
     let tracked = app.modern.as_ref().map_or(0, |f| f.tracked_tasks());
     let gauges = [
         (
@@ -302,7 +308,7 @@ async fn metrics_endpoint(State(app): State<Arc<App>>) -> Response {
         ),
         (
             "mcp_shim_legacy_sessions",
-            "Open 2025-11-25 HTTP sessions.",
+            "2025-11-25 HTTP sessions in memory (open, or deleted and finishing).",
             sessions as u64,
         ),
     ];
