@@ -22,7 +22,7 @@
 //! Sizes: `MCP_SHIM_LOAD_CLIENTS` (default 200), `MCP_SHIM_LOAD_TASKS`
 //! (tasks per client, default 10 so CI takes a few minutes on a debug
 //! build; the full size is 50), `MCP_SHIM_LOAD_TTL_MS` (task
-//! retention, default 15000), `MCP_SHIM_LOAD_MINUTES` (overall bound per
+//! retention, default 30000), `MCP_SHIM_LOAD_MINUTES` (overall bound per
 //! test, default 10). Figures are printed (`--nocapture`); measured ones
 //! are in docs/performance.md.
 
@@ -68,7 +68,7 @@ fn sizes() -> Sizes {
     Sizes {
         clients: env_or("MCP_SHIM_LOAD_CLIENTS", 200) as usize,
         tasks: env_or("MCP_SHIM_LOAD_TASKS", 10) as usize,
-        ttl_ms: env_or("MCP_SHIM_LOAD_TTL_MS", 15_000),
+        ttl_ms: env_or("MCP_SHIM_LOAD_TTL_MS", 30_000),
         bound: Duration::from_secs(60 * env_or("MCP_SHIM_LOAD_MINUTES", 10)),
     }
 }
