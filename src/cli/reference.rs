@@ -14,9 +14,16 @@ pub struct Args {
     /// picks a free port; the URL is printed on stdout).
     #[arg(long, value_name = "ADDR")]
     pub http: Option<SocketAddr>,
+    /// Retention of tasks whose client asks for none (every task of the
+    /// 2026-07-28 server), in ms; default 300000, at most 3600000.
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(i64).range(1..=3_600_000))]
+    pub task_ttl_ms: Option<i64>,
 }
 
 pub(crate) fn run(args: Args) -> Result<(), String> {
+    if let Some(ms) = args.task_ttl_ms {
+        crate::reference::set_task_ttl_ms(ms);
+    }
     let rt = tokio::runtime::Runtime::new().map_err(|e| e.to_string())?;
     rt.block_on(async {
         match args.http {

@@ -125,6 +125,10 @@ impl TaskLedger for MemoryLedger {
             .map(|(_, r)| r.clone())
     }
 
+    fn contains(&self, scope: &str, task_id: &str, now: Millis) -> bool {
+        self.lock().live(scope, task_id, now).is_some()
+    }
+
     fn update(
         &self,
         scope: &str,

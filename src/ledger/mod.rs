@@ -105,6 +105,11 @@ pub trait TaskLedger: Send + Sync + std::fmt::Debug {
     /// expired. Anything else is `None`, indistinguishably.
     fn get(&self, scope: &str, task_id: &str, now: Millis) -> Option<TaskRecord>;
 
+    /// Whether [`TaskLedger::get`] would find the record, without copying it.
+    fn contains(&self, scope: &str, task_id: &str, now: Millis) -> bool {
+        self.get(scope, task_id, now).is_some()
+    }
+
     /// Applies `change` to the record if [`TaskLedger::get`] would return it;
     /// returns the updated record.
     fn update(

@@ -85,6 +85,13 @@ impl ReferenceServer {
     }
 }
 
+/// Sets how long tasks are kept when the client asks for no retention (all
+/// tasks of the 2026-07-28 server, which alone decides); clamped to 1 ms …
+/// 1 hour. Process-wide: the reference servers are one per process.
+pub fn set_task_ttl_ms(ms: i64) {
+    tasks::set_default_ttl_ms(ms);
+}
+
 /// Serves the reference server of `revision` on stdin/stdout until EOF.
 pub async fn serve_stdio(revision: Revision) -> std::io::Result<()> {
     stdio::serve(revision).await

@@ -6,6 +6,7 @@
 //! `on_change` hook so each revision can push its own notification.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -22,6 +23,16 @@ pub(crate) type Outcome = Result<Value, ErrorObject>;
 
 /// Default retention when the client asks for none (5 minutes).
 pub(crate) const DEFAULT_TTL_MS: i64 = 300_000;
+/// The retention used when the client asks for none; `--task-ttl-ms`
+/// changes it process-wide so load tests can watch tasks expire.
+static DEFAULT_TTL: AtomicI64 = AtomicI64::new(DEFAULT_TTL_MS);
+
+/// Sets the retention of tasks whose client asked for none (the modern
+/// server's every task: it alone decides), clamped to `1..=`[`MAX_TTL_MS`].
+pub(crate) fn set_default_ttl_ms(ms: i64) {
+    DEFAULT_TTL.store(ms.clamp(1, MAX_TTL_MS), Ordering::Relaxed);
+}
+
 /// Upper bound on a client-requested retention (1 hour): a reference server
 /// must not be made to hold results forever.
 pub(crate) const MAX_TTL_MS: i64 = 3_600_000;
@@ -102,9 +113,10 @@ impl TaskStore {
 
     /// Creates a `working` task; `requested_ttl` is clamped to [`MAX_TTL_MS`].
     pub(crate) fn create(&self, requested_ttl: Option<i64>) -> TaskView {
-        let ttl = requested_ttl
-            .filter(|t| *t > 0)
-            .map_or(DEFAULT_TTL_MS, |t| t.min(MAX_TTL_MS));
+        let ttl = requested_ttl.filter(|t| *t > 0).map_or_else(
+            || DEFAULT_TTL.load(Ordering::Relaxed),
+            |t| t.min(MAX_TTL_MS),
+        );
         let now = now_iso();
         let view = TaskView {
             task_id: random_id(),

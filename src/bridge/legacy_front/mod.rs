@@ -139,6 +139,21 @@ impl LegacyFront {
         }
     }
 
+    /// Drops expired ledger records; returns how many. Lookups already
+    /// ignore expired records: this is what gives their memory back.
+    pub fn sweep(&self) -> usize {
+        self.ledger.evict_expired(self.clock.now_ms())
+    }
+
+    /// How many client sessions are still in memory: open ones, and closed
+    /// ones whose last requests are still finishing.
+    pub fn sessions_in_memory(&self) -> usize {
+        lock(&self.sessions)
+            .iter()
+            .filter(|w| w.strong_count() > 0)
+            .count()
+    }
+
     /// How many task pollers are running now.
     pub fn active_pollers(&self) -> usize {
         self.watchers.active()

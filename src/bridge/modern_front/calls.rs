@@ -20,6 +20,8 @@ use crate::wire::modern::{RequestMeta, result_type};
 #[derive(Debug)]
 pub(super) struct OpenCall {
     id: u64,
+    /// Whose call it is: untagged input never crosses scopes.
+    scope: String,
     interjections: mpsc::UnboundedSender<Request>,
 }
 
@@ -43,18 +45,22 @@ struct InFlight {
 
 impl ModernFront {
     /// Hands an untagged server request to the open call it most likely
-    /// belongs to (the newest). False when no call is open.
+    /// belongs to (the newest). False when no call is open, or when calls
+    /// of several scopes are: a guess could then show one principal's
+    /// question (and its answer) to another, so it is refused instead.
     pub(super) fn interject(&self, req: &Request) -> bool {
         let calls = lock(&self.open_calls);
-        match calls.last() {
-            Some(call) => {
-                if calls.len() > 1 {
-                    tracing::warn!(method = %req.method, "several calls open; giving the request to the newest");
-                }
-                call.interjections.send(req.clone()).is_ok()
-            }
-            None => false,
+        let Some(call) = calls.last() else {
+            return false;
+        };
+        if calls.iter().any(|c| c.scope != call.scope) {
+            tracing::warn!(method = %req.method, "calls of several clients open; refusing an untagged request rather than guessing whose it is");
+            return false;
         }
+        if calls.len() > 1 {
+            tracing::warn!(method = %req.method, "several calls open; giving the request to the newest");
+        }
+        call.interjections.send(req.clone()).is_ok()
     }
 
     fn close_call(&self, open_id: u64) {
@@ -105,6 +111,7 @@ impl ModernSession {
         let (itx, irx) = mpsc::unbounded_channel();
         lock(&self.front.open_calls).push(OpenCall {
             id: open_id,
+            scope: self.scope.clone(),
             interjections: itx,
         });
         let (dtx, drx) = oneshot::channel();

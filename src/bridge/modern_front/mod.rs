@@ -162,6 +162,36 @@ impl ModernFront {
         lock(&self.tools).get(tool).copied().unwrap_or_default()
     }
 
+    /// Drops expired ledger records, and the tracking of tasks whose record
+    /// is gone (expired or dropped with its scope): without this every task
+    /// ever created would stay in memory. Returns how many records went.
+    pub fn sweep(&self) -> usize {
+        let now = self.clock.now_ms();
+        let evicted = self.ledger.evict_expired(now);
+        // The ledger is asked with no engine lock held (its contract).
+        let tracked: Vec<(String, String)> = lock(&self.tasks)
+            .iter()
+            .map(|(id, live)| (id.clone(), live.scope.clone()))
+            .collect();
+        let gone: Vec<String> = tracked
+            .into_iter()
+            .filter(|(id, scope)| !self.ledger.contains(scope, id, now))
+            .map(|(id, _)| id)
+            .collect();
+        if !gone.is_empty() {
+            let mut tasks = lock(&self.tasks);
+            for id in &gone {
+                tasks.remove(id);
+            }
+        }
+        evicted
+    }
+
+    /// How many tasks are tracked beyond their ledger record (for metrics).
+    pub fn tracked_tasks(&self) -> usize {
+        lock(&self.tasks).len()
+    }
+
     /// Feeds one upstream event.
     pub fn handle_upstream(self: &Arc<Self>, event: UpstreamEvent) {
         match event {

@@ -292,6 +292,25 @@ impl ModernSession {
         };
         let mut task = task;
         task.extra.remove("_meta");
+        // `completed` and `failed` must carry their outcome. Without one
+        // (the background `tasks/result` is still on its way, or the task
+        // expired while we waited for it) say what the client can act on.
+        if matches!(
+            task.status,
+            crate::wire::TaskStatus::Completed | crate::wire::TaskStatus::Failed
+        ) && matches!(payload, Payload::None)
+        {
+            if !self
+                .front
+                .ledger
+                .contains(&self.scope, &id, self.front.clock.now_ms())
+            {
+                return Err(ShimError::UnknownTask.into());
+            }
+            tracing::debug!(task = %id, "terminal upstream, outcome not here yet: reporting working");
+            task.status = crate::wire::TaskStatus::Working;
+            task.status_message = None;
+        }
         // A server that asks without moving to input_required (it sent the
         // request directly) is still waiting on the client: say so, as the
         // listen stream does.

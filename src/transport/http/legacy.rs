@@ -105,10 +105,13 @@ pub(super) async fn initialize(app: Arc<App>, msg: Message, hdrs: &HeaderMap) ->
         engine: front.session(scope, tx),
         routes: Mutex::new(Routes::default()),
     });
-    let router = session.clone();
+    // Weak: the engine holds this channel's sender, so a strong reference
+    // here would keep the session (and the task) alive after DELETE.
+    let router = Arc::downgrade(&session);
     tokio::spawn(async move {
         while let Some(m) = rx.recv().await {
-            router.route(m);
+            let Some(s) = router.upgrade() else { break };
+            s.route(m);
         }
     });
     app.sessions

@@ -29,8 +29,9 @@ impl Metrics {
             .or_default() += 1;
     }
 
-    /// The Prometheus exposition text.
-    pub(crate) fn render(&self) -> String {
+    /// The Prometheus exposition text, with `gauges` (name, help, value)
+    /// appended.
+    pub(crate) fn render(&self, gauges: &[(&str, &str, u64)]) -> String {
         let mut out = String::from(
             "# HELP mcp_shim_requests_total Client messages by protocol revision and method.\n# TYPE mcp_shim_requests_total counter\n",
         );
@@ -38,6 +39,11 @@ impl Metrics {
             out.push_str(&format!(
                 "mcp_shim_requests_total{{revision=\"{rev}\",method=\"{}\"}} {n}\n",
                 method.replace('"', "'")
+            ));
+        }
+        for (name, help, value) in gauges {
+            out.push_str(&format!(
+                "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}\n"
             ));
         }
         out

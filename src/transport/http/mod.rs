@@ -35,6 +35,10 @@ pub use principal::{ConfiguredPrincipals, PrincipalResolver};
 /// How long open requests and streams may take to end after a shutdown signal.
 const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
+/// How often expired tasks are dropped from memory. Lookups never see an
+/// expired task anyway; this only bounds how long its memory is held.
+const SWEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// How the HTTP front is configured.
 #[derive(Debug, Clone)]
 pub struct HttpOptions {
@@ -115,6 +119,21 @@ pub async fn serve(
             pump.upstream_event(ev);
         }
     });
+    let sweeper = {
+        let app = Arc::downgrade(&app);
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(SWEEP_EVERY);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                let Some(app) = app.upgrade() else { break };
+                let evicted = app.sweep();
+                if evicted > 0 {
+                    tracing::debug!(evicted, left = app.ledger.len(), "expired tasks dropped");
+                }
+            }
+        })
+    };
     let router = Router::new()
         .route(
             &opts.path,
@@ -154,6 +173,7 @@ pub async fn serve(
         } => tracing::info!("open streams cut after the shutdown grace period"),
     }
     app.upstream.shutdown("the shim is shutting down");
+    sweeper.abort();
     if let Some(child) = child.as_mut()
         && tokio::time::timeout(std::time::Duration::from_secs(3), child.wait())
             .await
@@ -173,6 +193,15 @@ impl App {
             (Some(front), _) => front.handle_upstream(ev),
             (_, Some(front)) => front.handle_upstream(ev),
             _ => {}
+        }
+    }
+
+    /// Drops expired tasks from the ledger and the engine's tracking.
+    fn sweep(&self) -> usize {
+        match (&self.legacy, &self.modern) {
+            (Some(front), _) => front.sweep(),
+            (_, Some(front)) => front.sweep(),
+            _ => 0,
         }
     }
 
@@ -258,9 +287,34 @@ async fn delete_endpoint(State(app): State<Arc<App>>, headers: HeaderMap) -> Res
 }
 
 async fn metrics_endpoint(State(app): State<Arc<App>>) -> Response {
+    // Sessions the engine still holds, not just the open ones: a deleted
+    // session that stayed in memory would be a leak.
+    let open = app.sessions.lock().unwrap_or_else(|p| p.into_inner()).len();
+    let sessions = app
+        .legacy
+        .as_ref()
+        .map_or(open, |f| f.sessions_in_memory().max(open));
+    let tracked = app.modern.as_ref().map_or(0, |f| f.tracked_tasks());
+    let gauges = [
+        (
+            "mcp_shim_ledger_tasks",
+            "Task records held in the ledger (expired ones until swept).",
+            app.ledger.len() as u64,
+        ),
+        (
+            "mcp_shim_tracked_tasks",
+            "Tasks of a 2025-11-25 upstream the modern bridge tracks.",
+            tracked as u64,
+        ),
+        (
+            "mcp_shim_legacy_sessions",
+            "2025-11-25 HTTP sessions in memory (open, or deleted and finishing).",
+            sessions as u64,
+        ),
+    ];
     (
         [("content-type", "text/plain; version=0.0.4")],
-        app.metrics.render(),
+        app.metrics.render(&gauges),
     )
         .into_response()
 }

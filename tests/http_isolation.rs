@@ -1,0 +1,463 @@
+//! Adversarial isolation over HTTP (issue 6, item 6): 20 principals, each
+//! with its own bearer token, create tasks through one shim; then every
+//! principal tries every other principal's task ids on every task method.
+//!
+//! - A 2026-07-28 upstream: 2025-11-25 clients (two sessions per principal)
+//!   probe `tasks/get`, `tasks/result`, `tasks/cancel`, and page through
+//!   `tasks/list`, also with another principal's cursor.
+//! - A 2025-11-25 upstream: 2026-07-28 clients (stateless) probe
+//!   `tasks/get`, `tasks/update`, `tasks/cancel`.
+//!
+//! Nothing foreign may ever show, a foreign cancel or update must change
+//! nothing, and the answer to a foreign id must equal, status, headers and
+//! body (request id aside), the answer to a fresh random id of the same
+//! form. The ids the shim hands out must be distinct 128-bit hex strings.
+//!
+//! Same-revision pass-through is not tested here: there the upstream owns
+//! isolation (docs/limits.md).
+
+mod support;
+
+use std::collections::{BTreeMap, HashSet};
+
+use reqwest::{Client, RequestBuilder};
+use serde_json::{Value, json};
+use support::http::{HttpShim, LEGACY, client, initialize, legacy, modern, rpc, send};
+use support::schema::{Revision, assert_valid};
+use support::wire::{modern_reference, shim_bin};
+use tokio::task::JoinSet;
+
+/// How many principals take part.
+const PRINCIPALS: usize = 20;
+/// How long each task works: long enough that most probes reach it while
+/// it still runs (a foreign cancel would then show), short enough to wait for.
+const TASK_SECONDS: f64 = 4.0;
+
+/// One principal: its bearer token and what it created.
+#[derive(Debug, Clone)]
+struct Principal {
+    token: String,
+    /// Legacy sessions (modern clients have none).
+    sessions: Vec<String>,
+    /// (task id, label).
+    tasks: Vec<(String, String)>,
+}
+
+/// What a client can observe of an answer: HTTP status, headers (but
+/// `date`), and the JSON body with the request id set to 0. Callers use
+/// request ids of one width, so `content-length` is comparable too.
+#[derive(Debug, PartialEq)]
+struct Observed {
+    status: u16,
+    headers: BTreeMap<String, String>,
+    body: Value,
+}
+
+/// Sends `req` and returns what a client sees, the body schema-validated
+/// as an answer to `method` of revision `rev`.
+async fn observe(req: RequestBuilder, rev: Revision, method: &str) -> Observed {
+    let (status, mut body, headers) = send(req).await;
+    assert_valid(rev, &body, Some(method));
+    if let Some(o) = body.as_object_mut() {
+        o.insert("id".into(), json!(0));
+    }
+    let headers = headers
+        .iter()
+        .filter(|(k, _)| k.as_str() != "date")
+        .map(|(k, v)| (k.to_string(), v.to_str().unwrap_or("<binary>").to_owned()))
+        .collect();
+    Observed {
+        status: status.as_u16(),
+        headers,
+        body,
+    }
+}
+
+/// `--token T=P` flags for every principal, and the principals.
+fn principals() -> (Vec<String>, Vec<Principal>) {
+    let mut flags = Vec::new();
+    let mut all = Vec::new();
+    for i in 0..PRINCIPALS {
+        let token = format!("tok{i}-{}", mcp_tasks_shim::ids::random_id());
+        flags.push("--token".to_owned());
+        flags.push(format!("{token}=principal-{i}"));
+        all.push(Principal {
+            token,
+            sessions: Vec::new(),
+            tasks: Vec::new(),
+        });
+    }
+    (flags, all)
+}
+
+/// Asserts that ids are distinct and look like 128 random bits (32
+/// lowercase hex characters).
+#[track_caller]
+fn assert_strong_ids<'a>(what: &str, ids: impl IntoIterator<Item = &'a String>) {
+    let mut seen = HashSet::new();
+    for id in ids {
+        assert!(
+            id.len() == 32 && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')),
+            "{what} {id:?} is not 32 lowercase hex characters (128 bits)"
+        );
+        assert!(seen.insert(id.clone()), "{what} {id} issued twice");
+    }
+    assert!(!seen.is_empty(), "no {what} seen");
+}
+
+fn slow(label: &str) -> Value {
+    json!({"name": "slow_compute", "arguments": {"seconds": TASK_SECONDS, "label": label}})
+}
+
+/// A legacy task-augmented `tools/call` in session `sid`; its task id.
+async fn legacy_create(c: &Client, url: &str, p: &Principal, sid: &str, label: &str) -> String {
+    let mut params = slow(label);
+    params["task"] = json!({"ttl": 120_000});
+    let req = legacy(c, url, Some(sid), &rpc(1, "tools/call", params)).bearer_auth(&p.token);
+    let (s, body, _) = send(req).await;
+    assert_eq!(s, 200, "create: {body}");
+    assert_valid(Revision::Legacy, &body, Some("tools/call"));
+    body["result"]["task"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a task: {body}"))
+        .to_owned()
+}
+
+/// Every task id `tasks/list` shows in `sid`, all pages; the first page's
+/// cursor too.
+async fn legacy_list_all(
+    c: &Client,
+    url: &str,
+    token: &str,
+    sid: &str,
+) -> (Vec<String>, Option<String>) {
+    let mut ids = Vec::new();
+    let mut cursor: Option<String> = None;
+    let mut first_cursor = None;
+    for page in 0..100 {
+        let params = match &cursor {
+            Some(c) => json!({"cursor": c}),
+            None => json!({}),
+        };
+        let req = legacy(c, url, Some(sid), &rpc(2, "tasks/list", params)).bearer_auth(token);
+        let (s, body, _) = send(req).await;
+        assert_eq!(s, 200, "tasks/list: {body}");
+        assert_valid(Revision::Legacy, &body, Some("tasks/list"));
+        for t in body["result"]["tasks"].as_array().expect("tasks") {
+            ids.push(t["taskId"].as_str().expect("taskId").to_owned());
+        }
+        cursor = body["result"]["nextCursor"].as_str().map(str::to_owned);
+        if page == 0 {
+            first_cursor.clone_from(&cursor);
+        }
+        if cursor.is_none() {
+            return (ids, first_cursor);
+        }
+    }
+    panic!("tasks/list did not end within 100 pages");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn legacy_clients_cannot_reach_each_others_tasks() {
+    tokio::time::timeout(std::time::Duration::from_secs(240), legacy_clients())
+        .await
+        .expect("the legacy isolation test finished within 4 minutes");
+}
+
+async fn legacy_clients() {
+    let (mut flags, mut all) = principals();
+    // Small pages, so that listing crosses page boundaries.
+    flags.extend(["--page-size".to_owned(), "1".to_owned()]);
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let shim = HttpShim::spawn(&flags, &modern_reference());
+    let c = client();
+    let url = shim.url.clone();
+
+    // Each principal: two sessions, one task in each.
+    let mut set = JoinSet::new();
+    for (i, p) in all.iter().cloned().enumerate() {
+        let (c, url) = (c.clone(), url.clone());
+        set.spawn(async move {
+            let mut p = p;
+            for s in 0..2 {
+                let (sid, _) = initialize(&c, &url, Some(&p.token)).await;
+                let label = format!("p{i}-s{s}");
+                let id = legacy_create(&c, &url, &p, &sid, &label).await;
+                p.sessions.push(sid);
+                p.tasks.push((id, label));
+            }
+            (i, p)
+        });
+    }
+    while let Some(r) = set.join_next().await {
+        let (i, p) = r.expect("creator");
+        all[i] = p;
+    }
+    assert_strong_ids("session id", all.iter().flat_map(|p| &p.sessions));
+    assert_strong_ids(
+        "task id",
+        all.iter().flat_map(|p| p.tasks.iter().map(|t| &t.0)),
+    );
+
+    // Every principal probes every foreign id on every method, next to a
+    // fresh random id of the same form.
+    let mut set = JoinSet::new();
+    for (j, me) in all.iter().cloned().enumerate() {
+        let foreign: Vec<String> = all
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != j)
+            .flat_map(|(_, p)| p.tasks.iter().map(|t| t.0.clone()))
+            .collect();
+        let (c, url) = (c.clone(), url.clone());
+        set.spawn(async move {
+            let sid = &me.sessions[j % 2];
+            let mut probes = 0;
+            for method in ["tasks/get", "tasks/result", "tasks/cancel"] {
+                let ask = |id: &str, n: i64| {
+                    legacy(&c, &url, Some(sid), &rpc(n, method, json!({"taskId": id})))
+                        .bearer_auth(&me.token)
+                };
+                let random = mcp_tasks_shim::ids::random_id();
+                let control = observe(ask(&random, 9999), Revision::Legacy, method).await;
+                assert_eq!(
+                    control.body["error"]["code"], -32602,
+                    "{method} of an unknown id: {control:?}"
+                );
+                for (n, id) in foreign.iter().enumerate() {
+                    let got = observe(ask(id, 1000 + n as i64), Revision::Legacy, method).await;
+                    assert_eq!(
+                        got, control,
+                        "principal {j}: {method} of a foreign id differs from an unknown one"
+                    );
+                    probes += 1;
+                }
+            }
+            // Listing, both sessions: exactly my own tasks.
+            let mine: HashSet<&String> = me.tasks.iter().map(|t| &t.0).collect();
+            let mut cursor = None;
+            for sid in &me.sessions {
+                let (ids, first) = legacy_list_all(&c, &url, &me.token, sid).await;
+                let listed: HashSet<&String> = ids.iter().collect();
+                assert_eq!(listed, mine, "principal {j} lists exactly its own tasks");
+                assert_eq!(ids.len(), mine.len(), "no task listed twice");
+                cursor = first;
+            }
+            (
+                j,
+                probes,
+                cursor.expect("two tasks on pages of one: a cursor"),
+            )
+        });
+    }
+    let mut cursors = vec![String::new(); PRINCIPALS];
+    let mut probes = 0;
+    while let Some(r) = set.join_next().await {
+        let (j, n, cursor) = r.expect("prober");
+        probes += n;
+        cursors[j] = cursor;
+    }
+    eprintln!("legacy clients: {probes} foreign-id probes, all indistinguishable");
+
+    // Another principal's cursor is, to me, any cursor that is not mine.
+    let me = &all[0];
+    let ask = |cursor: &str| {
+        legacy(
+            &c,
+            &url,
+            Some(&me.sessions[0]),
+            &rpc(9, "tasks/list", json!({"cursor": cursor})),
+        )
+        .bearer_auth(&me.token)
+    };
+    use base64::Engine;
+    let made_up = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode("v1:1:nobody");
+    let control = observe(ask(&made_up), Revision::Legacy, "tasks/list").await;
+    assert_eq!(control.body["error"]["code"], -32602, "{control:?}");
+    for cursor in &cursors[1..] {
+        let got = observe(ask(cursor), Revision::Legacy, "tasks/list").await;
+        assert_eq!(got, control, "a foreign cursor differs from a made-up one");
+    }
+
+    // The foreign cancels changed nothing: every task ends completed, with
+    // its own result, for its owner.
+    let mut set = JoinSet::new();
+    for p in all.iter().cloned() {
+        let (c, url) = (c.clone(), url.clone());
+        set.spawn(async move {
+            for (n, (id, label)) in p.tasks.iter().enumerate() {
+                let sid = &p.sessions[(n + 1) % 2];
+                let req = legacy(
+                    &c,
+                    &url,
+                    Some(sid),
+                    &rpc(30, "tasks/result", json!({"taskId": id})),
+                )
+                .bearer_auth(&p.token);
+                let (s, body, _) = send(req).await;
+                assert_eq!(s, 200, "{body}");
+                assert_valid(Revision::Legacy, &body, Some("tasks/result"));
+                let text = body["result"]["content"][0]["text"]
+                    .as_str()
+                    .unwrap_or_default();
+                assert!(
+                    text.contains(&format!("'{label}'")),
+                    "the owner gets its own result for {label}: {body}"
+                );
+                let req = legacy(
+                    &c,
+                    &url,
+                    Some(sid),
+                    &rpc(31, "tasks/get", json!({"taskId": id})),
+                )
+                .bearer_auth(&p.token);
+                let (_, body, _) = send(req).await;
+                assert_eq!(body["result"]["status"], "completed", "{label}: {body}");
+            }
+        });
+    }
+    while let Some(r) = set.join_next().await {
+        r.expect("owner check");
+    }
+}
+
+/// The legacy reference server command.
+fn legacy_reference() -> Vec<String> {
+    vec![
+        shim_bin().to_owned(),
+        "reference-server".into(),
+        "--revision".into(),
+        LEGACY.into(),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn modern_clients_cannot_reach_each_others_tasks() {
+    tokio::time::timeout(std::time::Duration::from_secs(240), modern_clients())
+        .await
+        .expect("the modern isolation test finished within 4 minutes");
+}
+
+async fn modern_clients() {
+    let (flags, mut all) = principals();
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let shim = HttpShim::spawn(&flags, &legacy_reference());
+    let c = client();
+    let url = shim.url.clone();
+
+    // Each principal: two tasks (modern clients have no sessions).
+    let mut set = JoinSet::new();
+    for (i, p) in all.iter().cloned().enumerate() {
+        let (c, url) = (c.clone(), url.clone());
+        set.spawn(async move {
+            let mut p = p;
+            for t in 0..2 {
+                let label = format!("p{i}-t{t}");
+                let req = modern(&c, &url, 1, "tools/call", slow(&label)).bearer_auth(&p.token);
+                let (s, body, _) = send(req).await;
+                assert_eq!(s, 200, "create: {body}");
+                assert_valid(Revision::Modern, &body, Some("tools/call"));
+                assert_eq!(body["result"]["resultType"], "task", "{body}");
+                let id = body["result"]["taskId"]
+                    .as_str()
+                    .expect("taskId")
+                    .to_owned();
+                p.tasks.push((id, label));
+            }
+            (i, p)
+        });
+    }
+    while let Some(r) = set.join_next().await {
+        let (i, p) = r.expect("creator");
+        all[i] = p;
+    }
+    assert_strong_ids(
+        "task id",
+        all.iter().flat_map(|p| p.tasks.iter().map(|t| &t.0)),
+    );
+
+    let mut set = JoinSet::new();
+    for (j, me) in all.iter().cloned().enumerate() {
+        let foreign: Vec<String> = all
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != j)
+            .flat_map(|(_, p)| p.tasks.iter().map(|t| t.0.clone()))
+            .collect();
+        let (c, url) = (c.clone(), url.clone());
+        set.spawn(async move {
+            let mut probes = 0;
+            for method in ["tasks/get", "tasks/update", "tasks/cancel"] {
+                let ask = |id: &str, n: i64| {
+                    let mut params = json!({"taskId": id});
+                    if method == "tasks/update" {
+                        // What an attacker would send: an answer for the
+                        // first input request a legacy task would get.
+                        params["inputResponses"] =
+                            json!({"elicitation-1": {"action": "accept", "content": {}}});
+                    }
+                    modern(&c, &url, n, method, params).bearer_auth(&me.token)
+                };
+                let random = mcp_tasks_shim::ids::random_id();
+                let control = observe(ask(&random, 9999), Revision::Modern, method).await;
+                assert_eq!(
+                    control.body["error"]["code"], -32602,
+                    "{method} of an unknown id: {control:?}"
+                );
+                for (n, id) in foreign.iter().enumerate() {
+                    let got = observe(ask(id, 1000 + n as i64), Revision::Modern, method).await;
+                    assert_eq!(
+                        got, control,
+                        "principal {j}: {method} of a foreign id differs from an unknown one"
+                    );
+                    probes += 1;
+                }
+            }
+            probes
+        });
+    }
+    let mut probes = 0;
+    while let Some(r) = set.join_next().await {
+        probes += r.expect("prober");
+    }
+    eprintln!("modern clients: {probes} foreign-id probes, all indistinguishable");
+
+    // Every owner still sees its own task run to completion.
+    let mut set = JoinSet::new();
+    for p in all.iter().cloned() {
+        let (c, url) = (c.clone(), url.clone());
+        set.spawn(async move {
+            for (id, label) in &p.tasks {
+                let mut last = Value::Null;
+                for _ in 0..200 {
+                    let req = modern(&c, &url, 40, "tasks/get", json!({"taskId": id}))
+                        .bearer_auth(&p.token);
+                    let (s, body, _) = send(req).await;
+                    assert_eq!(s, 200, "{body}");
+                    assert_valid(Revision::Modern, &body, Some("tasks/get"));
+                    let status = body["result"]["status"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_owned();
+                    assert!(
+                        matches!(status.as_str(), "working" | "completed"),
+                        "{label} of its owner is {status}: {body}"
+                    );
+                    last = body;
+                    if status == "completed" {
+                        break;
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                }
+                assert_eq!(last["result"]["status"], "completed", "{label}: {last}");
+                let text = last["result"]["result"]["content"][0]["text"]
+                    .as_str()
+                    .unwrap_or_default();
+                assert!(text.contains(&format!("'{label}'")), "{label}: {last}");
+            }
+        });
+    }
+    while let Some(r) = set.join_next().await {
+        r.expect("owner check");
+    }
+}
