@@ -18,11 +18,13 @@ use std::time::{Duration, Instant};
 
 use reqwest::{Client, StatusCode};
 use serde_json::{Value, json};
-use support::http::{HttpShim, STEP, client, initialize, legacy, rpc, send};
+use support::http::{
+    HttpShim, LEGACY, MODERN, STEP, client, initialize, legacy, modern, rpc, send,
+};
 use support::schema::{Revision, assert_valid};
 use support::wire::{shim_bin, temp_path, text_of};
 
-/// `reference-server --revision 2026-07-28 --http 127.0.0.1:0`, killed on drop.
+/// `reference-server --revision REV --http 127.0.0.1:0`, killed on drop.
 struct Upstream {
     child: Child,
     url: String,
@@ -30,11 +32,15 @@ struct Upstream {
 
 impl Upstream {
     fn start() -> Upstream {
+        Upstream::of(MODERN)
+    }
+
+    fn of(revision: &str) -> Upstream {
         let mut child = Command::new(shim_bin())
             .args([
                 "reference-server",
                 "--revision",
-                "2026-07-28",
+                revision,
                 "--http",
                 "127.0.0.1:0",
             ])
@@ -307,6 +313,66 @@ async fn without_a_ledger_file_a_restart_forgets() {
     let e = alice.err("tasks/get", json!({"taskId": greeted})).await;
     assert_eq!(e["code"], -32602, "{e}");
     stop(second);
+}
+
+/// A 2026-07-28 request as `token`'s principal; returns the result,
+/// schema-checked.
+async fn modern_ok(c: &Client, shim: &HttpShim, token: &str, method: &str, params: Value) -> Value {
+    let id = support::wire::unique() as i64 + 1;
+    let (status, answer, _) =
+        send(modern(c, &shim.url, id, method, params).bearer_auth(token)).await;
+    assert_eq!(status, StatusCode::OK, "{method}: {answer}");
+    assert_valid(Revision::Modern, &answer, Some(method));
+    assert!(answer.get("error").is_none(), "{method}: {answer}");
+    answer["result"].clone()
+}
+
+/// Polls a modern `tasks/get` until the task is terminal (bounded).
+async fn modern_settled(c: &Client, shim: &HttpShim, token: &str, task: &str) -> Value {
+    for _ in 0..200 {
+        let t = modern_ok(c, shim, token, "tasks/get", json!({"taskId": task})).await;
+        if ["completed", "failed", "cancelled"].contains(&t["status"].as_str().unwrap_or("")) {
+            return t;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("task {task} never settled");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn modern_clients_keep_finished_results_across_a_restart() {
+    // The legacy reference server keeps tasks per session, so the restarted
+    // shim (a new upstream session) can only answer from its ledger.
+    let upstream = Upstream::of(LEGACY);
+    let ledger = temp_path("modern.redb");
+    let c = client();
+    let first = shim(&upstream, Some(&ledger));
+    let created = modern_ok(
+        &c,
+        &first,
+        "t1",
+        "tools/call",
+        json!({"name": "slow_compute", "arguments": {"seconds": 0, "label": "kept"}}),
+    )
+    .await;
+    assert_eq!(created["resultType"], "task", "{created}");
+    let id = created["taskId"].as_str().expect("a task id").to_owned();
+    let before = modern_settled(&c, &first, "t1", &id).await;
+    assert_eq!(before["status"], "completed", "{before}");
+    stop(first);
+
+    let second = shim(&upstream, Some(&ledger));
+    let after = modern_ok(&c, &second, "t1", "tasks/get", json!({"taskId": id})).await;
+    assert_eq!(after["status"], "completed", "{after}");
+    assert_eq!(after["result"], before["result"], "the cached result");
+    // Still bob's business not at all.
+    let (_, e, _) =
+        send(modern(&c, &second.url, 9, "tasks/get", json!({"taskId": id})).bearer_auth("t2"))
+            .await;
+    assert_valid(Revision::Modern, &e, Some("tasks/get"));
+    assert_eq!(e["error"]["code"], -32602, "{e}");
+    stop(second);
+    let _ = std::fs::remove_file(&ledger);
 }
 
 /// Runs a shim that must refuse to start; returns its stderr. Bounded: a
