@@ -421,3 +421,40 @@ async fn a_ledger_file_serves_one_shim_at_a_time() {
     stop(again);
     let _ = std::fs::remove_file(&ledger);
 }
+
+#[test]
+fn over_stdio_the_ledger_is_kept_but_a_new_process_is_a_new_client() {
+    // A stdio client's scope lives as long as its process: a durable
+    // ledger cannot give its tasks to the next process's client, and sweeps
+    // them when that process opens the file.
+    let ledger = temp_path("stdio.redb");
+    let path = ledger.display().to_string();
+    let mut first = support::wire::Wire::legacy_front(&["--ledger", &path]);
+    first.initialize();
+    let created = first.ok(
+        "tools/call",
+        json!({"name": "greet", "arguments": {"name": "Ada"}, "task": {"ttl": 60_000}}),
+    );
+    let id = created["task"]["taskId"]
+        .as_str()
+        .expect("a task id")
+        .to_owned();
+    let r = first.ok("tasks/result", json!({"taskId": id}));
+    assert!(text_of(&r).contains("Ada"), "{r}");
+    first.close_stdin();
+    let status = first
+        .wait_exit(STEP)
+        .expect("the shim exits with its client");
+    assert!(status.success(), "{status}");
+    assert!(ledger.exists(), "the ledger file was written");
+
+    let mut second = support::wire::Wire::legacy_front(&["--ledger", &path]);
+    second.initialize();
+    let page = second.ok("tasks/list", json!({}));
+    assert_eq!(page["tasks"], json!([]), "{page}");
+    let e = second.err("tasks/get", json!({"taskId": id}));
+    assert_eq!(e["code"], -32602, "{e}");
+    second.close_stdin();
+    assert!(second.wait_exit(STEP).is_some());
+    let _ = std::fs::remove_file(&ledger);
+}
