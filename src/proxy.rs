@@ -177,6 +177,14 @@ where
     Ok(ending)
 }
 
+/// Ledger scopes of stdio clients: `stdio:<random>`, one per process, so
+/// they die with it (see [`crate::cli`]'s `--ledger`).
+pub const STDIO_SCOPE_PREFIX: &str = "stdio:";
+
+fn stdio_scope() -> String {
+    format!("{STDIO_SCOPE_PREFIX}{}", crate::ids::random_id())
+}
+
 fn choose(
     first: &Message,
     upstream: Revision,
@@ -197,13 +205,13 @@ fn choose(
         (Revision::Legacy, Revision::Modern) => {
             let up: Arc<dyn Upstream> = conn.clone();
             let front = LegacyFront::new(up, ledger.clone(), opts.bridge.clone(), discover.clone());
-            let session = front.session(crate::ids::random_id(), outbox.clone());
+            let session = front.session(stdio_scope(), outbox.clone());
             Mode::LegacyFront(front, session)
         }
         (Revision::Modern, Revision::Legacy) => {
             let up: Arc<dyn Upstream> = conn.clone();
             let front = ModernFront::new(up, ledger.clone(), opts.bridge.clone());
-            let session = front.session(crate::ids::random_id(), outbox.clone());
+            let session = front.session(stdio_scope(), outbox.clone());
             Mode::ModernFront(front, session)
         }
         _ => Mode::Passthrough {

@@ -1,27 +1,40 @@
-//! The engines' clock: monotonic milliseconds for the ledger, wall time for
-//! task timestamps. One place, so tests and engines agree.
+//! The engines' clock: milliseconds for the ledger, wall time for task
+//! timestamps. One place, so tests and engines agree.
+//!
+//! Ledger time is Unix-epoch milliseconds read once at start, advanced by
+//! the monotonic clock from then on. Epoch-based so that an `expires_at`
+//! written by one shim process still means the same instant to the next
+//! one reading a durable ledger; monotonic in between so a wall-clock step
+//! while running neither expires tasks early nor keeps them late.
 
-use std::time::Instant;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use crate::ledger::Millis;
 
-/// Milliseconds since the clock was made, plus wall-clock timestamps.
+/// Ledger milliseconds, plus wall-clock timestamps.
 #[derive(Debug, Clone, Copy)]
 pub struct Clock {
     start: Instant,
+    /// Unix-epoch ms at `start`.
+    epoch_ms: Millis,
 }
 
 impl Clock {
     /// A clock starting now.
     pub fn new() -> Self {
+        let epoch_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as Millis);
         Clock {
             start: Instant::now(),
+            epoch_ms,
         }
     }
 
-    /// Monotonic ms since start.
+    /// Unix-epoch ms as of this clock's start, plus monotonic time since.
     pub fn now_ms(&self) -> Millis {
-        self.start.elapsed().as_millis() as Millis
+        self.epoch_ms
+            .saturating_add(self.start.elapsed().as_millis() as Millis)
     }
 
     /// ISO 8601 wall time.
@@ -38,5 +51,21 @@ impl Clock {
 impl Default for Clock {
     fn default() -> Self {
         Clock::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ledger_time_is_shared_between_processes() {
+        // Two clocks made apart (two shim processes) share an origin, not
+        // "ms since I started".
+        let a = Clock::new();
+        let b = Clock::new();
+        assert!(a.now_ms() > 1_600_000_000_000, "epoch based");
+        assert!(b.now_ms() >= a.epoch_ms);
+        assert_eq!(a.expiry(Some(-5)).map(|t| t >= a.epoch_ms), Some(true));
     }
 }

@@ -5,7 +5,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use super::options::ShimArgs;
-use crate::ledger::MemoryLedger;
 use crate::transport::http::{self, ConfiguredPrincipals, HttpOptions};
 
 /// Arguments of `http`.
@@ -51,6 +50,10 @@ pub struct Args {
 
 fn parse_token(s: &str) -> Result<(String, String), String> {
     match s.split_once('=') {
+        Some((_, p)) if p.starts_with(http::SESSION_SCOPE_PREFIX) => Err(format!(
+            "principal names starting with {:?} are reserved for anonymous sessions",
+            http::SESSION_SCOPE_PREFIX
+        )),
         Some((t, p)) if !t.is_empty() && !p.is_empty() => Ok((t.to_owned(), p.to_owned())),
         _ => Err(format!("expected TOKEN=PRINCIPAL, got {s:?}")),
     }
@@ -73,7 +76,7 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
             .clone()
             .map(|h| h.to_ascii_lowercase()),
     });
-    let ledger = Arc::new(MemoryLedger::new(args.shim.max_tasks_per_client));
+    let ledger = args.shim.open_ledger(http::SESSION_SCOPE_PREFIX)?;
     let rt = tokio::runtime::Runtime::new().map_err(|e| e.to_string())?;
     rt.block_on(async move {
         let link: crate::upstream::Link = match &args.upstream_url {

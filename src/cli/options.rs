@@ -2,11 +2,13 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Deserialize;
 
 use crate::bridge::BridgeConfig;
+use crate::ledger::{DiskLedger, MemoryLedger, TaskLedger};
 use crate::proxy::ProxyOptions;
 use crate::translate::tools::TaskPolicy;
 use crate::wire::legacy::TaskSupport;
@@ -45,6 +47,11 @@ pub struct ShimArgs {
     /// The `params.task.ttl` the shim asks a legacy server for (ms).
     #[arg(long, value_name = "MS")]
     pub task_ttl_ms: Option<i64>,
+    /// Keep the task ledger (ownership, cancel pins, cached results) in
+    /// this file so a restart loses none of it; created if missing. One
+    /// shim process per file. Default: in memory.
+    #[arg(long, value_name = "PATH")]
+    pub ledger: Option<PathBuf>,
 }
 
 /// The config file. Every key is optional.
@@ -70,6 +77,28 @@ pub(crate) struct ConfigFile {
 }
 
 impl ShimArgs {
+    /// The task ledger these arguments ask for: in memory, or the file of
+    /// `--ledger`. Scopes named `per_process_prefix…` belong to clients of
+    /// an earlier process that no client can reach again (stdio sessions,
+    /// HTTP session ids), so they are swept from a durable ledger at start.
+    pub fn open_ledger(&self, per_process_prefix: &str) -> Result<Arc<dyn TaskLedger>, String> {
+        let Some(path) = &self.ledger else {
+            return Ok(Arc::new(MemoryLedger::new(self.max_tasks_per_client)));
+        };
+        let ledger =
+            DiskLedger::open(path, self.max_tasks_per_client).map_err(|e| e.to_string())?;
+        let swept = ledger
+            .drop_scopes_with_prefix(per_process_prefix)
+            .map_err(|e| e.to_string())?;
+        if swept > 0 {
+            tracing::info!(
+                swept,
+                "dropped tasks of sessions that ended with the last process"
+            );
+        }
+        Ok(Arc::new(ledger))
+    }
+
     /// The proxy options these arguments describe.
     pub fn proxy_options(&self) -> Result<ProxyOptions, String> {
         let file = match &self.config {

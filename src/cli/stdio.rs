@@ -1,9 +1,6 @@
 //! `mcp-tasks-shim stdio -- <upstream command> [args…]`.
 
-use std::sync::Arc;
-
 use super::options::ShimArgs;
-use crate::ledger::MemoryLedger;
 use crate::proxy::{self, Ending};
 
 /// Arguments of `stdio`.
@@ -19,7 +16,7 @@ pub struct Args {
 
 pub(crate) fn run(args: Args) -> Result<(), String> {
     let opts = args.shim.proxy_options()?;
-    let ledger = Arc::new(MemoryLedger::new(args.shim.max_tasks_per_client));
+    let ledger = args.shim.open_ledger(proxy::STDIO_SCOPE_PREFIX)?;
     let rt = tokio::runtime::Runtime::new().map_err(|e| e.to_string())?;
     let outcome = rt.block_on(async move {
         let (program, rest) = args

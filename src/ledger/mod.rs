@@ -17,8 +17,13 @@
 //! Records expire at `created + ttl` (the upstream's `ttlMs`), and each
 //! scope holds at most a configured number of records.
 
+pub mod disk;
 pub mod memory;
 
+#[cfg(test)]
+mod contract;
+
+pub use disk::DiskLedger;
 pub use memory::MemoryLedger;
 
 use crate::wire::legacy;

@@ -2,6 +2,15 @@
 //! with HMAC-SHA256 under a per-process random key, and bound to one held
 //! upstream call. A token is single-use: the held call is taken out of the
 //! table when the retry arrives, so a replay finds nothing.
+//!
+//! The key is not kept in a durable ledger (`--ledger`), on purpose. A
+//! token names a held call: an upstream `tools/call` still open, with the
+//! server's questions waiting on it. That call lives in this process and on
+//! its upstream connection, and ends with them. A restarted shim that could
+//! still verify an old token would find nothing to resume, and answer the
+//! same `-32602 invalid or expired requestState` a fresh key gives, so a
+//! persisted key would only be one more secret on disk. The client starts
+//! the call again (MRTR allows a retry without `requestState`).
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;

@@ -99,6 +99,39 @@ impl ModernFront {
         }
     }
 
+    /// Starts the background `tasks/result` call of a tracked task; its
+    /// answer is cached in the ledger as the task's payload.
+    fn watch_outcome(self: &Arc<Self>, scope: String, id: String) {
+        let front = self.clone();
+        tokio::spawn(async move {
+            let outcome = front.call("tasks/result", json!({"taskId": id})).await;
+            let payload = match outcome {
+                Ok(r) => Payload::Result(ttask::strip_related_task(r)),
+                Err(e) => Payload::Error(e),
+            };
+            let now = front.clock.now_ms();
+            front
+                .ledger
+                .update(&scope, &id, now, &mut |r| r.payload = payload.clone());
+            if let Some(live) = lock(&front.tasks).get_mut(&id) {
+                live.inputs.clear();
+                live.outcome.send_replace(Some(payload.clone()));
+            }
+            // The status the payload ends in, as tasks/get would say.
+            if let Ok(Ok(v)) = front
+                .upstream
+                .request("tasks/get", json!({"taskId": id}))
+                .await
+                && let Ok(t) = from_value::<legacy::Task>("task", &v)
+            {
+                front
+                    .ledger
+                    .update(&scope, &id, now, &mut |r| r.task = t.clone());
+            }
+            front.notify_subscribers(&scope, &id, None);
+        });
+    }
+
     /// Sends `notifications/tasks` to the scope's listen streams that
     /// follow `task_id`.
     fn notify_subscribers(&self, scope: &str, task_id: &str, task: Option<legacy::Task>) {
@@ -199,36 +232,33 @@ impl ModernSession {
         for (_, req) in mine {
             self.front.capture_task_input(&id, &req);
         }
-        let front = self.front.clone();
-        let scope = self.scope.clone();
-        tokio::spawn(async move {
-            let outcome = front.call("tasks/result", json!({"taskId": id})).await;
-            let payload = match outcome {
-                Ok(r) => Payload::Result(ttask::strip_related_task(r)),
-                Err(e) => Payload::Error(e),
-            };
-            let now = front.clock.now_ms();
-            front
-                .ledger
-                .update(&scope, &id, now, &mut |r| r.payload = payload.clone());
-            if let Some(live) = lock(&front.tasks).get_mut(&id) {
-                live.inputs.clear();
-                live.outcome.send_replace(Some(payload.clone()));
-            }
-            // The status the payload ends in, as tasks/get would say.
-            if let Ok(Ok(v)) = front
-                .upstream
-                .request("tasks/get", json!({"taskId": id}))
-                .await
-                && let Ok(t) = from_value::<legacy::Task>("task", &v)
-            {
-                front
-                    .ledger
-                    .update(&scope, &id, now, &mut |r| r.task = t.clone());
-            }
-            front.notify_subscribers(&scope, &id, None);
-        });
+        self.front.watch_outcome(self.scope.clone(), id);
         Ok(())
+    }
+
+    /// A task of this scope that no background `tasks/result` follows: one
+    /// made by an earlier shim process on a durable ledger. Follows it now,
+    /// so its outcome is cached as if this process had made it.
+    fn reattach(&self, task_id: &str) {
+        {
+            let mut tasks = lock(&self.front.tasks);
+            if tasks.contains_key(task_id) {
+                return;
+            }
+            let (tx, _) = watch::channel(None);
+            tasks.insert(
+                task_id.to_owned(),
+                LiveTask {
+                    scope: self.scope.clone(),
+                    inputs: Default::default(),
+                    seq: 0,
+                    outcome: tx,
+                },
+            );
+        }
+        tracing::info!(task = %task_id, "following a task made before a restart");
+        self.front
+            .watch_outcome(self.scope.clone(), task_id.to_owned());
     }
 
     /// Waits for a tracked task's payload.
@@ -272,6 +302,16 @@ impl ModernSession {
         require_tasks(meta)?;
         let rec = self.record(params)?;
         let id = rec.id().to_owned();
+        if rec.task.status.is_terminal() && rec.payload != Payload::None {
+            // Settled and cached: nothing upstream can change it, and after
+            // a restart (durable ledger) the upstream may have forgotten it.
+            let mut task = rec.task;
+            task.extra.remove("_meta");
+            return Ok(ttask::get_result_to_modern(&task, &rec.payload));
+        }
+        if rec.payload == Payload::None {
+            self.reattach(&id);
+        }
         let fresh = self.front.call("tasks/get", json!({"taskId": id})).await;
         let task: legacy::Task = match fresh {
             Ok(v) => from_value("task", &v)?,

@@ -99,7 +99,7 @@ pub(super) async fn initialize(app: Arc<App>, msg: Message, hdrs: &HeaderMap) ->
     let sid = crate::ids::random_id();
     let scope = app
         .principal(hdrs)
-        .unwrap_or_else(|| format!("session:{sid}"));
+        .unwrap_or_else(|| format!("{}{sid}", super::SESSION_SCOPE_PREFIX));
     let (tx, mut rx) = mpsc::unbounded_channel();
     let session = Arc::new(HttpSession {
         engine: front.session(scope, tx),
@@ -254,7 +254,7 @@ pub(super) fn delete(app: Arc<App>, sid: &str) -> Response {
     };
     s.engine.fail_asks("the session was deleted");
     // Session-scoped tasks go with the session; principal-scoped ones stay.
-    if s.engine.scope().starts_with("session:") {
+    if s.engine.scope().starts_with(super::SESSION_SCOPE_PREFIX) {
         app.ledger.drop_scope(s.engine.scope());
     }
     tracing::info!(session = %sid, "legacy HTTP session deleted");

@@ -32,6 +32,10 @@ use crate::upstream::{Link, Upstream, UpstreamEvent};
 
 pub use principal::{ConfiguredPrincipals, PrincipalResolver};
 
+/// Ledger scopes of legacy sessions without a principal: `session:<id>`.
+/// They end with the session (DELETE) or the process.
+pub const SESSION_SCOPE_PREFIX: &str = "session:";
+
 /// How long open requests and streams may take to end after a shutdown signal.
 const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 

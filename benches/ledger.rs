@@ -1,0 +1,143 @@
+//! What the durable ledger costs per call, against the in-memory ledger
+//! measured in the same run.
+//!
+//! For each operation the engines make, on ledgers holding the same
+//! records: median ns per call of several batches, and the ratio
+//! disk / memory. There is no target: the disk ledger commits every change
+//! with an fsync, which the memory ledger cannot be compared with; the
+//! numbers say what `--ledger` costs, and the `list` rows at two sizes show
+//! that a page costs the same however many tasks a scope holds.
+//!
+//! `cargo bench --bench ledger`. `LEDGER_BENCH_DIR` puts the file
+//! elsewhere than the temp dir (the fsync cost is the file system's).
+
+use std::hint::black_box;
+use std::time::Instant;
+
+use mcp_tasks_shim::ledger::{DiskLedger, MemoryLedger, TaskLedger, TaskRecord};
+use mcp_tasks_shim::wire::modern::Payload;
+use mcp_tasks_shim::wire::{TaskStatus, legacy};
+use serde_json::json;
+
+/// One timed call on a ledger; the `usize` varies the task it touches.
+type Op = dyn Fn(&dyn TaskLedger, usize);
+
+/// Records in the two scopes every ledger is filled with.
+const SMALL: usize = 200;
+const BIG: usize = 2_000;
+
+/// Batches per measurement; the median is reported.
+const BATCHES: usize = 7;
+
+fn record(scope: &str, id: &str) -> TaskRecord {
+    TaskRecord {
+        scope: scope.into(),
+        task: legacy::Task {
+            task_id: id.into(),
+            status: TaskStatus::Working,
+            status_message: None,
+            created_at: "2026-11-29T10:00:00.000Z".into(),
+            last_updated_at: "2026-11-29T10:00:00.000Z".into(),
+            ttl: Some(3_600_000),
+            poll_interval: Some(500),
+            extra: Default::default(),
+        },
+        payload: Payload::None,
+        cancel_pinned: false,
+        synthetic: false,
+        expires_at: Some(u64::MAX / 2),
+    }
+}
+
+/// Median ns per call of `op(i)` over `BATCHES` batches of `n` calls.
+fn time(n: usize, mut op: impl FnMut(usize)) -> f64 {
+    let mut per_call: Vec<f64> = (0..BATCHES)
+        .map(|b| {
+            let start = Instant::now();
+            for i in 0..n {
+                op(b * n + i);
+            }
+            start.elapsed().as_nanos() as f64 / n as f64
+        })
+        .collect();
+    per_call.sort_by(f64::total_cmp);
+    per_call[BATCHES / 2]
+}
+
+/// Fills `scope` with `n` records (ids `{scope}-{i}`).
+fn fill(l: &dyn TaskLedger, scope: &str, n: usize) {
+    for i in 0..n {
+        l.insert(record(scope, &format!("{scope}-{i}")), 0)
+            .expect("insert");
+    }
+}
+
+fn row(name: &str, memory: f64, disk: f64) {
+    println!(
+        "{name:<44} {memory:>12.0} {disk:>12.0} {:>9.1}×",
+        disk / memory
+    );
+}
+
+fn main() {
+    let dir = match std::env::var_os("LEDGER_BENCH_DIR") {
+        Some(d) => tempfile::tempdir_in(d),
+        None => tempfile::tempdir(),
+    }
+    .expect("a temp dir");
+    let mem = MemoryLedger::new(100_000);
+    let disk = DiskLedger::open(&dir.path().join("bench.redb"), 100_000).expect("open");
+    for l in [&mem as &dyn TaskLedger, &disk] {
+        fill(l, "small", SMALL);
+        fill(l, "big", BIG);
+    }
+    println!("ledger file in {}", dir.path().display());
+    println!(
+        "{:<44} {:>12} {:>12} {:>10}",
+        "operation", "memory ns", "disk ns", "ratio"
+    );
+
+    let ops: [(&str, usize, &Op); 6] = [
+        ("insert (new task)", 50, &|l, i| {
+            l.insert(record("ins", &format!("ins-{i}")), 0).unwrap()
+        }),
+        ("get (hit)", 2_000, &|l, i| {
+            black_box(l.get("big", &format!("big-{}", i % BIG), 0));
+        }),
+        ("get (foreign scope: a miss)", 2_000, &|l, i| {
+            black_box(l.get("small", &format!("big-{}", i % BIG), 0));
+        }),
+        ("update that changes nothing (a poll)", 2_000, &|l, i| {
+            black_box(l.update("big", &format!("big-{}", i % BIG), 0, &mut |r| {
+                r.task.status = TaskStatus::Working
+            }));
+        }),
+        ("update with a change (result cached)", 50, &|l, i| {
+            black_box(l.update("big", &format!("big-{}", i % BIG), 0, &mut |r| {
+                r.payload = Payload::Result(json!({"content": [{"type": "text", "text": i}]}))
+            }));
+        }),
+        ("list: first page of 50 (scope of 200)", 500, &|l, _| {
+            black_box(l.list("small", None, 50, 0).unwrap());
+        }),
+    ];
+    for (name, n, op) in ops {
+        let m = time(n, |i| op(&mem, i));
+        let d = time(n, |i| op(&disk, i));
+        row(name, m, d);
+    }
+    let m = time(500, |_| {
+        black_box(mem.list("big", None, 50, 0).unwrap());
+    });
+    let d = time(500, |_| {
+        black_box(disk.list("big", None, 50, 0).unwrap());
+    });
+    row("list: first page of 50 (scope of 2000)", m, d);
+    let open = time(5, |_| {
+        drop(DiskLedger::open(&dir.path().join("reopen.redb"), 10).expect("open"));
+    });
+    println!(
+        "{:<44} {:>12} {open:>12.0}",
+        "open (and close) a ledger file", "-"
+    );
+}

@@ -1,0 +1,219 @@
+//! The [`TaskLedger`] contract, checked against every implementation, plus
+//! what only the durable one promises (a reopened file remembers).
+
+use super::*;
+use crate::wire::modern::Payload;
+use crate::wire::{TaskStatus, legacy};
+
+fn rec(scope: &str, id: &str, expires_at: Option<Millis>) -> TaskRecord {
+    TaskRecord {
+        scope: scope.into(),
+        task: legacy::Task {
+            task_id: id.into(),
+            status: TaskStatus::Working,
+            status_message: None,
+            created_at: "2026-11-29T10:00:00.000Z".into(),
+            last_updated_at: "2026-11-29T10:00:00.000Z".into(),
+            ttl: None,
+            poll_interval: Some(500),
+            extra: Default::default(),
+        },
+        payload: Payload::None,
+        cancel_pinned: false,
+        synthetic: false,
+        expires_at,
+    }
+}
+
+fn ids(page: &Page) -> Vec<&str> {
+    page.records.iter().map(TaskRecord::id).collect()
+}
+
+/// Runs every contract check against ledgers made by `make(cap)`.
+fn contract(make: &dyn Fn(usize) -> Box<dyn TaskLedger>) {
+    isolation(&*make(100));
+    paging(&*make(100));
+    expiry_and_caps(&*make(2));
+    updates_keep_payloads(&*make(100));
+}
+
+fn isolation(l: &dyn TaskLedger) {
+    l.insert(rec("alice", "t1", None), 0).unwrap();
+    assert!(l.get("alice", "t1", 0).is_some());
+    assert_eq!(l.get("bob", "t1", 0), None);
+    assert_eq!(l.get("bob", "nope", 0), None);
+    assert!(
+        l.update("bob", "t1", 0, &mut |r| r.cancel_pinned = true)
+            .is_none()
+    );
+    assert!(!l.get("alice", "t1", 0).unwrap().cancel_pinned);
+    assert!(l.list("bob", None, 10, 0).unwrap().records.is_empty());
+    l.drop_scope("bob");
+    assert!(l.get("alice", "t1", 0).is_some());
+}
+
+fn paging(l: &dyn TaskLedger) {
+    for i in 0..5 {
+        l.insert(rec("a", &format!("t{i}"), None), 0).unwrap();
+        l.insert(rec("b", &format!("u{i}"), None), 0).unwrap();
+    }
+    let p1 = l.list("a", None, 2, 0).unwrap();
+    assert_eq!(ids(&p1), ["t4", "t3"]);
+    let c = p1.next_cursor.unwrap();
+    let p2 = l.list("a", Some(&c), 2, 0).unwrap();
+    assert_eq!(ids(&p2), ["t2", "t1"]);
+    let p3 = l.list("a", p2.next_cursor.as_deref(), 2, 0).unwrap();
+    assert_eq!(ids(&p3), ["t0"]);
+    assert_eq!(p3.next_cursor, None);
+    // An exactly full last page has no next cursor.
+    assert_eq!(l.list("a", None, 5, 0).unwrap().next_cursor, None);
+    assert_eq!(l.list("b", Some(&c), 2, 0), Err(LedgerError::BadCursor));
+    assert_eq!(
+        l.list("a", Some("garbage!"), 2, 0),
+        Err(LedgerError::BadCursor)
+    );
+    // Re-inserting an id moves it to the front.
+    l.insert(rec("a", "t1", None), 0).unwrap();
+    assert_eq!(ids(&l.list("a", None, 2, 0).unwrap()), ["t1", "t4"]);
+    assert_eq!(l.len(), 10);
+}
+
+fn expiry_and_caps(l: &dyn TaskLedger) {
+    l.insert(rec("a", "t1", Some(10)), 0).unwrap();
+    l.insert(rec("a", "t2", None), 0).unwrap();
+    assert_eq!(
+        l.insert(rec("a", "t3", None), 5),
+        Err(LedgerError::ScopeFull(2))
+    );
+    assert!(l.get("a", "t1", 9).is_some());
+    assert!(l.get("a", "t1", 10).is_none());
+    assert!(l.update("a", "t1", 10, &mut |_| {}).is_none());
+    assert_eq!(ids(&l.list("a", None, 10, 10).unwrap()), ["t2"]);
+    l.insert(rec("a", "t3", None), 10).unwrap();
+    assert_eq!(l.len(), 2);
+    l.insert(rec("b", "u1", Some(1)), 0).unwrap();
+    assert_eq!(l.evict_expired(100), 1);
+    assert_eq!(l.evict_expired(100), 0);
+    l.drop_scope("a");
+    assert!(l.is_empty());
+}
+
+fn updates_keep_payloads(l: &dyn TaskLedger) {
+    l.insert(rec("a", "t1", Some(1_000)), 0).unwrap();
+    let error = crate::jsonrpc::ErrorObject {
+        code: -32603,
+        message: "boom".into(),
+        data: Some(serde_json::json!({"why": "test"})),
+    };
+    let updated = l
+        .update("a", "t1", 1, &mut |r| {
+            r.task.status = TaskStatus::Failed;
+            r.payload = Payload::Error(error.clone());
+        })
+        .unwrap();
+    assert_eq!(updated.payload, Payload::Error(error.clone()));
+    assert_eq!(l.get("a", "t1", 1).unwrap(), updated);
+    let result = serde_json::json!({"content": [{"type": "text", "text": "hi"}], "isError": false});
+    l.update("a", "t1", 1, &mut |r| {
+        r.cancel_pinned = true;
+        r.payload = Payload::Result(result.clone());
+        r.task.extra.insert("x-vendor".into(), 7.into());
+    })
+    .unwrap();
+    let got = l.get("a", "t1", 1).unwrap();
+    assert!(got.cancel_pinned && got.is_terminal());
+    assert_eq!(got.payload, Payload::Result(result));
+    assert_eq!(got.task.extra["x-vendor"], 7);
+    assert_eq!(l.get("b", "t1", 1), None);
+    // An unchanged update answers the record as is.
+    assert_eq!(l.update("a", "t1", 1, &mut |_| {}).unwrap(), got);
+    let inputs: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_value(serde_json::json!({"k": {"method": "elicitation/create"}})).unwrap();
+    l.insert(
+        TaskRecord {
+            payload: Payload::Input(inputs.clone()),
+            synthetic: true,
+            ..rec("a", "t2", None)
+        },
+        1,
+    )
+    .unwrap();
+    let t2 = l.get("a", "t2", 1).unwrap();
+    assert!(t2.synthetic);
+    assert_eq!(t2.payload, Payload::Input(inputs));
+}
+
+#[test]
+fn memory_ledger_keeps_the_contract() {
+    contract(&|cap| Box::new(MemoryLedger::new(cap)));
+}
+
+#[test]
+fn disk_ledger_keeps_the_contract() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = std::sync::atomic::AtomicUsize::new(0);
+    contract(&|cap| {
+        let i = n.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let path = dir.path().join(format!("ledger-{i}.redb"));
+        Box::new(DiskLedger::open(&path, cap).unwrap())
+    });
+}
+
+#[test]
+fn a_reopened_disk_ledger_remembers_everything() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.redb");
+    let cursor = {
+        let l = DiskLedger::open(&path, 100).unwrap();
+        for i in 0..3 {
+            l.insert(rec("alice", &format!("t{i}"), None), 0).unwrap();
+        }
+        l.insert(rec("bob", "b0", Some(50)), 0).unwrap();
+        l.update("alice", "t1", 0, &mut |r| r.cancel_pinned = true)
+            .unwrap();
+        l.list("alice", None, 1, 0).unwrap().next_cursor.unwrap()
+    };
+    let l = DiskLedger::open(&path, 100).unwrap();
+    assert_eq!(l.len(), 4);
+    assert!(l.get("alice", "t1", 0).unwrap().cancel_pinned);
+    assert_eq!(l.get("bob", "t1", 0), None);
+    // Cursors and ordering carry over; new records still sort newest.
+    assert_eq!(
+        ids(&l.list("alice", Some(&cursor), 10, 0).unwrap()),
+        ["t1", "t0"]
+    );
+    l.insert(rec("alice", "t3", None), 0).unwrap();
+    assert_eq!(ids(&l.list("alice", None, 1, 0).unwrap()), ["t3"]);
+    // Expiry is on the shared clock: still due after the restart.
+    assert_eq!(l.evict_expired(50), 1);
+}
+
+#[test]
+fn a_disk_ledger_is_one_process_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.redb");
+    let first = DiskLedger::open(&path, 10).unwrap();
+    let err = DiskLedger::open(&path, 10).unwrap_err();
+    assert!(err.to_string().contains("in use"), "{err}");
+    drop(first);
+    DiskLedger::open(&path, 10).unwrap();
+    let not_a_ledger = dir.path().join("junk");
+    std::fs::write(&not_a_ledger, b"definitely not redb").unwrap();
+    let err = DiskLedger::open(&not_a_ledger, 10).unwrap_err();
+    assert!(matches!(err, LedgerError::Storage(_)), "{err}");
+    let missing_dir = dir.path().join("no/such/dir/ledger.redb");
+    assert!(DiskLedger::open(&missing_dir, 10).is_err());
+}
+
+#[test]
+fn per_process_scopes_can_be_swept() {
+    let dir = tempfile::tempdir().unwrap();
+    let l = DiskLedger::open(&dir.path().join("l.redb"), 10).unwrap();
+    l.insert(rec("session:abc", "s1", None), 0).unwrap();
+    l.insert(rec("session:abd", "s2", None), 0).unwrap();
+    l.insert(rec("sessions-of-alice", "a1", None), 0).unwrap();
+    l.insert(rec("alice", "a2", None), 0).unwrap();
+    assert_eq!(l.drop_scopes_with_prefix("session:").unwrap(), 2);
+    assert_eq!(l.len(), 2);
+    assert!(l.get("sessions-of-alice", "a1", 0).is_some());
+}

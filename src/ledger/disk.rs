@@ -1,0 +1,559 @@
+//! The on-disk ledger (`--ledger PATH`): the contract of
+//! [`MemoryLedger`](super::MemoryLedger), kept in a [redb] file so that a
+//! shim restart loses no task ownership, cancel pins or cached results.
+//!
+//! ```text
+//!   records    task id           → JSON of the record and its sequence number
+//!   by_scope   (scope, seq)      → task id      newest-first pages: O(page)
+//!   by_expiry  (expires_at, id)  → ()           eviction: O(expired)
+//!   counts     scope             → live records  the per-scope cap: O(1)
+//!   meta       "seq" | "format"  → u64
+//! ```
+//!
+//! Every change is one redb write transaction committed with immediate
+//! durability (an fsync): a crash right after an answer still finds what
+//! the answer promised. Changes that change nothing write nothing, so the
+//! steady stream of unchanged poll results costs reads only.
+//!
+//! redb locks the file: a second shim process on the same file is refused
+//! at open ([`DiskLedger::open`]) instead of corrupting it.
+//!
+//! `get` and `update` return `Option` by the trait's contract; a storage
+//! failure there is logged at `error` and reads as a miss. `insert` and
+//! `list` report it as [`LedgerError::Storage`] (`-32603`).
+
+use std::path::{Path, PathBuf};
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use redb::{
+    Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, Table, TableDefinition,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::{LedgerError, Millis, Page, TaskLedger, TaskRecord};
+use crate::jsonrpc::ErrorObject;
+use crate::wire::legacy;
+use crate::wire::modern::Payload;
+
+const RECORDS: TableDefinition<&str, &[u8]> = TableDefinition::new("records");
+const BY_SCOPE: TableDefinition<(&str, u64), &str> = TableDefinition::new("by_scope");
+const BY_EXPIRY: TableDefinition<(u64, &str), ()> = TableDefinition::new("by_expiry");
+const COUNTS: TableDefinition<&str, u64> = TableDefinition::new("counts");
+const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+
+/// The layout version written into `meta`; a file of another version is
+/// refused rather than misread.
+const FORMAT: u64 = 1;
+
+/// redb's page cache. The ledger's working set is small (live tasks), and
+/// the default would let a busy shim hold far more than it needs.
+const CACHE_BYTES: usize = 16 * 1024 * 1024;
+
+/// Task records in a redb file. See the module docs.
+pub struct DiskLedger {
+    db: Database,
+    path: PathBuf,
+    per_scope_cap: usize,
+}
+
+impl std::fmt::Debug for DiskLedger {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DiskLedger")
+            .field("path", &self.path)
+            .field("per_scope_cap", &self.per_scope_cap)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A record as stored: the [`TaskRecord`] plus its insertion sequence.
+/// Its own type (not a serde derive on the engines' types) so the file
+/// format changes only on purpose.
+#[derive(Debug, Serialize, Deserialize)]
+struct Stored {
+    seq: u64,
+    scope: String,
+    task: legacy::Task,
+    payload: StoredPayload,
+    #[serde(default)]
+    cancel_pinned: bool,
+    #[serde(default)]
+    synthetic: bool,
+    #[serde(default)]
+    expires_at: Option<Millis>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "value", rename_all = "snake_case")]
+enum StoredPayload {
+    None,
+    Result(Value),
+    Error(ErrorObject),
+    Input(Map<String, Value>),
+}
+
+impl Stored {
+    fn new(seq: u64, r: TaskRecord) -> Stored {
+        Stored {
+            seq,
+            scope: r.scope,
+            task: r.task,
+            payload: match r.payload {
+                Payload::None => StoredPayload::None,
+                Payload::Result(v) => StoredPayload::Result(v),
+                Payload::Error(e) => StoredPayload::Error(e),
+                Payload::Input(i) => StoredPayload::Input(i),
+            },
+            cancel_pinned: r.cancel_pinned,
+            synthetic: r.synthetic,
+            expires_at: r.expires_at,
+        }
+    }
+
+    fn into_record(self) -> TaskRecord {
+        TaskRecord {
+            scope: self.scope,
+            task: self.task,
+            payload: match self.payload {
+                StoredPayload::None => Payload::None,
+                StoredPayload::Result(v) => Payload::Result(v),
+                StoredPayload::Error(e) => Payload::Error(e),
+                StoredPayload::Input(i) => Payload::Input(i),
+            },
+            cancel_pinned: self.cancel_pinned,
+            synthetic: self.synthetic,
+            expires_at: self.expires_at,
+        }
+    }
+
+    fn decode(bytes: &[u8]) -> Result<Stored, LedgerError> {
+        serde_json::from_slice(bytes)
+            .map_err(|e| LedgerError::Storage(format!("unreadable ledger record: {e}")))
+    }
+
+    fn encode(&self) -> Result<Vec<u8>, LedgerError> {
+        serde_json::to_vec(self)
+            .map_err(|e| LedgerError::Storage(format!("cannot encode ledger record: {e}")))
+    }
+
+    fn expired(&self, now: Millis) -> bool {
+        self.expires_at.is_some_and(|t| t <= now)
+    }
+}
+
+fn storage(e: impl Into<redb::Error>) -> LedgerError {
+    LedgerError::Storage(e.into().to_string())
+}
+
+/// The ledger's tables inside one write transaction.
+struct Tables<'t> {
+    records: Table<'t, &'static str, &'static [u8]>,
+    by_scope: Table<'t, (&'static str, u64), &'static str>,
+    by_expiry: Table<'t, (u64, &'static str), ()>,
+    counts: Table<'t, &'static str, u64>,
+    meta: Table<'t, &'static str, u64>,
+}
+
+impl<'t> Tables<'t> {
+    fn open(txn: &'t redb::WriteTransaction) -> Result<Self, LedgerError> {
+        Ok(Tables {
+            records: txn.open_table(RECORDS).map_err(storage)?,
+            by_scope: txn.open_table(BY_SCOPE).map_err(storage)?,
+            by_expiry: txn.open_table(BY_EXPIRY).map_err(storage)?,
+            counts: txn.open_table(COUNTS).map_err(storage)?,
+            meta: txn.open_table(META).map_err(storage)?,
+        })
+    }
+
+    fn read(&self, id: &str) -> Result<Option<Stored>, LedgerError> {
+        match self.records.get(id).map_err(storage)? {
+            Some(g) => Stored::decode(g.value()).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    fn count(&self, scope: &str) -> Result<u64, LedgerError> {
+        Ok(self
+            .counts
+            .get(scope)
+            .map_err(storage)?
+            .map_or(0, |g| g.value()))
+    }
+
+    fn next_seq(&mut self) -> Result<u64, LedgerError> {
+        let seq = self
+            .meta
+            .get("seq")
+            .map_err(storage)?
+            .map_or(0, |g| g.value())
+            + 1;
+        self.meta.insert("seq", seq).map_err(storage)?;
+        Ok(seq)
+    }
+
+    /// Writes `s` under `id` with its index entries (a new record).
+    fn put(&mut self, id: &str, s: &Stored) -> Result<(), LedgerError> {
+        self.records
+            .insert(id, s.encode()?.as_slice())
+            .map_err(storage)?;
+        self.by_scope
+            .insert((s.scope.as_str(), s.seq), id)
+            .map_err(storage)?;
+        if let Some(t) = s.expires_at {
+            self.by_expiry.insert((t, id), ()).map_err(storage)?;
+        }
+        let n = self.count(&s.scope)?;
+        self.counts
+            .insert(s.scope.as_str(), n + 1)
+            .map_err(storage)?;
+        Ok(())
+    }
+
+    /// Removes `id` and its index entries; false if there was none.
+    fn remove(&mut self, id: &str) -> Result<bool, LedgerError> {
+        let Some(s) = self.read(id)? else {
+            return Ok(false);
+        };
+        self.records.remove(id).map_err(storage)?;
+        self.by_scope
+            .remove((s.scope.as_str(), s.seq))
+            .map_err(storage)?;
+        if let Some(t) = s.expires_at {
+            self.by_expiry.remove((t, id)).map_err(storage)?;
+        }
+        match self.count(&s.scope)? {
+            0 | 1 => self.counts.remove(s.scope.as_str()).map(drop),
+            n => self.counts.insert(s.scope.as_str(), n - 1).map(drop),
+        }
+        .map_err(storage)?;
+        Ok(true)
+    }
+
+    /// Drops every record expired at `now`.
+    fn evict(&mut self, now: Millis) -> Result<usize, LedgerError> {
+        let dead = {
+            let upper = (now.saturating_add(1), "");
+            let mut dead = Vec::new();
+            for entry in self.by_expiry.range(..upper).map_err(storage)? {
+                let (k, _) = entry.map_err(storage)?;
+                dead.push(k.value().1.to_owned());
+            }
+            dead
+        };
+        for id in &dead {
+            self.remove(id)?;
+        }
+        Ok(dead.len())
+    }
+
+    fn ids_of_scope(&self, scope: &str) -> Result<Vec<String>, LedgerError> {
+        let mut ids = Vec::new();
+        for entry in self
+            .by_scope
+            .range((scope, 0)..=(scope, u64::MAX))
+            .map_err(storage)?
+        {
+            let (_, v) = entry.map_err(storage)?;
+            ids.push(v.value().to_owned());
+        }
+        Ok(ids)
+    }
+}
+
+impl DiskLedger {
+    /// Opens (or creates) the ledger file at `path`, holding at most
+    /// `per_scope_cap` live tasks per scope. Fails when the file cannot be
+    /// opened, is not a ledger, or another process has it open.
+    pub fn open(path: &Path, per_scope_cap: usize) -> Result<Self, LedgerError> {
+        let db = Database::builder()
+            .set_cache_size(CACHE_BYTES)
+            .create(path)
+            .map_err(|e| match e {
+                redb::DatabaseError::DatabaseAlreadyOpen => LedgerError::Storage(format!(
+                    "ledger {} is in use by another process (one shim per ledger file)",
+                    path.display()
+                )),
+                e => LedgerError::Storage(format!("cannot open ledger {}: {e}", path.display())),
+            })?;
+        let ledger = DiskLedger {
+            db,
+            path: path.to_owned(),
+            per_scope_cap,
+        };
+        ledger.write(|t| {
+            let format = t.meta.get("format").map_err(storage)?.map(|g| g.value());
+            check_format(t, format, path)
+        })?;
+        tracing::info!(path = %path.display(), records = ledger.len(), "durable ledger opened");
+        Ok(ledger)
+    }
+}
+
+fn check_format(t: &mut Tables<'_>, format: Option<u64>, path: &Path) -> Result<(), LedgerError> {
+    match format {
+        None => t.meta.insert("format", FORMAT).map(drop).map_err(storage),
+        Some(FORMAT) => Ok(()),
+        Some(other) => Err(LedgerError::Storage(format!(
+            "ledger {} has format {other}, this shim reads format {FORMAT}",
+            path.display()
+        ))),
+    }
+}
+
+impl DiskLedger {
+    /// The file this ledger lives in.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Forgets every scope whose name starts with `prefix`; returns how
+    /// many records went. For scopes that die with the process (a stdio
+    /// client, an HTTP session id): after a restart nobody can reach them.
+    pub fn drop_scopes_with_prefix(&self, prefix: &str) -> Result<usize, LedgerError> {
+        self.write(|t| {
+            let mut scopes = Vec::new();
+            for entry in t.counts.range(prefix..).map_err(storage)? {
+                let (k, _) = entry.map_err(storage)?;
+                let scope = k.value();
+                if !scope.starts_with(prefix) {
+                    break;
+                }
+                scopes.push(scope.to_owned());
+            }
+            let mut dropped = 0;
+            for scope in scopes {
+                for id in t.ids_of_scope(&scope)? {
+                    dropped += usize::from(t.remove(&id)?);
+                }
+            }
+            Ok(dropped)
+        })
+    }
+
+    /// Runs `f` in one write transaction, committed if `f` succeeds.
+    fn write<T>(
+        &self,
+        f: impl FnOnce(&mut Tables<'_>) -> Result<T, LedgerError>,
+    ) -> Result<T, LedgerError> {
+        let txn = self.db.begin_write().map_err(storage)?;
+        let out = {
+            let mut tables = Tables::open(&txn)?;
+            f(&mut tables)?
+        };
+        txn.commit().map_err(storage)?;
+        Ok(out)
+    }
+
+    fn try_get(&self, scope: &str, id: &str, now: Millis) -> Result<Option<Stored>, LedgerError> {
+        let txn = self.db.begin_read().map_err(storage)?;
+        let records = match txn.open_table(RECORDS) {
+            Ok(t) => t,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+            Err(e) => return Err(storage(e)),
+        };
+        let Some(g) = records.get(id).map_err(storage)? else {
+            return Ok(None);
+        };
+        let s = Stored::decode(g.value())?;
+        Ok((s.scope == scope && !s.expired(now)).then_some(s))
+    }
+
+    fn try_update(
+        &self,
+        scope: &str,
+        id: &str,
+        now: Millis,
+        change: &mut dyn FnMut(&mut TaskRecord),
+    ) -> Result<Option<TaskRecord>, LedgerError> {
+        let txn = self.db.begin_write().map_err(storage)?;
+        let outcome = {
+            let mut t = Tables::open(&txn)?;
+            match t.read(id)? {
+                Some(s) if s.scope == scope && !s.expired(now) => {
+                    let seq = s.seq;
+                    let before = s.into_record();
+                    let mut after = before.clone();
+                    change(&mut after);
+                    // The indexes hang on scope and id: those stay put.
+                    after.scope = before.scope.clone();
+                    after.task.task_id = before.task.task_id.clone();
+                    if after != before {
+                        t.remove(id)?;
+                        t.put(id, &Stored::new(seq, after.clone()))?;
+                    }
+                    Some((after != before, after))
+                }
+                _ => None,
+            }
+        };
+        match outcome {
+            Some((true, rec)) => {
+                txn.commit().map_err(storage)?;
+                Ok(Some(rec))
+            }
+            Some((false, rec)) => {
+                txn.abort().map_err(storage)?;
+                Ok(Some(rec))
+            }
+            None => {
+                txn.abort().map_err(storage)?;
+                Ok(None)
+            }
+        }
+    }
+
+    fn try_list(
+        &self,
+        scope: &str,
+        before: Option<u64>,
+        limit: usize,
+        now: Millis,
+    ) -> Result<Page, LedgerError> {
+        let empty = Page {
+            records: vec![],
+            next_cursor: None,
+        };
+        let txn = self.db.begin_read().map_err(storage)?;
+        let (by_scope, records) = match (txn.open_table(BY_SCOPE), txn.open_table(RECORDS)) {
+            (Ok(a), Ok(b)) => (a, b),
+            (Err(redb::TableError::TableDoesNotExist(_)), _)
+            | (_, Err(redb::TableError::TableDoesNotExist(_))) => return Ok(empty),
+            (Err(e), _) | (_, Err(e)) => return Err(storage(e)),
+        };
+        let upper = before.unwrap_or(u64::MAX);
+        let mut page = Vec::with_capacity(limit.min(256));
+        let mut last_seq = None;
+        let mut more = false;
+        for entry in by_scope
+            .range((scope, 0)..(scope, upper))
+            .map_err(storage)?
+            .rev()
+        {
+            let (k, v) = entry.map_err(storage)?;
+            let Some(g) = records.get(v.value()).map_err(storage)? else {
+                continue;
+            };
+            let s = Stored::decode(g.value())?;
+            if s.expired(now) {
+                continue;
+            }
+            if page.len() == limit {
+                more = true;
+                break;
+            }
+            last_seq = Some(k.value().1);
+            page.push(s.into_record());
+        }
+        let next_cursor = match (more, last_seq) {
+            (true, Some(seq)) => Some(encode_cursor(scope, seq)),
+            _ => None,
+        };
+        Ok(Page {
+            records: page,
+            next_cursor,
+        })
+    }
+}
+
+fn encode_cursor(scope: &str, seq: u64) -> String {
+    // Bound to its scope, as the memory ledger's: one client's cursor is
+    // useless to another.
+    URL_SAFE_NO_PAD.encode(format!("d1:{seq}:{scope}"))
+}
+
+fn decode_cursor(scope: &str, cursor: &str) -> Result<u64, LedgerError> {
+    let raw = URL_SAFE_NO_PAD
+        .decode(cursor)
+        .map_err(|_| LedgerError::BadCursor)?;
+    let text = String::from_utf8(raw).map_err(|_| LedgerError::BadCursor)?;
+    let rest = text.strip_prefix("d1:").ok_or(LedgerError::BadCursor)?;
+    let (seq, cursor_scope) = rest.split_once(':').ok_or(LedgerError::BadCursor)?;
+    if cursor_scope != scope {
+        return Err(LedgerError::BadCursor);
+    }
+    seq.parse().map_err(|_| LedgerError::BadCursor)
+}
+
+/// Logs a storage failure where the trait has no way to report it.
+fn logged<T>(what: &str, r: Result<T, LedgerError>, fallback: T) -> T {
+    r.unwrap_or_else(|e| {
+        tracing::error!(error = %e, "durable ledger: {what} failed");
+        fallback
+    })
+}
+
+impl TaskLedger for DiskLedger {
+    fn insert(&self, record: TaskRecord, now: Millis) -> Result<(), LedgerError> {
+        let cap = self.per_scope_cap;
+        let full = self.write(|t| {
+            t.evict(now)?;
+            if t.count(&record.scope)? >= cap as u64 {
+                return Ok(true);
+            }
+            // Same id again replaces the old record.
+            let id = record.id().to_owned();
+            t.remove(&id)?;
+            let seq = t.next_seq()?;
+            t.put(&id, &Stored::new(seq, record))?;
+            Ok(false)
+        })?;
+        if full {
+            return Err(LedgerError::ScopeFull(cap));
+        }
+        Ok(())
+    }
+
+    fn get(&self, scope: &str, task_id: &str, now: Millis) -> Option<TaskRecord> {
+        let r = self.try_get(scope, task_id, now);
+        logged("get", r, None).map(Stored::into_record)
+    }
+
+    fn update(
+        &self,
+        scope: &str,
+        task_id: &str,
+        now: Millis,
+        change: &mut dyn FnMut(&mut TaskRecord),
+    ) -> Option<TaskRecord> {
+        let r = self.try_update(scope, task_id, now, change);
+        logged("update", r, None)
+    }
+
+    fn list(
+        &self,
+        scope: &str,
+        cursor: Option<&str>,
+        limit: usize,
+        now: Millis,
+    ) -> Result<Page, LedgerError> {
+        let before = cursor.map(|c| decode_cursor(scope, c)).transpose()?;
+        self.try_list(scope, before, limit, now)
+    }
+
+    fn drop_scope(&self, scope: &str) {
+        let r = self.write(|t| {
+            for id in t.ids_of_scope(scope)? {
+                t.remove(&id)?;
+            }
+            Ok(())
+        });
+        logged("drop_scope", r, ());
+    }
+
+    fn evict_expired(&self, now: Millis) -> usize {
+        logged("evict_expired", self.write(|t| t.evict(now)), 0)
+    }
+
+    fn len(&self) -> usize {
+        let r = (|| {
+            let txn = self.db.begin_read().map_err(storage)?;
+            match txn.open_table(RECORDS) {
+                Ok(t) => Ok(t.len().map_err(storage)? as usize),
+                Err(redb::TableError::TableDoesNotExist(_)) => Ok(0),
+                Err(e) => Err(storage(e)),
+            }
+        })();
+        logged("len", r, 0)
+    }
+}

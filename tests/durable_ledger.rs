@@ -1,0 +1,460 @@
+//! `--ledger PATH`: a shim restart loses no task ownership, cancel pins or
+//! cached results.
+//!
+//! A 2026-07-28 reference server runs over HTTP as a long-lived upstream
+//! process; `mcp-tasks-shim http --upstream-url … --ledger FILE` sits in
+//! front of it for 2025-11-25 clients with principals alice and bob. Tasks
+//! are created, the shim is stopped with SIGTERM, a new shim opens the same
+//! ledger, and the clients (new sessions, same tokens) find what they left.
+//! Without `--ledger` the same restart forgets everything (the default).
+//! Every message the shim answers with is validated against the 2025-11-25
+//! schema.
+
+mod support;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use reqwest::{Client, StatusCode};
+use serde_json::{Value, json};
+use support::http::{
+    HttpShim, LEGACY, MODERN, STEP, client, initialize, legacy, modern, rpc, send,
+};
+use support::schema::{Revision, assert_valid};
+use support::wire::{shim_bin, temp_path, text_of};
+
+/// `reference-server --revision REV --http 127.0.0.1:0`, killed on drop.
+struct Upstream {
+    child: Child,
+    url: String,
+}
+
+impl Upstream {
+    fn start() -> Upstream {
+        Upstream::of(MODERN)
+    }
+
+    fn of(revision: &str) -> Upstream {
+        let mut child = Command::new(shim_bin())
+            .args([
+                "reference-server",
+                "--revision",
+                revision,
+                "--http",
+                "127.0.0.1:0",
+            ])
+            .env("MCP_SHIM_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("spawn the reference server");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut first = Some(tx);
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if let Some(tx) = first.take() {
+                    let _ = tx.send(line);
+                }
+            }
+        });
+        let line = rx
+            .recv_timeout(STEP)
+            .expect("the reference server printed its URL");
+        let url = line.split_whitespace().last().expect("a URL").to_owned();
+        assert!(url.starts_with("http://127.0.0.1:"), "{line}");
+        Upstream { child, url }
+    }
+}
+
+impl Drop for Upstream {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn shim(upstream: &Upstream, ledger: Option<&std::path::Path>) -> HttpShim {
+    let mut flags = vec![
+        "--upstream-url".to_owned(),
+        upstream.url.clone(),
+        "--token".into(),
+        "t1=alice".into(),
+        "--token".into(),
+        "t2=bob".into(),
+    ];
+    if let Some(path) = ledger {
+        flags.push("--ledger".into());
+        flags.push(path.display().to_string());
+    }
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    HttpShim::spawn::<&str>(&flags, &[])
+}
+
+fn stop(mut shim: HttpShim) {
+    let status = shim.terminate(STEP).expect("the shim exits after SIGTERM");
+    assert!(status.success(), "shim exit status {status}");
+}
+
+/// One legacy client: a session and its bearer token.
+struct LegacyClient {
+    c: Client,
+    url: String,
+    sid: String,
+    token: &'static str,
+    next: i64,
+}
+
+impl LegacyClient {
+    async fn connect(shim: &HttpShim, token: &'static str) -> LegacyClient {
+        let c = client();
+        let (sid, init) = initialize(&c, &shim.url, Some(token)).await;
+        assert!(
+            init["capabilities"]["tasks"]["list"].is_object(),
+            "the shim offers tasks/list: {init}"
+        );
+        LegacyClient {
+            c,
+            url: shim.url.clone(),
+            sid,
+            token,
+            next: 1,
+        }
+    }
+
+    /// Sends a request; returns the whole JSON-RPC answer, schema-checked.
+    async fn rpc(&mut self, method: &str, params: Value) -> Value {
+        self.next += 1;
+        let body = rpc(self.next, method, params);
+        let req = legacy(&self.c, &self.url, Some(&self.sid), &body).bearer_auth(self.token);
+        let (status, answer, _) = send(req).await;
+        assert_eq!(status, StatusCode::OK, "{method}: {answer}");
+        assert_valid(Revision::Legacy, &answer, Some(method));
+        assert_eq!(answer["id"], self.next, "{answer}");
+        answer
+    }
+
+    async fn ok(&mut self, method: &str, params: Value) -> Value {
+        let answer = self.rpc(method, params).await;
+        assert!(answer.get("error").is_none(), "{method}: {answer}");
+        answer["result"].clone()
+    }
+
+    async fn err(&mut self, method: &str, params: Value) -> Value {
+        let answer = self.rpc(method, params).await;
+        assert!(answer.get("result").is_none(), "{method}: {answer}");
+        answer["error"].clone()
+    }
+
+    /// `tools/call` with `params.task`; returns the created task id.
+    async fn create(&mut self, tool: &str, arguments: Value) -> String {
+        let r = self
+            .ok(
+                "tools/call",
+                json!({"name": tool, "arguments": arguments, "task": {"ttl": 600_000}}),
+            )
+            .await;
+        assert_eq!(r["task"]["status"], "working", "{r}");
+        r["task"]["taskId"].as_str().expect("a task id").to_owned()
+    }
+
+    async fn status(&mut self, task: &str) -> String {
+        let t = self.ok("tasks/get", json!({"taskId": task})).await;
+        t["status"].as_str().expect("a status").to_owned()
+    }
+
+    async fn list(&mut self) -> Vec<String> {
+        let mut ids = Vec::new();
+        let mut cursor = Value::Null;
+        for _ in 0..50 {
+            let params = if cursor.is_null() {
+                json!({})
+            } else {
+                json!({"cursor": cursor})
+            };
+            let page = self.ok("tasks/list", params).await;
+            for t in page["tasks"].as_array().expect("tasks") {
+                ids.push(t["taskId"].as_str().unwrap().to_owned());
+            }
+            cursor = page.get("nextCursor").cloned().unwrap_or(Value::Null);
+            if cursor.is_null() {
+                return ids;
+            }
+        }
+        panic!("tasks/list never ended");
+    }
+}
+
+/// What alice and bob made before the restart.
+struct Made {
+    greeted: String,
+    computed: String,
+    cancelled: String,
+    working: String,
+    bobs: String,
+}
+
+async fn make_tasks(shim: &HttpShim) -> Made {
+    let mut alice = LegacyClient::connect(shim, "t1").await;
+    let mut bob = LegacyClient::connect(shim, "t2").await;
+    // `greet` runs without a task upstream: the shim mints the task, and
+    // the ledger is the only place its result lives.
+    let greeted = alice.create("greet", json!({"name": "Ada"})).await;
+    let computed = alice
+        .create("slow_compute", json!({"seconds": 0, "label": "quick"}))
+        .await;
+    let r = alice.ok("tasks/result", json!({"taskId": computed})).await;
+    assert!(text_of(&r).contains("quick"), "{r}");
+    let cancelled = alice
+        .create("slow_compute", json!({"seconds": 600, "label": "never"}))
+        .await;
+    let c = alice.ok("tasks/cancel", json!({"taskId": cancelled})).await;
+    assert_eq!(c["status"], "cancelled");
+    let working = alice
+        .create("slow_compute", json!({"seconds": 4, "label": "slow"}))
+        .await;
+    let bobs = bob.create("greet", json!({"name": "Bob"})).await;
+    Made {
+        greeted,
+        computed,
+        cancelled,
+        working,
+        bobs,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_shim_remembers_every_principals_tasks() {
+    let upstream = Upstream::start();
+    let ledger = temp_path("ledger.redb");
+    let first = shim(&upstream, Some(&ledger));
+    let made = make_tasks(&first).await;
+    stop(first);
+
+    let second = shim(&upstream, Some(&ledger));
+    let mut alice = LegacyClient::connect(&second, "t1").await;
+    let mut bob = LegacyClient::connect(&second, "t2").await;
+
+    // Ownership: alice lists exactly her four tasks, newest first.
+    let listed = alice.list().await;
+    assert_eq!(
+        listed,
+        [
+            made.working.as_str(),
+            &made.cancelled,
+            &made.computed,
+            &made.greeted
+        ],
+        "alice's tasks after the restart"
+    );
+    assert_eq!(bob.list().await, [made.bobs.as_str()]);
+
+    // Cached results: the synthetic task's result exists nowhere else.
+    let r = alice
+        .ok("tasks/result", json!({"taskId": made.greeted}))
+        .await;
+    assert!(text_of(&r).contains("Ada"), "{r}");
+    let r = alice
+        .ok("tasks/result", json!({"taskId": made.computed}))
+        .await;
+    assert!(text_of(&r).contains("quick"), "{r}");
+    assert_eq!(alice.status(&made.computed).await, "completed");
+
+    // The cancel pin holds.
+    assert_eq!(alice.status(&made.cancelled).await, "cancelled");
+    let e = alice
+        .err("tasks/result", json!({"taskId": made.cancelled}))
+        .await;
+    assert_eq!(e["code"], -32602, "{e}");
+    let e = alice
+        .err("tasks/cancel", json!({"taskId": made.cancelled}))
+        .await;
+    assert_eq!(e["code"], -32602, "cancelling a cancelled task: {e}");
+
+    // The task that was working has no poller in this process: asking
+    // starts one, and the blocking tasks/result waits for its end.
+    let s = alice.status(&made.working).await;
+    assert!(s == "working" || s == "completed", "{s}");
+    let r = alice
+        .ok("tasks/result", json!({"taskId": made.working}))
+        .await;
+    assert!(text_of(&r).contains("slow"), "{r}");
+    assert_eq!(alice.status(&made.working).await, "completed");
+
+    // Isolation survives too: bob cannot see alice's tasks, nor she his.
+    for id in [&made.greeted, &made.working, &made.cancelled] {
+        let e = bob.err("tasks/get", json!({"taskId": id})).await;
+        assert_eq!(e["code"], -32602, "{e}");
+        let e = bob.err("tasks/result", json!({"taskId": id})).await;
+        assert_eq!(e["code"], -32602, "{e}");
+    }
+    let e = alice.err("tasks/get", json!({"taskId": made.bobs})).await;
+    assert_eq!(e["code"], -32602, "{e}");
+    let r = bob.ok("tasks/result", json!({"taskId": made.bobs})).await;
+    assert!(text_of(&r).contains("Bob"), "{r}");
+    stop(second);
+    let _ = std::fs::remove_file(&ledger);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_ledger_file_a_restart_forgets() {
+    let upstream = Upstream::start();
+    let first = shim(&upstream, None);
+    let mut alice = LegacyClient::connect(&first, "t1").await;
+    let greeted = alice.create("greet", json!({"name": "Ada"})).await;
+    assert_eq!(alice.list().await, [greeted.as_str()]);
+    stop(first);
+
+    let second = shim(&upstream, None);
+    let mut alice = LegacyClient::connect(&second, "t1").await;
+    assert!(alice.list().await.is_empty());
+    let e = alice.err("tasks/get", json!({"taskId": greeted})).await;
+    assert_eq!(e["code"], -32602, "{e}");
+    stop(second);
+}
+
+/// A 2026-07-28 request as `token`'s principal; returns the result,
+/// schema-checked.
+async fn modern_ok(c: &Client, shim: &HttpShim, token: &str, method: &str, params: Value) -> Value {
+    let id = support::wire::unique() as i64 + 1;
+    let (status, answer, _) =
+        send(modern(c, &shim.url, id, method, params).bearer_auth(token)).await;
+    assert_eq!(status, StatusCode::OK, "{method}: {answer}");
+    assert_valid(Revision::Modern, &answer, Some(method));
+    assert!(answer.get("error").is_none(), "{method}: {answer}");
+    answer["result"].clone()
+}
+
+/// Polls a modern `tasks/get` until the task is terminal (bounded).
+async fn modern_settled(c: &Client, shim: &HttpShim, token: &str, task: &str) -> Value {
+    for _ in 0..200 {
+        let t = modern_ok(c, shim, token, "tasks/get", json!({"taskId": task})).await;
+        if ["completed", "failed", "cancelled"].contains(&t["status"].as_str().unwrap_or("")) {
+            return t;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("task {task} never settled");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn modern_clients_keep_finished_results_across_a_restart() {
+    // The legacy reference server keeps tasks per session, so the restarted
+    // shim (a new upstream session) can only answer from its ledger.
+    let upstream = Upstream::of(LEGACY);
+    let ledger = temp_path("modern.redb");
+    let c = client();
+    let first = shim(&upstream, Some(&ledger));
+    let created = modern_ok(
+        &c,
+        &first,
+        "t1",
+        "tools/call",
+        json!({"name": "slow_compute", "arguments": {"seconds": 0, "label": "kept"}}),
+    )
+    .await;
+    assert_eq!(created["resultType"], "task", "{created}");
+    let id = created["taskId"].as_str().expect("a task id").to_owned();
+    let before = modern_settled(&c, &first, "t1", &id).await;
+    assert_eq!(before["status"], "completed", "{before}");
+    stop(first);
+
+    let second = shim(&upstream, Some(&ledger));
+    let after = modern_ok(&c, &second, "t1", "tasks/get", json!({"taskId": id})).await;
+    assert_eq!(after["status"], "completed", "{after}");
+    assert_eq!(after["result"], before["result"], "the cached result");
+    // Still bob's business not at all.
+    let (_, e, _) =
+        send(modern(&c, &second.url, 9, "tasks/get", json!({"taskId": id})).bearer_auth("t2"))
+            .await;
+    assert_valid(Revision::Modern, &e, Some("tasks/get"));
+    assert_eq!(e["error"]["code"], -32602, "{e}");
+    stop(second);
+    let _ = std::fs::remove_file(&ledger);
+}
+
+/// Runs a shim that must refuse to start; returns its stderr. Bounded: a
+/// shim that starts anyway is killed and the test fails.
+fn refused_start(upstream: &Upstream, ledger: &std::path::Path) -> String {
+    let mut child = Command::new(shim_bin())
+        .args(["http", "--listen", "127.0.0.1:0", "--upstream-url"])
+        .arg(&upstream.url)
+        .arg("--ledger")
+        .arg(ledger)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn a shim");
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for the shim") {
+            break status;
+        }
+        if start.elapsed() > STEP {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("a shim on {} started instead of refusing", ledger.display());
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    };
+    assert!(!status.success());
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    stderr
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ledger_file_serves_one_shim_at_a_time() {
+    let upstream = Upstream::start();
+    let ledger = temp_path("locked.redb");
+    let first = shim(&upstream, Some(&ledger));
+    let stderr = refused_start(&upstream, &ledger);
+    assert!(stderr.contains("in use by another process"), "{stderr}");
+    let stderr = refused_start(&upstream, &temp_path("no-such-dir").join("ledger.redb"));
+    assert!(stderr.contains("cannot open ledger"), "{stderr}");
+    stop(first);
+    // Once the first shim is gone, the file is free again.
+    let again = shim(&upstream, Some(&ledger));
+    stop(again);
+    let _ = std::fs::remove_file(&ledger);
+}
+
+#[test]
+fn over_stdio_the_ledger_is_kept_but_a_new_process_is_a_new_client() {
+    // A stdio client's scope lives as long as its process: a durable
+    // ledger cannot give its tasks to the next process's client, and sweeps
+    // them when that process opens the file.
+    let ledger = temp_path("stdio.redb");
+    let path = ledger.display().to_string();
+    let mut first = support::wire::Wire::legacy_front(&["--ledger", &path]);
+    first.initialize();
+    let created = first.ok(
+        "tools/call",
+        json!({"name": "greet", "arguments": {"name": "Ada"}, "task": {"ttl": 60_000}}),
+    );
+    let id = created["task"]["taskId"]
+        .as_str()
+        .expect("a task id")
+        .to_owned();
+    let r = first.ok("tasks/result", json!({"taskId": id}));
+    assert!(text_of(&r).contains("Ada"), "{r}");
+    first.close_stdin();
+    let status = first
+        .wait_exit(STEP)
+        .expect("the shim exits with its client");
+    assert!(status.success(), "{status}");
+    assert!(ledger.exists(), "the ledger file was written");
+
+    let mut second = support::wire::Wire::legacy_front(&["--ledger", &path]);
+    second.initialize();
+    let page = second.ok("tasks/list", json!({}));
+    assert_eq!(page["tasks"], json!([]), "{page}");
+    let e = second.err("tasks/get", json!({"taskId": id}));
+    assert_eq!(e["code"], -32602, "{e}");
+    second.close_stdin();
+    assert!(second.wait_exit(STEP).is_some());
+    let _ = std::fs::remove_file(&ledger);
+}
