@@ -189,6 +189,7 @@ impl ModernFront {
                 lock(&self.open_calls).clear();
                 lock(&self.held).clear();
             }
+            UpstreamEvent::Relayed(_) => {}
         }
     }
 

@@ -154,6 +154,7 @@ pub async fn serve(
         } => tracing::info!("open streams cut after the shutdown grace period"),
     }
     app.upstream.shutdown("the shim is shutting down");
+    app.upstream.finish().await;
     if let Some(child) = child.as_mut()
         && tokio::time::timeout(std::time::Duration::from_secs(3), child.wait())
             .await
