@@ -3,9 +3,9 @@
 //! revisions the two speak.
 //!
 //! ```text
-//!  client lines ──▶ Inbound ──▶ ┌────────┐ ──▶ Connection ──▶ child stdin
+//!  client lines ──▶ Inbound ──▶ ┌────────┐ ──▶ Supervised ──▶ child stdin
 //!  client lines ◀── outbox  ◀── │ driver │ ◀── events     ◀── child stdout
-//!                               └────────┘
+//!                               └────────┘     (restarted on faults if asked)
 //!        mode: probing → passthrough | legacy-front | modern-front
 //! ```
 
@@ -23,9 +23,10 @@ use crate::bridge::modern_front::{ModernFront, ModernSession};
 use crate::error::ShimError;
 use crate::jsonrpc::{Id, Message};
 use crate::ledger::TaskLedger;
-use crate::revision::{self, ClientSignal, ProbeVerdict, Revision};
-use crate::transport::{self, Inbound, Outbox, child::ChildUpstream};
-use crate::upstream::{Connection, Upstream};
+use crate::revision::{self, ClientSignal, Revision};
+use crate::transport::{self, Inbound, Outbox};
+use crate::upstream::supervised::{self, SuperviseOptions, Supervised};
+use crate::upstream::{Upstream, UpstreamEvent};
 
 /// How the proxy was configured.
 #[derive(Debug, Clone)]
@@ -40,16 +41,41 @@ pub struct ProxyOptions {
     pub max_message_bytes: usize,
     /// Where to append the client-side transcript (JSONL), if anywhere.
     pub record: Option<std::path::PathBuf>,
+    /// While upstream requests are outstanding, check the upstream's
+    /// liveness this often (`None`: never).
+    pub ping_interval: Option<Duration>,
+    /// An unanswered liveness check fails the upstream after this long.
+    pub ping_timeout: Duration,
+    /// Start the upstream again after it exits, hangs or garbles.
+    pub restart_upstream: bool,
 }
 
 impl Default for ProxyOptions {
     fn default() -> Self {
+        let s = SuperviseOptions::default();
         ProxyOptions {
             bridge: BridgeConfig::default(),
-            probe_timeout: Duration::from_secs(5),
-            request_timeout: Duration::from_secs(300),
-            max_message_bytes: crate::jsonrpc::DEFAULT_MAX_MESSAGE_BYTES,
+            probe_timeout: s.probe_timeout,
+            request_timeout: s.request_timeout,
+            max_message_bytes: s.max_message_bytes,
             record: None,
+            ping_interval: s.ping_interval,
+            ping_timeout: s.ping_timeout,
+            restart_upstream: s.restart,
+        }
+    }
+}
+
+impl ProxyOptions {
+    /// How the upstream child is supervised.
+    pub fn supervise(&self) -> SuperviseOptions {
+        SuperviseOptions {
+            request_timeout: self.request_timeout,
+            probe_timeout: self.probe_timeout,
+            max_message_bytes: self.max_message_bytes,
+            ping_interval: self.ping_interval,
+            ping_timeout: self.ping_timeout,
+            restart: self.restart_upstream,
         }
     }
 }
@@ -74,11 +100,14 @@ pub enum Ending {
     UpstreamGone(String),
 }
 
-/// Runs the proxy until the client or the upstream goes away.
+/// Runs the proxy over `program args…` (started, and restarted if so
+/// configured, under [`supervised`]) until the client or the upstream goes
+/// away for good.
 pub async fn run<R, W>(
     client_in: R,
     client_out: W,
-    mut upstream: ChildUpstream,
+    program: &str,
+    args: &[String],
     ledger: Arc<dyn TaskLedger>,
     opts: ProxyOptions,
 ) -> std::io::Result<Ending>
@@ -92,31 +121,21 @@ where
     let to_client = spawn_client_writer(client_out, opts.record.clone())?;
     let recorder = to_client.recorder.clone();
 
-    let (up_tx, mut up_rx) = mpsc::unbounded_channel();
-    tokio::spawn(transport::read_lines(upstream.stdout, up_tx, max));
-    let (up_out, up_out_rx) = mpsc::unbounded_channel();
-    let writer = tokio::spawn(transport::write_lines(upstream.stdin, up_out_rx));
-    let conn = Arc::new(Connection::new(up_out.clone(), opts.request_timeout));
-
-    let verdict = probe(&conn, &mut up_rx, opts.probe_timeout).await;
-    tracing::info!(?verdict, "upstream probe");
-    let upstream_rev = match verdict {
-        ProbeVerdict::Modern(_) | ProbeVerdict::ModernRefused(_) => Revision::Modern,
-        ProbeVerdict::Legacy => Revision::Legacy,
-    };
-    let discover = match verdict {
-        ProbeVerdict::Modern(d) => d,
-        _ => json!({"supportedVersions": [revision::MODERN_VERSION], "capabilities": {}}),
-    };
+    let link = supervised::connect(program, args, opts.supervise()).await?;
+    let sup = link.upstream;
+    let mut events = link.events;
+    let upstream_rev = link.revision;
+    let discover = link.discover;
 
     let mut mode: Option<Mode> = None;
+    let mut last_fault = String::from("the upstream is gone");
     let ending = loop {
         tokio::select! {
             inbound = client_rx.recv() => {
                 let Some(inbound) = inbound else { break Ending::ClientClosed };
                 let msg = match inbound {
                     Inbound::Message(m) => m,
-                    Inbound::Invalid { id, error } => {
+                    Inbound::Invalid { id, error, .. } => {
                         tracing::warn!(error = %error, "refusing a malformed client message");
                         to_client.send(Message::error(id, error.into()));
                         continue;
@@ -124,49 +143,49 @@ where
                 };
                 record(&recorder, "c2s", &msg);
                 let mode = mode.get_or_insert_with(|| {
-                    choose(&msg, upstream_rev, &conn, &discover, &ledger, &opts, &to_client.outbox)
+                    choose(&msg, upstream_rev, &sup, &discover, &ledger, &opts, &to_client.outbox)
                 });
                 match mode {
                     Mode::Passthrough { inflight } => {
-                        if let Message::Request(r) = &msg {
-                            inflight.insert(r.id.clone());
+                        let id = match &msg {
+                            Message::Request(r) => Some(r.id.clone()),
+                            _ => None,
+                        };
+                        if let Some(id) = &id {
+                            inflight.insert(id.clone());
                         }
-                        let _ = up_out.send(msg);
+                        if let Err(e) = sup.send_raw(msg).await {
+                            // Down or restarting: answer now rather than never.
+                            if let Some(id) = id {
+                                inflight.remove(&id);
+                                to_client.send(Message::error(Some(id), e.into()));
+                            }
+                        }
                     }
                     Mode::LegacyFront(_, session) => session.handle_client(msg),
                     Mode::ModernFront(_, session) => session.handle_client(msg),
                 }
             }
-            inbound = up_rx.recv() => {
-                let Some(inbound) = inbound else {
-                    break Ending::UpstreamGone(exit_reason(&mut upstream.child).await);
+            event = events.recv() => {
+                let Some(event) = event else {
+                    break Ending::UpstreamGone(last_fault);
                 };
-                let Inbound::Message(msg) = inbound else {
-                    tracing::warn!("upstream sent a malformed message; ignored");
-                    continue;
-                };
-                route_upstream(msg, mode.as_mut(), &conn, &to_client.outbox);
+                if let UpstreamEvent::Closed(reason) = &event {
+                    last_fault.clone_from(reason);
+                }
+                route_upstream(event, mode.as_mut(), &sup, &to_client.outbox);
             }
         }
     };
 
     match &ending {
-        Ending::UpstreamGone(reason) => {
-            conn.close(reason);
-            if let Some(Mode::Passthrough { inflight }) = &mut mode {
-                for id in inflight.drain() {
-                    let err = ShimError::Upstream(reason.clone());
-                    to_client.send(Message::error(Some(id), err.into()));
-                }
-            }
+        Ending::UpstreamGone(_) => {
             // Let the engines flush their error answers.
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         Ending::ClientClosed => {
-            drop(up_out);
-            conn.close("the client closed the session");
-            let _ = writer.await;
-            shutdown_child(&mut upstream.child).await;
+            sup.shutdown("the client closed the session");
+            sup.finish().await;
         }
     }
     drop(mode);
@@ -188,7 +207,7 @@ fn stdio_scope() -> String {
 fn choose(
     first: &Message,
     upstream: Revision,
-    conn: &Arc<Connection>,
+    sup: &Arc<Supervised>,
     discover: &serde_json::Value,
     ledger: &Arc<dyn TaskLedger>,
     opts: &ProxyOptions,
@@ -203,13 +222,13 @@ fn choose(
     tracing::info!(%client, %upstream, "session revisions");
     match (client, upstream) {
         (Revision::Legacy, Revision::Modern) => {
-            let up: Arc<dyn Upstream> = conn.clone();
+            let up: Arc<dyn Upstream> = sup.clone();
             let front = LegacyFront::new(up, ledger.clone(), opts.bridge.clone(), discover.clone());
             let session = front.session(stdio_scope(), outbox.clone());
             Mode::LegacyFront(front, session)
         }
         (Revision::Modern, Revision::Legacy) => {
-            let up: Arc<dyn Upstream> = conn.clone();
+            let up: Arc<dyn Upstream> = sup.clone();
             let front = ModernFront::new(up, ledger.clone(), opts.bridge.clone());
             let session = front.session(stdio_scope(), outbox.clone());
             Mode::ModernFront(front, session)
@@ -220,93 +239,44 @@ fn choose(
     }
 }
 
-fn route_upstream(msg: Message, mode: Option<&mut Mode>, conn: &Connection, outbox: &Outbox) {
+fn route_upstream(
+    event: UpstreamEvent,
+    mode: Option<&mut Mode>,
+    sup: &Supervised,
+    outbox: &Outbox,
+) {
     match mode {
-        Some(Mode::Passthrough { inflight }) => {
-            let ours = match &msg {
-                Message::Response(r) => !inflight.remove(&r.id),
-                Message::Error(e) => e.id.as_ref().is_some_and(|id| !inflight.remove(id)),
-                _ => false,
-            };
-            if ours {
-                // A late answer to the probe: not the client's business.
-                let _ = conn.on_inbound(msg);
-            } else {
+        Some(Mode::Passthrough { inflight }) => match event {
+            UpstreamEvent::Relayed(msg) => {
+                if let Some(id) = msg.id() {
+                    inflight.remove(id);
+                }
                 let _ = outbox.send(msg);
             }
-        }
-        Some(Mode::LegacyFront(front, _)) => {
-            if let Some(event) = conn.on_inbound(msg) {
-                front.handle_upstream(event);
+            UpstreamEvent::Notification(n) => {
+                let _ = outbox.send(Message::Notification(n));
             }
-        }
-        Some(Mode::ModernFront(front, _)) => {
-            if let Some(event) = conn.on_inbound(msg) {
-                front.handle_upstream(event);
+            UpstreamEvent::Request(r) => {
+                let _ = outbox.send(Message::Request(r));
             }
-        }
-        None => {
-            if let Some(event) = conn.on_inbound(msg) {
-                tracing::debug!(?event, "upstream traffic before the client spoke; dropped");
+            UpstreamEvent::Closed(reason) => {
+                for id in inflight.drain() {
+                    let err = ShimError::Upstream(reason.clone());
+                    let _ = outbox.send(Message::error(Some(id), err.into()));
+                }
             }
-        }
-    }
-}
-
-/// Sends `server/discover` and classifies the answer, feeding upstream
-/// traffic to the connection meanwhile.
-async fn probe(
-    conn: &Arc<Connection>,
-    up_rx: &mut mpsc::UnboundedReceiver<Inbound>,
-    timeout: Duration,
-) -> ProbeVerdict {
-    let info = json!({"name": "mcp-tasks-shim", "version": env!("CARGO_PKG_VERSION")});
-    let params = revision::probe_request(Id::Num(0), &info)
-        .params()
-        .cloned()
-        .unwrap_or_default();
-    let c = conn.clone();
-    let mut ask = tokio::spawn(async move { c.request("server/discover", params).await });
-    let deadline = tokio::time::sleep(timeout);
-    tokio::pin!(deadline);
-    loop {
-        tokio::select! {
-            done = &mut ask => {
-                let answer = match done {
-                    Ok(Ok(Ok(result))) => Some(Message::response(Id::Num(0), result)),
-                    Ok(Ok(Err(error))) => Some(Message::error(Some(Id::Num(0)), error)),
-                    _ => None,
-                };
-                return revision::classify_probe(answer.as_ref());
+        },
+        Some(Mode::LegacyFront(front, _)) => front.handle_upstream(event),
+        Some(Mode::ModernFront(front, _)) => front.handle_upstream(event),
+        None => match event {
+            UpstreamEvent::Request(r) => {
+                // Nobody to ask yet: refuse rather than leave it hanging.
+                let err =
+                    ShimError::MethodNotFound(format!("{} before the client connected", r.method));
+                let _ = sup.respond(r.id, Err(err.into()));
             }
-            inbound = up_rx.recv() => match inbound {
-                Some(Inbound::Message(m)) => { let _ = conn.on_inbound(m); }
-                Some(Inbound::Invalid { .. }) => {}
-                None => return ProbeVerdict::Legacy,
-            },
-            _ = &mut deadline => {
-                ask.abort();
-                return ProbeVerdict::Legacy;
-            }
-        }
-    }
-}
-
-async fn exit_reason(child: &mut tokio::process::Child) -> String {
-    match tokio::time::timeout(Duration::from_secs(2), child.wait()).await {
-        Ok(Ok(status)) => format!("the upstream server exited ({status})"),
-        _ => "the upstream server closed its output".to_owned(),
-    }
-}
-
-/// Closing stdin asks the child to stop; a child that ignores it is killed.
-async fn shutdown_child(child: &mut tokio::process::Child) {
-    if tokio::time::timeout(Duration::from_secs(3), child.wait())
-        .await
-        .is_err()
-    {
-        tracing::warn!("upstream did not exit after its stdin closed; killing it");
-        let _ = child.kill().await;
+            other => tracing::debug!(?other, "upstream traffic before the client spoke; dropped"),
+        },
     }
 }
 

@@ -381,9 +381,10 @@ fn closing_stdin_ends_the_shim_and_its_upstream() {
 #[test]
 fn an_upstream_exit_fails_pending_requests_and_the_shim_exits_nonzero() {
     // Answers the probe like a modern server, then exits on the next line.
+    // (The shim's upstream ids are strings, `mcp-tasks-shim-1-1`.)
     let script = r#"
 read -r line
-id=$(printf '%s' "$line" | sed -n 's/^{"jsonrpc":"2.0","id":\([0-9]*\),.*/\1/p')
+id=$(printf '%s' "$line" | sed -n 's/^{"jsonrpc":"2.0","id":\("[^"]*"\|[0-9]*\),.*/\1/p')
 printf '{"jsonrpc":"2.0","id":%s,"result":{"supportedVersions":["2026-07-28"],"capabilities":{"tools":{},"extensions":{"io.modelcontextprotocol/tasks":{}}},"resultType":"complete","ttlMs":0,"cacheScope":"public"}}\n' "$id"
 read -r line
 exit 3

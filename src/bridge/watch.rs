@@ -33,6 +33,8 @@ pub(crate) enum Seen {
 #[derive(Debug)]
 pub(crate) struct Watcher {
     tx: watch::Sender<Seen>,
+    /// Failed by [`Watchers::fail_all`]: its poller publishes no more.
+    failed: std::sync::atomic::AtomicBool,
     wake: Notify,
     dispatched: Mutex<HashSet<String>>,
 }
@@ -90,6 +92,7 @@ impl Watchers {
         let (tx, rx) = watch::channel(Seen::Nothing);
         let w = Arc::new(Watcher {
             tx,
+            failed: std::sync::atomic::AtomicBool::new(false),
             wake: Notify::new(),
             dispatched: Mutex::new(HashSet::new()),
         });
@@ -114,6 +117,17 @@ impl Watchers {
         }
     }
 
+    /// Ends every watch with `error` (the upstream is gone): waiters see
+    /// [`Seen::Gone`] now, pollers stop.
+    pub(crate) fn fail_all(&self, error: ErrorObject) {
+        let all: Vec<_> = self.lock().drain().map(|(_, w)| w).collect();
+        for w in all {
+            w.failed.store(true, std::sync::atomic::Ordering::SeqCst);
+            w.tx.send_replace(Seen::Gone(error.clone()));
+            w.wake.notify_one();
+        }
+    }
+
     /// How many pollers run (for tests and metrics).
     pub(crate) fn active(&self) -> usize {
         self.lock().len()
@@ -122,6 +136,9 @@ impl Watchers {
     async fn poll(self: Arc<Self>, task_id: String, w: Arc<Watcher>, meta: Map<String, Value>) {
         let params = json!({"taskId": task_id, "_meta": meta});
         loop {
+            if w.failed.load(std::sync::atomic::Ordering::SeqCst) {
+                break;
+            }
             let seen = match self.upstream.request("tasks/get", params.clone()).await {
                 Ok(Ok(v)) => match DetailedTask::from_value(&v) {
                     Ok(d) => Seen::Task(Box::new(d)),
@@ -138,6 +155,9 @@ impl Watchers {
                     .max(self.config.min_poll_ms),
                 _ => 0,
             };
+            if w.failed.load(std::sync::atomic::Ordering::SeqCst) {
+                break;
+            }
             w.tx.send_replace(seen);
             if interval == 0 || w.tx.receiver_count() == 0 {
                 break;

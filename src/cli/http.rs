@@ -89,16 +89,10 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
                     .upstream
                     .split_first()
                     .ok_or("missing upstream command after -- (or --upstream-url)")?;
-                crate::upstream::child::connect(
-                    program,
-                    rest,
-                    proxy.request_timeout,
-                    proxy.probe_timeout,
-                    proxy.max_message_bytes,
-                )
-                .await
-                .map_err(|e| e.to_string())?
-                .into()
+                crate::upstream::supervised::connect(program, rest, proxy.supervise())
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .into()
             }
         };
         http::serve(opts, link, ledger, resolver, shutdown_signal())

@@ -52,6 +52,21 @@ pub struct ShimArgs {
     /// shim process per file. Default: in memory.
     #[arg(long, value_name = "PATH")]
     pub ledger: Option<PathBuf>,
+    /// When the upstream child exits, stops answering or writes garbage,
+    /// start it again (with backoff) instead of giving up. Requests in
+    /// flight at the fault still fail with -32603.
+    #[arg(long)]
+    pub restart_upstream: bool,
+    /// While upstream requests are outstanding, check every MS ms that the
+    /// upstream child still answers (`ping`, or `server/discover` for a
+    /// 2026-07-28 server); 0 turns the check off.
+    #[arg(long, value_name = "MS", default_value_t = 5_000)]
+    pub upstream_ping_ms: u64,
+    /// A liveness check unanswered for MS ms means the upstream hung: what
+    /// waits on it fails with -32603 and the child is killed (and restarted
+    /// with --restart-upstream).
+    #[arg(long, value_name = "MS", default_value_t = 15_000)]
+    pub upstream_ping_timeout_ms: u64,
 }
 
 /// The config file. Every key is optional.
@@ -140,6 +155,10 @@ impl ShimArgs {
             probe_timeout: Duration::from_millis(self.probe_timeout_ms),
             request_timeout: Duration::from_secs(self.request_timeout_s.max(1)),
             record: self.record.clone(),
+            ping_interval: (self.upstream_ping_ms > 0)
+                .then(|| Duration::from_millis(self.upstream_ping_ms)),
+            ping_timeout: Duration::from_millis(self.upstream_ping_timeout_ms.max(1)),
+            restart_upstream: self.restart_upstream,
             ..ProxyOptions::default()
         })
     }

@@ -23,10 +23,16 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
             .upstream
             .split_first()
             .ok_or("missing upstream command after --")?;
-        let child = crate::transport::child::spawn(program, rest).map_err(|e| e.to_string())?;
-        let ending = proxy::run(tokio::io::stdin(), tokio::io::stdout(), child, ledger, opts)
-            .await
-            .map_err(|e| e.to_string())?;
+        let ending = proxy::run(
+            tokio::io::stdin(),
+            tokio::io::stdout(),
+            program,
+            rest,
+            ledger,
+            opts,
+        )
+        .await
+        .map_err(|e| e.to_string())?;
         match ending {
             Ending::ClientClosed => Ok(()),
             Ending::UpstreamGone(reason) => Err(reason),

@@ -18,7 +18,25 @@ pub enum Inbound {
         id: Option<Id>,
         /// Why the line was refused.
         error: ShimError,
+        /// The start of the offending line (at most [`EXCERPT_BYTES`],
+        /// lossy UTF-8), for logs and error messages.
+        excerpt: String,
+        /// The line was refused for its size, not its content.
+        oversized: bool,
     },
+}
+
+/// How much of a refused line [`Inbound::Invalid`] keeps.
+pub const EXCERPT_BYTES: usize = 120;
+
+/// The first [`EXCERPT_BYTES`] of `line` (lossy UTF-8), for messages.
+pub fn excerpt(line: &[u8]) -> String {
+    let cut = &line[..line.len().min(EXCERPT_BYTES)];
+    let mut s = String::from_utf8_lossy(cut).into_owned();
+    if line.len() > EXCERPT_BYTES {
+        s.push('…');
+    }
+    s
 }
 
 /// Reads lines until EOF, sending each parsed message to `tx`. Returns when
@@ -47,6 +65,8 @@ pub async fn read_lines<R: AsyncRead + Unpin>(
                 error: ShimError::InvalidRequest(format!(
                     "message exceeds the limit of {max_bytes} bytes"
                 )),
+                excerpt: excerpt(trimmed),
+                oversized: true,
             }
         } else {
             match Message::parse_bounded(trimmed, max_bytes) {
@@ -54,6 +74,8 @@ pub async fn read_lines<R: AsyncRead + Unpin>(
                 Err(error) => Inbound::Invalid {
                     id: jsonrpc::salvage_id(trimmed),
                     error,
+                    excerpt: excerpt(trimmed),
+                    oversized: false,
                 },
             }
         };
@@ -153,14 +175,22 @@ mod tests {
         read_lines(input, tx, 1 << 20).await.unwrap();
         assert!(matches!(rx.recv().await, Some(Inbound::Message(_))));
         match rx.recv().await {
-            Some(Inbound::Invalid { id, error }) => {
+            Some(Inbound::Invalid { id, error, .. }) => {
                 assert_eq!(id, Some(Id::Num(7)));
                 assert_eq!(error.code(), -32600);
             }
             other => panic!("{other:?}"),
         }
         match rx.recv().await {
-            Some(Inbound::Invalid { id: None, error }) => assert_eq!(error.code(), -32700),
+            Some(Inbound::Invalid {
+                id: None,
+                error,
+                excerpt,
+                ..
+            }) => {
+                assert_eq!(error.code(), -32700);
+                assert_eq!(excerpt, "not json");
+            }
             other => panic!("{other:?}"),
         }
         assert!(rx.recv().await.is_none());

@@ -59,6 +59,8 @@ pub async fn connect(
                     }
                 }
                 Inbound::Invalid { error, .. } => {
+                    // Not a fault here: this unsupervised link has no one to
+                    // report to (the CLI uses `supervised`).
                     tracing::warn!(%error, "upstream sent a malformed message; ignored");
                 }
             }

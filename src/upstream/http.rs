@@ -114,11 +114,9 @@ impl HttpUpstream {
                 }
             }
         };
-        let resp = req
-            .body(msg.to_json())
-            .send()
-            .await
-            .map_err(|e| ShimError::Upstream(format!("HTTP upstream unreachable: {e}")))?;
+        let resp = req.body(msg.to_json()).send().await.map_err(|e| {
+            ShimError::Upstream(format!("HTTP upstream unreachable: {}", cause(&e)))
+        })?;
         if let Some(sid) = resp
             .headers()
             .get("mcp-session-id")
@@ -137,26 +135,45 @@ impl HttpUpstream {
         }
         let id = msg.id().cloned();
         if is_sse {
-            return Ok(self.read_sse(resp, id.as_ref()).await);
+            return self.read_sse(resp, id.as_ref()).await.map(Some);
         }
-        let body = resp
-            .bytes()
-            .await
-            .map_err(|e| ShimError::Upstream(format!("HTTP upstream dropped the answer: {e}")))?;
+        let body = resp.bytes().await.map_err(|e| {
+            ShimError::Upstream(format!("HTTP upstream dropped the answer: {}", cause(&e)))
+        })?;
         match Message::parse(&body) {
             Ok(m) => Ok(Some(m)),
             Err(_) => Err(ShimError::Upstream(format!(
-                "HTTP upstream answered {status} with a body that is not JSON-RPC"
+                "HTTP upstream answered {status} with a body that is not JSON-RPC: {:?}",
+                crate::transport::lines::excerpt(&body)
             ))),
         }
     }
 
     /// Reads an SSE stream; returns the message answering `id` (if given),
-    /// everything else becomes an event.
-    async fn read_sse(&self, resp: reqwest::Response, id: Option<&Id>) -> Option<Message> {
+    /// everything else becomes an event. A stream that ends or breaks
+    /// before the answer is an error naming how.
+    async fn read_sse(
+        &self,
+        resp: reqwest::Response,
+        id: Option<&Id>,
+    ) -> Result<Message, ShimError> {
         let mut stream = resp.bytes_stream();
         let mut buf = String::new();
-        while let Some(Ok(chunk)) = stream.next().await {
+        loop {
+            let chunk = match stream.next().await {
+                Some(Ok(chunk)) => chunk,
+                Some(Err(e)) => {
+                    return Err(ShimError::Upstream(format!(
+                        "HTTP upstream stream broke before the answer: {}",
+                        cause(&e)
+                    )));
+                }
+                None => {
+                    return Err(ShimError::Upstream(
+                        "HTTP upstream closed the stream before the answer".into(),
+                    ));
+                }
+            };
             buf.push_str(&String::from_utf8_lossy(&chunk));
             while let Some(data) = next_sse_data(&mut buf) {
                 let Ok(m) = Message::parse(data.as_bytes()) else {
@@ -166,12 +183,11 @@ impl HttpUpstream {
                     && id.is_some()
                     && m.id() == id;
                 if answers {
-                    return Some(m);
+                    return Ok(m);
                 }
                 self.emit(m);
             }
         }
-        None
     }
 
     fn emit(&self, m: Message) {
@@ -205,7 +221,8 @@ impl HttpUpstream {
                 .await;
             match resp {
                 Ok(r) if r.status().is_success() => {
-                    this.read_sse(r, None).await;
+                    let ended = this.read_sse(r, None).await;
+                    tracing::debug!(?ended, "upstream GET stream ended");
                 }
                 Ok(r) => tracing::debug!(status = %r.status(), "upstream offers no GET stream"),
                 Err(e) => tracing::debug!(error = %e, "upstream GET stream failed"),
@@ -259,6 +276,25 @@ impl Upstream for Arc<HttpUpstream> {
         });
         Ok(())
     }
+}
+
+/// A reqwest error with its chain of causes ("connection reset by peer"
+/// is three levels down), so the client learns what actually happened.
+fn cause(e: &reqwest::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        let s_text = s.to_string();
+        if !text.contains(&s_text) {
+            text.push_str(": ");
+            text.push_str(&s_text);
+        }
+        source = s.source();
+    }
+    if e.is_timeout() && !text.contains("timed out") {
+        text.push_str(" (timed out)");
+    }
+    text
 }
 
 /// Takes the next complete event off an SSE buffer and returns its `data`

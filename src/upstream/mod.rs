@@ -9,6 +9,7 @@
 pub mod channel;
 pub mod child;
 pub mod http;
+pub mod supervised;
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -33,8 +34,12 @@ pub enum UpstreamEvent {
     Notification(Notification),
     /// A server→client request (legacy elicitation, sampling, roots).
     Request(Request),
-    /// The upstream is gone; every pending request has been failed.
+    /// The upstream is gone; every pending request has been failed. With
+    /// a restartable upstream more events may follow (from its successor).
     Closed(String),
+    /// An answer to a request relayed unchanged (pass-through, see
+    /// [`supervised::Supervised::send_raw`]).
+    Relayed(Message),
 }
 
 /// What a bridge needs from an upstream server.
@@ -56,6 +61,9 @@ pub trait Upstream: Send + Sync + 'static {
     fn shutdown(&self, reason: &str) {
         let _ = reason;
     }
+    /// After [`Upstream::shutdown`]: waits (bounded) until the upstream
+    /// process, if there is one, has exited, killing it if it lingers.
+    async fn finish(&self) {}
 }
 
 /// A connected upstream of any transport, and what its probe learnt.
@@ -110,7 +118,9 @@ pub struct Connection {
     out: Mutex<Option<Outbox>>,
     pending: Mutex<HashMap<Id, oneshot::Sender<Result<RpcResult, ShimError>>>>,
     next_id: AtomicI64,
+    id_prefix: Option<String>,
     closed: AtomicBool,
+    close_reason: Mutex<Option<String>>,
     timeout: Duration,
 }
 
@@ -121,8 +131,32 @@ impl Connection {
             out: Mutex::new(Some(out)),
             pending: Mutex::new(HashMap::new()),
             next_id: AtomicI64::new(1),
+            id_prefix: None,
             closed: AtomicBool::new(false),
+            close_reason: Mutex::new(None),
             timeout,
+        }
+    }
+
+    /// Like [`Connection::new`], with string request ids `{prefix}{n}`:
+    /// they cannot collide with a client's ids relayed on the same stream.
+    pub fn with_id_prefix(out: Outbox, timeout: Duration, prefix: &str) -> Self {
+        Connection {
+            id_prefix: Some(prefix.to_owned()),
+            ..Connection::new(out, timeout)
+        }
+    }
+
+    /// How many requests wait for an answer.
+    pub fn pending(&self) -> usize {
+        self.lock().len()
+    }
+
+    fn next_request_id(&self) -> Id {
+        let n = self.next_id.fetch_add(1, Ordering::Relaxed);
+        match &self.id_prefix {
+            Some(p) => Id::Str(format!("{p}{n}")),
+            None => Id::Num(n),
         }
     }
 
@@ -150,6 +184,10 @@ impl Connection {
     /// and the upstream sees end of input) and fails every waiting request
     /// with `reason`.
     pub fn close(&self, reason: &str) {
+        self.close_reason
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_or_insert_with(|| reason.to_owned());
         self.closed.store(true, Ordering::SeqCst);
         self.out.lock().unwrap_or_else(|p| p.into_inner()).take();
         let waiters: Vec<_> = self.lock().drain().collect();
@@ -179,23 +217,30 @@ impl Connection {
         self.pending.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn send(&self, msg: Message) -> Result<(), ShimError> {
+    /// Writes one message as it is (no id bookkeeping).
+    pub fn send(&self, msg: Message) -> Result<(), ShimError> {
         let out = self.out.lock().unwrap_or_else(|p| p.into_inner());
         match out.as_ref() {
-            Some(tx) if !self.is_closed() => tx
-                .send(msg)
-                .map_err(|_| ShimError::Upstream("the upstream connection is closed".into())),
-            _ => Err(ShimError::Upstream(
-                "the upstream connection is closed".into(),
-            )),
+            Some(tx) if !self.is_closed() => tx.send(msg).map_err(|_| self.closed_error()),
+            _ => Err(self.closed_error()),
         }
+    }
+
+    /// Why requests fail now: the reason given to [`Connection::close`].
+    fn closed_error(&self) -> ShimError {
+        let reason = self
+            .close_reason
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        ShimError::Upstream(reason.unwrap_or_else(|| "the upstream connection is closed".into()))
     }
 }
 
 #[async_trait]
 impl Upstream for Connection {
     async fn request(&self, method: &str, params: Value) -> Result<RpcResult, ShimError> {
-        let id = Id::Num(self.next_id.fetch_add(1, Ordering::Relaxed));
+        let id = self.next_request_id();
         let (tx, rx) = oneshot::channel();
         self.lock().insert(id.clone(), tx);
         if let Err(e) = self.send(Message::request(id.clone(), method, params)) {
@@ -208,7 +253,7 @@ impl Upstream for Connection {
         };
         match tokio::time::timeout(self.timeout, rx).await {
             Ok(Ok(outcome)) => outcome,
-            Ok(Err(_)) => Err(ShimError::Upstream("the upstream connection closed".into())),
+            Ok(Err(_)) => Err(self.closed_error()),
             Err(_) => Err(ShimError::Upstream(format!(
                 "no answer to {method} within {} s",
                 self.timeout.as_secs_f64()

@@ -135,7 +135,12 @@ impl LegacyFront {
                 for s in self.live_sessions() {
                     s.fail_asks(&reason);
                 }
+                // Blocked `tasks/result` calls must not wait for a poll to
+                // notice: the tasks died with the upstream.
+                self.watchers
+                    .fail_all(ShimError::Upstream(reason).to_error_object());
             }
+            UpstreamEvent::Relayed(_) => {}
         }
     }
 

@@ -219,6 +219,7 @@ impl ModernFront {
                 lock(&self.open_calls).clear();
                 lock(&self.held).clear();
             }
+            UpstreamEvent::Relayed(_) => {}
         }
     }
 

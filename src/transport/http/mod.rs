@@ -178,6 +178,7 @@ pub async fn serve(
     }
     app.upstream.shutdown("the shim is shutting down");
     sweeper.abort();
+    app.upstream.finish().await;
     if let Some(child) = child.as_mut()
         && tokio::time::timeout(std::time::Duration::from_secs(3), child.wait())
             .await

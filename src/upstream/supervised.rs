@@ -1,0 +1,609 @@
+//! A child-process upstream under watch: faults are detected, reported to
+//! everyone waiting, and (when asked) the child is started again.
+//!
+//! ```text
+//!            fault: exit │ EOF │ invalid line │ unanswered liveness check
+//!   Up(gen n) ──────────────────────────────────────────▶ Down(reason)
+//!       ▲                        │ restart on
+//!       │ probe + handshake ok   ▼
+//!       └──────────────── Restarting(reason) ◀─┐ spawn/probe failed:
+//!                                │             │ back off, try again
+//!                                └─────────────┘
+//! ```
+//!
+//! Each child is one *generation*: its own [`Connection`], reader, process
+//! monitor and liveness check. A fault fails the generation's waiting
+//! requests with the reason, sends [`UpstreamEvent::Closed`] and, without
+//! restart, ends the event stream; later requests fail at once with the
+//! same reason. With restart, requests made while the successor starts
+//! wait for it (bounded) and the client `initialize` seen earlier (a
+//! legacy upstream's session) is replayed to it, its answer swallowed.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::{Value, json};
+use tokio::sync::{Notify, mpsc, watch};
+use tokio::task::JoinHandle;
+
+use super::{Connection, RpcResult, Upstream, UpstreamEvent};
+use crate::error::ShimError;
+use crate::jsonrpc::{Id, Message};
+use crate::revision::{self, ProbeVerdict, Revision};
+use crate::transport::{self, Inbound};
+
+/// First delay before a restart; doubled after each failed attempt.
+const BACKOFF_START: Duration = Duration::from_millis(100);
+/// Longest delay between restart attempts.
+const BACKOFF_MAX: Duration = Duration::from_secs(5);
+/// After the child's output ends, how long to wait for its exit status so
+/// the error can say how it ended.
+const EXIT_GRACE: Duration = Duration::from_millis(500);
+/// How long a stopping child may take to exit before it is killed.
+const STOP_GRACE: Duration = Duration::from_secs(3);
+
+/// How the upstream child is watched.
+#[derive(Debug, Clone)]
+pub struct SuperviseOptions {
+    /// How long any upstream request may take.
+    pub request_timeout: Duration,
+    /// How long the `server/discover` probe (and a replayed `initialize`)
+    /// may take.
+    pub probe_timeout: Duration,
+    /// Largest accepted message (bytes).
+    pub max_message_bytes: usize,
+    /// While requests are outstanding, check liveness this often (`None`:
+    /// never).
+    pub ping_interval: Option<Duration>,
+    /// A liveness check unanswered this long means the upstream hung.
+    pub ping_timeout: Duration,
+    /// Start the child again after a fault.
+    pub restart: bool,
+}
+
+impl Default for SuperviseOptions {
+    fn default() -> Self {
+        SuperviseOptions {
+            request_timeout: Duration::from_secs(300),
+            probe_timeout: Duration::from_secs(5),
+            max_message_bytes: crate::jsonrpc::DEFAULT_MAX_MESSAGE_BYTES,
+            ping_interval: Some(Duration::from_secs(5)),
+            ping_timeout: Duration::from_secs(15),
+            restart: false,
+        }
+    }
+}
+
+/// A supervised upstream and what its first probe learnt.
+#[derive(Debug)]
+pub struct SupervisedLink {
+    /// Requests go here.
+    pub upstream: Arc<Supervised>,
+    /// Notifications, server requests, relayed answers and one `Closed`
+    /// per fault. Ends when the upstream is gone for good.
+    pub events: mpsc::UnboundedReceiver<UpstreamEvent>,
+    /// The revision it speaks.
+    pub revision: Revision,
+    /// Its `server/discover` result (modern upstreams).
+    pub discover: Value,
+}
+
+impl From<SupervisedLink> for super::Link {
+    fn from(s: SupervisedLink) -> Self {
+        super::Link {
+            upstream: s.upstream,
+            events: s.events,
+            revision: s.revision,
+            discover: s.discover,
+            child: None,
+        }
+    }
+}
+
+/// One child process and the connection to it.
+#[derive(Debug)]
+struct Generation {
+    n: u64,
+    conn: Arc<Connection>,
+    /// Client request ids relayed unchanged and not answered yet.
+    relayed: Mutex<HashSet<Id>>,
+    /// Why it failed, once it did (first reason wins).
+    dead: watch::Sender<Option<String>>,
+    kill: Notify,
+    monitor: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Generation {
+    fn is_dead(&self) -> bool {
+        self.dead.borrow().is_some()
+    }
+}
+
+#[derive(Debug, Clone)]
+enum State {
+    Up(Arc<Generation>),
+    Restarting(String),
+    Down(String),
+}
+
+/// What a client said to open its session, replayed to a restarted child.
+#[derive(Debug, Default)]
+struct Handshake {
+    initialize: Option<Value>,
+    initialized: bool,
+}
+
+/// An [`Upstream`] over a child process that is watched and may be
+/// restarted; see the module documentation.
+#[derive(Debug)]
+pub struct Supervised {
+    program: String,
+    args: Vec<String>,
+    opts: SuperviseOptions,
+    revision: Mutex<Option<Revision>>,
+    state: watch::Sender<State>,
+    last: Mutex<Option<Arc<Generation>>>,
+    handshake: Mutex<Handshake>,
+    events: Mutex<Option<mpsc::UnboundedSender<UpstreamEvent>>>,
+    stopping: AtomicBool,
+    generations: AtomicU64,
+}
+
+/// Starts `program args…` under supervision and probes its revision.
+/// Fails only when the program cannot be started at all.
+pub async fn connect(
+    program: &str,
+    args: &[String],
+    opts: SuperviseOptions,
+) -> std::io::Result<SupervisedLink> {
+    let (tx, events) = mpsc::unbounded_channel();
+    let sup = Arc::new(Supervised {
+        program: program.to_owned(),
+        args: args.to_vec(),
+        opts,
+        revision: Mutex::new(None),
+        state: watch::Sender::new(State::Down("the upstream has not started".into())),
+        last: Mutex::new(None),
+        handshake: Mutex::new(Handshake::default()),
+        events: Mutex::new(Some(tx)),
+        stopping: AtomicBool::new(false),
+        generations: AtomicU64::new(0),
+    });
+    let generation = sup.launch()?;
+    // Current from the start, so a death during the probe is a fault like
+    // any other (restarted or reported).
+    sup.make_current(&generation);
+    let verdict = sup.probe(&generation).await;
+    tracing::info!(?verdict, "upstream probe");
+    let (revision, discover) = match verdict {
+        ProbeVerdict::Modern(d) => (Revision::Modern, d),
+        ProbeVerdict::ModernRefused(_) => (
+            Revision::Modern,
+            json!({"supportedVersions": [revision::MODERN_VERSION], "capabilities": {}}),
+        ),
+        ProbeVerdict::Legacy => (Revision::Legacy, json!({})),
+    };
+    *lock(&sup.revision) = Some(revision);
+    sup.watch_liveness(&generation);
+    Ok(SupervisedLink {
+        upstream: sup,
+        events,
+        revision,
+        discover,
+    })
+}
+
+impl Supervised {
+    /// Relays a client message unchanged (pass-through). Requests are
+    /// remembered so their answers come back as [`UpstreamEvent::Relayed`].
+    /// While a successor starts, waits for it (bounded); fails at once when
+    /// the upstream is down.
+    pub async fn send_raw(&self, msg: Message) -> Result<(), ShimError> {
+        let generation = self.live().await?;
+        match &msg {
+            Message::Request(r) => {
+                if r.method == "initialize" {
+                    self.remember_initialize(r.params.clone());
+                }
+                lock(&generation.relayed).insert(r.id.clone());
+            }
+            Message::Notification(n) if n.method == "notifications/initialized" => {
+                lock(&self.handshake).initialized = true;
+            }
+            _ => {}
+        }
+        let id = msg.id().cloned();
+        generation.conn.send(msg).inspect_err(|_| {
+            if let Some(id) = id {
+                lock(&generation.relayed).remove(&id);
+            }
+        })
+    }
+
+    fn remember_initialize(&self, params: Option<Value>) {
+        lock(&self.handshake).initialize = Some(params.unwrap_or_else(|| json!({})));
+    }
+
+    /// The live generation, or why there is none (without waiting).
+    fn current(&self) -> Result<Arc<Generation>, ShimError> {
+        match &*self.state.borrow() {
+            State::Up(g) => Ok(g.clone()),
+            State::Restarting(r) => Err(ShimError::Upstream(format!(
+                "{r}; the upstream is being restarted"
+            ))),
+            State::Down(r) => Err(ShimError::Upstream(r.clone())),
+        }
+    }
+
+    /// The live generation; while one is being started, waits for it (at
+    /// most a probe timeout and a bit).
+    async fn live(&self) -> Result<Arc<Generation>, ShimError> {
+        let mut rx = self.state.subscribe();
+        let wait = self.opts.probe_timeout + BACKOFF_MAX;
+        let _ =
+            tokio::time::timeout(wait, rx.wait_for(|s| !matches!(s, State::Restarting(_)))).await;
+        self.current()
+    }
+
+    fn make_current(&self, generation: &Arc<Generation>) {
+        *lock(&self.last) = Some(generation.clone());
+        self.state.send_replace(State::Up(generation.clone()));
+    }
+
+    fn emit(&self, ev: UpstreamEvent) {
+        if let Some(tx) = lock(&self.events).as_ref() {
+            let _ = tx.send(ev);
+        }
+    }
+
+    /// Spawns the child and its reader, monitor and liveness tasks.
+    fn launch(self: &Arc<Self>) -> std::io::Result<Arc<Generation>> {
+        let spawned = transport::child::spawn(&self.program, &self.args)?;
+        let n = self.generations.fetch_add(1, Ordering::Relaxed) + 1;
+        let (out, out_rx) = mpsc::unbounded_channel();
+        tokio::spawn(transport::write_lines(spawned.stdin, out_rx));
+        let generation = Arc::new(Generation {
+            n,
+            conn: Arc::new(Connection::with_id_prefix(
+                out,
+                self.opts.request_timeout,
+                &format!("mcp-tasks-shim-{n}-"),
+            )),
+            relayed: Mutex::new(HashSet::new()),
+            dead: watch::Sender::new(None),
+            kill: Notify::new(),
+            monitor: Mutex::new(None),
+        });
+        let (in_tx, in_rx) = mpsc::unbounded_channel();
+        tokio::spawn(transport::read_lines(
+            spawned.stdout,
+            in_tx,
+            self.opts.max_message_bytes,
+        ));
+        tokio::spawn(self.clone().read(generation.clone(), in_rx));
+        let monitor = tokio::spawn(self.clone().monitor(generation.clone(), spawned.child));
+        *lock(&generation.monitor) = Some(monitor);
+        tracing::debug!(generation = n, program = %self.program, "upstream started");
+        Ok(generation)
+    }
+
+    /// Routes what the child writes; an invalid line or the end of its
+    /// output is a fault.
+    async fn read(
+        self: Arc<Self>,
+        generation: Arc<Generation>,
+        mut rx: mpsc::UnboundedReceiver<Inbound>,
+    ) {
+        while let Some(inbound) = rx.recv().await {
+            if generation.is_dead() {
+                return;
+            }
+            match inbound {
+                Inbound::Message(m) => self.inbound(&generation, m),
+                Inbound::Invalid {
+                    oversized: true,
+                    error,
+                    ..
+                } => {
+                    // Valid but too big for us: the stream itself is fine.
+                    tracing::warn!(%error, "upstream message refused");
+                }
+                Inbound::Invalid { error, excerpt, .. } => {
+                    let reason = format!("upstream sent invalid JSON-RPC: {excerpt:?} ({error})");
+                    tracing::error!(generation = generation.n, %reason, "upstream stream broken");
+                    self.fault(&generation, reason);
+                    return;
+                }
+            }
+        }
+        // The exit status says more than "EOF": give the monitor a moment.
+        let mut dead = generation.dead.subscribe();
+        let _ = tokio::time::timeout(EXIT_GRACE, dead.wait_for(Option::is_some)).await;
+        self.fault(&generation, "upstream closed its output".into());
+    }
+
+    fn inbound(&self, generation: &Generation, m: Message) {
+        let relayed = match &m {
+            Message::Response(_) | Message::Error(_) => m
+                .id()
+                .is_some_and(|id| lock(&generation.relayed).remove(id)),
+            _ => false,
+        };
+        if relayed {
+            self.emit(UpstreamEvent::Relayed(m));
+        } else if let Some(ev) = generation.conn.on_inbound(m) {
+            self.emit(ev);
+        }
+    }
+
+    /// Waits for the child to exit (or kills it when told to).
+    async fn monitor(
+        self: Arc<Self>,
+        generation: Arc<Generation>,
+        mut child: tokio::process::Child,
+    ) {
+        let status = tokio::select! {
+            s = child.wait() => s,
+            () = generation.kill.notified() => {
+                let _ = child.start_kill();
+                match tokio::time::timeout(STOP_GRACE, child.wait()).await {
+                    Ok(s) => s,
+                    Err(_) => Err(std::io::Error::other("the process did not die")),
+                }
+            }
+        };
+        let reason = match status {
+            Ok(s) => format!("upstream exited ({s})"),
+            Err(e) => format!("upstream process lost: {e}"),
+        };
+        self.fault(&generation, reason);
+    }
+
+    /// Starts the liveness check of a probed generation. (Not earlier: a
+    /// slow start is the probe timeout's business, and the check needs the
+    /// revision to pick its request.)
+    fn watch_liveness(self: &Arc<Self>, generation: &Arc<Generation>) {
+        if let Some(every) = self.opts.ping_interval {
+            tokio::spawn(self.clone().check_liveness(generation.clone(), every));
+        }
+    }
+
+    /// While requests are outstanding, asks for a sign of life; silence
+    /// past the timeout means the upstream hung.
+    async fn check_liveness(self: Arc<Self>, generation: Arc<Generation>, every: Duration) {
+        let mut dead = generation.dead.subscribe();
+        loop {
+            tokio::select! {
+                () = tokio::time::sleep(every) => {}
+                _ = dead.wait_for(Option::is_some) => return,
+            }
+            if generation.conn.pending() == 0 && lock(&generation.relayed).is_empty() {
+                continue;
+            }
+            // `ping` is legacy only; a modern server's cheapest request is
+            // `server/discover`. Any answer, even an error, proves life.
+            let (method, params) = match *lock(&self.revision) {
+                Some(Revision::Modern) => ("server/discover", probe_params()),
+                _ => ("ping", json!({})),
+            };
+            let timeout = self.opts.ping_timeout;
+            match tokio::time::timeout(timeout, generation.conn.request(method, params)).await {
+                Ok(Ok(_)) => {}
+                // The connection closed: whoever closed it gave the reason.
+                Ok(Err(_)) => return,
+                Err(_) => {
+                    let reason = format!(
+                        "upstream stopped answering: no reply to {method} within {} ms",
+                        timeout.as_millis()
+                    );
+                    self.fault(&generation, reason);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Records the first fault of a generation: its waiters fail with
+    /// `reason`, the child is killed, and if it was the live generation the
+    /// fronts hear of it and a restart begins (when configured).
+    fn fault(self: &Arc<Self>, generation: &Arc<Generation>, reason: String) {
+        let first = generation.dead.send_if_modified(|d| {
+            if d.is_some() {
+                return false;
+            }
+            *d = Some(reason.clone());
+            true
+        });
+        if !first {
+            return;
+        }
+        generation.conn.close(&reason);
+        lock(&generation.relayed).clear();
+        // A hung or garbling child must not linger; for an exited one this
+        // is a no-op.
+        generation.kill.notify_one();
+        let was_live = matches!(&*self.state.borrow(), State::Up(g) if Arc::ptr_eq(g, generation));
+        if !was_live {
+            tracing::debug!(generation = generation.n, %reason, "retired upstream ended");
+            return;
+        }
+        let stopping = self.stopping.load(Ordering::SeqCst);
+        if !stopping {
+            tracing::error!(generation = generation.n, %reason, "upstream failed");
+        }
+        let restart = self.opts.restart && !stopping;
+        let state = if restart {
+            State::Restarting(reason.clone())
+        } else if stopping {
+            State::Down(reason.clone())
+        } else {
+            State::Down(format!(
+                "{reason}; it was not restarted (see --restart-upstream)"
+            ))
+        };
+        self.state.send_replace(state);
+        self.emit(UpstreamEvent::Closed(reason.clone()));
+        if restart {
+            tokio::spawn(self.clone().restart(reason));
+        } else {
+            // No successor: the event stream ends here.
+            lock(&self.events).take();
+        }
+    }
+
+    /// Starts successors with backoff until one answers its probe.
+    async fn restart(self: Arc<Self>, cause: String) {
+        let mut delay = BACKOFF_START;
+        let mut attempt = 0u32;
+        loop {
+            tokio::time::sleep(delay).await;
+            if self.stopping.load(Ordering::SeqCst) {
+                return;
+            }
+            attempt += 1;
+            match self.bring_up().await {
+                Ok(generation) => {
+                    if self.stopping.load(Ordering::SeqCst) {
+                        generation.conn.close("the shim is shutting down");
+                        return;
+                    }
+                    tracing::warn!(
+                        generation = generation.n,
+                        attempt,
+                        after = %cause,
+                        "upstream restarted"
+                    );
+                    self.make_current(&generation);
+                    self.watch_liveness(&generation);
+                    return;
+                }
+                Err(e) => {
+                    tracing::warn!(attempt, error = %e, "upstream restart failed; retrying");
+                    delay = (delay * 2).min(BACKOFF_MAX);
+                }
+            }
+        }
+    }
+
+    /// A new generation that answered its probe with the same revision and
+    /// has seen the client's handshake again.
+    async fn bring_up(self: &Arc<Self>) -> Result<Arc<Generation>, String> {
+        let generation = self.launch().map_err(|e| e.to_string())?;
+        let result = self.prepare(&generation).await;
+        if let Err(e) = &result {
+            self.fault(&generation, e.clone());
+        }
+        result.map(|()| generation)
+    }
+
+    async fn prepare(&self, generation: &Arc<Generation>) -> Result<(), String> {
+        let verdict = self.probe(generation).await;
+        if let Some(reason) = generation.dead.borrow().clone() {
+            return Err(reason);
+        }
+        let revision = match verdict {
+            ProbeVerdict::Legacy => Revision::Legacy,
+            _ => Revision::Modern,
+        };
+        let expected = *lock(&self.revision);
+        if expected.is_some_and(|r| r != revision) {
+            return Err(format!(
+                "the restarted upstream speaks {revision}, not {}",
+                expected.map_or_else(String::new, |r| r.to_string())
+            ));
+        }
+        let (initialize, initialized) = {
+            let h = lock(&self.handshake);
+            (h.initialize.clone(), h.initialized)
+        };
+        if let Some(params) = initialize {
+            // The answer is the client's business only the first time.
+            let ask = generation.conn.request("initialize", params);
+            match tokio::time::timeout(self.opts.probe_timeout, ask).await {
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => return Err(format!("replaying initialize failed: {e}")),
+                Err(_) => return Err("no answer to the replayed initialize".into()),
+            }
+            if initialized {
+                generation
+                    .conn
+                    .notify("notifications/initialized", json!({}))
+                    .map_err(|e| e.to_string())?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn probe(&self, generation: &Generation) -> ProbeVerdict {
+        let ask = generation.conn.request("server/discover", probe_params());
+        let answer = match tokio::time::timeout(self.opts.probe_timeout, ask).await {
+            Ok(Ok(Ok(result))) => Some(Message::response(Id::Num(0), result)),
+            Ok(Ok(Err(error))) => Some(Message::error(Some(Id::Num(0)), error)),
+            _ => None,
+        };
+        revision::classify_probe(answer.as_ref())
+    }
+}
+
+fn probe_params() -> Value {
+    let info = json!({"name": "mcp-tasks-shim", "version": env!("CARGO_PKG_VERSION")});
+    revision::probe_request(Id::Num(0), &info)
+        .params()
+        .cloned()
+        .unwrap_or_default()
+}
+
+#[async_trait]
+impl Upstream for Supervised {
+    async fn request(&self, method: &str, params: Value) -> Result<RpcResult, ShimError> {
+        if method == "initialize" {
+            self.remember_initialize(Some(params.clone()));
+        }
+        self.live().await?.conn.request(method, params).await
+    }
+
+    fn notify(&self, method: &str, params: Value) -> Result<(), ShimError> {
+        if method == "notifications/initialized" {
+            lock(&self.handshake).initialized = true;
+        }
+        self.current()?.conn.notify(method, params)
+    }
+
+    fn respond(&self, id: Id, outcome: RpcResult) -> Result<(), ShimError> {
+        self.current()?.conn.respond(id, outcome)
+    }
+
+    fn shutdown(&self, reason: &str) {
+        self.stopping.store(true, Ordering::SeqCst);
+        let old = self.state.send_replace(State::Down(reason.to_owned()));
+        if let State::Up(generation) = old {
+            // Closing its input asks the child to stop; its waiters fail.
+            generation.conn.close(reason);
+        }
+    }
+
+    async fn finish(&self) {
+        let Some(generation) = lock(&self.last).clone() else {
+            return;
+        };
+        let Some(mut monitor) = lock(&generation.monitor).take() else {
+            return;
+        };
+        if tokio::time::timeout(STOP_GRACE, &mut monitor)
+            .await
+            .is_err()
+        {
+            tracing::warn!("upstream did not exit after its stdin closed; killing it");
+            generation.kill.notify_one();
+            let _ = tokio::time::timeout(STOP_GRACE, monitor).await;
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A poisoned lock only means a panic elsewhere; the data is still usable.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}

@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""A stdio MCP server that misbehaves on cue, for tests/upstream_faults.rs.
+
+    fault_relay.py MODE [--delay-ms N] -- CMD ARGS...
+
+Runs CMD (a real MCP server on stdio) and relays lines both ways. When the
+client side sends a `tools/call` of `slow_compute` whose `label` is "FAULT",
+the call is relayed and, --delay-ms later (default 300), the fault happens:
+
+    exit     kill CMD and exit with status 7 (the upstream dies mid-call)
+    silent   keep reading but never write again (the upstream hangs)
+    garbage  write a line that is not JSON-RPC, then go on relaying
+
+The fault time (Unix seconds) is written to the file named by the
+FAULT_RELAY_STAMP environment variable, if set, so a test can measure how
+long the shim took to report it.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+
+
+def main() -> None:
+    args = sys.argv[1:]
+    if "--" not in args or not args:
+        sys.exit("usage: fault_relay.py MODE [--delay-ms N] -- CMD ARGS...")
+    split = args.index("--")
+    opts, cmd = args[:split], args[split + 1 :]
+    mode = opts[0]
+    delay = 0.3
+    if "--delay-ms" in opts:
+        delay = int(opts[opts.index("--delay-ms") + 1]) / 1000.0
+    if mode not in ("exit", "silent", "garbage"):
+        sys.exit(f"unknown mode {mode!r}")
+
+    child = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    out_lock = threading.Lock()
+    silent = threading.Event()
+
+    def write_out(data: bytes) -> None:
+        with out_lock:
+            if silent.is_set():
+                return
+            sys.stdout.buffer.write(data)
+            sys.stdout.buffer.flush()
+
+    def stamp() -> None:
+        path = os.environ.get("FAULT_RELAY_STAMP")
+        if path:
+            with open(path, "w") as f:
+                f.write(repr(time.time()))
+        print(f"fault_relay: {mode} now", file=sys.stderr, flush=True)
+
+    def fault() -> None:
+        time.sleep(delay)
+        if mode == "exit":
+            stamp()
+            child.kill()
+            child.wait()
+            os._exit(7)
+        elif mode == "silent":
+            with out_lock:
+                silent.set()
+            stamp()
+        else:
+            stamp()
+            with out_lock:
+                sys.stdout.buffer.write(b"this is not JSON-RPC {\n")
+                sys.stdout.buffer.flush()
+
+    def upstream_to_client() -> None:
+        for line in child.stdout:
+            write_out(line)
+        # The server ended on its own: so does the relay.
+        if not silent.is_set():
+            os._exit(child.wait() or 0)
+
+    threading.Thread(target=upstream_to_client, daemon=True).start()
+
+    triggered = False
+    for line in sys.stdin.buffer:
+        try:
+            child.stdin.write(line)
+            child.stdin.flush()
+        except BrokenPipeError:
+            break
+        if triggered:
+            continue
+        try:
+            msg = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(msg, dict):
+            continue
+        params = msg.get("params") or {}
+        args_ = (params.get("arguments") or {}) if isinstance(params, dict) else {}
+        if (
+            isinstance(params, dict)
+            and msg.get("method") == "tools/call"
+            and params.get("name") == "slow_compute"
+            and isinstance(args_, dict)
+            and args_.get("label") == "FAULT"
+        ):
+            triggered = True
+            threading.Thread(target=fault, daemon=True).start()
+    # Our input ended: let the server see the end of its own.
+    try:
+        child.stdin.close()
+    except BrokenPipeError:
+        pass
+    child.wait()
+
+
+if __name__ == "__main__":
+    main()

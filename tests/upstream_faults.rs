@@ -1,0 +1,519 @@
+//! Issue 6, item 7: upstream faults. A real misbehaving upstream
+//! (`tests/peers/fault_relay.py` in front of the reference server: it dies,
+//! goes silent or writes garbage when a `slow_compute` labelled "FAULT" is
+//! called) and, for HTTP upstreams, a TCP forwarder that cuts connections.
+//!
+//! Each test asserts what a client notices: the waiting request gets
+//! `-32603` naming the cause, later requests fail at once (or, with
+//! `--restart-upstream`, work again), other HTTP sessions keep being
+//! served. Every wait is bounded; the fault→error latency is printed, never
+//! asserted.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde_json::{Value, json};
+use support::http::{self as h, HttpShim};
+use support::schema::Revision;
+use support::wire::{Wire, shim_bin, temp_path, text_of};
+
+/// Liveness flags small enough for a test: a hang is declared after
+/// ~1.2 s of silence with requests outstanding.
+const PING: [&str; 4] = [
+    "--upstream-ping-ms",
+    "200",
+    "--upstream-ping-timeout-ms",
+    "1000",
+];
+
+fn reference(rev: &str) -> Vec<String> {
+    vec![
+        shim_bin().to_owned(),
+        "reference-server".into(),
+        "--revision".into(),
+        rev.into(),
+    ]
+}
+
+/// `python3 fault_relay.py MODE -- <reference server of revision rev>`.
+fn relay(mode: &str, rev: &str) -> Vec<String> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers/fault_relay.py");
+    let mut cmd = vec![
+        "python3".to_owned(),
+        script.to_string_lossy().into_owned(),
+        mode.to_owned(),
+        "--".to_owned(),
+    ];
+    cmd.extend(reference(rev));
+    cmd
+}
+
+/// Where the relay notes the fault time; set in the shim's environment so
+/// its upstream child inherits it.
+struct Stamp(PathBuf);
+
+impl Stamp {
+    fn new(name: &str) -> Stamp {
+        let p = temp_path(&format!("fault-{name}.stamp"));
+        let _ = std::fs::remove_file(&p);
+        Stamp(p)
+    }
+
+    /// Seconds from the fault to now, printed with `what`.
+    fn report(&self, what: &str) {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64();
+        match std::fs::read_to_string(&self.0)
+            .ok()
+            .and_then(|s| s.trim().parse::<f64>().ok())
+        {
+            Some(t) => eprintln!("LATENCY {what}: fault→error {:.0} ms", (now - t) * 1000.0),
+            None => eprintln!("LATENCY {what}: no fault stamp"),
+        }
+    }
+}
+
+impl Drop for Stamp {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// `mcp-tasks-shim stdio FLAGS -- UPSTREAM`, speaking `rev` to the shim.
+fn stdio_shim(flags: &[&str], upstream: &[String], rev: Revision, stamp: &Stamp) -> Wire {
+    let mut cmd = Command::new(shim_bin());
+    cmd.arg("stdio").args(flags).arg("--").args(upstream);
+    cmd.env("RUST_LOG", "warn")
+        .env("FAULT_RELAY_STAMP", &stamp.0);
+    Wire::from_command(cmd, rev)
+}
+
+fn modern_params(mut params: Value, ext: bool) -> Value {
+    params["_meta"] = h::modern_meta(ext);
+    params
+}
+
+/// The error a response carries, failing the test if it succeeded.
+#[track_caller]
+fn error_of(r: &Value) -> &Value {
+    r.get("error")
+        .unwrap_or_else(|| panic!("expected an error, got {r}"))
+}
+
+/// `-32603` whose message contains `cause`.
+#[track_caller]
+fn assert_upstream_error(r: &Value, cause: &str) {
+    let e = error_of(r);
+    assert_eq!(e["code"], -32603, "{r}");
+    let msg = e["message"].as_str().unwrap_or_default();
+    assert!(msg.contains(cause), "message should name {cause:?}: {msg}");
+}
+
+fn fault_call() -> Value {
+    json!({"name": "slow_compute", "arguments": {"seconds": 30, "label": "FAULT"}})
+}
+
+// ---------------------------------------------------------------- stdio --
+
+/// A legacy client blocked in `tasks/result` on a modern upstream that dies.
+#[test]
+fn legacy_client_blocked_on_tasks_result_when_the_upstream_dies() {
+    let stamp = Stamp::new("legacy-kill");
+    let mut shim = stdio_shim(&[], &relay("exit", "2026-07-28"), Revision::Legacy, &stamp);
+    shim.initialize();
+    let mut call = fault_call();
+    call["task"] = json!({"ttl": 60_000});
+    let created = shim.ok("tools/call", call);
+    let task_id = created["task"]["taskId"]
+        .as_str()
+        .expect("a task")
+        .to_owned();
+    let r = shim.call("tasks/result", json!({"taskId": task_id}));
+    stamp.report("stdio legacy→modern kill (blocking tasks/result)");
+    assert_upstream_error(&r, "upstream exited");
+    assert!(
+        error_of(&r)["message"].as_str().unwrap().contains('7'),
+        "the exit status is named: {r}"
+    );
+    // Without --restart-upstream the stdio shim ends with its upstream.
+    let status = shim
+        .wait_exit(Duration::from_secs(10))
+        .expect("the shim exits after its upstream died");
+    assert!(!status.success());
+}
+
+/// A legacy client's plain call on a modern upstream that hangs.
+#[test]
+fn legacy_client_call_when_the_upstream_stops_answering() {
+    let stamp = Stamp::new("legacy-silent");
+    let mut shim = stdio_shim(
+        &PING,
+        &relay("silent", "2026-07-28"),
+        Revision::Legacy,
+        &stamp,
+    );
+    shim.initialize();
+    let r = shim.call("tools/call", fault_call());
+    stamp.report("stdio legacy→modern silent (incl. 1000 ms ping timeout)");
+    assert_upstream_error(&r, "upstream stopped answering");
+}
+
+/// A legacy client's plain call on a modern upstream that writes garbage.
+#[test]
+fn legacy_client_call_when_the_upstream_writes_garbage() {
+    let stamp = Stamp::new("legacy-garbage");
+    let mut shim = stdio_shim(
+        &[],
+        &relay("garbage", "2026-07-28"),
+        Revision::Legacy,
+        &stamp,
+    );
+    shim.initialize();
+    let r = shim.call("tools/call", fault_call());
+    stamp.report("stdio legacy→modern garbage");
+    assert_upstream_error(&r, "upstream sent invalid JSON-RPC");
+    let msg = error_of(&r)["message"].as_str().unwrap();
+    assert!(msg.contains("this is not JSON-RPC"), "excerpt shown: {msg}");
+}
+
+/// A modern client over a legacy upstream, one fault per mode: its waiting
+/// call fails with the cause.
+#[test]
+fn modern_client_call_fails_with_the_cause_for_each_fault() {
+    for (mode, cause) in [
+        ("exit", "upstream exited"),
+        ("silent", "upstream stopped answering"),
+        ("garbage", "upstream sent invalid JSON-RPC"),
+    ] {
+        let stamp = Stamp::new(&format!("modern-{mode}"));
+        let mut shim = stdio_shim(&PING, &relay(mode, "2025-11-25"), Revision::Modern, &stamp);
+        shim.ok("server/discover", modern_params(json!({}), true));
+        // Without the extension, `slow_compute` (optional) is a plain call.
+        let r = shim.call("tools/call", modern_params(fault_call(), false));
+        stamp.report(&format!("stdio modern→legacy {mode}"));
+        assert_upstream_error(&r, cause);
+        // Nothing hangs afterwards: without --restart-upstream the stdio
+        // shim ends with its upstream (the client sees end of output).
+        let started = Instant::now();
+        let status = shim
+            .wait_exit(Duration::from_secs(10))
+            .expect("the shim exits after its upstream failed");
+        assert!(!status.success(), "{mode}: exit status {status}");
+        eprintln!(
+            "after the {mode} fault, the shim exited {} ms after the error",
+            started.elapsed().as_millis()
+        );
+    }
+}
+
+/// A modern client's task on a legacy upstream that dies: the next
+/// `tasks/get` fails at once, naming the cause.
+#[test]
+fn modern_client_task_after_the_upstream_died() {
+    let stamp = Stamp::new("modern-task-kill");
+    let mut shim = stdio_shim(&[], &relay("exit", "2025-11-25"), Revision::Modern, &stamp);
+    shim.ok("server/discover", modern_params(json!({}), true));
+    let created = shim.ok("tools/call", modern_params(fault_call(), true));
+    assert_eq!(created["resultType"], "task", "{created}");
+    let task_id = created["taskId"].as_str().expect("taskId").to_owned();
+    // Poll until the death shows (bounded: the relay dies 300 ms in).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let r = shim.call("tasks/get", modern_params(json!({"taskId": task_id}), true));
+        if r.get("error").is_some() {
+            stamp.report("stdio modern→legacy kill (tasks/get)");
+            assert_upstream_error(&r, "upstream exited");
+            break;
+        }
+        assert!(Instant::now() < deadline, "tasks/get kept succeeding: {r}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// With `--restart-upstream`, each direction (and pass-through) fails the
+/// call in flight at the fault and serves new requests from a new child.
+#[test]
+fn restart_upstream_serves_new_requests_after_a_kill() {
+    for (client, upstream) in [
+        (Revision::Legacy, "2026-07-28"),
+        (Revision::Modern, "2025-11-25"),
+        (Revision::Legacy, "2025-11-25"),
+    ] {
+        let label = format!("{client:?} client, {upstream} upstream");
+        let stamp = Stamp::new(&format!("restart-{client:?}-{upstream}"));
+        let mut shim = stdio_shim(
+            &["--restart-upstream"],
+            &relay("exit", upstream),
+            client,
+            &stamp,
+        );
+        let modern = client == Revision::Modern;
+        let wrap = |p: Value| if modern { modern_params(p, false) } else { p };
+        if modern {
+            shim.ok("server/discover", modern_params(json!({}), true));
+        } else {
+            shim.initialize();
+        }
+        let r = shim.call("tools/call", wrap(fault_call()));
+        stamp.report(&format!("stdio restart, {label}"));
+        assert_upstream_error(&r, "upstream exited");
+        // The restarted child answers (the legacy upstream saw the
+        // client's initialize again).
+        let started = Instant::now();
+        let r = shim.ok(
+            "tools/call",
+            wrap(json!({"name": "greet", "arguments": {"name": "again"}})),
+        );
+        eprintln!(
+            "{label}: first call after the restart answered in {} ms",
+            started.elapsed().as_millis()
+        );
+        assert!(text_of(&r).contains("again"), "{label}: {r}");
+    }
+}
+
+// ----------------------------------------------------------------- HTTP --
+
+/// Runs `f` on a fresh multi-thread runtime, bounded.
+fn block_on<F: std::future::Future<Output = ()>>(f: F) {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(async {
+            tokio::time::timeout(Duration::from_secs(90), f)
+                .await
+                .expect("test timed out");
+        });
+}
+
+fn http_shim(flags: &[&str], upstream: &[String], stamp: &Stamp) -> HttpShim {
+    // The relay inherits the shim's environment; HttpShim has no hook for
+    // it, so the stamp path travels through a wrapper.
+    let mut cmd = vec![
+        "env".to_owned(),
+        format!("FAULT_RELAY_STAMP={}", stamp.0.display()),
+    ];
+    cmd.extend(upstream.iter().cloned());
+    HttpShim::spawn(flags, &cmd)
+}
+
+/// One legacy HTTP session's upstream dies mid-call: that call fails, the
+/// other session (and a modern client) get fast, clear errors, the shim
+/// still serves HTTP; with `--restart-upstream` they are served again.
+#[test]
+fn http_front_upstream_killed_mid_call() {
+    block_on(async {
+        for restart in [false, true] {
+            let stamp = Stamp::new(&format!("http-kill-{restart}"));
+            let flags: &[&str] = if restart {
+                &["--restart-upstream"]
+            } else {
+                &[]
+            };
+            let shim = http_shim(flags, &relay("exit", "2026-07-28"), &stamp);
+            let c = h::client();
+            let (a, _) = h::initialize(&c, &shim.url, None).await;
+            let (b, _) = h::initialize(&c, &shim.url, None).await;
+            let call = h::rpc(2, "tools/call", fault_call());
+            let (_, body, _) = h::send(h::legacy(&c, &shim.url, Some(&a), &call)).await;
+            stamp.report(&format!("http legacy→modern kill (restart={restart})"));
+            assert_upstream_error(&body, "upstream exited");
+
+            let greet = h::rpc(
+                3,
+                "tools/call",
+                json!({"name": "greet", "arguments": {"name": "B"}}),
+            );
+            let started = Instant::now();
+            let (status, body, _) = h::send(h::legacy(&c, &shim.url, Some(&b), &greet)).await;
+            eprintln!(
+                "http (restart={restart}): other session answered in {} ms",
+                started.elapsed().as_millis()
+            );
+            assert_eq!(status, 200, "{body}");
+            if restart {
+                assert!(text_of(&body["result"]).contains('B'), "{body}");
+            } else {
+                assert_upstream_error(&body, "not restarted");
+            }
+            // A modern client is told the same way.
+            let (_, body, _) = h::send(h::modern(&c, &shim.url, 4, "tools/list", json!({}))).await;
+            if restart {
+                assert!(body["result"]["tools"].is_array(), "{body}");
+            } else {
+                assert_upstream_error(&body, "upstream exited");
+            }
+            let metrics = c.get(format!("{}/metrics", shim.base)).send().await;
+            assert!(metrics.is_ok_and(|r| r.status() == 200));
+        }
+    });
+}
+
+/// A modern HTTP client over a legacy upstream that dies mid-call.
+#[test]
+fn http_front_modern_client_upstream_killed() {
+    block_on(async {
+        let stamp = Stamp::new("http-modern-kill");
+        let shim = http_shim(&[], &relay("exit", "2025-11-25"), &stamp);
+        let c = h::client();
+        let mut params = fault_call();
+        params["_meta"] = h::modern_meta(false);
+        let (_, body, _) = h::send(h::modern(&c, &shim.url, 1, "tools/call", params)).await;
+        stamp.report("http modern→legacy kill");
+        assert_upstream_error(&body, "upstream exited");
+        let started = Instant::now();
+        let (_, body, _) = h::send(h::modern(&c, &shim.url, 2, "tools/list", json!({}))).await;
+        eprintln!(
+            "http modern→legacy: next request failed in {} ms",
+            started.elapsed().as_millis()
+        );
+        assert_upstream_error(&body, "upstream exited");
+    });
+}
+
+/// A TCP forwarder to `target` whose connections can all be cut at once.
+struct Forwarder {
+    addr: std::net::SocketAddr,
+    cut: tokio::sync::watch::Sender<u64>,
+}
+
+impl Forwarder {
+    async fn start(target: std::net::SocketAddr) -> Forwarder {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (cut, _) = tokio::sync::watch::channel(0u64);
+        let cuts = cut.clone();
+        tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                let mut cut_rx = cuts.subscribe();
+                tokio::spawn(async move {
+                    let Ok(mut outbound) = tokio::net::TcpStream::connect(target).await else {
+                        return;
+                    };
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
+                        // Dropping both sockets mid-exchange is the fault.
+                        _ = cut_rx.changed() => {}
+                    }
+                });
+            }
+        });
+        Forwarder { addr, cut }
+    }
+
+    /// Cuts every open connection; new ones are forwarded again.
+    fn cut_all(&self) {
+        self.cut.send_modify(|n| *n += 1);
+    }
+}
+
+/// `reference-server --revision 2026-07-28 --http 127.0.0.1:0`; its address.
+fn http_reference() -> (std::process::Child, std::net::SocketAddr) {
+    use std::io::BufRead;
+    let mut child = Command::new(shim_bin())
+        .args([
+            "reference-server",
+            "--revision",
+            "2026-07-28",
+            "--http",
+            "127.0.0.1:0",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("start the HTTP reference server");
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if let Some(rest) = line.split("listening on http://").nth(1) {
+                let _ = tx.send(rest.trim_end_matches("/mcp").trim().to_owned());
+            }
+        }
+    });
+    let addr = rx
+        .recv_timeout(Duration::from_secs(15))
+        .expect("the reference server did not start");
+    (child, addr.parse().expect("an address"))
+}
+
+/// An HTTP upstream whose connections drop mid-request: that request fails
+/// quickly with the cause; the next ones work (new connections).
+#[test]
+fn http_upstream_connection_drop_fails_the_request_then_recovers() {
+    let (server, target) = http_reference();
+    let _server = KillOnDrop(server);
+    block_on(async move {
+        let fwd = Forwarder::start(target).await;
+        let url = format!("http://{}/mcp", fwd.addr);
+        let shim = HttpShim::spawn(&["--upstream-url", &url], &[] as &[String]);
+        let c = h::client();
+        // A modern client (relayed) and a legacy session (bridged): both
+        // wait on a long inline call when the connections are cut.
+        let (sid, _) = h::initialize(&c, &shim.url, None).await;
+        let slow = json!({"name": "slow_compute", "arguments": {"seconds": 5, "label": "cut"}});
+        let mut modern = slow.clone();
+        modern["_meta"] = h::modern_meta(false);
+        let modern_call = async {
+            let r = h::send(h::modern(&c, &shim.url, 1, "tools/call", modern)).await;
+            (r.1, Instant::now())
+        };
+        let legacy_call = h::send(h::legacy(
+            &c,
+            &shim.url,
+            Some(&sid),
+            &h::rpc(2, "tools/call", slow),
+        ));
+        let cutter = async {
+            tokio::time::sleep(Duration::from_millis(700)).await;
+            fwd.cut_all();
+            Instant::now()
+        };
+        let ((m, m_at), (_, l, _), cut_at) = tokio::join!(modern_call, legacy_call, cutter);
+        eprintln!(
+            "LATENCY http upstream drop (modern, relayed): cut→error {} ms",
+            m_at.saturating_duration_since(cut_at).as_millis()
+        );
+        assert_upstream_error(&m, "HTTP upstream");
+        // The cause is named (hyper's words for a closed connection).
+        let msg = error_of(&m)["message"].as_str().unwrap().to_lowercase();
+        assert!(
+            msg.contains("closed") || msg.contains("reset") || msg.contains("eof"),
+            "{msg}"
+        );
+        // The legacy session's call is a task the shim polls: a cut between
+        // polls costs nothing, one during a poll fails it. Either way it
+        // ends, with a result or -32603.
+        if l.get("error").is_some() {
+            assert_upstream_error(&l, "HTTP upstream");
+        } else {
+            assert!(text_of(&l["result"]).contains("cut"), "{l}");
+        }
+        // New requests open new connections and work.
+        let (_, body, _) = h::send(h::modern(&c, &shim.url, 3, "tools/list", json!({}))).await;
+        assert!(body["result"]["tools"].is_array(), "{body}");
+        let greet = h::rpc(
+            4,
+            "tools/call",
+            json!({"name": "greet", "arguments": {"name": "back"}}),
+        );
+        let (_, body, _) = h::send(h::legacy(&c, &shim.url, Some(&sid), &greet)).await;
+        assert!(text_of(&body["result"]).contains("back"), "{body}");
+    });
+}
+
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
