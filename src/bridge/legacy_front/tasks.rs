@@ -162,21 +162,18 @@ impl LegacySession {
                     None
                 }
             };
-            match answer {
-                Some(answer) => {
-                    let mut responses = serde_json::Map::new();
-                    responses.insert(key.clone(), answer);
-                    let mut params = crate::translate::input::update_params(&task_id, responses);
-                    params["_meta"] = Value::Object(this.meta());
-                    match this.front.upstream.request("tasks/update", params).await {
-                        Ok(Ok(_)) => {}
-                        Ok(Err(e)) => {
-                            tracing::warn!(%task_id, %key, code = e.code, "upstream refused tasks/update")
-                        }
-                        Err(e) => tracing::warn!(%task_id, %key, error = %e, "tasks/update failed"),
+            if let Some(answer) = answer {
+                let mut responses = serde_json::Map::new();
+                responses.insert(key.clone(), answer);
+                let mut params = crate::translate::input::update_params(&task_id, responses);
+                params["_meta"] = Value::Object(this.meta());
+                match this.front.upstream.request("tasks/update", params).await {
+                    Ok(Ok(_)) => {}
+                    Ok(Err(e)) => {
+                        tracing::warn!(%task_id, %key, code = e.code, "upstream refused tasks/update")
                     }
+                    Err(e) => tracing::warn!(%task_id, %key, error = %e, "tasks/update failed"),
                 }
-                None => {}
             }
             this.front.watchers.poke(&task_id);
         });
