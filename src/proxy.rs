@@ -224,12 +224,14 @@ fn choose(
         (Revision::Legacy, Revision::Modern) => {
             let up: Arc<dyn Upstream> = sup.clone();
             let front = LegacyFront::new(up, ledger.clone(), opts.bridge.clone(), discover.clone());
+            crate::bridge::spawn_sweeper(Arc::downgrade(&front), LegacyFront::sweep);
             let session = front.session(stdio_scope(), outbox.clone());
             Mode::LegacyFront(front, session)
         }
         (Revision::Modern, Revision::Legacy) => {
             let up: Arc<dyn Upstream> = sup.clone();
             let front = ModernFront::new(up, ledger.clone(), opts.bridge.clone());
+            crate::bridge::spawn_sweeper(Arc::downgrade(&front), ModernFront::sweep);
             let session = front.session(stdio_scope(), outbox.clone());
             Mode::ModernFront(front, session)
         }

@@ -16,6 +16,29 @@ pub use clock::Clock;
 
 use crate::translate::tools::TaskPolicy;
 
+/// How often a running shim drops expired tasks from memory. Lookups never
+/// see an expired task anyway; this only bounds how long its memory is held.
+pub const SWEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Calls `sweep` on `front` every [`SWEEP_EVERY`] until the front is gone.
+pub fn spawn_sweeper<F: Send + Sync + 'static>(
+    front: std::sync::Weak<F>,
+    sweep: fn(&F) -> usize,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(SWEEP_EVERY);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            let Some(front) = front.upgrade() else { break };
+            let evicted = sweep(&front);
+            if evicted > 0 {
+                tracing::debug!(evicted, "expired tasks dropped");
+            }
+        }
+    })
+}
+
 /// Settings shared by the engines.
 #[derive(Debug, Clone)]
 pub struct BridgeConfig {

@@ -39,10 +39,6 @@ pub const SESSION_SCOPE_PREFIX: &str = "session:";
 /// How long open requests and streams may take to end after a shutdown signal.
 const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
-/// How often expired tasks are dropped from memory. Lookups never see an
-/// expired task anyway; this only bounds how long its memory is held.
-const SWEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
-
 /// How the HTTP front is configured.
 #[derive(Debug, Clone)]
 pub struct HttpOptions {
@@ -123,20 +119,16 @@ pub async fn serve(
             pump.upstream_event(ev);
         }
     });
-    let sweeper = {
-        let app = Arc::downgrade(&app);
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(SWEEP_EVERY);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                tick.tick().await;
-                let Some(app) = app.upgrade() else { break };
-                let evicted = app.sweep();
-                if evicted > 0 {
-                    tracing::debug!(evicted, left = app.ledger.len(), "expired tasks dropped");
-                }
-            }
-        })
+    let sweeper = match (&app.legacy, &app.modern) {
+        (Some(front), _) => Some(crate::bridge::spawn_sweeper(
+            Arc::downgrade(front),
+            LegacyFront::sweep,
+        )),
+        (_, Some(front)) => Some(crate::bridge::spawn_sweeper(
+            Arc::downgrade(front),
+            ModernFront::sweep,
+        )),
+        _ => None,
     };
     let router = Router::new()
         .route(
@@ -177,7 +169,9 @@ pub async fn serve(
         } => tracing::info!("open streams cut after the shutdown grace period"),
     }
     app.upstream.shutdown("the shim is shutting down");
-    sweeper.abort();
+    if let Some(sweeper) = sweeper {
+        sweeper.abort();
+    }
     app.upstream.finish().await;
     if let Some(child) = child.as_mut()
         && tokio::time::timeout(std::time::Duration::from_secs(3), child.wait())
@@ -198,15 +192,6 @@ impl App {
             (Some(front), _) => front.handle_upstream(ev),
             (_, Some(front)) => front.handle_upstream(ev),
             _ => {}
-        }
-    }
-
-    /// Drops expired tasks from the ledger and the engine's tracking.
-    fn sweep(&self) -> usize {
-        match (&self.legacy, &self.modern) {
-            (Some(front), _) => front.sweep(),
-            (_, Some(front)) => front.sweep(),
-            _ => 0,
         }
     }
 
