@@ -13,7 +13,10 @@
 //! Every change is one redb write transaction committed with immediate
 //! durability (an fsync): a crash right after an answer still finds what
 //! the answer promised. Changes that change nothing write nothing, so the
-//! steady stream of unchanged poll results costs reads only.
+//! steady stream of unchanged poll results costs reads only. The trait is
+//! synchronous: a commit blocks the calling (tokio worker) thread for the
+//! length of the fsync, which `benches/ledger.rs` measures
+//! (docs/performance.md).
 //!
 //! redb locks the file: a second shim process on the same file is refused
 //! at open ([`DiskLedger::open`]) instead of corrupting it.
