@@ -20,7 +20,14 @@ pub struct Args {
 pub(crate) fn run(args: Args) -> Result<(), String> {
     let opts = args.shim.proxy_options()?;
     let ledger = Arc::new(MemoryLedger::new(args.shim.max_tasks_per_client));
-    let rt = tokio::runtime::Runtime::new().map_err(|e| e.to_string())?;
+    // One client, one upstream: every message hops between a handful of
+    // tasks (reader, driver, engine, writer). On one thread a hop is a
+    // queue push; across worker threads it is a futex wake-up each, which
+    // cost more than the translation itself.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
     let outcome = rt.block_on(async move {
         let (program, rest) = args
             .upstream
