@@ -136,7 +136,8 @@ impl Config {
 
 /// A client connection to one target.
 enum Peer {
-    Stdio(StdioPeer),
+    // Boxed: the stdio client holds its read buffer inline.
+    Stdio(Box<StdioPeer>),
     Http(HttpPeer),
 }
 
@@ -195,7 +196,7 @@ async fn stdio_targets(cfg: &Config, rev: Revision) -> Result<Vec<Target>> {
     };
     let mut shim_upstream_args = vec!["--".to_owned()];
     shim_upstream_args.extend(shim_upstream);
-    let cmds: [(&str, Vec<String>, Vec<(&str, &str)>); 3] = [
+    let cmds = [
         ("direct", server.clone(), vec![QUIET]),
         (
             "relay",
@@ -215,7 +216,7 @@ async fn stdio_targets(cfg: &Config, rev: Revision) -> Result<Vec<Target>> {
             .map_err(|e| format!("{label}: {e}"))?;
         targets.push(Target {
             label,
-            peer: Peer::Stdio(peer),
+            peer: Peer::Stdio(Box::new(peer)),
             ops,
         });
     }
