@@ -312,7 +312,6 @@ fn spawn_client_writer<W: AsyncWrite + Unpin + Send + 'static>(
     record_path: Option<std::path::PathBuf>,
 ) -> std::io::Result<ClientWriter> {
     let (outbox, mut rx) = mpsc::unbounded_channel::<Message>();
-    let (wtx, wrx) = mpsc::unbounded_channel();
     let (recorder, recorder_task) = match record_path {
         Some(path) => {
             let file = std::fs::OpenOptions::new()
@@ -324,16 +323,23 @@ fn spawn_client_writer<W: AsyncWrite + Unpin + Send + 'static>(
         }
         None => (None, None),
     };
-    let rec = recorder.clone();
-    tokio::spawn(async move {
-        while let Some(msg) = rx.recv().await {
-            record(&rec, "s2c", &msg);
-            if wtx.send(msg).is_err() {
-                break;
-            }
+    let writer = match recorder.clone() {
+        // Without a transcript the writer drains the outbox itself: one
+        // task hand-off less on every message to the client.
+        None => tokio::spawn(transport::write_lines(out, rx)),
+        Some(rec) => {
+            let (wtx, wrx) = mpsc::unbounded_channel();
+            tokio::spawn(async move {
+                while let Some(msg) = rx.recv().await {
+                    let _ = rec.send(("s2c", msg.clone()));
+                    if wtx.send(msg).is_err() {
+                        break;
+                    }
+                }
+            });
+            tokio::spawn(transport::write_lines(out, wrx))
         }
-    });
-    let writer = tokio::spawn(transport::write_lines(out, wrx));
+    };
     Ok(ClientWriter {
         outbox,
         recorder,

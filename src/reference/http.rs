@@ -55,6 +55,11 @@ pub async fn serve_http_on(revision: Revision, listener: TcpListener) -> std::io
         Revision::Modern => modern::router(),
         Revision::Legacy => legacy::router(),
     };
+    // SSE answers go out in several writes; without TCP_NODELAY, Nagle
+    // holds the later ones until the client's delayed ACK (about 40 ms).
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     axum::serve(listener, app).await
 }
 

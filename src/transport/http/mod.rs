@@ -160,6 +160,14 @@ pub async fn serve(
             stopping.notify_one();
         }
     };
+    // SSE answers (legacy `tools/call`, `tasks/result`) go out in several
+    // writes; without TCP_NODELAY, Nagle holds the later ones until the
+    // client's delayed ACK, about 40 ms per answer.
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(error = %e, "cannot set TCP_NODELAY");
+        }
+    });
     let server = axum::serve(listener, router).with_graceful_shutdown(graceful);
     tokio::select! {
         r = server => r?,

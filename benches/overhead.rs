@@ -1,0 +1,504 @@
+//! Round-trip overhead of the shim against a direct connection and a bare
+//! relay, over stdio and Streamable HTTP, in one run.
+//!
+//! For every scenario three targets run side by side, each a real process
+//! tree started once:
+//!
+//! - **direct**: the client talks to the reference server itself;
+//! - **relay**: the same, through a bare relay (this binary re-executed with
+//!   `OVERHEAD_ROLE`, see `overhead/relay.rs`): the cost of any extra hop;
+//! - **shim**: the same client through `mcp-tasks-shim stdio` / `http`.
+//!
+//! Scenarios: pass-through (modern client, modern server) and translating
+//! (legacy client; the shim in front of a modern server, direct and relay
+//! talking to the legacy reference server), each over stdio and HTTP, each
+//! for `tools/call greet` and `tasks/get` of a task that runs for an hour.
+//!
+//! Latency: sequential requests after a warm-up, taken in batches that
+//! rotate over the targets, so load on this shared machine hits all three
+//! alike; p50 and p99 over all samples. Throughput: a window of pipelined
+//! requests (stdio, one connection) or concurrent request loops (HTTP, one
+//! keep-alive connection each) for a fixed span, in slices rotating over the
+//! targets; the median of the slices. The target: shim p50 within 10 % of
+//! the relay's.
+//!
+//! `cargo bench --bench overhead [-- FILTER]` (FILTER: part of a scenario
+//! name, e.g. `stdio` or `HTTP translating`). Knobs (environment):
+//! `OVERHEAD_REQUESTS` (sequential requests per target and request, 2000),
+//! `OVERHEAD_BATCH` (100), `OVERHEAD_WARMUP` (300), `OVERHEAD_SPAN_MS`
+//! (throughput slice, 1000), `OVERHEAD_SLICES` (3), `OVERHEAD_WINDOW`
+//! (pipelined stdio requests, 16), `OVERHEAD_CLIENTS` (concurrent HTTP
+//! loops, 16), `OVERHEAD_SHIM_PREFIX` (a command the shim runs under, e.g.
+//! `valgrind --tool=callgrind`, for profiling).
+
+#[path = "overhead/client.rs"]
+mod client;
+#[path = "overhead/relay.rs"]
+mod relay;
+#[allow(dead_code, unreachable_pub, missing_docs)]
+#[path = "../tests/support/schema.rs"]
+mod schema;
+
+use std::process::{ExitCode, Stdio};
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
+use tokio::process::{Child, Command};
+
+use client::{HttpPeer, Ops, Result, StdioPeer};
+use schema::Revision;
+
+/// The environment variable that selects a relay role.
+const ROLE: &str = "OVERHEAD_ROLE";
+/// Shim p50 may be at most this many times the relay's.
+const TARGET: f64 = 1.10;
+const SHIM: &str = env!("CARGO_BIN_EXE_mcp-tasks-shim");
+
+fn main() -> ExitCode {
+    match std::env::var(ROLE).as_deref() {
+        Ok("stdio-relay") => return relay::stdio_main(),
+        Ok("http-relay") => return relay::http_main(),
+        _ => {}
+    }
+    let cfg = Config::from_env();
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("overhead: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match rt.block_on(run(&cfg)) {
+        Ok(verdicts) => {
+            let missed = verdicts.iter().filter(|v| !v.pass).count();
+            // A missed target is a result to report, not a failure of the bench.
+            println!(
+                "\nsummary: {} of {} comparisons within {TARGET:.2}× of the relay at p50",
+                verdicts.len() - missed,
+                verdicts.len()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("overhead: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+struct Config {
+    requests: usize,
+    batch: usize,
+    warmup: usize,
+    span: Duration,
+    slices: usize,
+    window: usize,
+    clients: usize,
+    filter: Option<String>,
+    shim_prefix: Vec<String>,
+}
+
+impl Config {
+    fn from_env() -> Config {
+        let num = |k: &str, d: usize| {
+            std::env::var(k)
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(d)
+        };
+        Config {
+            requests: num("OVERHEAD_REQUESTS", 2000),
+            batch: num("OVERHEAD_BATCH", 100).max(1),
+            warmup: num("OVERHEAD_WARMUP", 300),
+            span: Duration::from_millis(num("OVERHEAD_SPAN_MS", 1000) as u64),
+            slices: num("OVERHEAD_SLICES", 3),
+            window: num("OVERHEAD_WINDOW", 16).max(1),
+            clients: num("OVERHEAD_CLIENTS", 16).max(1),
+            // cargo passes `--bench`; the first other argument filters.
+            filter: std::env::args().skip(1).find(|a| !a.starts_with("--")),
+            shim_prefix: std::env::var("OVERHEAD_SHIM_PREFIX")
+                .unwrap_or_default()
+                .split_whitespace()
+                .map(str::to_owned)
+                .collect(),
+        }
+    }
+
+    fn wants(&self, scenario: &str) -> bool {
+        self.filter
+            .as_ref()
+            .is_none_or(|f| scenario.to_lowercase().contains(&f.to_lowercase()))
+    }
+}
+
+/// A client connection to one target.
+enum Peer {
+    // Boxed: the stdio client holds its read buffer inline.
+    Stdio(Box<StdioPeer>),
+    Http(HttpPeer),
+}
+
+impl Peer {
+    async fn latency(&mut self, op: &client::Op, n: usize, out: &mut Vec<f64>) -> Result<()> {
+        match self {
+            Peer::Stdio(p) => p.latency(op, n, out).await,
+            Peer::Http(p) => p.latency(op, n, out).await,
+        }
+    }
+
+    async fn throughput(&mut self, op: &client::Op, cfg: &Config) -> Result<f64> {
+        match self {
+            Peer::Stdio(p) => p.throughput(op, cfg.window, cfg.span).await,
+            Peer::Http(p) => p.throughput(op, cfg.clients, cfg.span).await,
+        }
+    }
+}
+
+struct Target {
+    label: &'static str,
+    peer: Peer,
+    ops: Ops,
+}
+
+/// One line of the summary: the shim against the relay for one request.
+struct Verdict {
+    pass: bool,
+}
+
+fn ref_cmd(rev: &str) -> Vec<String> {
+    [SHIM, "reference-server", "--revision", rev]
+        .map(str::to_owned)
+        .to_vec()
+}
+
+fn relay_cmd(server: &[String]) -> Result<Vec<String>> {
+    let me = std::env::current_exe()?.to_string_lossy().into_owned();
+    Ok(std::iter::once(me).chain(server.iter().cloned()).collect())
+}
+
+fn shim_cmd(cfg: &Config, args: &[&str], upstream: &[String]) -> Vec<String> {
+    let mut cmd = cfg.shim_prefix.clone();
+    cmd.push(SHIM.to_owned());
+    cmd.extend(args.iter().map(|a| (*a).to_owned()));
+    cmd.extend(upstream.iter().cloned());
+    cmd
+}
+
+const QUIET: (&str, &str) = ("MCP_SHIM_LOG", "warn");
+
+async fn stdio_targets(cfg: &Config, rev: Revision) -> Result<Vec<Target>> {
+    let (server, shim_upstream) = match rev {
+        Revision::Modern => (ref_cmd("2026-07-28"), ref_cmd("2026-07-28")),
+        Revision::Legacy => (ref_cmd("2025-11-25"), ref_cmd("2026-07-28")),
+    };
+    let mut shim_upstream_args = vec!["--".to_owned()];
+    shim_upstream_args.extend(shim_upstream);
+    let cmds = [
+        ("direct", server.clone(), vec![QUIET]),
+        (
+            "relay",
+            relay_cmd(&server)?,
+            vec![QUIET, (ROLE, "stdio-relay")],
+        ),
+        (
+            "shim",
+            shim_cmd(cfg, &["stdio"], &shim_upstream_args),
+            vec![QUIET],
+        ),
+    ];
+    let mut targets = Vec::new();
+    for (label, cmd, envs) in cmds {
+        let (peer, ops) = StdioPeer::start(&cmd, &envs, rev)
+            .await
+            .map_err(|e| format!("{label}: {e}"))?;
+        targets.push(Target {
+            label,
+            peer: Peer::Stdio(Box::new(peer)),
+            ops,
+        });
+    }
+    Ok(targets)
+}
+
+/// The HTTP processes; killed when dropped.
+#[derive(Default)]
+struct HttpFleet {
+    children: Vec<Child>,
+}
+
+impl HttpFleet {
+    /// Starts `cmd` and returns the URL it prints after "listening on ".
+    async fn spawn(&mut self, cmd: &[String], envs: &[(&str, &str)]) -> Result<String> {
+        let (program, args) = cmd.split_first().ok_or("empty command")?;
+        let mut child = Command::new(program)
+            .args(args)
+            .envs(envs.iter().copied())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| format!("cannot start {program}: {e}"))?;
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let out = child.stdout.take().ok_or("no stdout")?;
+        let err = child.stderr.take().ok_or("no stderr")?;
+        tokio::spawn(forward_lines(out, tx.clone()));
+        tokio::spawn(forward_lines(err, tx));
+        self.children.push(child);
+        wait_url(rx).await
+    }
+}
+
+/// Copies a child's output lines to our stderr, handing the first
+/// "listening on URL" to `tx`; keeps draining so the child never blocks.
+async fn forward_lines(
+    from: impl AsyncRead + Unpin,
+    tx: tokio::sync::mpsc::UnboundedSender<String>,
+) {
+    let mut lines = BufReader::new(from).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        match line.split(relay::LISTENING).nth(1) {
+            Some(url) => {
+                let _ = tx.send(url.split_whitespace().next().unwrap_or("").to_owned());
+            }
+            None => eprintln!("  | {line}"),
+        }
+    }
+}
+
+async fn wait_url(mut rx: tokio::sync::mpsc::UnboundedReceiver<String>) -> Result<String> {
+    match tokio::time::timeout(client::STEP, rx.recv()).await {
+        Ok(Some(url)) if url.starts_with("http://") => Ok(url),
+        _ => Err("a server did not report its address in time".into()),
+    }
+}
+
+/// `http://host:port/mcp` → `http://host:port`.
+fn origin(url: &str) -> &str {
+    let after = url.find("://").map_or(0, |i| i + 3);
+    url[after..].find('/').map_or(url, |i| &url[..after + i])
+}
+
+/// URLs of the HTTP servers, shared by the HTTP scenarios.
+struct HttpServers {
+    modern: String,
+    legacy: String,
+}
+
+async fn http_servers(fleet: &mut HttpFleet) -> Result<HttpServers> {
+    let serve = |rev: &str| {
+        let mut cmd = ref_cmd(rev);
+        cmd.extend(["--http".to_owned(), "127.0.0.1:0".to_owned()]);
+        cmd
+    };
+    let modern_cmd = serve("2026-07-28");
+    let legacy_cmd = serve("2025-11-25");
+    Ok(HttpServers {
+        modern: fleet.spawn(&modern_cmd, &[QUIET]).await?,
+        legacy: fleet.spawn(&legacy_cmd, &[QUIET]).await?,
+    })
+}
+
+async fn http_targets(
+    cfg: &Config,
+    fleet: &mut HttpFleet,
+    servers: &HttpServers,
+    rev: Revision,
+) -> Result<Vec<Target>> {
+    let server = match rev {
+        Revision::Modern => &servers.modern,
+        Revision::Legacy => &servers.legacy,
+    };
+    let relay_base = fleet
+        .spawn(
+            &relay_cmd(&[origin(server).to_owned()])?,
+            &[(ROLE, "http-relay")],
+        )
+        .await?;
+    let relay_url = format!("{relay_base}{}", &server[origin(server).len()..]);
+    let shim = shim_cmd(
+        cfg,
+        &[
+            "http",
+            "--listen",
+            "127.0.0.1:0",
+            "--upstream-url",
+            &servers.modern,
+        ],
+        &[],
+    );
+    let shim_url = fleet.spawn(&shim, &[QUIET]).await?;
+    let mut targets = Vec::new();
+    for (label, url) in [
+        ("direct", server.clone()),
+        ("relay", relay_url),
+        ("shim", shim_url),
+    ] {
+        let (peer, ops) = HttpPeer::start(&url, rev)
+            .await
+            .map_err(|e| format!("{label} ({url}): {e}"))?;
+        targets.push(Target {
+            label,
+            peer: Peer::Http(peer),
+            ops,
+        });
+    }
+    Ok(targets)
+}
+
+async fn run(cfg: &Config) -> Result<Vec<Verdict>> {
+    print_machine(cfg);
+    let mut verdicts = Vec::new();
+    let stdio = [
+        ("stdio pass-through (modern → modern)", Revision::Modern),
+        (
+            "stdio translating (legacy → shim → modern; relay/direct: legacy → legacy)",
+            Revision::Legacy,
+        ),
+    ];
+    for (name, rev) in stdio {
+        if !cfg.wants(name) {
+            continue;
+        }
+        let mut targets = stdio_targets(cfg, rev).await?;
+        verdicts.extend(measure(cfg, name, &mut targets).await?);
+        for t in targets {
+            if let Peer::Stdio(p) = t.peer {
+                p.close().await;
+            }
+        }
+    }
+    let http = [
+        ("HTTP pass-through (modern → modern)", Revision::Modern),
+        (
+            "HTTP translating (legacy → shim → modern; relay/direct: legacy → legacy)",
+            Revision::Legacy,
+        ),
+    ];
+    if http.iter().any(|(name, _)| cfg.wants(name)) {
+        let mut fleet = HttpFleet::default();
+        let servers = http_servers(&mut fleet).await?;
+        for (name, rev) in http {
+            if !cfg.wants(name) {
+                continue;
+            }
+            let mut targets = http_targets(cfg, &mut fleet, &servers, rev).await?;
+            verdicts.extend(measure(cfg, name, &mut targets).await?);
+        }
+    }
+    Ok(verdicts)
+}
+
+fn print_machine(cfg: &Config) {
+    let cpus = std::thread::available_parallelism().map_or(0, usize::from);
+    let model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines().find_map(|l| {
+                l.strip_prefix("model name")
+                    .map(|m| m.trim_start_matches([' ', '\t', ':']).to_owned())
+            })
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    println!("machine: {cpus} CPUs, {model}");
+    println!(
+        "latency: {} sequential requests per target and request (batches of {}, after {} warm-up); \
+         throughput: {} slices of {} ms, {} pipelined (stdio) / {} concurrent (HTTP)",
+        cfg.requests,
+        cfg.batch,
+        cfg.warmup,
+        cfg.slices,
+        cfg.span.as_millis(),
+        cfg.window,
+        cfg.clients
+    );
+}
+
+/// Measures both requests on all targets of one scenario and prints them.
+async fn measure(cfg: &Config, name: &str, targets: &mut [Target]) -> Result<Vec<Verdict>> {
+    println!("\n## {name}\n");
+    println!(
+        "{:<11} {:<7} {:>9} {:>9} {:>10}",
+        "request", "target", "p50 µs", "p99 µs", "req/s"
+    );
+    let mut verdicts = Vec::new();
+    for which in ["tools/call", "tasks/get"] {
+        let pick = |ops: &Ops| match which {
+            "tools/call" => ops.greet.clone(),
+            _ => ops.get.clone(),
+        };
+        let n = targets.len();
+        for t in targets.iter_mut() {
+            let op = pick(&t.ops);
+            t.peer.latency(&op, cfg.warmup, &mut Vec::new()).await?;
+        }
+        let mut samples = vec![Vec::with_capacity(cfg.requests); n];
+        let rounds = cfg.requests.div_ceil(cfg.batch);
+        for r in 0..rounds {
+            for k in 0..n {
+                let i = (r + k) % n;
+                let op = pick(&targets[i].ops);
+                targets[i]
+                    .peer
+                    .latency(&op, cfg.batch, &mut samples[i])
+                    .await?;
+            }
+        }
+        let mut rates = vec![Vec::new(); n];
+        for r in 0..cfg.slices {
+            for k in 0..n {
+                let i = (r + k) % n;
+                let op = pick(&targets[i].ops);
+                rates[i].push(targets[i].peer.throughput(&op, cfg).await?);
+            }
+        }
+        let mut p50 = Vec::new();
+        for (i, t) in targets.iter().enumerate() {
+            let s = &mut samples[i];
+            s.sort_by(f64::total_cmp);
+            let (a, b) = (percentile(s, 0.50), percentile(s, 0.99));
+            p50.push(a);
+            println!(
+                "{:<11} {:<7} {:>9.1} {:>9.1} {:>10.0}",
+                which,
+                t.label,
+                a,
+                b,
+                median(&mut rates[i])
+            );
+        }
+        let at = |label: &str| {
+            targets
+                .iter()
+                .position(|t| t.label == label)
+                .map(|i| p50[i])
+        };
+        if let (Some(shim), Some(relay), Some(direct)) = (at("shim"), at("relay"), at("direct")) {
+            let ratio = shim / relay;
+            let pass = ratio <= TARGET;
+            println!(
+                "{which}: p50 shim/relay {ratio:.2}× {} (target ≤ {TARGET:.2}×), shim/direct {:.2}×, relay/direct {:.2}×",
+                if pass { "PASS" } else { "MISS" },
+                shim / direct,
+                relay / direct
+            );
+            verdicts.push(Verdict { pass });
+        }
+    }
+    Ok(verdicts)
+}
+
+fn percentile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    sorted[((sorted.len() - 1) as f64 * q).round() as usize]
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    percentile(v, 0.5)
+}
