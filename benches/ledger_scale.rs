@@ -287,7 +287,7 @@ fn main() {
         .build()
         .expect("runtime");
     let _guard = rt.enter();
-    let mut subjects = vec![
+    let mut subjects = [
         subject(10_000, build(10_000 / PER_PRINCIPAL, 0x5EED_0002)),
         subject(100_000, build(100_000 / PER_PRINCIPAL, 0x5EED_0003)),
         subject(total_tasks, big),
@@ -297,7 +297,9 @@ fn main() {
     }
     // [subject][kind] → per-round ns; kinds: ledger first, ledger deep,
     // front first, front deep.
-    let mut ns = vec![vec![Vec::with_capacity(ROUNDS); 4]; subjects.len()];
+    let mut ns: Vec<Vec<Vec<f64>>> = (0..subjects.len())
+        .map(|_| (0..4).map(|_| Vec::with_capacity(ROUNDS)).collect())
+        .collect();
     for _ in 0..ROUNDS {
         for (i, s) in subjects.iter_mut().enumerate() {
             ns[i][0].push(time_ledger(s, false));
