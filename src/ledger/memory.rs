@@ -1,12 +1,26 @@
 //! The in-memory ledger (the default).
+//!
+//! Records are kept in a compact form and turned into [`TaskRecord`]s on
+//! the way out: at a million tracked tasks the per-record overhead is what
+//! decides the footprint (see docs/performance.md, "Ledger scale"). So each
+//! id is stored once (an `Arc<str>` shared by the id map and the scope
+//! index), each scope string once per scope, the hash table holds only a
+//! pointer per record, and a task's rarely-used parts (`extra`, a status
+//! message) take no room when absent. A cached result is kept as compact
+//! JSON text: a small `CallToolResult` costs about 110 bytes that way
+//! against about 875 as a `serde_json::Value` tree; reading a record back
+//! parses it (about a microsecond for a small result).
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use serde_json::Map;
 
 use super::{LedgerError, Millis, Page, TaskLedger, TaskRecord};
+use crate::wire::modern::Payload;
+use crate::wire::{Extra, TaskStatus, legacy};
 
 /// Tasks in memory: a map by id, plus per scope an ordered index by
 /// insertion sequence so a page costs O(page · log n), not O(total).
@@ -19,8 +33,124 @@ pub struct MemoryLedger {
 #[derive(Debug, Default)]
 struct Inner {
     seq: u64,
-    records: HashMap<String, (u64, TaskRecord)>,
-    scopes: HashMap<String, BTreeMap<u64, String>>,
+    records: HashMap<Arc<str>, Box<Stored>>,
+    scopes: HashMap<Arc<str>, BTreeMap<u64, Arc<str>>>,
+}
+
+/// A [`TaskRecord`] as held: the id is the map key, the scope is shared.
+#[derive(Debug)]
+struct Stored {
+    seq: u64,
+    scope: Arc<str>,
+    status: TaskStatus,
+    cancel_pinned: bool,
+    synthetic: bool,
+    status_message: Option<Box<str>>,
+    created_at: Box<str>,
+    last_updated_at: Box<str>,
+    ttl: Option<i64>,
+    poll_interval: Option<i64>,
+    extra: Option<Box<Extra>>,
+    payload: StoredPayload,
+    expires_at: Option<Millis>,
+}
+
+/// [`Payload`] as held: results as JSON text, the rare rest as is.
+#[derive(Debug)]
+enum StoredPayload {
+    None,
+    Result(Box<str>),
+    Other(Box<Payload>),
+}
+
+impl StoredPayload {
+    fn new(p: Payload) -> Self {
+        match p {
+            Payload::None => StoredPayload::None,
+            Payload::Result(v) => match serde_json::to_string(&v) {
+                Ok(s) => StoredPayload::Result(s.into_boxed_str()),
+                Err(_) => StoredPayload::Other(Box::new(Payload::Result(v))),
+            },
+            other => StoredPayload::Other(Box::new(other)),
+        }
+    }
+
+    fn to_payload(&self) -> Payload {
+        match self {
+            StoredPayload::None => Payload::None,
+            // Text this ledger wrote from a `Value` parses back to that `Value`.
+            StoredPayload::Result(s) => match serde_json::from_str(s) {
+                Ok(v) => Payload::Result(v),
+                Err(e) => {
+                    tracing::error!(error = %e, "cached result does not parse back");
+                    Payload::None
+                }
+            },
+            StoredPayload::Other(p) => (**p).clone(),
+        }
+    }
+}
+
+impl Stored {
+    fn new(seq: u64, scope: Arc<str>, r: TaskRecord) -> Self {
+        let mut s = Stored {
+            seq,
+            scope,
+            status: r.task.status,
+            cancel_pinned: false,
+            synthetic: false,
+            status_message: None,
+            created_at: Box::default(),
+            last_updated_at: Box::default(),
+            ttl: None,
+            poll_interval: None,
+            extra: None,
+            payload: StoredPayload::None,
+            expires_at: None,
+        };
+        s.absorb(r);
+        s
+    }
+
+    /// Takes every field of `r` but its id and scope, which never change.
+    fn absorb(&mut self, r: TaskRecord) {
+        let t = r.task;
+        self.status = t.status;
+        self.status_message = t.status_message.map(String::into_boxed_str);
+        self.created_at = t.created_at.into_boxed_str();
+        self.last_updated_at = t.last_updated_at.into_boxed_str();
+        self.ttl = t.ttl;
+        self.poll_interval = t.poll_interval;
+        self.extra = (!t.extra.is_empty()).then(|| Box::new(t.extra));
+        self.payload = StoredPayload::new(r.payload);
+        self.cancel_pinned = r.cancel_pinned;
+        self.synthetic = r.synthetic;
+        self.expires_at = r.expires_at;
+    }
+
+    fn to_record(&self, id: &str) -> TaskRecord {
+        TaskRecord {
+            scope: self.scope.to_string(),
+            task: legacy::Task {
+                task_id: id.to_owned(),
+                status: self.status,
+                status_message: self.status_message.as_deref().map(str::to_owned),
+                created_at: self.created_at.to_string(),
+                last_updated_at: self.last_updated_at.to_string(),
+                ttl: self.ttl,
+                poll_interval: self.poll_interval,
+                extra: self.extra.as_deref().cloned().unwrap_or_else(Map::new),
+            },
+            payload: self.payload.to_payload(),
+            cancel_pinned: self.cancel_pinned,
+            synthetic: self.synthetic,
+            expires_at: self.expires_at,
+        }
+    }
+
+    fn expired(&self, now: Millis) -> bool {
+        self.expires_at.is_some_and(|t| t <= now)
+    }
 }
 
 impl MemoryLedger {
@@ -44,17 +174,18 @@ impl Default for MemoryLedger {
 }
 
 impl Inner {
-    fn live(&self, scope: &str, task_id: &str, now: Millis) -> Option<&(u64, TaskRecord)> {
+    fn live(&self, scope: &str, task_id: &str, now: Millis) -> Option<&Stored> {
         self.records
             .get(task_id)
-            .filter(|(_, r)| r.scope == scope && !expired(r, now))
+            .map(Box::as_ref)
+            .filter(|r| &*r.scope == scope && !r.expired(now))
     }
 
     fn remove(&mut self, task_id: &str) {
-        if let Some((seq, r)) = self.records.remove(task_id)
+        if let Some(r) = self.records.remove(task_id)
             && let Some(idx) = self.scopes.get_mut(&r.scope)
         {
-            idx.remove(&seq);
+            idx.remove(&r.seq);
             if idx.is_empty() {
                 self.scopes.remove(&r.scope);
             }
@@ -62,22 +193,23 @@ impl Inner {
     }
 
     fn evict_scope(&mut self, scope: &str, now: Millis) {
-        let dead: Vec<String> = self
+        let dead: Vec<Arc<str>> = self
             .scopes
             .get(scope)
             .into_iter()
             .flat_map(|idx| idx.values())
-            .filter(|id| self.records.get(*id).is_some_and(|(_, r)| expired(r, now)))
+            .filter(|id| self.records.get(&***id).is_some_and(|r| r.expired(now)))
             .cloned()
             .collect();
         for id in dead {
             self.remove(&id);
         }
     }
-}
 
-fn expired(r: &TaskRecord, now: Millis) -> bool {
-    r.expires_at.is_some_and(|t| t <= now)
+    /// The shared copy of `scope`, if the scope holds any record.
+    fn shared_scope(&self, scope: &str) -> Option<Arc<str>> {
+        self.scopes.get_key_value(scope).map(|(k, _)| k.clone())
+    }
 }
 
 fn encode_cursor(scope: &str, seq: u64) -> String {
@@ -102,33 +234,42 @@ impl TaskLedger for MemoryLedger {
     fn insert(&self, record: TaskRecord, now: Millis) -> Result<(), LedgerError> {
         let mut inner = self.lock();
         inner.evict_scope(&record.scope, now);
-        let held = inner.scopes.get(&record.scope).map_or(0, BTreeMap::len);
+        let held = inner
+            .scopes
+            .get(record.scope.as_str())
+            .map_or(0, BTreeMap::len);
         if held >= self.per_scope_cap {
             return Err(LedgerError::ScopeFull(self.per_scope_cap));
         }
         inner.seq += 1;
         let seq = inner.seq;
-        let id = record.id().to_owned();
-        inner.remove(&id);
+        inner.remove(record.id());
+        let id: Arc<str> = Arc::from(record.id());
+        let scope = inner
+            .shared_scope(&record.scope)
+            .unwrap_or_else(|| Arc::from(record.scope.as_str()));
         inner
             .scopes
-            .entry(record.scope.clone())
+            .entry(scope.clone())
             .or_default()
             .insert(seq, id.clone());
-        inner.records.insert(id, (seq, record));
+        inner
+            .records
+            .insert(id, Box::new(Stored::new(seq, scope, record)));
         Ok(())
     }
 
     fn get(&self, scope: &str, task_id: &str, now: Millis) -> Option<TaskRecord> {
         self.lock()
             .live(scope, task_id, now)
-            .map(|(_, r)| r.clone())
+            .map(|r| r.to_record(task_id))
     }
 
     fn contains(&self, scope: &str, task_id: &str, now: Millis) -> bool {
         self.lock().live(scope, task_id, now).is_some()
     }
 
+    /// `change` may not move a record: edits to its id or scope are dropped.
     fn update(
         &self,
         scope: &str,
@@ -137,10 +278,11 @@ impl TaskLedger for MemoryLedger {
         change: &mut dyn FnMut(&mut TaskRecord),
     ) -> Option<TaskRecord> {
         let mut inner = self.lock();
-        inner.live(scope, task_id, now)?;
-        let (_, rec) = inner.records.get_mut(task_id)?;
-        change(rec);
-        Some(rec.clone())
+        let mut rec = inner.live(scope, task_id, now)?.to_record(task_id);
+        change(&mut rec);
+        let stored = inner.records.get_mut(task_id)?;
+        stored.absorb(rec);
+        Some(stored.to_record(task_id))
     }
 
     fn list(
@@ -163,17 +305,17 @@ impl TaskLedger for MemoryLedger {
         let mut last_seq = None;
         let mut more = false;
         for (seq, id) in idx.range(..upper).rev() {
-            let Some((_, r)) = inner.records.get(id) else {
+            let Some(r) = inner.records.get(&**id) else {
                 continue;
             };
-            if expired(r, now) {
+            if r.expired(now) {
                 continue;
             }
             if records.len() == limit {
                 more = true;
                 break;
             }
-            records.push(r.clone());
+            records.push(r.to_record(id));
             last_seq = Some(*seq);
         }
         let next_cursor = match (more, last_seq) {
@@ -197,10 +339,10 @@ impl TaskLedger for MemoryLedger {
 
     fn evict_expired(&self, now: Millis) -> usize {
         let mut inner = self.lock();
-        let dead: Vec<String> = inner
+        let dead: Vec<Arc<str>> = inner
             .records
             .iter()
-            .filter(|(_, (_, r))| expired(r, now))
+            .filter(|(_, r)| r.expired(now))
             .map(|(id, _)| id.clone())
             .collect();
         for id in &dead {
@@ -275,6 +417,24 @@ mod tests {
             l.list("a", Some("garbage!"), 2, 0),
             Err(LedgerError::BadCursor)
         );
+    }
+
+    #[test]
+    fn records_come_back_as_stored() {
+        let l = MemoryLedger::default();
+        let mut r = rec("a", "t1", Some(99));
+        r.task.status_message = Some("half way".into());
+        r.task
+            .extra
+            .insert("x-vendor".into(), serde_json::json!({"k": [1, 2.5, null]}));
+        r.payload = Payload::Result(serde_json::json!({"content": [{"type": "text",
+            "text": "ünïcode \u{1F600}"}], "isError": false, "z": 1, "a": -0.0}));
+        l.insert(r.clone(), 0).unwrap();
+        assert_eq!(l.get("a", "t1", 0), Some(r.clone()));
+        r.payload = Payload::Error(crate::jsonrpc::ErrorObject::new(-32603, "boom"));
+        let stored = l.update("a", "t1", 0, &mut |x| x.payload = r.payload.clone());
+        assert_eq!(stored, Some(r.clone()));
+        assert_eq!(l.list("a", None, 5, 0).unwrap().records, vec![r]);
     }
 
     #[test]
