@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Runs every benchmark of issue 6 in one go, so the figures in
+# docs/performance.md come from one run on one machine state.
+#
+#   scripts/bench.sh            # all benches, report in target/bench-report.txt
+#   scripts/bench.sh overhead   # only the named bench(es)
+#
+# Benches print ratios against baselines measured in the same run; nothing
+# here asserts on time.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+benches=("$@")
+if [ ${#benches[@]} -eq 0 ]; then
+  benches=(translate overhead waiting ledger_scale ledger)
+fi
+
+report="${CARGO_TARGET_DIR:-target}/bench-report.txt"
+mkdir -p "$(dirname "$report")"
+{
+  echo "# mcp-tasks-shim benchmarks"
+  echo "date:    $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "commit:  $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (dirty)')"
+  echo "cpus:    $(nproc) × $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
+  echo "memory:  $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo)"
+  echo "rustc:   $(rustc --version)"
+  echo "load:    $(cut -d' ' -f1-3 /proc/loadavg) (1/5/15 min, at start)"
+} | tee "$report"
+
+# Build everything first so compilation does not overlap the measurements.
+cargo bench --no-run $(printf -- '--bench %s ' "${benches[@]}") 2>&1 | tail -n 2
+
+for b in "${benches[@]}"; do
+  echo | tee -a "$report"
+  echo "## cargo bench --bench $b" | tee -a "$report"
+  cargo bench --bench "$b" 2>/dev/null | tee -a "$report"
+done
+echo
+echo "report: $report"
