@@ -139,6 +139,10 @@ impl Watchers {
             if w.failed.load(std::sync::atomic::Ordering::SeqCst) {
                 break;
             }
+            // Fixed rate: the next read starts one interval after this one
+            // started, not after it answered, so a completion is seen within
+            // one interval and reads are still never closer than that.
+            let started = tokio::time::Instant::now();
             let seen = match self.upstream.request("tasks/get", params.clone()).await {
                 Ok(Ok(v)) => match DetailedTask::from_value(&v) {
                     Ok(d) => Seen::Task(Box::new(d)),
@@ -163,7 +167,7 @@ impl Watchers {
                 break;
             }
             tokio::select! {
-                _ = tokio::time::sleep(Duration::from_millis(interval)) => {}
+                _ = tokio::time::sleep_until(started + Duration::from_millis(interval)) => {}
                 _ = w.wake.notified() => {}
                 _ = w.tx.closed() => break,
             }
