@@ -7,7 +7,7 @@
 #
 # Benches print ratios against baselines measured in the same run; nothing
 # here asserts on time.
-set -euo pipefail
+set -uo pipefail
 cd "$(dirname "$0")/.."
 
 benches=("$@")
@@ -30,10 +30,16 @@ mkdir -p "$(dirname "$report")"
 # Build everything first so compilation does not overlap the measurements.
 cargo bench --no-run $(printf -- '--bench %s ' "${benches[@]}") 2>&1 | tail -n 2
 
+# A bench that fails is reported and the others still run.
+failed=()
 for b in "${benches[@]}"; do
   echo | tee -a "$report"
   echo "## cargo bench --bench $b" | tee -a "$report"
-  cargo bench --bench "$b" 2>/dev/null | tee -a "$report"
+  cargo bench --bench "$b" 2>&1 | tee -a "$report" || failed+=("$b")
 done
 echo
 echo "report: $report"
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "failed: ${failed[*]}" >&2
+  exit 1
+fi
