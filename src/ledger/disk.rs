@@ -27,8 +27,6 @@
 
 use std::path::{Path, PathBuf};
 
-use base64::Engine;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use redb::{
     Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, Table, TableDefinition,
 };
@@ -449,7 +447,7 @@ impl DiskLedger {
             page.push(s.into_record());
         }
         let next_cursor = match (more, last_seq) {
-            (true, Some(seq)) => Some(encode_cursor(scope, seq)),
+            (true, Some(seq)) => Some(super::encode_cursor("d1", scope, seq)),
             _ => None,
         };
         Ok(Page {
@@ -457,25 +455,6 @@ impl DiskLedger {
             next_cursor,
         })
     }
-}
-
-fn encode_cursor(scope: &str, seq: u64) -> String {
-    // Bound to its scope, as the memory ledger's: one client's cursor is
-    // useless to another.
-    URL_SAFE_NO_PAD.encode(format!("d1:{seq}:{scope}"))
-}
-
-fn decode_cursor(scope: &str, cursor: &str) -> Result<u64, LedgerError> {
-    let raw = URL_SAFE_NO_PAD
-        .decode(cursor)
-        .map_err(|_| LedgerError::BadCursor)?;
-    let text = String::from_utf8(raw).map_err(|_| LedgerError::BadCursor)?;
-    let rest = text.strip_prefix("d1:").ok_or(LedgerError::BadCursor)?;
-    let (seq, cursor_scope) = rest.split_once(':').ok_or(LedgerError::BadCursor)?;
-    if cursor_scope != scope {
-        return Err(LedgerError::BadCursor);
-    }
-    seq.parse().map_err(|_| LedgerError::BadCursor)
 }
 
 /// Logs a storage failure where the trait has no way to report it.
@@ -530,7 +509,9 @@ impl TaskLedger for DiskLedger {
         limit: usize,
         now: Millis,
     ) -> Result<Page, LedgerError> {
-        let before = cursor.map(|c| decode_cursor(scope, c)).transpose()?;
+        let before = cursor
+            .map(|c| super::decode_cursor("d1", scope, c))
+            .transpose()?;
         self.try_list(scope, before, limit, now)
     }
 

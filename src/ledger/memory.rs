@@ -14,8 +14,6 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
-use base64::Engine;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde_json::Map;
 
 use super::{LedgerError, Millis, Page, TaskLedger, TaskRecord};
@@ -212,24 +210,6 @@ impl Inner {
     }
 }
 
-fn encode_cursor(scope: &str, seq: u64) -> String {
-    // Bind the cursor to its scope so one client's cursor is useless to another.
-    URL_SAFE_NO_PAD.encode(format!("v1:{seq}:{scope}"))
-}
-
-fn decode_cursor(scope: &str, cursor: &str) -> Result<u64, LedgerError> {
-    let raw = URL_SAFE_NO_PAD
-        .decode(cursor)
-        .map_err(|_| LedgerError::BadCursor)?;
-    let text = String::from_utf8(raw).map_err(|_| LedgerError::BadCursor)?;
-    let rest = text.strip_prefix("v1:").ok_or(LedgerError::BadCursor)?;
-    let (seq, cursor_scope) = rest.split_once(':').ok_or(LedgerError::BadCursor)?;
-    if cursor_scope != scope {
-        return Err(LedgerError::BadCursor);
-    }
-    seq.parse().map_err(|_| LedgerError::BadCursor)
-}
-
 impl TaskLedger for MemoryLedger {
     fn insert(&self, record: TaskRecord, now: Millis) -> Result<(), LedgerError> {
         let mut inner = self.lock();
@@ -292,7 +272,9 @@ impl TaskLedger for MemoryLedger {
         limit: usize,
         now: Millis,
     ) -> Result<Page, LedgerError> {
-        let before = cursor.map(|c| decode_cursor(scope, c)).transpose()?;
+        let before = cursor
+            .map(|c| super::decode_cursor("v1", scope, c))
+            .transpose()?;
         let inner = self.lock();
         let Some(idx) = inner.scopes.get(scope) else {
             return Ok(Page {
@@ -319,7 +301,7 @@ impl TaskLedger for MemoryLedger {
             last_seq = Some(*seq);
         }
         let next_cursor = match (more, last_seq) {
-            (true, Some(seq)) => Some(encode_cursor(scope, seq)),
+            (true, Some(seq)) => Some(super::encode_cursor("v1", scope, seq)),
             _ => None,
         };
         Ok(Page {

@@ -148,3 +148,31 @@ pub trait TaskLedger: Send + Sync + std::fmt::Debug {
         self.len() == 0
     }
 }
+
+/// An opaque `tasks/list` cursor: the position `seq` in `scope`, tagged with
+/// the ledger kind that made it. Binding it to its scope makes one client's
+/// cursor useless to another; the tag keeps one ledger from reading
+/// another's positions.
+fn encode_cursor(tag: &str, scope: &str, seq: u64) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("{tag}:{seq}:{scope}"))
+}
+
+/// The position in a cursor made by [`encode_cursor`] with the same `tag`
+/// and `scope`; anything else is [`LedgerError::BadCursor`].
+fn decode_cursor(tag: &str, scope: &str, cursor: &str) -> Result<u64, LedgerError> {
+    use base64::Engine;
+    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(cursor)
+        .map_err(|_| LedgerError::BadCursor)?;
+    let text = String::from_utf8(raw).map_err(|_| LedgerError::BadCursor)?;
+    let rest = text
+        .strip_prefix(tag)
+        .and_then(|r| r.strip_prefix(':'))
+        .ok_or(LedgerError::BadCursor)?;
+    let (seq, cursor_scope) = rest.split_once(':').ok_or(LedgerError::BadCursor)?;
+    if cursor_scope != scope {
+        return Err(LedgerError::BadCursor);
+    }
+    seq.parse().map_err(|_| LedgerError::BadCursor)
+}
