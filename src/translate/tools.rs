@@ -98,8 +98,12 @@ pub fn tools_list_to_modern_owned(
 }
 
 /// Legacy `tools/call` params → modern: `params.task` removed and returned
-/// (the modern server decides on tasks itself). `_meta` injection is
-/// [`super::session::request_to_modern`]'s job.
+/// (the modern server decides on tasks itself). Stray `inputResponses` /
+/// `requestState` members are dropped too: a 2025-11-25 client cannot mean
+/// the 2026 MRTR members, and forwarding them would hand the server answers
+/// or state nobody asked for (and break the 2026 schema, which types them).
+/// The legacy front adds its own MRTR members after this. `_meta` injection
+/// is [`super::session::request_to_modern`]'s job.
 pub fn call_params_to_modern(params: &Value) -> (Value, Option<TaskMetadata>) {
     call_params_to_modern_owned(params.clone())
 }
@@ -107,11 +111,15 @@ pub fn call_params_to_modern(params: &Value) -> (Value, Option<TaskMetadata>) {
 /// [`call_params_to_modern`] consuming the params.
 pub fn call_params_to_modern_owned(params: Value) -> (Value, Option<TaskMetadata>) {
     let mut p = params;
-    let task = p
-        .as_object_mut()
-        .and_then(|m| m.remove("task"))
-        .map(|t| serde_json::from_value(t).unwrap_or_default());
-    (p, task)
+    let task = p.as_object_mut().and_then(|m| {
+        m.remove("inputResponses");
+        m.remove("requestState");
+        m.remove("task")
+    });
+    (
+        p,
+        task.map(|t| serde_json::from_value(t).unwrap_or_default()),
+    )
 }
 
 /// Modern `tools/call` params → legacy: an incoming `params.task` is ignored
@@ -184,6 +192,17 @@ mod tests {
         assert_eq!(legacy["tools"][1]["execution"]["x"], 1);
         assert!(legacy.get("resultType").is_none());
         assert!(legacy.get("cacheScope").is_none());
+    }
+
+    #[test]
+    fn legacy_call_loses_stray_mrtr_members() {
+        // Found by fuzzing: a legacy client's unknown `inputResponses`
+        // string reached the modern server and broke its schema.
+        let (modern, task) = call_params_to_modern(&json!({
+            "name": "x", "task": {"ttl": 5}, "inputResponses": "x", "requestState": 1, "other": 2
+        }));
+        assert_eq!(modern, json!({"name": "x", "other": 2}));
+        assert_eq!(task.and_then(|t| t.ttl), Some(5));
     }
 
     #[test]
