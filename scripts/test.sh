@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The whole test suite: installs the pinned npm test peers (tests/peers),
+# The whole test suite: installs the pinned npm test peers (tests/peers)
+# and redis-server (Debian package) when missing,
 # runs cargo test, then the official MCP conformance suite's tasks-*
 # scenarios against the modern reference server (baseline) and against a
 # 2025-11-25 server behind the shim (scripts/conformance.sh installs Node 22
@@ -16,6 +17,15 @@ fi
 # of this script explore the same cases and a green run stays green.
 # Exploring new cases is docs/fuzzing.md's "Running longer" (random seeds).
 export PROPTEST_RNG_SEED="${PROPTEST_RNG_SEED:-2026112901}"
+# The shared-ledger tests start a real redis-server (Debian's package).
+if ! command -v redis-server >/dev/null 2>&1; then
+  echo "scripts/test.sh: installing redis-server for the shared-ledger tests"
+  sudo=""
+  if [[ $(id -u) -ne 0 ]]; then sudo="sudo"; fi
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get install -y -q redis-server ||
+    { $sudo apt-get update -q && $sudo apt-get install -y -q redis-server; }
+fi
 cargo test "$@"
 # The binary cargo test just built (not a stale release build).
 cargo build --bin mcp-tasks-shim

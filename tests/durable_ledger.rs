@@ -7,7 +7,11 @@
 //! are created, the shim is stopped with SIGTERM, a new shim opens the same
 //! ledger, and the clients (new sessions, same tokens) find what they left.
 //! Without `--ledger` the same restart forgets everything (the default).
-//! Every message the shim answers with is validated against the 2025-11-25
+//!
+//! `--ledger redis://…` (docs/scaling.md): two shim instances share one
+//! real `redis-server` started by the test, and each serves the tasks the
+//! other created, with the same checks as after a restart.
+//! Every message the shim answers with is validated against its revision's
 //! schema.
 
 mod support;
@@ -76,7 +80,7 @@ impl Drop for Upstream {
     }
 }
 
-fn shim(upstream: &Upstream, ledger: Option<&std::path::Path>) -> HttpShim {
+fn shim(upstream: &Upstream, ledger: Option<&str>) -> HttpShim {
     let mut flags = vec![
         "--upstream-url".to_owned(),
         upstream.url.clone(),
@@ -85,9 +89,9 @@ fn shim(upstream: &Upstream, ledger: Option<&std::path::Path>) -> HttpShim {
         "--token".into(),
         "t2=bob".into(),
     ];
-    if let Some(path) = ledger {
+    if let Some(ledger) = ledger {
         flags.push("--ledger".into());
-        flags.push(path.display().to_string());
+        flags.push(ledger.to_owned());
     }
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     HttpShim::spawn::<&str>(&flags, &[])
@@ -229,13 +233,21 @@ async fn make_tasks(shim: &HttpShim) -> Made {
 async fn a_restarted_shim_remembers_every_principals_tasks() {
     let upstream = Upstream::start();
     let ledger = temp_path("ledger.redb");
-    let first = shim(&upstream, Some(&ledger));
+    let first = shim(&upstream, ledger.to_str());
     let made = make_tasks(&first).await;
     stop(first);
 
-    let second = shim(&upstream, Some(&ledger));
-    let mut alice = LegacyClient::connect(&second, "t1").await;
-    let mut bob = LegacyClient::connect(&second, "t2").await;
+    let second = shim(&upstream, ledger.to_str());
+    finds_what_was_made(&second, &made).await;
+    stop(second);
+    let _ = std::fs::remove_file(&ledger);
+}
+
+/// What a shim that did not make `made` must still answer: alice and bob
+/// (new sessions, same tokens) find their own tasks and only those.
+async fn finds_what_was_made(second: &HttpShim, made: &Made) {
+    let mut alice = LegacyClient::connect(second, "t1").await;
+    let mut bob = LegacyClient::connect(second, "t2").await;
 
     // Ownership: alice lists exactly her four tasks, newest first.
     let listed = alice.list().await;
@@ -294,8 +306,32 @@ async fn a_restarted_shim_remembers_every_principals_tasks() {
     assert_eq!(e["code"], -32602, "{e}");
     let r = bob.ok("tasks/result", json!({"taskId": made.bobs})).await;
     assert!(text_of(&r).contains("Bob"), "{r}");
-    stop(second);
-    let _ = std::fs::remove_file(&ledger);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instances_sharing_a_redis_ledger_serve_each_others_tasks() {
+    let redis = support::redis::RedisServer::start();
+    let upstream = Upstream::start();
+    let a = shim(&upstream, Some(&redis.url()));
+    let b = shim(&upstream, Some(&redis.url()));
+    // Made through A, served by B while A still runs.
+    let made = make_tasks(&a).await;
+    finds_what_was_made(&b, &made).await;
+    // And back: B's new task is on A's list, newest first; A's cancel of
+    // it is B's cancel too.
+    let mut alice_b = LegacyClient::connect(&b, "t1").await;
+    let fresh = alice_b
+        .create("slow_compute", json!({"seconds": 600, "label": "shared"}))
+        .await;
+    let mut alice_a = LegacyClient::connect(&a, "t1").await;
+    assert_eq!(alice_a.list().await.first(), Some(&fresh));
+    let c = alice_a.ok("tasks/cancel", json!({"taskId": fresh})).await;
+    assert_eq!(c["status"], "cancelled");
+    assert_eq!(alice_b.status(&fresh).await, "cancelled");
+    let mut bob_a = LegacyClient::connect(&a, "t2").await;
+    assert_eq!(bob_a.list().await, [made.bobs.as_str()]);
+    stop(a);
+    stop(b);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -341,12 +377,26 @@ async fn modern_settled(c: &Client, shim: &HttpShim, token: &str, task: &str) ->
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn modern_clients_keep_finished_results_across_a_restart() {
-    // The legacy reference server keeps tasks per session, so the restarted
-    // shim (a new upstream session) can only answer from its ledger.
-    let upstream = Upstream::of(LEGACY);
     let ledger = temp_path("modern.redb");
+    modern_results_outlive_their_shim(&ledger.display().to_string(), true).await;
+    let _ = std::fs::remove_file(&ledger);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn modern_clients_read_results_through_another_instance() {
+    let redis = support::redis::RedisServer::start();
+    modern_results_outlive_their_shim(&redis.url(), false).await;
+}
+
+/// A modern client's finished task, created through one shim, read through
+/// a second one on the same `ledger` (after the first stopped when
+/// `restart`, beside it otherwise). The legacy reference server keeps tasks
+/// per session, so the second shim (a new upstream session) can only
+/// answer from the ledger.
+async fn modern_results_outlive_their_shim(ledger: &str, restart: bool) {
+    let upstream = Upstream::of(LEGACY);
     let c = client();
-    let first = shim(&upstream, Some(&ledger));
+    let first = shim(&upstream, Some(ledger));
     let created = modern_ok(
         &c,
         &first,
@@ -359,9 +409,14 @@ async fn modern_clients_keep_finished_results_across_a_restart() {
     let id = created["taskId"].as_str().expect("a task id").to_owned();
     let before = modern_settled(&c, &first, "t1", &id).await;
     assert_eq!(before["status"], "completed", "{before}");
-    stop(first);
+    let first = if restart {
+        stop(first);
+        None
+    } else {
+        Some(first)
+    };
 
-    let second = shim(&upstream, Some(&ledger));
+    let second = shim(&upstream, Some(ledger));
     let after = modern_ok(&c, &second, "t1", "tasks/get", json!({"taskId": id})).await;
     assert_eq!(after["status"], "completed", "{after}");
     assert_eq!(after["result"], before["result"], "the cached result");
@@ -372,7 +427,9 @@ async fn modern_clients_keep_finished_results_across_a_restart() {
     assert_valid(Revision::Modern, &e, Some("tasks/get"));
     assert_eq!(e["error"]["code"], -32602, "{e}");
     stop(second);
-    let _ = std::fs::remove_file(&ledger);
+    if let Some(first) = first {
+        stop(first);
+    }
 }
 
 /// Runs a shim that must refuse to start; returns its stderr. Bounded: a
@@ -410,14 +467,14 @@ fn refused_start(upstream: &Upstream, ledger: &std::path::Path) -> String {
 async fn a_ledger_file_serves_one_shim_at_a_time() {
     let upstream = Upstream::start();
     let ledger = temp_path("locked.redb");
-    let first = shim(&upstream, Some(&ledger));
+    let first = shim(&upstream, ledger.to_str());
     let stderr = refused_start(&upstream, &ledger);
     assert!(stderr.contains("in use by another process"), "{stderr}");
     let stderr = refused_start(&upstream, &temp_path("no-such-dir").join("ledger.redb"));
     assert!(stderr.contains("cannot open ledger"), "{stderr}");
     stop(first);
     // Once the first shim is gone, the file is free again.
-    let again = shim(&upstream, Some(&ledger));
+    let again = shim(&upstream, ledger.to_str());
     stop(again);
     let _ = std::fs::remove_file(&ledger);
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::bridge::BridgeConfig;
-use crate::ledger::{DiskLedger, MemoryLedger, TaskLedger};
+use crate::ledger::{DiskLedger, MemoryLedger, RedisLedger, TaskLedger, shared};
 use crate::proxy::ProxyOptions;
 use crate::translate::tools::TaskPolicy;
 use crate::wire::legacy::TaskSupport;
@@ -49,9 +49,15 @@ pub struct ShimArgs {
     pub task_ttl_ms: Option<i64>,
     /// Keep the task ledger (ownership, cancel pins, cached results) in
     /// this file so a restart loses none of it; created if missing. One
-    /// shim process per file. Default: in memory.
-    #[arg(long, value_name = "PATH")]
+    /// shim process per file. Or a Redis server (`redis://host:port/db`,
+    /// `redis+unix:///path/to/socket`) that several shim instances share,
+    /// so any of them serves a principal's tasks. Default: in memory.
+    #[arg(long, value_name = "PATH|URL")]
     pub ledger: Option<PathBuf>,
+    /// With a Redis `--ledger`: the key prefix. Instances that share tasks
+    /// use the same one; unrelated deployments on one server, different ones.
+    #[arg(long, value_name = "PREFIX", default_value = "mcp-tasks-shim")]
+    pub ledger_prefix: String,
     /// When the upstream child exits, stops answering or writes garbage,
     /// start it again (with backoff) instead of giving up. Requests in
     /// flight at the fault still fail with -32603.
@@ -100,6 +106,15 @@ impl ShimArgs {
         let Some(path) = &self.ledger else {
             return Ok(Arc::new(MemoryLedger::new(self.max_tasks_per_client)));
         };
+        if let Some(url) = path.to_str().filter(|p| shared::is_redis_url(p)) {
+            // No sweep here: the per-process scopes in a shared ledger may
+            // belong to live sessions of other instances. Their records
+            // expire with their TTL like any other.
+            let ledger = RedisLedger::open(url, &self.ledger_prefix, self.max_tasks_per_client)
+                .map_err(|e| format!("--ledger {url}: {e}"))?;
+            tracing::info!(prefix = %self.ledger_prefix, "task ledger shared in redis");
+            return Ok(Arc::new(ledger));
+        }
         let ledger =
             DiskLedger::open(path, self.max_tasks_per_client).map_err(|e| e.to_string())?;
         let swept = ledger

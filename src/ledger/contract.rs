@@ -217,3 +217,97 @@ fn per_process_scopes_can_be_swept() {
     assert_eq!(l.len(), 2);
     assert!(l.get("sessions-of-alice", "a1", 0).is_some());
 }
+
+#[path = "../../tests/support/redis.rs"]
+#[allow(dead_code, unreachable_pub)]
+mod redis_server;
+
+#[test]
+fn redis_ledger_keeps_the_contract() {
+    let server = redis_server::RedisServer::start();
+    let n = std::sync::atomic::AtomicUsize::new(0);
+    contract(&|cap| {
+        // One key prefix per ledger: each check starts from an empty store.
+        let i = n.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Box::new(RedisLedger::open(&server.url(), &format!("contract-{i}"), cap).unwrap())
+    });
+}
+
+#[test]
+fn redis_ledgers_on_one_server_share_tasks_and_the_cap() {
+    let server = redis_server::RedisServer::start();
+    let a = RedisLedger::open(&server.url(), "shim", 2).unwrap();
+    let b = RedisLedger::open(&server.url(), "shim", 2).unwrap();
+    let other = RedisLedger::open(&server.url(), "another-deployment", 2).unwrap();
+    a.insert(rec("alice", "t1", None), 0).unwrap();
+    b.insert(rec("alice", "t2", Some(50)), 0).unwrap();
+    // The cap counts what every instance stored.
+    assert_eq!(
+        a.insert(rec("alice", "t3", None), 0),
+        Err(LedgerError::ScopeFull(2))
+    );
+    assert_eq!(ids(&b.list("alice", None, 10, 0).unwrap()), ["t2", "t1"]);
+    // A cursor from one instance pages on the other.
+    let cursor = a.list("alice", None, 1, 0).unwrap().next_cursor.unwrap();
+    assert_eq!(ids(&b.list("alice", Some(&cursor), 10, 0).unwrap()), ["t1"]);
+    // A cancel pin set through one is seen through the other.
+    b.update("alice", "t1", 0, &mut |r| r.cancel_pinned = true)
+        .unwrap();
+    assert!(a.get("alice", "t1", 0).unwrap().cancel_pinned);
+    assert_eq!(a.get("bob", "t1", 0), None);
+    // Another prefix is another ledger.
+    assert_eq!(other.get("alice", "t1", 0), None);
+    assert_eq!(other.len(), 0);
+    // Either instance's sweeper evicts for both.
+    assert_eq!(b.evict_expired(50), 1);
+    assert_eq!(a.len(), 1);
+    a.insert(rec("alice", "t3", None), 60).unwrap();
+}
+
+#[test]
+fn redis_updates_from_many_threads_all_land() {
+    let server = redis_server::RedisServer::start();
+    let url = server.url();
+    let first = RedisLedger::open(&url, "race", 10).unwrap();
+    first.insert(rec("alice", "t", None), 0).unwrap();
+    // Each thread is its own instance (own connection) appending to the
+    // status message: optimistic locking must not lose any append.
+    std::thread::scope(|s| {
+        for i in 0..4 {
+            let url = &url;
+            s.spawn(move || {
+                let l = RedisLedger::open(url, "race", 10).unwrap();
+                for j in 0..25 {
+                    l.update("alice", "t", 0, &mut |r| {
+                        let m = r.task.status_message.get_or_insert_with(String::new);
+                        m.push_str(&format!("{i}.{j};"));
+                    })
+                    .unwrap();
+                }
+            });
+        }
+    });
+    let msg = first
+        .get("alice", "t", 0)
+        .unwrap()
+        .task
+        .status_message
+        .unwrap();
+    assert_eq!(msg.matches(';').count(), 100, "{msg}");
+}
+
+#[test]
+fn a_dead_redis_is_an_error_not_a_hang() {
+    let server = redis_server::RedisServer::start();
+    let url = server.url();
+    let l = RedisLedger::open(&url, "gone", 10).unwrap();
+    l.insert(rec("alice", "t", None), 0).unwrap();
+    drop(server);
+    assert!(matches!(
+        l.insert(rec("alice", "u", None), 0),
+        Err(LedgerError::Storage(_))
+    ));
+    assert!(l.list("alice", None, 10, 0).is_err());
+    assert_eq!(l.get("alice", "t", 0), None);
+    assert!(RedisLedger::open(&url, "gone", 10).is_err());
+}

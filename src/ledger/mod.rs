@@ -19,12 +19,15 @@
 
 pub mod disk;
 pub mod memory;
+pub mod shared;
+mod stored;
 
 #[cfg(test)]
 mod contract;
 
 pub use disk::DiskLedger;
 pub use memory::MemoryLedger;
+pub use shared::RedisLedger;
 
 use crate::wire::legacy;
 use crate::wire::modern::Payload;

@@ -10,5 +10,6 @@
 
 pub mod http;
 pub mod peers;
+pub mod redis;
 pub mod schema;
 pub mod wire;

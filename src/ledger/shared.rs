@@ -1,0 +1,447 @@
+//! The shared ledger (`--ledger redis://…`): the contract of
+//! [`MemoryLedger`](super::MemoryLedger) kept in Redis, so that several shim
+//! instances behind one load balancer serve each principal's tasks from any
+//! instance (docs/scaling.md).
+//!
+//! ```text
+//!   {p}:rec:{id}       string  JSON of the record (the same encoding as
+//!                              the disk ledger's)
+//!   {p}:scope:{scope}  zset    id → seq      newest-first pages: O(page)
+//!   {p}:exp            zset    id → expires_at   eviction: O(expired)
+//!   {p}:ids            set     every live id      `len` for /metrics
+//!   {p}:seq            counter insertion order across instances
+//! ```
+//!
+//! Changes that touch several keys are Lua scripts, which Redis runs
+//! atomically: two instances inserting into one scope cannot both pass the
+//! per-scope cap, and an eviction never leaves a half-removed record.
+//! `update` runs the caller's closure between `WATCH` and `MULTI`/`EXEC`,
+//! so a concurrent change by another instance makes it read and apply
+//! again instead of overwriting (optimistic locking, bounded retries).
+//!
+//! Expiry is the record's own `expires_at` compared with the caller's
+//! clock, exactly as in the other ledgers: reads skip expired records and
+//! [`TaskLedger::evict_expired`] (the sweeper) deletes them. Redis key
+//! expiry is not used, because the shim's clock, not Redis's, is the
+//! reference every instance shares with its clients.
+//!
+//! The trait is synchronous, so each call is a blocking round trip on the
+//! calling (tokio worker) thread, over one connection per instance guarded
+//! by a mutex; a lost connection is re-opened on the next call. Reads and
+//! writes time out after [`IO_TIMEOUT`], so a dead Redis turns into errors
+//! (`-32603` where the trait can report them), never into a hang.
+//!
+//! The key layout assumes one Redis node (or one hash slot): the scripts
+//! build key names from their arguments.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use redis::{Commands, Connection, Script};
+
+use super::stored::Stored;
+use super::{LedgerError, Millis, Page, TaskLedger, TaskRecord};
+
+/// Bound on every Redis read or write.
+pub const IO_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// `update` gives up after this many conflicting writes by other instances
+/// (each retry means somebody else's change to the same task landed).
+const UPDATE_RETRIES: usize = 16;
+
+/// Shared by the scripts: drop every record expired at `now` (ARGV[2]).
+const EVICT_LUA: &str = r"
+local function evict(p, now)
+  local dead = redis.call('ZRANGEBYSCORE', p .. ':exp', '-inf', now)
+  for _, id in ipairs(dead) do
+    local raw = redis.call('GET', p .. ':rec:' .. id)
+    if raw then
+      local scope = cjson.decode(raw).scope
+      redis.call('ZREM', p .. ':scope:' .. scope, id)
+      redis.call('DEL', p .. ':rec:' .. id)
+    end
+    redis.call('SREM', p .. ':ids', id)
+    redis.call('ZREM', p .. ':exp', id)
+  end
+  return #dead
+end
+local function remove(p, id)
+  local raw = redis.call('GET', p .. ':rec:' .. id)
+  if raw then
+    local scope = cjson.decode(raw).scope
+    redis.call('ZREM', p .. ':scope:' .. scope, id)
+    redis.call('DEL', p .. ':rec:' .. id)
+    redis.call('SREM', p .. ':ids', id)
+    redis.call('ZREM', p .. ':exp', id)
+  end
+end
+";
+
+/// ARGV: prefix, now, scope, id, cap, seq, record JSON, expires_at or "".
+/// Returns 1 when stored, 0 when the scope is full.
+const INSERT_LUA: &str = r"
+local p, now, scope, id = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+evict(p, now)
+remove(p, id)
+if redis.call('ZCARD', p .. ':scope:' .. scope) >= tonumber(ARGV[5]) then
+  return 0
+end
+redis.call('SET', p .. ':rec:' .. id, ARGV[7])
+redis.call('ZADD', p .. ':scope:' .. scope, ARGV[6], id)
+redis.call('SADD', p .. ':ids', id)
+if ARGV[8] ~= '' then
+  redis.call('ZADD', p .. ':exp', ARGV[8], id)
+end
+return 1
+";
+
+/// ARGV: prefix, now. Returns how many records went.
+const EVICT_ONLY_LUA: &str = r"
+return evict(ARGV[1], ARGV[2])
+";
+
+/// ARGV: prefix, scope. Returns how many records went.
+const DROP_SCOPE_LUA: &str = r"
+local p = ARGV[1]
+local key = p .. ':scope:' .. ARGV[2]
+local ids = redis.call('ZRANGE', key, 0, -1)
+for _, id in ipairs(ids) do
+  redis.call('DEL', p .. ':rec:' .. id)
+  redis.call('SREM', p .. ':ids', id)
+  redis.call('ZREM', p .. ':exp', id)
+end
+redis.call('DEL', key)
+return #ids
+";
+
+/// Task records in Redis, shared by every shim instance that names the
+/// same server and key prefix. See the module docs.
+///
+/// ```no_run
+/// use mcp_tasks_shim::ledger::{RedisLedger, TaskLedger};
+/// let ledger = RedisLedger::open("redis://127.0.0.1:6379/0", "mcp-tasks-shim", 1000)?;
+/// assert_eq!(ledger.len(), ledger.len());
+/// # Ok::<(), mcp_tasks_shim::ledger::LedgerError>(())
+/// ```
+pub struct RedisLedger {
+    client: redis::Client,
+    conn: Mutex<Option<Connection>>,
+    prefix: String,
+    per_scope_cap: usize,
+    insert: Script,
+    evict: Script,
+    drop_scope: Script,
+}
+
+impl std::fmt::Debug for RedisLedger {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisLedger")
+            .field(
+                "server",
+                &self.client.get_connection_info().addr().to_string(),
+            )
+            .field("prefix", &self.prefix)
+            .field("per_scope_cap", &self.per_scope_cap)
+            .finish_non_exhaustive()
+    }
+}
+
+fn storage(e: redis::RedisError) -> LedgerError {
+    LedgerError::Storage(format!("redis: {e}"))
+}
+
+/// True for a `--ledger` value that names a Redis server rather than a file.
+pub fn is_redis_url(s: &str) -> bool {
+    ["redis://", "rediss://", "redis+unix://", "unix://"]
+        .iter()
+        .any(|scheme| s.starts_with(scheme))
+}
+
+impl RedisLedger {
+    /// Connects to the Redis server at `url` (`redis://host:port/db` or
+    /// `redis+unix:///path/to/socket`) and checks it answers. Keys are
+    /// named `{prefix}:…`: instances meant to share tasks use the same
+    /// prefix, unrelated deployments on one server use different ones.
+    pub fn open(url: &str, prefix: &str, per_scope_cap: usize) -> Result<Self, LedgerError> {
+        if prefix.is_empty() {
+            return Err(LedgerError::Storage("redis key prefix is empty".into()));
+        }
+        let client = redis::Client::open(url).map_err(storage)?;
+        let ledger = RedisLedger {
+            client,
+            conn: Mutex::new(None),
+            prefix: prefix.to_owned(),
+            per_scope_cap,
+            insert: Script::new(&format!("{EVICT_LUA}{INSERT_LUA}")),
+            evict: Script::new(&format!("{EVICT_LUA}{EVICT_ONLY_LUA}")),
+            drop_scope: Script::new(DROP_SCOPE_LUA),
+        };
+        ledger.with_conn(|c| redis::cmd("PING").query::<String>(c))?;
+        Ok(ledger)
+    }
+
+    /// Runs `f` on the instance's connection, opening it first if needed.
+    /// A failed call drops the connection so the next call starts afresh
+    /// (a Redis restart costs the calls made while it was down, no more).
+    fn with_conn<T>(
+        &self,
+        f: impl FnOnce(&mut Connection) -> redis::RedisResult<T>,
+    ) -> Result<T, LedgerError> {
+        let mut slot = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.is_none() {
+            let c = self
+                .client
+                .get_connection_with_timeout(IO_TIMEOUT)
+                .map_err(storage)?;
+            c.set_read_timeout(Some(IO_TIMEOUT)).map_err(storage)?;
+            c.set_write_timeout(Some(IO_TIMEOUT)).map_err(storage)?;
+            *slot = Some(c);
+        }
+        let conn = slot.as_mut().expect("connection opened above");
+        let out = f(conn);
+        if let Err(e) = &out
+            && (e.is_io_error() || e.is_timeout() || e.is_connection_dropped())
+        {
+            *slot = None;
+        }
+        out.map_err(storage)
+    }
+
+    fn rec_key(&self, id: &str) -> String {
+        format!("{}:rec:{id}", self.prefix)
+    }
+
+    fn scope_key(&self, scope: &str) -> String {
+        format!("{}:scope:{scope}", self.prefix)
+    }
+
+    fn try_get(&self, scope: &str, id: &str, now: Millis) -> Result<Option<Stored>, LedgerError> {
+        let raw: Option<Vec<u8>> = self.with_conn(|c| c.get(self.rec_key(id)))?;
+        let Some(raw) = raw else { return Ok(None) };
+        let s = Stored::decode(&raw)?;
+        Ok((s.scope == scope && !s.expired(now)).then_some(s))
+    }
+
+    fn try_update(
+        &self,
+        scope: &str,
+        id: &str,
+        now: Millis,
+        change: &mut dyn FnMut(&mut TaskRecord),
+    ) -> Result<Option<TaskRecord>, LedgerError> {
+        let key = self.rec_key(id);
+        let exp_key = format!("{}:exp", self.prefix);
+        for _ in 0..UPDATE_RETRIES {
+            let outcome = self.with_conn(|c| {
+                redis::cmd("WATCH").arg(&key).exec(c)?;
+                let raw: Option<Vec<u8>> = c.get(&key)?;
+                let stored = match raw.map(|r| Stored::decode(&r)) {
+                    Some(Ok(s)) if s.scope == scope && !s.expired(now) => s,
+                    Some(Err(e)) => {
+                        redis::cmd("UNWATCH").exec(c)?;
+                        return Ok(Attempt::Failed(e));
+                    }
+                    _ => {
+                        redis::cmd("UNWATCH").exec(c)?;
+                        return Ok(Attempt::Missing);
+                    }
+                };
+                let seq = stored.seq;
+                let before = stored.into_record();
+                let mut after = before.clone();
+                change(&mut after);
+                // The indexes hang on scope and id: those stay put.
+                after.scope = before.scope.clone();
+                after.task.task_id = before.task.task_id.clone();
+                if after == before {
+                    redis::cmd("UNWATCH").exec(c)?;
+                    return Ok(Attempt::Done(Box::new(after)));
+                }
+                let body = match Stored::new(seq, after.clone()).encode() {
+                    Ok(b) => b,
+                    Err(e) => {
+                        redis::cmd("UNWATCH").exec(c)?;
+                        return Ok(Attempt::Failed(e));
+                    }
+                };
+                let mut pipe = redis::pipe();
+                pipe.atomic().set(&key, body);
+                match after.expires_at {
+                    Some(t) => pipe.zadd(&exp_key, id, t),
+                    None => pipe.zrem(&exp_key, id),
+                };
+                // EXEC answers nil when a watched key changed meanwhile.
+                let done: Option<redis::Value> = pipe.query(c)?;
+                Ok(match done {
+                    Some(_) => Attempt::Done(Box::new(after)),
+                    None => Attempt::Conflict,
+                })
+            })?;
+            match outcome {
+                Attempt::Done(rec) => return Ok(Some(*rec)),
+                Attempt::Missing => return Ok(None),
+                Attempt::Failed(e) => return Err(e),
+                // Another instance changed the task first: read it again.
+                Attempt::Conflict => continue,
+            }
+        }
+        Err(LedgerError::Storage(format!(
+            "task {id} kept changing under {UPDATE_RETRIES} updates"
+        )))
+    }
+
+    fn try_list(
+        &self,
+        scope: &str,
+        before: Option<u64>,
+        limit: usize,
+        now: Millis,
+    ) -> Result<Page, LedgerError> {
+        let key = self.scope_key(scope);
+        let mut upper = before.map_or_else(|| "+inf".to_owned(), |s| format!("({s}"));
+        let mut page = Vec::with_capacity(limit.min(256));
+        let mut last_seq = None;
+        // One batch is usually enough; expired records still indexed (not
+        // swept yet) make the loop fetch more.
+        let batch = limit.saturating_add(1).clamp(1, 1000);
+        loop {
+            let entries: Vec<(String, u64)> = self.with_conn(|c| {
+                redis::cmd("ZREVRANGEBYSCORE")
+                    .arg(&key)
+                    .arg(&upper)
+                    .arg("-inf")
+                    .arg("WITHSCORES")
+                    .arg("LIMIT")
+                    .arg(0)
+                    .arg(batch)
+                    .query(c)
+            })?;
+            if entries.is_empty() {
+                return Ok(Page {
+                    records: page,
+                    next_cursor: None,
+                });
+            }
+            let keys: Vec<String> = entries.iter().map(|(id, _)| self.rec_key(id)).collect();
+            let bodies: Vec<Option<Vec<u8>>> =
+                self.with_conn(|c| redis::cmd("MGET").arg(&keys).query(c))?;
+            for ((_, seq), body) in entries.iter().zip(bodies) {
+                let Some(body) = body else { continue };
+                let s = Stored::decode(&body)?;
+                if s.expired(now) || s.scope != scope {
+                    continue;
+                }
+                if page.len() == limit {
+                    let next_cursor = last_seq.map(|seq| super::encode_cursor("r1", scope, seq));
+                    return Ok(Page {
+                        records: page,
+                        next_cursor,
+                    });
+                }
+                last_seq = Some(*seq);
+                page.push(s.into_record());
+            }
+            let Some((_, oldest)) = entries.last() else {
+                unreachable!("entries is not empty")
+            };
+            upper = format!("({oldest}");
+            if entries.len() < batch {
+                return Ok(Page {
+                    records: page,
+                    next_cursor: None,
+                });
+            }
+        }
+    }
+}
+
+/// One optimistic `update` attempt.
+enum Attempt {
+    Done(Box<TaskRecord>),
+    Missing,
+    Conflict,
+    Failed(LedgerError),
+}
+
+/// Logs a storage failure where the trait has no way to report it.
+fn logged<T>(what: &str, r: Result<T, LedgerError>, fallback: T) -> T {
+    r.unwrap_or_else(|e| {
+        tracing::error!(error = %e, "shared ledger: {what} failed");
+        fallback
+    })
+}
+
+impl TaskLedger for RedisLedger {
+    fn insert(&self, record: TaskRecord, now: Millis) -> Result<(), LedgerError> {
+        let seq: u64 = self.with_conn(|c| c.incr(format!("{}:seq", self.prefix), 1))?;
+        let scope = record.scope.clone();
+        let id = record.id().to_owned();
+        let expires = record.expires_at.map(|t| t.to_string()).unwrap_or_default();
+        let body = Stored::new(seq, record).encode()?;
+        let stored: i64 = self.with_conn(|c| {
+            self.insert
+                .arg(&self.prefix)
+                .arg(now)
+                .arg(&scope)
+                .arg(&id)
+                .arg(self.per_scope_cap)
+                .arg(seq)
+                .arg(body)
+                .arg(expires)
+                .invoke(c)
+        })?;
+        if stored == 0 {
+            return Err(LedgerError::ScopeFull(self.per_scope_cap));
+        }
+        Ok(())
+    }
+
+    fn get(&self, scope: &str, task_id: &str, now: Millis) -> Option<TaskRecord> {
+        let r = self.try_get(scope, task_id, now);
+        logged("get", r, None).map(Stored::into_record)
+    }
+
+    fn update(
+        &self,
+        scope: &str,
+        task_id: &str,
+        now: Millis,
+        change: &mut dyn FnMut(&mut TaskRecord),
+    ) -> Option<TaskRecord> {
+        let r = self.try_update(scope, task_id, now, change);
+        logged("update", r, None)
+    }
+
+    fn list(
+        &self,
+        scope: &str,
+        cursor: Option<&str>,
+        limit: usize,
+        now: Millis,
+    ) -> Result<Page, LedgerError> {
+        let before = cursor
+            .map(|c| super::decode_cursor("r1", scope, c))
+            .transpose()?;
+        self.try_list(scope, before, limit, now)
+    }
+
+    fn drop_scope(&self, scope: &str) {
+        let r = self.with_conn(|c| {
+            self.drop_scope
+                .arg(&self.prefix)
+                .arg(scope)
+                .invoke::<i64>(c)
+        });
+        logged("drop_scope", r.map(drop), ());
+    }
+
+    fn evict_expired(&self, now: Millis) -> usize {
+        let r = self.with_conn(|c| self.evict.arg(&self.prefix).arg(now).invoke::<i64>(c));
+        logged("evict_expired", r.map(|n| n.max(0) as usize), 0)
+    }
+
+    fn len(&self) -> usize {
+        let r = self.with_conn(|c| c.scard::<_, usize>(format!("{}:ids", self.prefix)));
+        logged("len", r, 0)
+    }
+}

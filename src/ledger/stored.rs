@@ -1,0 +1,87 @@
+//! The stored form of a [`TaskRecord`], shared by the ledgers that keep
+//! records outside the process ([`DiskLedger`](super::DiskLedger),
+//! [`RedisLedger`](super::RedisLedger)): one JSON encoding, so the two
+//! formats cannot drift apart.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::{LedgerError, Millis, TaskRecord};
+use crate::jsonrpc::ErrorObject;
+use crate::wire::legacy;
+use crate::wire::modern::Payload;
+
+/// A record as stored: the [`TaskRecord`] plus its insertion sequence.
+/// Its own type (not a serde derive on the engines' types) so the file
+/// format changes only on purpose.
+#[derive(Debug, Serialize, Deserialize)]
+pub(super) struct Stored {
+    pub(super) seq: u64,
+    pub(super) scope: String,
+    task: legacy::Task,
+    payload: StoredPayload,
+    #[serde(default)]
+    cancel_pinned: bool,
+    #[serde(default)]
+    synthetic: bool,
+    #[serde(default)]
+    pub(super) expires_at: Option<Millis>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "value", rename_all = "snake_case")]
+enum StoredPayload {
+    None,
+    Result(Value),
+    Error(ErrorObject),
+    Input(Map<String, Value>),
+}
+
+impl Stored {
+    pub(super) fn new(seq: u64, r: TaskRecord) -> Stored {
+        Stored {
+            seq,
+            scope: r.scope,
+            task: r.task,
+            payload: match r.payload {
+                Payload::None => StoredPayload::None,
+                Payload::Result(v) => StoredPayload::Result(v),
+                Payload::Error(e) => StoredPayload::Error(e),
+                Payload::Input(i) => StoredPayload::Input(i),
+            },
+            cancel_pinned: r.cancel_pinned,
+            synthetic: r.synthetic,
+            expires_at: r.expires_at,
+        }
+    }
+
+    pub(super) fn into_record(self) -> TaskRecord {
+        TaskRecord {
+            scope: self.scope,
+            task: self.task,
+            payload: match self.payload {
+                StoredPayload::None => Payload::None,
+                StoredPayload::Result(v) => Payload::Result(v),
+                StoredPayload::Error(e) => Payload::Error(e),
+                StoredPayload::Input(i) => Payload::Input(i),
+            },
+            cancel_pinned: self.cancel_pinned,
+            synthetic: self.synthetic,
+            expires_at: self.expires_at,
+        }
+    }
+
+    pub(super) fn decode(bytes: &[u8]) -> Result<Stored, LedgerError> {
+        serde_json::from_slice(bytes)
+            .map_err(|e| LedgerError::Storage(format!("unreadable ledger record: {e}")))
+    }
+
+    pub(super) fn encode(&self) -> Result<Vec<u8>, LedgerError> {
+        serde_json::to_vec(self)
+            .map_err(|e| LedgerError::Storage(format!("cannot encode ledger record: {e}")))
+    }
+
+    pub(super) fn expired(&self, now: Millis) -> bool {
+        self.expires_at.is_some_and(|t| t <= now)
+    }
+}

@@ -1,0 +1,63 @@
+//! A throwaway `redis-server` for the shared-ledger tests: its own unix
+//! socket in a temporary directory (no port to collide on), no persistence,
+//! killed when dropped. Also compiled into the ledger's unit tests
+//! (`src/ledger/contract.rs`) so both use one copy.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A running `redis-server`.
+pub struct RedisServer {
+    child: Child,
+    socket: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl RedisServer {
+    /// Starts one and waits (bounded) until its socket exists. Panics with
+    /// the fix when `redis-server` is not installed: scripts/test.sh
+    /// installs it, and a missing store must fail the run, not skip it.
+    pub fn start() -> RedisServer {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let socket = dir.path().join("redis.sock");
+        let child = Command::new("redis-server")
+            .args(["--port", "0", "--save", "", "--appendonly", "no"])
+            .arg("--unixsocket")
+            .arg(&socket)
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!(
+                    "cannot start redis-server ({e}); scripts/test.sh installs it \
+                     (apt-get install redis-server)"
+                )
+            });
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !socket.exists() {
+            assert!(
+                Instant::now() < deadline,
+                "redis-server did not start in 10 s"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        RedisServer {
+            child,
+            socket,
+            _dir: dir,
+        }
+    }
+
+    /// Its address for `--ledger` / `RedisLedger::open`.
+    pub fn url(&self) -> String {
+        format!("redis+unix://{}", self.socket.display())
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
