@@ -1,23 +1,32 @@
-//! What the durable ledger costs per call, against the in-memory ledger
-//! measured in the same run.
+//! What the durable and the shared ledgers cost per call, against the
+//! in-memory ledger measured in the same run.
 //!
 //! For each operation the engines make, on ledgers holding the same
-//! records: median ns per call of several batches, and the ratio
-//! disk / memory. There is no target: the disk ledger commits every change
-//! with an fsync, which the memory ledger cannot be compared with; the
-//! numbers say what `--ledger` costs, and the `list` rows at two sizes show
-//! that a page costs the same however many tasks a scope holds.
+//! records: median ns per call of several batches, and the ratios
+//! disk / memory and redis / memory. There is no target: the disk ledger
+//! commits every change with an fsync and the Redis ledger makes network
+//! round trips, which the memory ledger cannot be compared with; the
+//! numbers say what `--ledger PATH` and `--ledger redis://…` cost, and the
+//! `list` rows at two sizes show that a page costs the same however many
+//! tasks a scope holds.
 //!
-//! `cargo bench --bench ledger`. `LEDGER_BENCH_DIR` puts the file
-//! elsewhere than the temp dir (the fsync cost is the file system's).
+//! `cargo bench --bench ledger` (needs `redis-server` on the PATH; the bench
+//! starts its own on a unix socket, so the Redis figures are a local
+//! server's: add the network's round trip for a remote one).
+//! `LEDGER_BENCH_DIR` puts the file elsewhere than the temp dir (the fsync
+//! cost is the file system's).
 
 use std::hint::black_box;
 use std::time::Instant;
 
-use mcp_tasks_shim::ledger::{DiskLedger, MemoryLedger, TaskLedger, TaskRecord};
+use mcp_tasks_shim::ledger::{DiskLedger, MemoryLedger, RedisLedger, TaskLedger, TaskRecord};
 use mcp_tasks_shim::wire::modern::Payload;
 use mcp_tasks_shim::wire::{TaskStatus, legacy};
 use serde_json::json;
+
+#[path = "../tests/support/redis.rs"]
+#[allow(dead_code, unreachable_pub)]
+mod redis_server;
 
 /// One timed call on a ledger; the `usize` varies the task it touches.
 type Op = dyn Fn(&dyn TaskLedger, usize);
@@ -72,10 +81,11 @@ fn fill(l: &dyn TaskLedger, scope: &str, n: usize) {
     }
 }
 
-fn row(name: &str, memory: f64, disk: f64) {
+fn row(name: &str, memory: f64, disk: f64, redis: f64) {
     println!(
-        "{name:<44} {memory:>12.0} {disk:>12.0} {:>9.1}×",
-        disk / memory
+        "{name:<44} {memory:>10.0} {disk:>10.0} {redis:>10.0} {:>9.1}× {:>9.1}×",
+        disk / memory,
+        redis / memory
     );
 }
 
@@ -87,14 +97,16 @@ fn main() {
     .expect("a temp dir");
     let mem = MemoryLedger::new(100_000);
     let disk = DiskLedger::open(&dir.path().join("bench.redb"), 100_000).expect("open");
-    for l in [&mem as &dyn TaskLedger, &disk] {
+    let server = redis_server::RedisServer::start();
+    let redis = RedisLedger::open(&server.url(), "bench", 100_000).expect("redis");
+    for l in [&mem as &dyn TaskLedger, &disk, &redis] {
         fill(l, "small", SMALL);
         fill(l, "big", BIG);
     }
     println!("ledger file in {}", dir.path().display());
     println!(
-        "{:<44} {:>12} {:>12} {:>10}",
-        "operation", "memory ns", "disk ns", "ratio"
+        "{:<44} {:>10} {:>10} {:>10} {:>10} {:>10}",
+        "operation", "memory ns", "disk ns", "redis ns", "disk/mem", "redis/mem"
     );
 
     let ops: [(&str, usize, &Op); 6] = [
@@ -124,7 +136,8 @@ fn main() {
     for (name, n, op) in ops {
         let m = time(n, |i| op(&mem, i));
         let d = time(n, |i| op(&disk, i));
-        row(name, m, d);
+        let r = time(n, |i| op(&redis, i));
+        row(name, m, d, r);
     }
     let m = time(500, |_| {
         black_box(mem.list("big", None, 50, 0).unwrap());
@@ -132,12 +145,15 @@ fn main() {
     let d = time(500, |_| {
         black_box(disk.list("big", None, 50, 0).unwrap());
     });
-    row("list: first page of 50 (scope of 2000)", m, d);
+    let r = time(500, |_| {
+        black_box(redis.list("big", None, 50, 0).unwrap());
+    });
+    row("list: first page of 50 (scope of 2000)", m, d, r);
     let open = time(5, |_| {
         drop(DiskLedger::open(&dir.path().join("reopen.redb"), 10).expect("open"));
     });
     println!(
-        "{:<44} {:>12} {open:>12.0}",
+        "{:<44} {:>10} {open:>10.0}",
         "open (and close) a ledger file", "-"
     );
 }

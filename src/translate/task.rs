@@ -45,8 +45,8 @@ pub fn task_to_modern(t: &legacy::Task) -> modern::Task {
         status_message: t.status_message.clone(),
         created_at: t.created_at.clone(),
         last_updated_at: t.last_updated_at.clone(),
-        ttl_ms: t.ttl,
-        poll_interval_ms: t.poll_interval,
+        ttl_ms: t.ttl.map(js_safe),
+        poll_interval_ms: t.poll_interval.map(js_safe),
         extra: without_shadows(t.extra.clone(), MODERN_ONLY),
     }
 }
@@ -59,10 +59,19 @@ pub fn task_to_modern_owned(t: legacy::Task) -> modern::Task {
         status_message: t.status_message,
         created_at: t.created_at,
         last_updated_at: t.last_updated_at,
-        ttl_ms: t.ttl,
-        poll_interval_ms: t.poll_interval,
+        ttl_ms: t.ttl.map(js_safe),
+        poll_interval_ms: t.poll_interval.map(js_safe),
         extra: without_shadows(t.extra, MODERN_ONLY),
     }
+}
+
+/// The 2026-07-28 schema bounds `ttlMs` / `pollIntervalMs` to JavaScript's
+/// safe integers (±(2^53 − 1)); 2025-11-25 allows any integer. A legacy
+/// value beyond is clamped: such a TTL or interval means "practically
+/// forever" either way (found by fuzzing).
+fn js_safe(ms: i64) -> i64 {
+    const MAX_SAFE: i64 = (1 << 53) - 1;
+    ms.clamp(-MAX_SAFE, MAX_SAFE)
 }
 
 /// Task members only one revision has, by the revision that has them.
@@ -303,6 +312,20 @@ pub fn task_id_param(params: Option<&Value>) -> Result<&str, ShimError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn huge_legacy_durations_are_clamped_to_the_modern_bound() {
+        let mut t: legacy::Task = serde_json::from_value(json!({
+            "taskId": "t", "status": "working", "createdAt": "c", "lastUpdatedAt": "u",
+            "ttl": 4_582_515_721_701_724_684_i64, "pollInterval": i64::MIN
+        }))
+        .unwrap();
+        let m = task_to_modern(&t);
+        assert_eq!(m.ttl_ms, Some((1 << 53) - 1));
+        assert_eq!(m.poll_interval_ms, Some(-((1 << 53) - 1)));
+        t.ttl = Some(60_000);
+        assert_eq!(task_to_modern_owned(t).ttl_ms, Some(60_000));
+    }
     use crate::wire::from_value;
 
     fn modern_task(status: &str) -> Value {
