@@ -231,6 +231,21 @@ impl RedisLedger {
     ) -> Result<Option<TaskRecord>, LedgerError> {
         let key = self.rec_key(id);
         let exp_key = format!("{}:exp", self.prefix);
+        // Most updates are polls that change nothing: settle those with one
+        // GET instead of WATCH/GET/UNWATCH. A change found here is applied
+        // again below on a watched read, so nothing is written from an
+        // unwatched one.
+        let Some(stored) = self.try_get(scope, id, now)? else {
+            return Ok(None);
+        };
+        let before = stored.into_record();
+        let mut after = before.clone();
+        change(&mut after);
+        after.scope = before.scope.clone();
+        after.task.task_id = before.task.task_id.clone();
+        if after == before {
+            return Ok(Some(after));
+        }
         for _ in 0..UPDATE_RETRIES {
             let outcome = self.with_conn(|c| {
                 redis::cmd("WATCH").arg(&key).exec(c)?;
