@@ -376,6 +376,37 @@ async fn modern_settled(c: &Client, shim: &HttpShim, token: &str, task: &str) ->
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_outage_is_an_internal_error_and_service_resumes() {
+    let mut redis = support::redis::RedisServer::start();
+    let upstream = Upstream::start();
+    let a = shim(&upstream, Some(&redis.url()));
+    let mut alice = LegacyClient::connect(&a, "t1").await;
+    let id = alice.create("greet", json!({"name": "Ada"})).await;
+    redis.stop();
+    // Not "unknown task": a client told that would drop a task that still
+    // exists. -32603 names the ledger; nothing hangs (2 s bound per call).
+    for (method, params) in [
+        ("tasks/get", json!({"taskId": id})),
+        ("tasks/result", json!({"taskId": id})),
+        ("tasks/cancel", json!({"taskId": id})),
+        ("tasks/list", json!({})),
+    ] {
+        let e = alice.err(method, params).await;
+        assert_eq!(e["code"], -32603, "{method}: {e}");
+        assert!(
+            e["message"].as_str().unwrap_or("").contains("ledger"),
+            "{method}: {e}"
+        );
+    }
+    // A Redis restart (empty, no persistence here) is picked up without
+    // restarting the shim.
+    redis.restart();
+    let fresh = alice.create("greet", json!({"name": "again"})).await;
+    assert_eq!(alice.list().await, [fresh.as_str()]);
+    stop(a);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn modern_clients_keep_finished_results_across_a_restart() {
     let ledger = temp_path("modern.redb");
     modern_results_outlive_their_shim(&ledger.display().to_string(), true).await;

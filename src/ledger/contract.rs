@@ -309,5 +309,14 @@ fn a_dead_redis_is_an_error_not_a_hang() {
     ));
     assert!(l.list("alice", None, 10, 0).is_err());
     assert_eq!(l.get("alice", "t", 0), None);
+    // The fallible reads say why, so the fronts answer -32603, not -32602.
+    assert!(matches!(
+        l.try_get("alice", "t", 0),
+        Err(LedgerError::Storage(_))
+    ));
+    assert!(matches!(
+        l.try_update("alice", "t", 0, &mut |r| r.cancel_pinned = true),
+        Err(LedgerError::Storage(_))
+    ));
     assert!(RedisLedger::open(&url, "gone", 10).is_err());
 }

@@ -21,9 +21,10 @@
 //! redb locks the file: a second shim process on the same file is refused
 //! at open ([`DiskLedger::open`]) instead of corrupting it.
 //!
-//! `get` and `update` return `Option` by the trait's contract; a storage
-//! failure there is logged at `error` and reads as a miss. `insert` and
-//! `list` report it as [`LedgerError::Storage`] (`-32603`).
+//! A storage failure is [`LedgerError::Storage`] (`-32603`) from `insert`,
+//! `list`, `try_get` and `try_update`, which the fronts use for what a
+//! client asked; `get` and `update` (internal bookkeeping) log it at
+//! `error` and read it as a miss.
 
 use std::path::{Path, PathBuf};
 
@@ -267,7 +268,7 @@ impl DiskLedger {
         Ok(out)
     }
 
-    fn try_get(&self, scope: &str, id: &str, now: Millis) -> Result<Option<Stored>, LedgerError> {
+    fn fetch(&self, scope: &str, id: &str, now: Millis) -> Result<Option<Stored>, LedgerError> {
         let txn = self.db.begin_read().map_err(storage)?;
         let records = match txn.open_table(RECORDS) {
             Ok(t) => t,
@@ -281,7 +282,7 @@ impl DiskLedger {
         Ok((s.scope == scope && !s.expired(now)).then_some(s))
     }
 
-    fn try_update(
+    fn apply_update(
         &self,
         scope: &str,
         id: &str,
@@ -408,8 +409,26 @@ impl TaskLedger for DiskLedger {
     }
 
     fn get(&self, scope: &str, task_id: &str, now: Millis) -> Option<TaskRecord> {
-        let r = self.try_get(scope, task_id, now);
-        logged("get", r, None).map(Stored::into_record)
+        logged("get", self.try_get(scope, task_id, now), None)
+    }
+
+    fn try_get(
+        &self,
+        scope: &str,
+        task_id: &str,
+        now: Millis,
+    ) -> Result<Option<TaskRecord>, LedgerError> {
+        Ok(self.fetch(scope, task_id, now)?.map(Stored::into_record))
+    }
+
+    fn try_update(
+        &self,
+        scope: &str,
+        task_id: &str,
+        now: Millis,
+        change: &mut dyn FnMut(&mut TaskRecord),
+    ) -> Result<Option<TaskRecord>, LedgerError> {
+        self.apply_update(scope, task_id, now, change)
     }
 
     fn update(

@@ -113,6 +113,31 @@ pub trait TaskLedger: Send + Sync + std::fmt::Debug {
     /// expired. Anything else is `None`, indistinguishably.
     fn get(&self, scope: &str, task_id: &str, now: Millis) -> Option<TaskRecord>;
 
+    /// [`TaskLedger::get`] that tells a storage failure from a miss, for
+    /// the answers a client acts on: "unknown task" makes a client drop
+    /// its task, so an unreachable store must say `-32603` instead. Stores
+    /// that cannot fail (memory) keep this default.
+    fn try_get(
+        &self,
+        scope: &str,
+        task_id: &str,
+        now: Millis,
+    ) -> Result<Option<TaskRecord>, LedgerError> {
+        Ok(self.get(scope, task_id, now))
+    }
+
+    /// [`TaskLedger::update`] that tells a storage failure from a miss
+    /// (see [`TaskLedger::try_get`]).
+    fn try_update(
+        &self,
+        scope: &str,
+        task_id: &str,
+        now: Millis,
+        change: &mut dyn FnMut(&mut TaskRecord),
+    ) -> Result<Option<TaskRecord>, LedgerError> {
+        Ok(self.update(scope, task_id, now, change))
+    }
+
     /// Whether [`TaskLedger::get`] would find the record, without copying it.
     fn contains(&self, scope: &str, task_id: &str, now: Millis) -> bool {
         self.get(scope, task_id, now).is_some()

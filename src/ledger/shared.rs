@@ -215,14 +215,14 @@ impl RedisLedger {
         format!("{}:scope:{scope}", self.prefix)
     }
 
-    fn try_get(&self, scope: &str, id: &str, now: Millis) -> Result<Option<Stored>, LedgerError> {
+    fn fetch(&self, scope: &str, id: &str, now: Millis) -> Result<Option<Stored>, LedgerError> {
         let raw: Option<Vec<u8>> = self.with_conn(|c| c.get(self.rec_key(id)))?;
         let Some(raw) = raw else { return Ok(None) };
         let s = Stored::decode(&raw)?;
         Ok((s.scope == scope && !s.expired(now)).then_some(s))
     }
 
-    fn try_update(
+    fn apply_update(
         &self,
         scope: &str,
         id: &str,
@@ -235,7 +235,7 @@ impl RedisLedger {
         // GET instead of WATCH/GET/UNWATCH. A change found here is applied
         // again below on a watched read, so nothing is written from an
         // unwatched one.
-        let Some(stored) = self.try_get(scope, id, now)? else {
+        let Some(stored) = self.fetch(scope, id, now)? else {
             return Ok(None);
         };
         let before = stored.into_record();
@@ -412,8 +412,26 @@ impl TaskLedger for RedisLedger {
     }
 
     fn get(&self, scope: &str, task_id: &str, now: Millis) -> Option<TaskRecord> {
-        let r = self.try_get(scope, task_id, now);
-        logged("get", r, None).map(Stored::into_record)
+        logged("get", self.try_get(scope, task_id, now), None)
+    }
+
+    fn try_get(
+        &self,
+        scope: &str,
+        task_id: &str,
+        now: Millis,
+    ) -> Result<Option<TaskRecord>, LedgerError> {
+        Ok(self.fetch(scope, task_id, now)?.map(Stored::into_record))
+    }
+
+    fn try_update(
+        &self,
+        scope: &str,
+        task_id: &str,
+        now: Millis,
+        change: &mut dyn FnMut(&mut TaskRecord),
+    ) -> Result<Option<TaskRecord>, LedgerError> {
+        self.apply_update(scope, task_id, now, change)
     }
 
     fn update(

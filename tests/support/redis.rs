@@ -15,33 +15,11 @@ pub struct RedisServer {
 }
 
 impl RedisServer {
-    /// Starts one and waits (bounded) until its socket exists. Panics with
-    /// the fix when `redis-server` is not installed: scripts/test.sh
-    /// installs it, and a missing store must fail the run, not skip it.
+    /// Starts one in a fresh temporary directory.
     pub fn start() -> RedisServer {
         let dir = tempfile::tempdir().expect("temp dir");
         let socket = dir.path().join("redis.sock");
-        let child = Command::new("redis-server")
-            .args(["--port", "0", "--save", "", "--appendonly", "no"])
-            .arg("--unixsocket")
-            .arg(&socket)
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap_or_else(|e| {
-                panic!(
-                    "cannot start redis-server ({e}); scripts/test.sh installs it \
-                     (apt-get install redis-server)"
-                )
-            });
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !socket.exists() {
-            assert!(
-                Instant::now() < deadline,
-                "redis-server did not start in 10 s"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let child = spawn(&socket);
         RedisServer {
             child,
             socket,
@@ -49,10 +27,52 @@ impl RedisServer {
         }
     }
 
+    /// Kills the server: its data is gone (no persistence).
+    pub fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// An empty server again on the same socket, as after a Redis restart.
+    pub fn restart(&mut self) {
+        self.stop();
+        let _ = std::fs::remove_file(&self.socket);
+        self.child = spawn(&self.socket);
+    }
+
     /// Its address for `--ledger` / `RedisLedger::open`.
     pub fn url(&self) -> String {
         format!("redis+unix://{}", self.socket.display())
     }
+}
+
+/// Starts `redis-server` on `socket` and waits (bounded) until it exists.
+/// Panics with the fix when `redis-server` is not installed:
+/// scripts/test.sh installs it, and a missing store must fail the run, not
+/// skip it.
+fn spawn(socket: &std::path::Path) -> Child {
+    let child = Command::new("redis-server")
+        .args(["--port", "0", "--save", "", "--appendonly", "no"])
+        .arg("--unixsocket")
+        .arg(socket)
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap_or_else(|e| {
+            panic!(
+                "cannot start redis-server ({e}); scripts/test.sh installs it \
+                 (apt-get install redis-server)"
+            )
+        });
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !socket.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "redis-server did not start in 10 s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child
 }
 
 impl Drop for RedisServer {

@@ -23,7 +23,8 @@ impl LegacySession {
         let id = ttask::task_id_param(req.params.as_ref())?;
         self.front
             .ledger
-            .get(&self.scope, id, self.front.clock.now_ms())
+            .try_get(&self.scope, id, self.front.clock.now_ms())
+            .map_err(ShimError::from)?
             .ok_or_else(|| ShimError::UnknownTask.into())
     }
 
@@ -248,11 +249,12 @@ impl LegacySession {
         let pinned = self
             .front
             .ledger
-            .update(&self.scope, rec.id(), self.front.clock.now_ms(), &mut |r| {
+            .try_update(&self.scope, rec.id(), self.front.clock.now_ms(), &mut |r| {
                 r.cancel_pinned = true;
                 r.task = ttask::cancelled_view(&r.task, &now);
                 r.payload = Payload::None;
             })
+            .map_err(ShimError::from)?
             .ok_or(ShimError::UnknownTask)?;
         self.front.watchers.poke(rec.id());
         let view = to_value(&pinned.task);

@@ -294,7 +294,8 @@ impl ModernSession {
         let id = ttask::task_id_param(Some(params))?;
         self.front
             .ledger
-            .get(&self.scope, id, self.front.clock.now_ms())
+            .try_get(&self.scope, id, self.front.clock.now_ms())
+            .map_err(ShimError::from)?
             .ok_or_else(|| ShimError::UnknownTask.into())
     }
 
