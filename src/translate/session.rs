@@ -222,6 +222,12 @@ pub fn request_to_legacy_owned(req: Request) -> Result<(Request, RequestMeta), S
 /// shim emulates list and cancel); other extensions have no legacy form.
 pub fn server_caps_to_legacy(caps: &Value) -> Value {
     let mut out = caps.as_object().cloned().unwrap_or_default();
+    // The legacy `tasks` capability says what the shim serves, and that
+    // follows from the extension alone. A modern server's own `tasks`
+    // member is no 2026 capability: relayed, it could promise a legacy
+    // client things nobody implements, or break the 2025 schema (a fuzzed
+    // `"tasks": null` did).
+    out.remove("tasks");
     let has_tasks = out
         .remove("extensions")
         .and_then(|e| e.get(TASKS_EXTENSION).cloned())
@@ -347,6 +353,15 @@ pub fn result_to_legacy_owned(result: Value, method: &str) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_modern_servers_stray_tasks_member_does_not_reach_legacy_clients() {
+        let legacy = server_caps_to_legacy(&json!({"tasks": null, "tools": {}}));
+        assert_eq!(legacy, json!({"tools": {}}));
+        let legacy = server_caps_to_legacy(&json!({"tasks": {"list": {}},
+            "extensions": {TASKS_EXTENSION: {}}}));
+        assert_eq!(legacy["tasks"]["requests"]["tools"]["call"], json!({}));
+    }
     use crate::jsonrpc::Id;
 
     fn client() -> LegacyClient {
