@@ -29,7 +29,7 @@ use serde_json::{Value, json};
 use tokio::sync::{Notify, mpsc, watch};
 use tokio::task::JoinHandle;
 
-use super::{Connection, RpcResult, Upstream, UpstreamEvent};
+use super::{Connection, RpcResult, Upstream, UpstreamEvent, UpstreamStream};
 use crate::error::ShimError;
 use crate::jsonrpc::{Id, Message};
 use crate::revision::{self, ProbeVerdict, Revision};
@@ -563,6 +563,13 @@ impl Upstream for Supervised {
             self.remember_initialize(Some(params.clone()));
         }
         self.live().await?.conn.request(method, params).await
+    }
+
+    /// On the live child. Its streams end with it (a fault closes its
+    /// connection), so none outlives a restart looking alive; a successor
+    /// starts without any.
+    async fn open_stream(&self, method: &str, params: Value) -> Result<UpstreamStream, ShimError> {
+        self.live().await?.conn.open_stream(method, params).await
     }
 
     fn notify(&self, method: &str, params: Value) -> Result<(), ShimError> {
