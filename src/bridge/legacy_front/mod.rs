@@ -75,7 +75,7 @@ impl LegacyFront {
             per_tool: HashMap::new(),
         });
         Arc::new(LegacyFront {
-            watchers: Watchers::new(upstream.clone(), config.clone()),
+            watchers: Watchers::new(upstream.clone(), config.clone(), has_tasks),
             upstream,
             ledger,
             config,
@@ -162,6 +162,11 @@ impl LegacyFront {
     /// How many task pollers are running now.
     pub fn active_pollers(&self) -> usize {
         self.watchers.active()
+    }
+
+    /// How many upstream `subscriptions/listen` streams are open now.
+    pub fn listen_streams(&self) -> usize {
+        self.watchers.listen_streams()
     }
 
     fn live_sessions(&self) -> Vec<Arc<LegacySession>> {
