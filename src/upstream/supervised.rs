@@ -29,7 +29,7 @@ use serde_json::{Value, json};
 use tokio::sync::{Notify, mpsc, watch};
 use tokio::task::JoinHandle;
 
-use super::{Connection, RpcResult, Upstream, UpstreamEvent, UpstreamStream};
+use super::{Connection, RpcResult, Upstream, UpstreamEvent, UpstreamStream, lock};
 use crate::error::ShimError;
 use crate::jsonrpc::{Id, Message};
 use crate::revision::{self, ProbeVerdict, Revision};
@@ -608,9 +608,4 @@ impl Upstream for Supervised {
             let _ = tokio::time::timeout(STOP_GRACE, monitor).await;
         }
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // A poisoned lock only means a panic elsewhere; the data is still usable.
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }

@@ -122,6 +122,11 @@ impl LegacyFront {
                     _ => tracing::warn!("malformed notifications/tasks from upstream"),
                 }
             }
+            // Listen-stream traffic that outlived its stream (the ack of
+            // one just dropped): the shim's business, and 2025-11-25 has no
+            // such notification.
+            UpstreamEvent::Notification(n)
+                if n.method == "notifications/subscriptions/acknowledged" => {}
             UpstreamEvent::Notification(n) => {
                 for s in self.live_sessions() {
                     s.send(Message::Notification(n.clone()));
