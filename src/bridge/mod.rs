@@ -9,6 +9,7 @@
 
 pub mod clock;
 pub mod legacy_front;
+mod listen;
 pub mod modern_front;
 mod watch;
 
@@ -62,6 +63,9 @@ pub struct BridgeConfig {
     pub task_ttl_ms: Option<i64>,
     /// `ttlMs` cache hint on `server/discover` and list results (ms).
     pub cache_ttl_ms: i64,
+    /// Most upstream `subscriptions/listen` streams open at once (one per
+    /// watched task); tasks beyond it are only polled. 0: never listen.
+    pub max_listen_streams: usize,
 }
 
 impl Default for BridgeConfig {
@@ -75,6 +79,7 @@ impl Default for BridgeConfig {
             drive_required_tasks: false,
             task_ttl_ms: None,
             cache_ttl_ms: 0,
+            max_listen_streams: 256,
         }
     }
 }

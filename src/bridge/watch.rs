@@ -4,7 +4,9 @@
 //! [`Watcher`]; the first subscription starts the poller, which reads
 //! `tasks/get` at the upstream's `pollIntervalMs` and publishes each
 //! snapshot. Upstream `notifications/tasks` publish directly and wake the
-//! poller. The poller stops when the task is terminal or nobody waits.
+//! poller; each watch also opens a listen stream for them (see
+//! [`super::listen`]), closed with the watch. The poller stops when the
+//! task is terminal or nobody waits.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -14,6 +16,7 @@ use serde_json::{Map, Value, json};
 use tokio::sync::{Notify, watch};
 
 use super::BridgeConfig;
+use super::listen::{ListenGuard, Listens};
 use crate::jsonrpc::ErrorObject;
 use crate::upstream::Upstream;
 use crate::wire::modern::DetailedTask;
@@ -37,6 +40,8 @@ pub(crate) struct Watcher {
     failed: std::sync::atomic::AtomicBool,
     wake: Notify,
     dispatched: Mutex<HashSet<String>>,
+    /// The task's listen stream, if one is open.
+    listen: Mutex<Option<ListenGuard>>,
 }
 
 impl Watcher {
@@ -63,11 +68,19 @@ pub(crate) struct Watchers {
     upstream: Arc<dyn Upstream>,
     config: BridgeConfig,
     map: Mutex<HashMap<String, Arc<Watcher>>>,
+    listens: Arc<Listens>,
 }
 
 impl Watchers {
-    pub(crate) fn new(upstream: Arc<dyn Upstream>, config: BridgeConfig) -> Arc<Self> {
+    /// Watchers of tasks on `upstream`; `listen`: it declared the tasks
+    /// extension, so listen streams are worth trying.
+    pub(crate) fn new(
+        upstream: Arc<dyn Upstream>,
+        config: BridgeConfig,
+        listen: bool,
+    ) -> Arc<Self> {
         Arc::new(Watchers {
+            listens: Listens::new(upstream.clone(), listen, config.max_listen_streams),
             upstream,
             config,
             map: Mutex::new(HashMap::new()),
@@ -95,9 +108,12 @@ impl Watchers {
             failed: std::sync::atomic::AtomicBool::new(false),
             wake: Notify::new(),
             dispatched: Mutex::new(HashSet::new()),
+            listen: Mutex::new(None),
         });
         map.insert(task_id.to_owned(), w.clone());
         drop(map);
+        // Before the poller starts, so the poller's exit always closes it.
+        *lock(&w.listen) = self.listens.open(task_id, &meta, Arc::downgrade(self));
         tokio::spawn(self.clone().poll(task_id.to_owned(), w.clone(), meta));
         (w, rx)
     }
@@ -131,6 +147,11 @@ impl Watchers {
     /// How many pollers run (for tests and metrics).
     pub(crate) fn active(&self) -> usize {
         self.lock().len()
+    }
+
+    /// How many upstream listen streams are open (for tests and metrics).
+    pub(crate) fn listen_streams(&self) -> usize {
+        self.listens.open_streams()
     }
 
     async fn poll(self: Arc<Self>, task_id: String, w: Arc<Watcher>, meta: Map<String, Value>) {
@@ -172,9 +193,15 @@ impl Watchers {
                 _ = w.tx.closed() => break,
             }
         }
+        lock(&w.listen).take();
         let mut map = self.lock();
         if map.get(&task_id).is_some_and(|cur| Arc::ptr_eq(cur, &w)) {
             map.remove(&task_id);
         }
     }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A poisoned lock only means a panic elsewhere; the data is still usable.
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }

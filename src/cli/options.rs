@@ -73,6 +73,12 @@ pub struct ShimArgs {
     /// with --restart-upstream).
     #[arg(long, value_name = "MS", default_value_t = 15_000)]
     pub upstream_ping_timeout_ms: u64,
+    /// Legacy clients waiting on a 2026-07-28 upstream's task: at most N
+    /// `subscriptions/listen` streams (one per watched task) so the wait
+    /// ends when the upstream pushes the change; polling continues
+    /// regardless. 0: poll only.
+    #[arg(long, value_name = "N", default_value_t = 256)]
+    pub max_listen_streams: usize,
 }
 
 /// The config file. Every key is optional.
@@ -151,6 +157,7 @@ impl ShimArgs {
             bridge.default_poll_ms = ms;
         }
         bridge.drive_required_tasks = self.drive_required_tasks;
+        bridge.max_listen_streams = self.max_listen_streams;
         if let Some(ms) = self.task_ttl_ms {
             if ms < 0 {
                 return Err("task ttl must not be negative".into());

@@ -18,11 +18,25 @@ pub struct Args {
     /// 2026-07-28 server), in ms; default 300000, at most 3600000.
     #[arg(long, value_name = "MS", value_parser = clap::value_parser!(i64).range(1..=3_600_000))]
     pub task_ttl_ms: Option<i64>,
+    /// The polling interval every task advertises (`pollIntervalMs` /
+    /// `pollInterval`), in ms; default 100.
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(i64).range(1..=3_600_000))]
+    pub poll_interval_ms: Option<i64>,
+    /// 2026-07-28 only: answer `subscriptions/listen` with -32601, like a
+    /// server that offers no listen streams (clients must poll).
+    #[arg(long)]
+    pub no_listen: bool,
 }
 
 pub(crate) fn run(args: Args) -> Result<(), String> {
     if let Some(ms) = args.task_ttl_ms {
         crate::reference::set_task_ttl_ms(ms);
+    }
+    if let Some(ms) = args.poll_interval_ms {
+        crate::reference::set_poll_interval_ms(ms);
+    }
+    if args.no_listen {
+        crate::reference::disable_listen();
     }
     let rt = tokio::runtime::Runtime::new().map_err(|e| e.to_string())?;
     rt.block_on(async {

@@ -92,6 +92,18 @@ pub fn set_task_ttl_ms(ms: i64) {
     tasks::set_default_ttl_ms(ms);
 }
 
+/// Sets the `pollIntervalMs` / `pollInterval` every task advertises
+/// (default 100 ms; clamped to 1 ms … 1 hour). Process-wide.
+pub fn set_poll_interval_ms(ms: i64) {
+    tasks::set_poll_interval_ms(ms);
+}
+
+/// Makes the 2026-07-28 server answer `subscriptions/listen` with `-32601`,
+/// like a server without listen streams. Process-wide.
+pub fn disable_listen() {
+    modern::disable_listen();
+}
+
 /// Serves the reference server of `revision` on stdin/stdout until EOF.
 pub async fn serve_stdio(revision: Revision) -> std::io::Result<()> {
     stdio::serve(revision).await

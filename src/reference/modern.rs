@@ -4,6 +4,7 @@
 //! MRTR before a task exists, and `notifications/tasks` on listen streams.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -37,6 +38,13 @@ pub(super) const METHODS: &[&str] = &[
     "tasks/cancel",
     "subscriptions/listen",
 ];
+
+/// Off: `subscriptions/listen` is unknown here (`--no-listen`).
+static LISTEN: AtomicBool = AtomicBool::new(true);
+
+pub(super) fn disable_listen() {
+    LISTEN.store(false, Ordering::Relaxed);
+}
 
 /// Open listen streams: subscription (= listen request) id → task ids.
 type Subs = Arc<Mutex<HashMap<Id, HashSet<String>>>>;
@@ -103,7 +111,9 @@ impl ModernServer {
 
     /// `None` when the answer is sent later (long calls, listen streams).
     fn request(&self, r: Request) -> Option<Result<Value, ShimError>> {
-        if !METHODS.contains(&r.method.as_str()) {
+        let known = METHODS.contains(&r.method.as_str())
+            && (r.method != "subscriptions/listen" || LISTEN.load(Ordering::Relaxed));
+        if !known {
             return Some(Err(ShimError::MethodNotFound(r.method)));
         }
         let p = r.params.as_ref();

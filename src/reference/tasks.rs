@@ -38,6 +38,14 @@ pub(crate) fn set_default_ttl_ms(ms: i64) {
 pub(crate) const MAX_TTL_MS: i64 = 3_600_000;
 /// Suggested polling interval; short so tests stay fast.
 pub(crate) const POLL_INTERVAL_MS: i64 = 100;
+/// The interval advertised; `--poll-interval-ms` changes it process-wide so
+/// tests can tell a pushed change from a polled one.
+static POLL_INTERVAL: AtomicI64 = AtomicI64::new(POLL_INTERVAL_MS);
+
+/// Sets the advertised polling interval, clamped to `1..=`[`MAX_TTL_MS`].
+pub(crate) fn set_poll_interval_ms(ms: i64) {
+    POLL_INTERVAL.store(ms.clamp(1, MAX_TTL_MS), Ordering::Relaxed);
+}
 
 /// A point-in-time copy of one task, for rendering.
 #[derive(Debug, Clone)]
@@ -125,7 +133,7 @@ impl TaskStore {
             created_at: now.clone(),
             last_updated_at: now,
             ttl_ms: Some(ttl),
-            poll_interval_ms: POLL_INTERVAL_MS,
+            poll_interval_ms: POLL_INTERVAL.load(Ordering::Relaxed),
             outcome: None,
             inputs: Vec::new(),
         };

@@ -16,7 +16,7 @@ use futures_util::StreamExt;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use super::{RpcResult, Upstream, UpstreamEvent};
+use super::{RpcResult, StreamEvent, Upstream, UpstreamEvent, UpstreamStream};
 use crate::error::ShimError;
 use crate::jsonrpc::{Id, Message};
 use crate::revision::{self, LEGACY_VERSION, MODERN_VERSION, ProbeVerdict, Revision};
@@ -85,6 +85,26 @@ impl HttpUpstream {
     /// POSTs one message; returns the answer to it (for requests), sending
     /// everything else that arrives on the stream out as events.
     async fn post(&self, msg: &Message) -> Result<Option<Message>, ShimError> {
+        let resp = self.send_post(msg, None).await?;
+        let status = resp.status();
+        if status == reqwest::StatusCode::ACCEPTED || msg.id().is_none() {
+            return Ok(None);
+        }
+        let id = msg.id().cloned();
+        if is_sse(&resp) {
+            return self.read_sse(resp, id.as_ref()).await.map(Some);
+        }
+        read_json(resp).await.map(Some)
+    }
+
+    /// Sends one POST with the headers of the revision spoken (a longer
+    /// `timeout` than the client's for long-lived requests) and keeps the
+    /// session id it may mint.
+    async fn send_post(
+        &self,
+        msg: &Message,
+        timeout: Option<Duration>,
+    ) -> Result<reqwest::Response, ShimError> {
         let mut req = self
             .client
             .post(&self.url)
@@ -114,6 +134,9 @@ impl HttpUpstream {
                 }
             }
         };
+        if let Some(t) = timeout {
+            req = req.timeout(t);
+        }
         let resp = req.body(msg.to_json()).send().await.map_err(|e| {
             ShimError::Upstream(format!("HTTP upstream unreachable: {}", cause(&e)))
         })?;
@@ -124,29 +147,34 @@ impl HttpUpstream {
         {
             *self.session.lock().unwrap_or_else(|p| p.into_inner()) = Some(sid.to_owned());
         }
-        let status = resp.status();
-        let is_sse = resp
-            .headers()
-            .get("content-type")
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|c| c.starts_with("text/event-stream"));
-        if status == reqwest::StatusCode::ACCEPTED || msg.id().is_none() {
-            return Ok(None);
+        Ok(resp)
+    }
+
+    /// Runs one long-lived request: its SSE answer's notifications go to
+    /// `tx`, and so does how it ended. Whatever else the stream carries
+    /// becomes an event, as on any other stream.
+    async fn run_stream(&self, msg: Message, tx: mpsc::UnboundedSender<StreamEvent>) {
+        let ended = match self.send_post(&msg, Some(STREAM_TIMEOUT)).await {
+            Err(e) => Err(e),
+            Ok(resp) if is_sse(&resp) => {
+                let on_other = |m| match m {
+                    Message::Notification(n) => {
+                        let _ = tx.send(StreamEvent::Notification(n));
+                    }
+                    m => self.emit(m),
+                };
+                self.read_sse_with(resp, msg.id(), on_other).await
+            }
+            Ok(resp) => read_json(resp).await,
         }
-        let id = msg.id().cloned();
-        if is_sse {
-            return self.read_sse(resp, id.as_ref()).await.map(Some);
-        }
-        let body = resp.bytes().await.map_err(|e| {
-            ShimError::Upstream(format!("HTTP upstream dropped the answer: {}", cause(&e)))
-        })?;
-        match Message::parse(&body) {
-            Ok(m) => Ok(Some(m)),
-            Err(_) => Err(ShimError::Upstream(format!(
-                "HTTP upstream answered {status} with a body that is not JSON-RPC: {:?}",
-                crate::transport::lines::excerpt(&body)
-            ))),
-        }
+        .and_then(|m| match m {
+            Message::Response(r) => Ok(Ok(r.result)),
+            Message::Error(e) => Ok(Err(e.error)),
+            _ => Err(ShimError::Upstream(
+                "the HTTP upstream answered a stream with no answer".into(),
+            )),
+        });
+        let _ = tx.send(StreamEvent::Ended(ended));
     }
 
     /// Reads an SSE stream; returns the message answering `id` (if given),
@@ -156,6 +184,16 @@ impl HttpUpstream {
         &self,
         resp: reqwest::Response,
         id: Option<&Id>,
+    ) -> Result<Message, ShimError> {
+        self.read_sse_with(resp, id, |m| self.emit(m)).await
+    }
+
+    /// [`HttpUpstream::read_sse`], handing what is not the answer to `on_other`.
+    async fn read_sse_with(
+        &self,
+        resp: reqwest::Response,
+        id: Option<&Id>,
+        mut on_other: impl FnMut(Message),
     ) -> Result<Message, ShimError> {
         let mut stream = resp.bytes_stream();
         let mut buf = String::new();
@@ -185,7 +223,7 @@ impl HttpUpstream {
                 if answers {
                     return Ok(m);
                 }
-                self.emit(m);
+                on_other(m);
             }
         }
     }
@@ -216,7 +254,7 @@ impl HttpUpstream {
                 .header("accept", "text/event-stream")
                 .header("mcp-session-id", sid)
                 .header("mcp-protocol-version", LEGACY_VERSION)
-                .timeout(Duration::from_secs(24 * 3600))
+                .timeout(STREAM_TIMEOUT)
                 .send()
                 .await;
             match resp {
@@ -252,6 +290,27 @@ impl Upstream for Arc<HttpUpstream> {
         }
     }
 
+    async fn open_stream(&self, method: &str, params: Value) -> Result<UpstreamStream, ShimError> {
+        if self.revision != Revision::Modern {
+            return Err(ShimError::MethodNotFound(format!(
+                "{method} on a {} upstream",
+                self.revision
+            )));
+        }
+        let id = Id::Num(
+            self.next_id
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+        );
+        let (tx, rx) = mpsc::unbounded_channel();
+        let this = self.clone();
+        let msg = Message::request(id.clone(), method, params);
+        let task = tokio::spawn(async move { this.run_stream(msg, tx).await });
+        // Dropping the POST's response closes the connection: on HTTP that
+        // is how a client ends a long-lived request.
+        let abort = task.abort_handle();
+        Ok(UpstreamStream::new(id, rx, move || abort.abort()))
+    }
+
     fn notify(&self, method: &str, params: Value) -> Result<(), ShimError> {
         let this = self.clone();
         let msg = Message::notification(method, params);
@@ -276,6 +335,31 @@ impl Upstream for Arc<HttpUpstream> {
         });
         Ok(())
     }
+}
+
+/// How long a long-lived request may stay open (a day: in practice until
+/// it is no longer needed).
+const STREAM_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
+
+fn is_sse(resp: &reqwest::Response) -> bool {
+    resp.headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|c| c.starts_with("text/event-stream"))
+}
+
+/// Reads a JSON answer body.
+async fn read_json(resp: reqwest::Response) -> Result<Message, ShimError> {
+    let status = resp.status();
+    let body = resp.bytes().await.map_err(|e| {
+        ShimError::Upstream(format!("HTTP upstream dropped the answer: {}", cause(&e)))
+    })?;
+    Message::parse(&body).map_err(|_| {
+        ShimError::Upstream(format!(
+            "HTTP upstream answered {status} with a body that is not JSON-RPC: {:?}",
+            crate::transport::lines::excerpt(&body)
+        ))
+    })
 }
 
 /// A reqwest error with its chain of causes ("connection reset by peer"

@@ -9,16 +9,19 @@
 pub mod channel;
 pub mod child;
 pub mod http;
+pub mod stream;
 pub mod supervised;
 
+pub use stream::{StreamEvent, UpstreamStream};
+
 use std::collections::HashMap;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use serde_json::Value;
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, oneshot};
 
 use crate::error::ShimError;
 use crate::jsonrpc::{ErrorObject, Id, Message, Notification, Request};
@@ -52,6 +55,17 @@ pub enum UpstreamEvent {
 pub trait Upstream: Send + Sync + 'static {
     /// Sends a request and waits for its answer.
     async fn request(&self, method: &str, params: Value) -> Result<RpcResult, ShimError>;
+    /// Sends a long-lived request (`subscriptions/listen`) and hands back
+    /// its stream at once; see [`stream`]. `Err` means it could not be
+    /// sent. The default refuses with [`ShimError::MethodNotFound`], so an
+    /// upstream written before streams existed still works: the bridges
+    /// then poll.
+    async fn open_stream(&self, method: &str, params: Value) -> Result<UpstreamStream, ShimError> {
+        let _ = params;
+        Err(ShimError::MethodNotFound(format!(
+            "{method}: this upstream holds no long-lived requests"
+        )))
+    }
     /// Sends a notification.
     fn notify(&self, method: &str, params: Value) -> Result<(), ShimError>;
     /// Answers a server→client request.
@@ -111,12 +125,16 @@ impl std::fmt::Debug for dyn Upstream {
     }
 }
 
+/// Open long-lived requests by id, and where their traffic goes.
+type Streams = Arc<Mutex<HashMap<Id, mpsc::UnboundedSender<StreamEvent>>>>;
+
 /// An [`Upstream`] over a message channel: ids are the shim's own, answers
 /// are matched to waiting requests by id.
 #[derive(Debug)]
 pub struct Connection {
     out: Mutex<Option<Outbox>>,
     pending: Mutex<HashMap<Id, oneshot::Sender<Result<RpcResult, ShimError>>>>,
+    streams: Streams,
     next_id: AtomicI64,
     id_prefix: Option<String>,
     closed: AtomicBool,
@@ -130,6 +148,7 @@ impl Connection {
         Connection {
             out: Mutex::new(Some(out)),
             pending: Mutex::new(HashMap::new()),
+            streams: Arc::default(),
             next_id: AtomicI64::new(1),
             id_prefix: None,
             closed: AtomicBool::new(false),
@@ -161,7 +180,8 @@ impl Connection {
     }
 
     /// Feeds one message read from the upstream. Answers resolve their
-    /// request; everything else is handed back for the bridge.
+    /// request, stream traffic goes to its stream; everything else is
+    /// handed back for the bridge.
     pub fn on_inbound(&self, msg: Message) -> Option<UpstreamEvent> {
         match msg {
             Message::Response(r) => {
@@ -175,9 +195,28 @@ impl Connection {
                 }
                 None
             }
-            Message::Notification(n) => Some(UpstreamEvent::Notification(n)),
+            Message::Notification(n) => self.stream_notification(n),
             Message::Request(r) => Some(UpstreamEvent::Request(r)),
         }
+    }
+
+    /// Routes a notification tagged with an open stream's id to it.
+    fn stream_notification(&self, n: Notification) -> Option<UpstreamEvent> {
+        let mut streams = lock(&self.streams);
+        if streams.is_empty() {
+            return Some(UpstreamEvent::Notification(n));
+        }
+        let Some(id) = stream::stream_of(&n).filter(|id| streams.contains_key(id)) else {
+            return Some(UpstreamEvent::Notification(n));
+        };
+        if n.method == stream::CANCELLED {
+            if let Some(tx) = streams.remove(&id) {
+                let _ = tx.send(stream::ended_by_upstream(&n));
+            }
+        } else if let Some(tx) = streams.get(&id) {
+            let _ = tx.send(StreamEvent::Notification(n));
+        }
+        None
     }
 
     /// Marks the upstream gone, drops the outbox (so the writer can finish
@@ -194,6 +233,12 @@ impl Connection {
         for (_, tx) in waiters {
             let _ = tx.send(Err(ShimError::Upstream(reason.to_owned())));
         }
+        let streams: Vec<_> = lock(&self.streams).drain().collect();
+        for (_, tx) in streams {
+            let _ = tx.send(StreamEvent::Ended(Err(ShimError::Upstream(
+                reason.to_owned(),
+            ))));
+        }
     }
 
     /// True once [`Connection::close`] ran.
@@ -202,9 +247,13 @@ impl Connection {
     }
 
     fn resolve(&self, id: &Id, outcome: Result<RpcResult, ShimError>) {
-        match self.lock().remove(id) {
+        if let Some(tx) = self.lock().remove(id) {
+            let _ = tx.send(outcome);
+            return;
+        }
+        match lock(&self.streams).remove(id) {
             Some(tx) => {
-                let _ = tx.send(outcome);
+                let _ = tx.send(StreamEvent::Ended(outcome));
             }
             None => tracing::debug!(%id, "answer for no pending request (late or abandoned)"),
         }
@@ -261,6 +310,30 @@ impl Upstream for Connection {
         }
     }
 
+    async fn open_stream(&self, method: &str, params: Value) -> Result<UpstreamStream, ShimError> {
+        let id = self.next_request_id();
+        let (tx, rx) = mpsc::unbounded_channel();
+        lock(&self.streams).insert(id.clone(), tx);
+        if let Err(e) = self.send(Message::request(id.clone(), method, params)) {
+            lock(&self.streams).remove(&id);
+            return Err(e);
+        }
+        // Weak: a forgotten stream handle must not keep the upstream's input
+        // open after `close` (the child would never see its end).
+        let out = lock(&self.out)
+            .as_ref()
+            .map(mpsc::UnboundedSender::downgrade);
+        let (streams, sid) = (self.streams.clone(), id.clone());
+        Ok(UpstreamStream::new(id, rx, move || {
+            // Still open on our side: tell the upstream we are done with it.
+            if lock(&streams).remove(&sid).is_some()
+                && let Some(out) = out.and_then(|o| o.upgrade())
+            {
+                let _ = out.send(stream::cancel_message(&sid, "no longer needed"));
+            }
+        }))
+    }
+
     fn notify(&self, method: &str, params: Value) -> Result<(), ShimError> {
         self.send(Message::notification(method, params))
     }
@@ -275,6 +348,11 @@ impl Upstream for Connection {
             Err(error) => Message::error(Some(id), error),
         })
     }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A poisoned lock only means a panic elsewhere; the data is still usable.
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Removes the pending entry when a request future is dropped or times out.
@@ -316,6 +394,45 @@ mod tests {
         let err = call.await.unwrap().unwrap_err();
         assert_eq!(err.code(), -32603);
         assert!(err.to_string().contains("exited"));
+    }
+
+    #[tokio::test]
+    async fn streams_get_their_own_traffic_and_end_upstream_when_dropped() {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let conn = Connection::new(tx, Duration::from_millis(20));
+        let mut stream = conn
+            .open_stream("subscriptions/listen", json!({"notifications": {}}))
+            .await
+            .unwrap();
+        let id = rx.recv().await.unwrap().id().cloned().unwrap();
+        assert_eq!(&id, stream.id());
+        // Outlives the request timeout: a stream has none.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let tagged = Message::notification(
+            "notifications/tasks",
+            json!({"taskId": "t", "_meta": {crate::revision::META_SUBSCRIPTION_ID: id}}),
+        );
+        assert!(conn.on_inbound(tagged).is_none());
+        assert!(matches!(
+            stream.next().await,
+            Some(StreamEvent::Notification(_))
+        ));
+        let other = Message::notification("notifications/message", json!({"level": "info"}));
+        assert!(conn.on_inbound(other).is_some());
+        drop(stream);
+        let cancel = rx.recv().await.unwrap();
+        assert_eq!(cancel.method(), Some("notifications/cancelled"));
+        assert_eq!(cancel.params().unwrap()["requestId"], json!(id));
+
+        let mut stream = conn
+            .open_stream("subscriptions/listen", json!({}))
+            .await
+            .unwrap();
+        conn.close("upstream exited");
+        match stream.next().await {
+            Some(StreamEvent::Ended(Err(e))) => assert!(e.to_string().contains("exited")),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[tokio::test]

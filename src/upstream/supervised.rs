@@ -29,7 +29,7 @@ use serde_json::{Value, json};
 use tokio::sync::{Notify, mpsc, watch};
 use tokio::task::JoinHandle;
 
-use super::{Connection, RpcResult, Upstream, UpstreamEvent};
+use super::{Connection, RpcResult, Upstream, UpstreamEvent, UpstreamStream, lock};
 use crate::error::ShimError;
 use crate::jsonrpc::{Id, Message};
 use crate::revision::{self, ProbeVerdict, Revision};
@@ -565,6 +565,13 @@ impl Upstream for Supervised {
         self.live().await?.conn.request(method, params).await
     }
 
+    /// On the live child. Its streams end with it (a fault closes its
+    /// connection), so none outlives a restart looking alive; a successor
+    /// starts without any.
+    async fn open_stream(&self, method: &str, params: Value) -> Result<UpstreamStream, ShimError> {
+        self.live().await?.conn.open_stream(method, params).await
+    }
+
     fn notify(&self, method: &str, params: Value) -> Result<(), ShimError> {
         if method == "notifications/initialized" {
             lock(&self.handshake).initialized = true;
@@ -601,9 +608,4 @@ impl Upstream for Supervised {
             let _ = tokio::time::timeout(STOP_GRACE, monitor).await;
         }
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // A poisoned lock only means a panic elsewhere; the data is still usable.
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }

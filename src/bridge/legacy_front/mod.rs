@@ -75,7 +75,7 @@ impl LegacyFront {
             per_tool: HashMap::new(),
         });
         Arc::new(LegacyFront {
-            watchers: Watchers::new(upstream.clone(), config.clone()),
+            watchers: Watchers::new(upstream.clone(), config.clone(), has_tasks),
             upstream,
             ledger,
             config,
@@ -122,6 +122,11 @@ impl LegacyFront {
                     _ => tracing::warn!("malformed notifications/tasks from upstream"),
                 }
             }
+            // Listen-stream traffic that outlived its stream (the ack of
+            // one just dropped): the shim's business, and 2025-11-25 has no
+            // such notification.
+            UpstreamEvent::Notification(n)
+                if n.method == "notifications/subscriptions/acknowledged" => {}
             UpstreamEvent::Notification(n) => {
                 for s in self.live_sessions() {
                     s.send(Message::Notification(n.clone()));
@@ -162,6 +167,11 @@ impl LegacyFront {
     /// How many task pollers are running now.
     pub fn active_pollers(&self) -> usize {
         self.watchers.active()
+    }
+
+    /// How many upstream `subscriptions/listen` streams are open now.
+    pub fn listen_streams(&self) -> usize {
+        self.watchers.listen_streams()
     }
 
     fn live_sessions(&self) -> Vec<Arc<LegacySession>> {

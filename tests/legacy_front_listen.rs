@@ -1,0 +1,432 @@
+//! A legacy client blocked in `tasks/result` on a 2026-07-28 upstream is
+//! woken by the upstream's `notifications/tasks`, which the shim asks for
+//! itself with `subscriptions/listen`, over a child's stdio and over HTTP;
+//! an upstream without listen streams is polled instead.
+//!
+//! The upstream advertises a 60 s poll interval: a result that arrives
+//! within the 20 s a test waits was pushed, not polled. What the shim sends
+//! upstream is captured (a `tee` in front of the child's stdin, a recording
+//! TCP forwarder in front of the HTTP server) and the listen requests in it
+//! are validated against the 2026-07-28 schemas. Everything the shim sends
+//! the legacy client is validated against 2025-11-25 as it is read.
+
+mod support;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use support::http::{self as h, HttpShim};
+use support::schema::{Revision, SchemaFile, assert_valid, validate_def};
+use support::wire::{Wire, shim_bin, temp_path, text_of};
+
+/// The poll interval the upstream advertises: longer than any wait here.
+const LONG_POLL_MS: &str = "60000";
+/// Every wait for a result; far below [`LONG_POLL_MS`].
+const WAIT: Duration = Duration::from_secs(20);
+
+/// The modern reference server on stdio with `flags`, its input copied to
+/// `log` on the way.
+fn teed_reference(log: &std::path::Path, flags: &str) -> Vec<String> {
+    let script = format!(
+        "tee '{}' | '{}' reference-server --revision 2026-07-28 {flags}",
+        log.display(),
+        shim_bin()
+    );
+    vec!["sh".into(), "-c".into(), script]
+}
+
+/// The messages a capture holds (one JSON value after another, whatever
+/// surrounds them: JSON lines, or HTTP requests with their headers).
+fn messages_in(bytes: &[u8]) -> Vec<Value> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while let Some(at) = find(&bytes[i..], b"{\"jsonrpc\"") {
+        let start = i + at;
+        let mut de = serde_json::Deserializer::from_slice(&bytes[start..]).into_iter::<Value>();
+        match de.next() {
+            Some(Ok(v)) => {
+                out.push(v);
+                i = start + de.byte_offset();
+            }
+            _ => i = start + 1,
+        }
+    }
+    out
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+fn of_method<'a>(msgs: &'a [Value], method: &str) -> Vec<&'a Value> {
+    msgs.iter().filter(|m| m["method"] == method).collect()
+}
+
+/// Checks a listen request the shim sent upstream: valid 2026-07-28 (core
+/// request, extension filter) and asking for exactly `task`.
+#[track_caller]
+fn assert_listen_for(listen: &Value, task: &str) {
+    assert_valid(Revision::Modern, listen, None);
+    let filter = &listen["params"]["notifications"];
+    validate_def(
+        SchemaFile::TasksExtension,
+        "TaskSubscriptionNotifications",
+        filter,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(filter["taskIds"], json!([task]), "{listen}");
+    let caps = &listen["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"];
+    assert!(
+        caps["extensions"]["io.modelcontextprotocol/tasks"].is_object(),
+        "a listen for tasks declares the extension: {listen}"
+    );
+}
+
+/// Waits (bounded) until `read` finds what it looks for.
+#[track_caller]
+fn eventually<T>(what: &str, mut read: impl FnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = read() {
+            return v;
+        }
+        assert!(start.elapsed() < WAIT, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(25));
+    }
+}
+
+/// What `slow_compute {seconds: 1, label}` answers.
+fn done(label: &str) -> String {
+    format!("slow_compute '{label}' finished after 1 s")
+}
+
+fn create(shim: &mut Wire, label: &str) -> String {
+    let r = shim.ok(
+        "tools/call",
+        json!({"name": "slow_compute", "arguments": {"seconds": 1, "label": label},
+            "task": {"ttl": 60_000}}),
+    );
+    r["task"]["taskId"].as_str().expect("a task").to_owned()
+}
+
+#[test]
+fn stdio_wait_ends_on_the_pushed_completion_and_the_listen_is_closed() {
+    let log = temp_path("listen-stdio.jsonl");
+    let upstream = teed_reference(&log, &format!("--poll-interval-ms {LONG_POLL_MS}"));
+    let mut shim = Wire::spawn(&[], &upstream);
+    shim.initialize();
+
+    let task = create(&mut shim, "pushed");
+    let asked = Instant::now();
+    let r = shim.ok("tasks/result", json!({"taskId": task}));
+    let waited = asked.elapsed();
+    assert_eq!(text_of(&r), done("pushed"), "{r}");
+    assert!(
+        waited < WAIT,
+        "tasks/result took {waited:?} with a {LONG_POLL_MS} ms poll interval"
+    );
+
+    // What the shim asked the upstream: one listen for the task, closed
+    // once the task ended.
+    let listen = eventually("the listen to be cancelled", || {
+        let msgs = messages_in(&std::fs::read(&log).unwrap_or_default());
+        let listens = of_method(&msgs, "subscriptions/listen");
+        assert_eq!(listens.len(), 1, "one listen per watched task: {listens:?}");
+        let listen = listens[0].clone();
+        let cancelled = of_method(&msgs, "notifications/cancelled")
+            .into_iter()
+            .find(|c| c["params"]["requestId"] == listen["id"])?;
+        assert_valid(Revision::Modern, cancelled, None);
+        Some(listen)
+    });
+    assert_listen_for(&listen, &task);
+
+    // A plain call the upstream turns into a task is driven the same way.
+    let asked = Instant::now();
+    let r = shim.ok(
+        "tools/call",
+        json!({"name": "slow_compute", "arguments": {"seconds": 1, "label": "driven"}}),
+    );
+    assert_eq!(text_of(&r), done("driven"), "{r}");
+    assert!(
+        asked.elapsed() < WAIT,
+        "the driven call took {:?}",
+        asked.elapsed()
+    );
+    let _ = std::fs::remove_file(&log);
+}
+
+#[test]
+fn stdio_upstream_without_listen_is_polled_and_not_asked_again() {
+    let log = temp_path("nolisten-stdio.jsonl");
+    let upstream = teed_reference(&log, "--no-listen --poll-interval-ms 200");
+    let mut shim = Wire::spawn(&[], &upstream);
+    shim.initialize();
+
+    for label in ["first", "second"] {
+        let task = create(&mut shim, label);
+        let r = shim.ok("tasks/result", json!({"taskId": task}));
+        assert_eq!(text_of(&r), done(label), "{r}");
+    }
+    let msgs = messages_in(&std::fs::read(&log).expect("the capture"));
+    let listens = of_method(&msgs, "subscriptions/listen");
+    assert_eq!(
+        listens.len(),
+        1,
+        "a refused listen is remembered, not retried per task: {listens:?}"
+    );
+    assert_valid(Revision::Modern, listens[0], None);
+    assert!(
+        of_method(&msgs, "tasks/get").len() >= 2,
+        "the waits were polled"
+    );
+    let _ = std::fs::remove_file(&log);
+}
+
+#[test]
+fn stdio_listen_after_an_upstream_restart_is_a_fresh_one() {
+    let upstream = [
+        shim_bin().to_owned(),
+        "reference-server".into(),
+        "--revision".into(),
+        "2026-07-28".into(),
+        "--poll-interval-ms".into(),
+        LONG_POLL_MS.into(),
+    ];
+    let mut shim = Wire::spawn(&["--restart-upstream"], &upstream);
+    shim.initialize();
+
+    // A wait in flight when the upstream dies fails with it.
+    let task = create(&mut shim, "lost");
+    let id = shim.request("tasks/result", json!({"taskId": task}));
+    let child = eventually("the upstream child", || {
+        h::children_of(shim.pid()).into_iter().next()
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    let killed = std::process::Command::new("kill")
+        .args(["-KILL", &child.to_string()])
+        .status()
+        .expect("run kill");
+    assert!(killed.success());
+    let r = shim.response(&id);
+    assert_eq!(r["error"]["code"], -32603, "{r}");
+
+    // The successor gets its own listen: the next wait is pushed again,
+    // long before a poll could see it.
+    let task = eventually("the restarted upstream", || {
+        let r = shim.call(
+            "tools/call",
+            json!({"name": "slow_compute", "arguments": {"seconds": 1, "label": "again"},
+                "task": {"ttl": 60_000}}),
+        );
+        r["result"]["task"]["taskId"].as_str().map(str::to_owned)
+    });
+    let asked = Instant::now();
+    let r = shim.ok("tasks/result", json!({"taskId": task}));
+    assert_eq!(text_of(&r), done("again"), "{r}");
+    assert!(asked.elapsed() < WAIT, "took {:?}", asked.elapsed());
+}
+
+/// Every byte the shim sends the HTTP upstream, through a forwarder.
+struct Recorder {
+    addr: std::net::SocketAddr,
+    sent: Arc<Mutex<Vec<u8>>>,
+}
+
+impl Recorder {
+    async fn start(target: std::net::SocketAddr) -> Recorder {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let sent = Arc::new(Mutex::new(Vec::new()));
+        let all = sent.clone();
+        tokio::spawn(async move {
+            while let Ok((inbound, _)) = listener.accept().await {
+                let all = all.clone();
+                tokio::spawn(async move {
+                    let Ok(outbound) = tokio::net::TcpStream::connect(target).await else {
+                        return;
+                    };
+                    let (mut in_r, mut in_w) = inbound.into_split();
+                    let (mut out_r, mut out_w) = outbound.into_split();
+                    let up = async move {
+                        let mut buf = vec![0u8; 16 * 1024];
+                        while let Ok(n) = in_r.read(&mut buf).await {
+                            if n == 0 {
+                                break;
+                            }
+                            all.lock().unwrap().extend_from_slice(&buf[..n]);
+                            if out_w.write_all(&buf[..n]).await.is_err() {
+                                break;
+                            }
+                        }
+                        let _ = out_w.shutdown().await;
+                    };
+                    let down = async move {
+                        let _ = tokio::io::copy(&mut out_r, &mut in_w).await;
+                        let _ = in_w.shutdown().await;
+                    };
+                    tokio::join!(up, down);
+                });
+            }
+        });
+        Recorder { addr, sent }
+    }
+
+    fn messages(&self) -> Vec<Value> {
+        messages_in(&self.sent.lock().unwrap())
+    }
+}
+
+/// `reference-server --revision 2026-07-28 --http 127.0.0.1:0 <flags>`.
+fn http_reference(flags: &[&str]) -> (KillOnDrop, std::net::SocketAddr) {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(shim_bin())
+        .args([
+            "reference-server",
+            "--revision",
+            "2026-07-28",
+            "--http",
+            "127.0.0.1:0",
+        ])
+        .args(flags)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("start the HTTP reference server");
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if let Some(rest) = line.split("listening on http://").nth(1) {
+                let _ = tx.send(rest.trim_end_matches("/mcp").trim().to_owned());
+            }
+        }
+    });
+    let addr = rx
+        .recv_timeout(h::STEP)
+        .expect("the reference server started");
+    (KillOnDrop(child), addr.parse().expect("an address"))
+}
+
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn block_on<F: std::future::Future<Output = ()>>(f: F) {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(async {
+            tokio::time::timeout(Duration::from_secs(90), f)
+                .await
+                .expect("the test finished within 90 s");
+        });
+}
+
+/// One legacy HTTP session; every answer is checked against 2025-11-25.
+async fn legacy_rpc(
+    c: &reqwest::Client,
+    url: &str,
+    sid: &str,
+    id: i64,
+    method: &str,
+    params: Value,
+) -> Value {
+    let (status, answer, _) =
+        h::send(h::legacy(c, url, Some(sid), &h::rpc(id, method, params))).await;
+    assert_eq!(status, StatusCode::OK, "{method}: {answer}");
+    assert_valid(Revision::Legacy, &answer, Some(method));
+    answer
+}
+
+#[test]
+fn http_wait_ends_on_the_pushed_completion() {
+    let (_server, target) = http_reference(&["--poll-interval-ms", LONG_POLL_MS]);
+    block_on(async move {
+        let rec = Recorder::start(target).await;
+        let url = format!("http://{}/mcp", rec.addr);
+        let shim = HttpShim::spawn(&["--upstream-url", &url], &[] as &[String]);
+        let c = h::client();
+        let (sid, _) = h::initialize(&c, &shim.url, None).await;
+        let call = json!({"name": "slow_compute", "arguments": {"seconds": 1, "label": "http"},
+            "task": {"ttl": 60_000}});
+        let r = legacy_rpc(&c, &shim.url, &sid, 1, "tools/call", call).await;
+        let task = r["result"]["task"]["taskId"]
+            .as_str()
+            .expect("a task")
+            .to_owned();
+        let asked = Instant::now();
+        let r = legacy_rpc(
+            &c,
+            &shim.url,
+            &sid,
+            2,
+            "tasks/result",
+            json!({"taskId": task}),
+        )
+        .await;
+        let waited = asked.elapsed();
+        assert_eq!(text_of(&r["result"]), done("http"), "{r}");
+        assert!(
+            waited < WAIT,
+            "tasks/result took {waited:?} with a {LONG_POLL_MS} ms poll interval"
+        );
+
+        let msgs = rec.messages();
+        let listens = of_method(&msgs, "subscriptions/listen");
+        assert_eq!(listens.len(), 1, "{listens:?}");
+        assert_listen_for(listens[0], &task);
+        let sent = String::from_utf8_lossy(&rec.sent.lock().unwrap()).to_lowercase();
+        assert!(
+            sent.contains("mcp-method: subscriptions/listen"),
+            "the listen POST carries the modern headers"
+        );
+    });
+}
+
+#[test]
+fn http_upstream_without_listen_is_polled() {
+    let (_server, target) = http_reference(&["--no-listen", "--poll-interval-ms", "200"]);
+    block_on(async move {
+        let rec = Recorder::start(target).await;
+        let url = format!("http://{}/mcp", rec.addr);
+        let shim = HttpShim::spawn(&["--upstream-url", &url], &[] as &[String]);
+        let c = h::client();
+        let (sid, _) = h::initialize(&c, &shim.url, None).await;
+        for (i, label) in [(1, "one"), (3, "two")] {
+            let call = json!({"name": "slow_compute", "arguments": {"seconds": 1, "label": label},
+                "task": {"ttl": 60_000}});
+            let r = legacy_rpc(&c, &shim.url, &sid, i, "tools/call", call).await;
+            let task = r["result"]["task"]["taskId"]
+                .as_str()
+                .expect("a task")
+                .to_owned();
+            let r = legacy_rpc(
+                &c,
+                &shim.url,
+                &sid,
+                i + 1,
+                "tasks/result",
+                json!({"taskId": task}),
+            )
+            .await;
+            assert_eq!(text_of(&r["result"]), done(label), "{r}");
+        }
+        let msgs = rec.messages();
+        assert_eq!(
+            of_method(&msgs, "subscriptions/listen").len(),
+            1,
+            "a refused listen is not retried per task"
+        );
+    });
+}
