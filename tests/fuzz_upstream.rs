@@ -7,7 +7,9 @@
 //! - nothing the upstream sends makes the shim panic or hang: every client
 //!   request gets exactly one answer with its id within a bounded time
 //!   (a 2025-11-25 `tasks/result` may legitimately wait for a task the
-//!   upstream keeps `working` forever, so it must answer at most once);
+//!   upstream keeps `working` forever, so it must answer at most once; so
+//!   may a plain 2025-11-25 `tools/call` the upstream turned into a task,
+//!   when no `tasks/get` answer the fake gave ever ended a task);
 //! - everything the shim sends the client is valid JSON-RPC, and its
 //!   errors are schema-valid for the client's revision.
 
@@ -63,6 +65,11 @@ struct Fake {
     unsolicited: Vec<Value>,
     h: Hostility,
     turn: usize,
+    /// Some `tools/call` was answered with a task (`resultType: "task"`).
+    made_task: bool,
+    /// Some `tasks/get` was answered with an error or a terminal status:
+    /// a shim driving a task to its end could have stopped waiting.
+    ended_task: bool,
 }
 
 impl Fake {
@@ -81,6 +88,8 @@ impl Fake {
             unsolicited,
             h,
             turn: 0,
+            made_task: false,
+            ended_task: false,
         }
     }
 
@@ -114,12 +123,26 @@ impl Fake {
             }
             None => None,
         };
-        out.push(answer.unwrap_or_else(|| {
+        let answer = answer.unwrap_or_else(|| {
             Message::error(
                 Some(r.id.clone()),
                 mcp_tasks_shim::jsonrpc::ErrorObject::new(-32601, "Method not found"),
             )
-        }));
+        });
+        match (r.method.as_str(), &answer) {
+            ("tools/call", Message::Response(a)) => {
+                self.made_task |= a.result.get("resultType") == Some(&json!("task"));
+            }
+            ("tasks/get", Message::Response(a)) => {
+                let status = a.result.get("status").and_then(Value::as_str);
+                self.ended_task |= matches!(status, Some("completed" | "failed" | "cancelled"))
+                    // Not a task at all: the poller gives up on it.
+                    || status.is_none();
+            }
+            ("tasks/get", _) => self.ended_task = true,
+            _ => {}
+        }
+        out.push(answer);
         if self.turn.is_multiple_of(self.h.extra_every) && !self.unsolicited.is_empty() {
             let base = self.unsolicited[self.pick(1) % self.unsolicited.len()].clone();
             if let Ok(m) = Message::from_value(self.damage(base)) {
@@ -144,9 +167,13 @@ impl Front {
     }
 }
 
-async fn start(legacy_client: bool, h: Hostility) -> (Front, mpsc::UnboundedReceiver<Message>) {
+async fn start(
+    legacy_client: bool,
+    h: Hostility,
+) -> (Front, mpsc::UnboundedReceiver<Message>, Arc<Mutex<Fake>>) {
     let (conn, mut events, mut server_end) = channel::pair(Duration::from_secs(10));
     let fake = Arc::new(Mutex::new(Fake::new(!legacy_client, h)));
+    let fake_out = fake.clone();
     let to_shim = server_end.to_shim.clone();
     let f = fake.clone();
     tokio::spawn(async move {
@@ -199,7 +226,7 @@ async fn start(legacy_client: bool, h: Hostility) -> (Front, mpsc::UnboundedRece
         });
         Front::Modern(front.session("fuzz".into(), to_client))
     };
-    (front, outbox)
+    (front, outbox, fake_out)
 }
 
 /// A client conversation of the client's revision, unmutated, from the
@@ -227,9 +254,11 @@ async fn run(legacy: bool, h: Hostility, picks: Vec<usize>) -> Result<(), String
     } else {
         Revision::Modern
     };
-    let (front, mut outbox) = start(legacy, h).await;
+    let (front, mut outbox, fake) = start(legacy, h).await;
     let mut pending: HashMap<Id, String> = HashMap::new();
     let mut may_wait: Vec<Id> = Vec::new();
+    // Plain legacy calls: driven to the task's end if the upstream makes one.
+    let mut plain_calls: Vec<Id> = Vec::new();
     let receive = |front: &Front, m: Message, pending: &mut HashMap<Id, String>| {
         let v = m.to_value();
         // The upstream's own errors are relayed as they came (JSON-RPC
@@ -267,6 +296,12 @@ async fn run(legacy: bool, h: Hostility, picks: Vec<usize>) -> Result<(), String
             if matches!(r.method.as_str(), "tasks/result" | "subscriptions/listen") {
                 may_wait.push(r.id.clone());
             }
+            if legacy
+                && r.method == "tools/call"
+                && r.params.as_ref().and_then(|p| p.get("task")).is_none()
+            {
+                plain_calls.push(r.id.clone());
+            }
         }
         front.feed(m);
         let deadline = tokio::time::sleep(Duration::from_millis(20));
@@ -280,7 +315,14 @@ async fn run(legacy: bool, h: Hostility, picks: Vec<usize>) -> Result<(), String
     }
     let deadline = tokio::time::sleep(SETTLE);
     tokio::pin!(deadline);
-    while pending.keys().any(|id| !may_wait.contains(id)) {
+    let endless_tasks = || {
+        let f = fake.lock().unwrap();
+        f.made_task && !f.ended_task
+    };
+    let may_wait = |id: &Id| {
+        may_wait.contains(id) || (plain_calls.contains(id) && endless_tasks())
+    };
+    while pending.keys().any(|id| !may_wait(id)) {
         tokio::select! {
             out = outbox.recv() => match out {
                 Some(out) => receive(&front, out, &mut pending)?,
@@ -291,7 +333,7 @@ async fn run(legacy: bool, h: Hostility, picks: Vec<usize>) -> Result<(), String
     }
     let hung: Vec<String> = pending
         .iter()
-        .filter(|(id, _)| !may_wait.contains(id))
+        .filter(|(id, _)| !may_wait(id))
         .map(|(id, m)| format!("{id} ({m})"))
         .collect();
     if !hung.is_empty() {
