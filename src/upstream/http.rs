@@ -16,7 +16,7 @@ use futures_util::StreamExt;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use super::{RpcResult, Upstream, UpstreamEvent};
+use super::{RawAnswer, RpcResult, Upstream, UpstreamEvent};
 use crate::error::ShimError;
 use crate::jsonrpc::{Id, Message};
 use crate::revision::{self, LEGACY_VERSION, MODERN_VERSION, ProbeVerdict, Revision};
@@ -85,21 +85,35 @@ impl HttpUpstream {
     /// POSTs one message; returns the answer to it (for requests), sending
     /// everything else that arrives on the stream out as events.
     async fn post(&self, msg: &Message) -> Result<Option<Message>, ShimError> {
-        let mut req = self
+        let method = msg.method().unwrap_or_default();
+        let name = headers::name_source(method, msg.params());
+        let resp = self
+            .builder(method, name)
+            .body(msg.to_json())
+            .send()
+            .await
+            .map_err(|e| {
+                ShimError::Upstream(format!("HTTP upstream unreachable: {}", cause(&e)))
+            })?;
+        self.answer(resp, msg.id()).await
+    }
+
+    /// A POST with the headers of the upstream's revision.
+    fn builder(&self, method: &str, name: Option<&str>) -> reqwest::RequestBuilder {
+        let req = self
             .client
             .post(&self.url)
             .header("content-type", "application/json")
             .header("accept", "application/json, text/event-stream");
-        req = match self.revision {
+        match self.revision {
             Revision::Modern => {
-                let method = msg.method().unwrap_or_default();
-                let mut r = req
+                let r = req
                     .header("mcp-protocol-version", MODERN_VERSION)
                     .header("mcp-method", method);
-                if let Some(name) = headers::name_source(method, msg.params()) {
-                    r = r.header("mcp-name", headers::encode_sentinel(name));
+                match name {
+                    Some(name) => r.header("mcp-name", headers::encode_sentinel(name)),
+                    None => r,
                 }
-                r
             }
             Revision::Legacy => {
                 let sid = self
@@ -113,10 +127,26 @@ impl HttpUpstream {
                     None => r,
                 }
             }
-        };
-        let resp = req.body(msg.to_json()).send().await.map_err(|e| {
-            ShimError::Upstream(format!("HTTP upstream unreachable: {}", cause(&e)))
-        })?;
+        }
+    }
+
+    /// The answer to a POST whose message had the id `id` (none for
+    /// notifications and responses, which get no answer).
+    async fn answer(
+        &self,
+        resp: reqwest::Response,
+        id: Option<&Id>,
+    ) -> Result<Option<Message>, ShimError> {
+        Ok(self.answer_bytes(resp, id).await?.map(|(m, _)| m))
+    }
+
+    /// [`HttpUpstream::answer`], with the JSON body the answer came in
+    /// (none when it came on an SSE stream).
+    async fn answer_bytes(
+        &self,
+        resp: reqwest::Response,
+        id: Option<&Id>,
+    ) -> Result<Option<(Message, Option<axum::body::Bytes>)>, ShimError> {
         if let Some(sid) = resp
             .headers()
             .get("mcp-session-id")
@@ -130,18 +160,17 @@ impl HttpUpstream {
             .get("content-type")
             .and_then(|v| v.to_str().ok())
             .is_some_and(|c| c.starts_with("text/event-stream"));
-        if status == reqwest::StatusCode::ACCEPTED || msg.id().is_none() {
+        if status == reqwest::StatusCode::ACCEPTED || id.is_none() {
             return Ok(None);
         }
-        let id = msg.id().cloned();
         if is_sse {
-            return self.read_sse(resp, id.as_ref()).await.map(Some);
+            return Ok(Some((self.read_sse(resp, id).await?, None)));
         }
         let body = resp.bytes().await.map_err(|e| {
             ShimError::Upstream(format!("HTTP upstream dropped the answer: {}", cause(&e)))
         })?;
         match Message::parse(&body) {
-            Ok(m) => Ok(Some(m)),
+            Ok(m) => Ok(Some((m, Some(body)))),
             Err(_) => Err(ShimError::Upstream(format!(
                 "HTTP upstream answered {status} with a body that is not JSON-RPC: {:?}",
                 crate::transport::lines::excerpt(&body)
@@ -261,6 +290,37 @@ impl Upstream for Arc<HttpUpstream> {
             }
         });
         Ok(())
+    }
+
+    async fn relay_raw(
+        &self,
+        id: &Id,
+        method: &str,
+        name: Option<&str>,
+        body: axum::body::Bytes,
+    ) -> Option<Result<RawAnswer, ShimError>> {
+        // Only a modern upstream is stateless per POST, so the client's own
+        // id can travel as is; a legacy one gets the session's requests.
+        if self.revision != Revision::Modern {
+            return None;
+        }
+        let sent = self.builder(method, name).body(body).send().await;
+        let resp = match sent {
+            Ok(r) => r,
+            Err(e) => {
+                return Some(Err(ShimError::Upstream(format!(
+                    "HTTP upstream unreachable: {}",
+                    cause(&e)
+                ))));
+            }
+        };
+        Some(match self.answer_bytes(resp, Some(id)).await {
+            Ok(Some((message, body))) => Ok(RawAnswer { message, body }),
+            Ok(None) => Err(ShimError::Upstream(format!(
+                "the HTTP upstream gave no answer to {method}"
+            ))),
+            Err(e) => Err(e),
+        })
     }
 
     fn respond(&self, id: Id, outcome: RpcResult) -> Result<(), ShimError> {
