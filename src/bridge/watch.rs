@@ -145,6 +145,7 @@ impl Watchers {
             if w.failed.load(std::sync::atomic::Ordering::SeqCst) {
                 break;
             }
+            let started = tokio::time::Instant::now();
             let seen = match self.upstream.request("tasks/get", params.clone()).await {
                 Ok(Ok(v)) => match DetailedTask::from_value(&v) {
                     Ok(d) => Seen::Task(Box::new(d)),
@@ -171,8 +172,12 @@ impl Watchers {
             // A read that answered after the next one was due (slow upstream)
             // moves the grid instead of firing the missed reads back to back:
             // at most one read per interval, one in flight.
-            let now = tokio::time::Instant::now();
-            due = (due + Duration::from_millis(interval)).max(now);
+            // A late wake-up is made up on the grid, but never by a read
+            // sooner than half an interval after the previous one started.
+            let period = Duration::from_millis(interval);
+            due = (due + period)
+                .max(started + period / 2)
+                .max(tokio::time::Instant::now());
             tokio::select! {
                 _ = tokio::time::sleep_until(due) => {}
                 _ = w.wake.notified() => {
