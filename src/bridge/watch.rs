@@ -156,13 +156,16 @@ impl Watchers {
 
     async fn poll(self: Arc<Self>, task_id: String, w: Arc<Watcher>, meta: Map<String, Value>) {
         let params = json!({"taskId": task_id, "_meta": meta});
+        // When this read is due. Reads are due on a fixed grid (previous due
+        // time + interval), not "previous start + interval": the timer wakes
+        // up to a millisecond late, and measuring from the late start added
+        // that lateness to every period, so reads drifted to ~interval + 1 ms
+        // apart and a completion could wait longer than one interval.
+        let mut due = tokio::time::Instant::now();
         loop {
             if w.failed.load(std::sync::atomic::Ordering::SeqCst) {
                 break;
             }
-            // Fixed rate: the next read starts one interval after this one
-            // started, not after it answered, so a completion is seen within
-            // one interval and reads are still never closer than that.
             let started = tokio::time::Instant::now();
             let seen = match self.upstream.request("tasks/get", params.clone()).await {
                 Ok(Ok(v)) => match DetailedTask::from_value(&v) {
@@ -187,9 +190,21 @@ impl Watchers {
             if interval == 0 || w.tx.receiver_count() == 0 {
                 break;
             }
+            // A read that answered after the next one was due (slow upstream)
+            // moves the grid instead of firing the missed reads back to back:
+            // at most one read per interval, one in flight.
+            // A late wake-up is made up on the grid, but never by a read
+            // sooner than half an interval after the previous one started.
+            let period = Duration::from_millis(interval);
+            due = (due + period)
+                .max(started + period / 2)
+                .max(tokio::time::Instant::now());
             tokio::select! {
-                _ = tokio::time::sleep_until(started + Duration::from_millis(interval)) => {}
-                _ = w.wake.notified() => {}
+                _ = tokio::time::sleep_until(due) => {}
+                _ = w.wake.notified() => {
+                    // An early read restarts the grid from itself.
+                    due = tokio::time::Instant::now();
+                }
                 _ = w.tx.closed() => break,
             }
         }

@@ -58,8 +58,9 @@ pub fn input_request_to_legacy_owned(
         Value::Object(m) => m,
         other => return Err(as_object("input request", &other).unwrap_err()),
     };
-    let method = match obj.get("method") {
-        Some(Value::String(m)) => m.clone(),
+    // Moved out, not copied: the rest of the input object is dropped.
+    let method = match obj.remove("method") {
+        Some(Value::String(m)) => m,
         _ => {
             return Err(ShimError::InvalidParams(format!(
                 "input request {key:?} has no method"

@@ -46,14 +46,14 @@ pub(crate) fn as_object<'a>(
 /// The `_meta` object inside `obj`, created if missing (or replaced if it
 /// was not an object).
 pub(crate) fn meta_mut(obj: &mut Map<String, Value>) -> &mut Map<String, Value> {
-    let slot = obj
-        .entry("_meta")
-        .or_insert_with(|| Value::Object(Map::new()));
-    if !slot.is_object() {
-        *slot = Value::Object(Map::new());
+    // Looked up before `entry`, which would allocate the key on every call
+    // even when `_meta` is there (the common case on the hot path).
+    if !matches!(obj.get("_meta"), Some(Value::Object(_))) {
+        // Replaces in place when present, so the member keeps its position.
+        obj.insert("_meta".into(), Value::Object(Map::new()));
     }
-    match slot {
-        Value::Object(m) => m,
+    match obj.get_mut("_meta") {
+        Some(Value::Object(m)) => m,
         _ => unreachable!("just made it an object"),
     }
 }

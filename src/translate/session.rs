@@ -147,9 +147,16 @@ pub fn request_to_modern_with_meta(req: Request, modern: &Map<String, Value>) ->
         _ => Map::new(),
     };
     let meta = meta_mut(&mut params);
-    for (k, v) in modern {
-        meta.insert(k.clone(), v.clone());
+    // Built at its final size: growing the client's small `_meta` member by
+    // member reallocated and rehashed it twice per request.
+    let mut merged = Map::with_capacity(meta.len() + modern.len());
+    for (k, v) in std::mem::take(meta) {
+        merged.insert(k, v);
     }
+    for (k, v) in modern {
+        merged.insert(k.clone(), v.clone());
+    }
+    *meta = merged;
     Request {
         id: req.id,
         method: req.method,
@@ -180,6 +187,25 @@ pub fn check_modern_meta(params: Option<&Value>) -> Result<RequestMeta, ShimErro
         )));
     }
     Ok(meta)
+}
+
+/// [`check_modern_meta`] for callers that need only the verdict: the
+/// usual valid `_meta` is judged in place, without copying it; any other
+/// shape takes the full check, so every error reads the same.
+pub fn validate_modern_meta(params: Option<&Value>) -> Result<(), ShimError> {
+    if let Some(Value::Object(meta)) = params.and_then(|p| p.get("_meta")) {
+        let version_ok = matches!(meta.get(META_PROTOCOL_VERSION),
+            Some(Value::String(v)) if v == MODERN_VERSION);
+        let caps_ok = matches!(meta.get(META_CLIENT_CAPABILITIES), Some(Value::Object(_)));
+        let level_ok = matches!(
+            meta.get(META_LOG_LEVEL),
+            None | Some(Value::Null | Value::String(_))
+        );
+        if version_ok && caps_ok && level_ok {
+            return Ok(());
+        }
+    }
+    check_modern_meta(params).map(|_| ())
 }
 
 /// A modern request made legacy: its `_meta` is checked, the

@@ -112,9 +112,24 @@ pub fn call_params_to_modern(params: &Value) -> (Value, Option<TaskMetadata>) {
 pub fn call_params_to_modern_owned(params: Value) -> (Value, Option<TaskMetadata>) {
     let mut p = params;
     let task = p.as_object_mut().and_then(|m| {
-        m.remove("inputResponses");
-        m.remove("requestState");
-        m.remove("task")
+        // One scan over the few members instead of hashing three keys that
+        // are usually absent; only the present ones are removed.
+        let (mut responses, mut state, mut task) = (false, false, false);
+        for k in m.keys() {
+            match k.as_str() {
+                "inputResponses" => responses = true,
+                "requestState" => state = true,
+                "task" => task = true,
+                _ => {}
+            }
+        }
+        if responses {
+            m.remove("inputResponses");
+        }
+        if state {
+            m.remove("requestState");
+        }
+        if task { m.remove("task") } else { None }
     });
     (
         p,

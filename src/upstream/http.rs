@@ -16,7 +16,7 @@ use futures_util::StreamExt;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use super::{RpcResult, StreamEvent, Upstream, UpstreamEvent, UpstreamStream};
+use super::{RawAnswer, RpcResult, StreamEvent, Upstream, UpstreamEvent, UpstreamStream};
 use crate::error::ShimError;
 use crate::jsonrpc::{Id, Message};
 use crate::revision::{self, LEGACY_VERSION, MODERN_VERSION, ProbeVerdict, Revision};
@@ -97,12 +97,26 @@ impl HttpUpstream {
         read_json(resp).await.map(Some)
     }
 
-    /// Sends one POST with the headers of the revision spoken (a longer
-    /// `timeout` than the client's for long-lived requests) and keeps the
-    /// session id it may mint.
+    /// Sends one POST of `msg` (a longer `timeout` than the client's for
+    /// long-lived requests) and keeps the session id it may mint.
     async fn send_post(
         &self,
         msg: &Message,
+        timeout: Option<Duration>,
+    ) -> Result<reqwest::Response, ShimError> {
+        let method = msg.method().unwrap_or_default();
+        let name = headers::name_source(method, msg.params());
+        self.send_body(method, name, msg.to_json().into(), timeout)
+            .await
+    }
+
+    /// Sends one POST of an encoded body with the headers of the revision
+    /// spoken and keeps the session id it may mint.
+    async fn send_body(
+        &self,
+        method: &str,
+        name: Option<&str>,
+        body: reqwest::Body,
         timeout: Option<Duration>,
     ) -> Result<reqwest::Response, ShimError> {
         let mut req = self
@@ -112,14 +126,13 @@ impl HttpUpstream {
             .header("accept", "application/json, text/event-stream");
         req = match self.revision {
             Revision::Modern => {
-                let method = msg.method().unwrap_or_default();
-                let mut r = req
+                let r = req
                     .header("mcp-protocol-version", MODERN_VERSION)
                     .header("mcp-method", method);
-                if let Some(name) = headers::name_source(method, msg.params()) {
-                    r = r.header("mcp-name", headers::encode_sentinel(name));
+                match name {
+                    Some(name) => r.header("mcp-name", headers::encode_sentinel(name)),
+                    None => r,
                 }
-                r
             }
             Revision::Legacy => {
                 let sid = self
@@ -137,7 +150,7 @@ impl HttpUpstream {
         if let Some(t) = timeout {
             req = req.timeout(t);
         }
-        let resp = req.body(msg.to_json()).send().await.map_err(|e| {
+        let resp = req.body(body).send().await.map_err(|e| {
             ShimError::Upstream(format!("HTTP upstream unreachable: {}", cause(&e)))
         })?;
         if let Some(sid) = resp
@@ -322,6 +335,40 @@ impl Upstream for Arc<HttpUpstream> {
         Ok(())
     }
 
+    async fn relay_raw(
+        &self,
+        id: &Id,
+        method: &str,
+        name: Option<&str>,
+        body: axum::body::Bytes,
+    ) -> Option<Result<RawAnswer, ShimError>> {
+        // Only a modern upstream is stateless per POST, so the client's own
+        // id can travel as is; a legacy one gets the session's requests.
+        if self.revision != Revision::Modern {
+            return None;
+        }
+        let resp = match self.send_body(method, name, body.into(), None).await {
+            Ok(r) => r,
+            Err(e) => return Some(Err(e)),
+        };
+        if resp.status() == reqwest::StatusCode::ACCEPTED {
+            return Some(Err(ShimError::Upstream(format!(
+                "the HTTP upstream gave no answer to {method}"
+            ))));
+        }
+        Some(if is_sse(&resp) {
+            self.read_sse(resp, Some(id)).await.map(|message| RawAnswer {
+                message,
+                body: None,
+            })
+        } else {
+            read_json_bytes(resp).await.map(|(message, body)| RawAnswer {
+                message,
+                body: Some(body),
+            })
+        })
+    }
+
     fn respond(&self, id: Id, outcome: RpcResult) -> Result<(), ShimError> {
         let this = self.clone();
         let msg = match outcome {
@@ -350,16 +397,24 @@ fn is_sse(resp: &reqwest::Response) -> bool {
 
 /// Reads a JSON answer body.
 async fn read_json(resp: reqwest::Response) -> Result<Message, ShimError> {
+    read_json_bytes(resp).await.map(|(m, _)| m)
+}
+
+/// [`read_json`], keeping the body the answer came in (for the raw relay).
+async fn read_json_bytes(
+    resp: reqwest::Response,
+) -> Result<(Message, axum::body::Bytes), ShimError> {
     let status = resp.status();
     let body = resp.bytes().await.map_err(|e| {
         ShimError::Upstream(format!("HTTP upstream dropped the answer: {}", cause(&e)))
     })?;
-    Message::parse(&body).map_err(|_| {
-        ShimError::Upstream(format!(
+    match Message::parse(&body) {
+        Ok(m) => Ok((m, body)),
+        Err(_) => Err(ShimError::Upstream(format!(
             "HTTP upstream answered {status} with a body that is not JSON-RPC: {:?}",
             crate::transport::lines::excerpt(&body)
-        ))
-    })
+        ))),
+    }
 }
 
 /// A reqwest error with its chain of causes ("connection reset by peer"

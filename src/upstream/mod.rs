@@ -78,6 +78,29 @@ pub trait Upstream: Send + Sync + 'static {
     /// After [`Upstream::shutdown`]: waits (bounded) until the upstream
     /// process, if there is one, has exited, killing it if it lingers.
     async fn finish(&self) {}
+    /// Pass-through of one client request whose body is already a valid
+    /// request of the upstream's revision: the body goes out as it came in,
+    /// the client's id included. `None` when this transport cannot do that
+    /// (ids must be remapped on a shared stream): use [`Upstream::request`].
+    async fn relay_raw(
+        &self,
+        id: &Id,
+        method: &str,
+        name: Option<&str>,
+        body: axum::body::Bytes,
+    ) -> Option<Result<RawAnswer, ShimError>> {
+        let _ = (id, method, name, body);
+        None
+    }
+}
+
+/// The upstream's answer to a [`Upstream::relay_raw`] request.
+#[derive(Debug)]
+pub struct RawAnswer {
+    /// The answer, parsed (so its shape and id are checked).
+    pub message: Message,
+    /// The bytes it came in, when they can go to the client unchanged.
+    pub body: Option<axum::body::Bytes>,
 }
 
 /// A connected upstream of any transport, and what its probe learnt.

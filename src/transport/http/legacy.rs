@@ -168,54 +168,63 @@ async fn exchange(s: &Arc<HttpSession>, msg: Message, sse: bool) -> Response {
     };
     let id = req.id.clone();
     let streams = sse && matches!(req.method.as_str(), "tasks/result" | "tools/call");
-    let (tx, mut rx) = mpsc::unbounded_channel();
+    if !streams {
+        // A JSON answer carries only the answer: it comes straight back from
+        // the engine instead of through the session's router. Spawned, so a
+        // client that hangs up does not cut the engine's work short.
+        let Message::Request(req) = msg else {
+            unreachable!("matched above")
+        };
+        let answer = tokio::spawn(s.engine.clone().answer(req)).await;
+        // What routing an answer did: forget streams that have ended.
+        s.routes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .by_task
+            .retain(|_, tx| !tx.is_closed());
+        return match answer {
+            Ok(m) => json_response(StatusCode::OK, &m),
+            Err(_) => error_response(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                Some(id),
+                ShimError::Internal("no answer".into()),
+            ),
+        };
+    }
+    let (tx, rx) = mpsc::unbounded_channel();
     {
         let mut r = s.routes.lock().unwrap_or_else(|p| p.into_inner());
         r.by_id.insert(id.clone(), tx.clone());
-        if streams {
-            match req.method.as_str() {
-                "tasks/result" => {
-                    if let Some(task) = req
-                        .params
-                        .as_ref()
-                        .and_then(|p| p.get("taskId"))
-                        .and_then(|t| t.as_str())
-                    {
-                        r.by_task.insert(task.to_owned(), tx.clone());
-                    }
+        match req.method.as_str() {
+            "tasks/result" => {
+                if let Some(task) = req
+                    .params
+                    .as_ref()
+                    .and_then(|p| p.get("taskId"))
+                    .and_then(|t| t.as_str())
+                {
+                    r.by_task.insert(task.to_owned(), tx.clone());
                 }
-                _ => r.calls.push((id.clone(), tx.clone())),
             }
+            _ => r.calls.push((id.clone(), tx.clone())),
         }
     }
     drop(tx);
     s.engine.handle_client(msg);
-    if streams {
-        // The stream ends right after the answer to this request.
-        let events = futures_util::stream::unfold(Some(rx), move |state| {
-            let id = id.clone();
-            async move {
-                let mut rx = state?;
-                let m = rx.recv().await?;
-                let next = (!is_answer_to(&m, &id)).then_some(rx);
-                let ev = Event::default().event("message").data(m.to_json());
-                Some((Ok::<_, Infallible>(ev), next))
-            }
-        });
-        return Sse::new(events)
-            .keep_alive(KeepAlive::default())
-            .into_response();
-    }
-    while let Some(m) = rx.recv().await {
-        if is_answer_to(&m, &id) {
-            return json_response(StatusCode::OK, &m);
+    // The stream ends right after the answer to this request.
+    let events = futures_util::stream::unfold(Some(rx), move |state| {
+        let id = id.clone();
+        async move {
+            let mut rx = state?;
+            let m = rx.recv().await?;
+            let next = (!is_answer_to(&m, &id)).then_some(rx);
+            let ev = Event::default().event("message").data(m.to_json());
+            Some((Ok::<_, Infallible>(ev), next))
         }
-    }
-    error_response(
-        StatusCode::INTERNAL_SERVER_ERROR,
-        Some(id),
-        ShimError::Internal("no answer".into()),
-    )
+    });
+    Sse::new(events)
+        .keep_alive(KeepAlive::default())
+        .into_response()
 }
 
 fn is_answer_to(m: &Message, id: &Id) -> bool {

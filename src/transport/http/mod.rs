@@ -260,7 +260,7 @@ async fn post_endpoint(State(app): State<Arc<App>>, headers: HeaderMap, body: By
                 "missing Mcp-Session-Id: a 2025-11-25 client must initialize first; a 2026-07-28 client must send per-request _meta".into(),
             ),
         ),
-        _ => modern::post(app, msg, &headers).await,
+        _ => modern::post(app, msg, body, &headers).await,
     }
 }
 

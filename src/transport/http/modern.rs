@@ -4,6 +4,7 @@
 use std::convert::Infallible;
 use std::sync::Arc;
 
+use axum::body::Bytes;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -13,14 +14,15 @@ use tokio_stream::wrappers::UnboundedReceiverStream;
 
 use super::{App, error_response, headers, json_response, modern_status};
 use crate::error::ShimError;
-use crate::jsonrpc::{Id, Message};
+use crate::jsonrpc::{Id, Message, Request};
 use crate::revision::{MODERN_VERSION, Revision};
-use crate::translate::session::check_modern_meta;
+use crate::translate::session::validate_modern_meta;
+use crate::upstream::RawAnswer;
 
 /// Scope of requests that carry no principal.
 const ANONYMOUS: &str = "anonymous";
 
-pub(super) async fn post(app: Arc<App>, msg: Message, hdrs: &HeaderMap) -> Response {
+pub(super) async fn post(app: Arc<App>, msg: Message, body: Bytes, hdrs: &HeaderMap) -> Response {
     app.metrics
         .count(Revision::Modern, msg.method().unwrap_or("(response)"));
     let Message::Request(req) = &msg else {
@@ -44,12 +46,15 @@ pub(super) async fn post(app: Arc<App>, msg: Message, hdrs: &HeaderMap) -> Respo
             ShimError::unsupported_version(v),
         );
     }
-    if let Err(e) = check_modern_meta(req.params.as_ref()) {
+    if let Err(e) = validate_modern_meta(req.params.as_ref()) {
         return error_response(StatusCode::BAD_REQUEST, Some(id), e);
+    }
+    let listen = req.method == "subscriptions/listen";
+    if app.modern.is_none() && app.upstream_rev == Revision::Modern && !listen {
+        return relay_inline(&app, req, body).await;
     }
     let scope = app.principal(hdrs).unwrap_or_else(|| ANONYMOUS.to_owned());
     let (tx, rx) = mpsc::unbounded_channel();
-    let listen = req.method == "subscriptions/listen";
     match (&app.modern, app.upstream_rev) {
         (Some(front), _) => front.session(scope, tx).handle_client(msg),
         // Same revision both sides: relay the request as it is.
@@ -95,7 +100,69 @@ fn stream(rx: mpsc::UnboundedReceiver<Message>) -> Response {
     resp
 }
 
-/// Pass-through of a modern request to a modern upstream.
+/// Pass-through of a modern request to a modern upstream, answered in this
+/// handler: the body already passed every check, so it goes upstream as it
+/// came and, when the answer is a plain JSON answer to the same id, that
+/// goes back as it came (no task, channel or re-serialisation per request).
+async fn relay_inline(app: &App, req: &Request, body: Bytes) -> Response {
+    let name = headers::name_source(&req.method, req.params.as_ref());
+    let answer = match app
+        .upstream
+        .relay_raw(&req.id, &req.method, name, body)
+        .await
+    {
+        Some(Ok(a)) => a,
+        Some(Err(e)) => {
+            let m = Message::error(Some(req.id.clone()), e.into());
+            return json_response(modern_status(m_code(&m)), &m);
+        }
+        None => {
+            let params = req.params.clone().unwrap_or_default();
+            let m = match app.upstream.request(&req.method, params).await {
+                Ok(Ok(result)) => Message::response(req.id.clone(), result),
+                Ok(Err(error)) => Message::error(Some(req.id.clone()), error),
+                Err(e) => Message::error(Some(req.id.clone()), e.into()),
+            };
+            return json_response(modern_status(m_code(&m)), &m);
+        }
+    };
+    let RawAnswer { message, body } = answer;
+    match (message, body) {
+        (Message::Response(r), Some(body)) if r.id == req.id => raw_json(StatusCode::OK, body),
+        (Message::Response(r), _) => {
+            json_response(StatusCode::OK, &Message::response(req.id.clone(), r.result))
+        }
+        // Errors are rare: rebuilt, so they read exactly as before.
+        (Message::Error(e), _) => {
+            let m = Message::error(Some(req.id.clone()), e.error);
+            json_response(modern_status(m_code(&m)), &m)
+        }
+        _ => {
+            let e = ShimError::Upstream(format!(
+                "the HTTP upstream gave no answer to {}",
+                req.method
+            ));
+            let m = Message::error(Some(req.id.clone()), e.into());
+            json_response(modern_status(m_code(&m)), &m)
+        }
+    }
+}
+
+/// The error code of an error message (0 for anything else).
+fn m_code(m: &Message) -> i64 {
+    match m {
+        Message::Error(e) => e.error.code,
+        _ => 0,
+    }
+}
+
+/// A JSON body sent as the upstream wrote it.
+fn raw_json(status: StatusCode, body: Bytes) -> Response {
+    (status, [("content-type", "application/json")], body).into_response()
+}
+
+/// Pass-through of a modern request to a modern upstream, answered on a
+/// stream (`subscriptions/listen`).
 fn relay(app: Arc<App>, msg: Message, tx: mpsc::UnboundedSender<Message>) {
     let Message::Request(req) = msg else { return };
     tokio::spawn(async move {
