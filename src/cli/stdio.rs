@@ -23,25 +23,18 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
             .upstream
             .split_first()
             .ok_or("missing upstream command after --")?;
-        let ending = proxy::run(
-            tokio::io::stdin(),
-            tokio::io::stdout(),
-            program,
-            rest,
-            ledger,
-            opts,
-        )
-        .await
-        .map_err(|e| e.to_string())?;
+        let ending = proxy::run_stdio(program, rest, ledger, opts)
+            .await
+            .map_err(|e| e.to_string())?;
         match ending {
             Ending::ClientClosed => Ok(()),
             Ending::UpstreamGone(reason) => Err(reason),
         }
     });
-    // tokio reads stdin with a blocking read on a helper thread that cannot
-    // be cancelled: a plain drop of the runtime would wait for the client to
-    // close stdin, so a shim whose upstream died would never exit. The proxy
-    // has flushed everything by now.
+    // stdin is read by a blocking read on a thread that cannot be
+    // cancelled: waiting for it would wait for the client to close stdin, so
+    // a shim whose upstream died would never exit. The proxy has flushed
+    // everything by now.
     rt.shutdown_background();
     outcome
 }
