@@ -115,10 +115,59 @@ where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
+    let (client_tx, client_rx) = mpsc::unbounded_channel();
+    tokio::spawn(transport::read_lines(
+        client_in,
+        client_tx,
+        opts.max_message_bytes,
+    ));
+    let to_client = spawn_client_writer(opts.record.clone(), |rx| {
+        tokio::spawn(transport::write_lines(client_out, rx))
+    })?;
+    drive(client_rx, to_client, program, args, ledger, opts).await
+}
+
+/// [`run`] on the process's own stdin and stdout, each served by a
+/// dedicated thread doing blocking reads or writes: tokio's `Stdin` and
+/// `Stdout` run every read and write on its blocking pool, a hand-off and
+/// a wake-up each, which cost more than everything else the shim does per
+/// message.
+pub async fn run_stdio(
+    program: &str,
+    args: &[String],
+    ledger: Arc<dyn TaskLedger>,
+    opts: ProxyOptions,
+) -> std::io::Result<Ending> {
+    use std::os::fd::AsFd;
+    // Plain files on fds 0 and 1: `std::io::Stdout` would line-buffer and
+    // copy, and the writer batches whole lines itself.
+    let stdin = std::fs::File::from(std::io::stdin().as_fd().try_clone_to_owned()?);
+    let stdout = std::fs::File::from(std::io::stdout().as_fd().try_clone_to_owned()?);
+    let (client_tx, client_rx) = mpsc::unbounded_channel();
     let max = opts.max_message_bytes;
-    let (client_tx, mut client_rx) = mpsc::unbounded_channel();
-    tokio::spawn(transport::read_lines(client_in, client_tx, max));
-    let to_client = spawn_client_writer(client_out, opts.record.clone())?;
+    // Never joined: a blocking read cannot be cancelled, and the process
+    // exits without waiting for the client to close its side.
+    std::thread::Builder::new()
+        .name("client-stdin".into())
+        .spawn(move || {
+            if let Err(e) = transport::lines::read_lines_blocking(stdin, &client_tx, max) {
+                tracing::warn!(error = %e, "reading stdin failed; treating it as closed");
+            }
+        })?;
+    let to_client = spawn_client_writer(opts.record.clone(), |rx| {
+        tokio::task::spawn_blocking(move || transport::lines::write_lines_blocking(stdout, rx))
+    })?;
+    drive(client_rx, to_client, program, args, ledger, opts).await
+}
+
+async fn drive(
+    mut client_rx: mpsc::UnboundedReceiver<Inbound>,
+    to_client: ClientWriter,
+    program: &str,
+    args: &[String],
+    ledger: Arc<dyn TaskLedger>,
+    opts: ProxyOptions,
+) -> std::io::Result<Ending> {
     let recorder = to_client.recorder.clone();
 
     let link = supervised::connect(program, args, opts.supervise()).await?;
@@ -307,9 +356,11 @@ impl ClientWriter {
     }
 }
 
-fn spawn_client_writer<W: AsyncWrite + Unpin + Send + 'static>(
-    out: W,
+fn spawn_client_writer(
     record_path: Option<std::path::PathBuf>,
+    start_writer: impl FnOnce(
+        mpsc::UnboundedReceiver<Message>,
+    ) -> tokio::task::JoinHandle<std::io::Result<()>>,
 ) -> std::io::Result<ClientWriter> {
     let (outbox, mut rx) = mpsc::unbounded_channel::<Message>();
     let (recorder, recorder_task) = match record_path {
@@ -326,7 +377,7 @@ fn spawn_client_writer<W: AsyncWrite + Unpin + Send + 'static>(
     let writer = match recorder.clone() {
         // Without a transcript the writer drains the outbox itself: one
         // task hand-off less on every message to the client.
-        None => tokio::spawn(transport::write_lines(out, rx)),
+        None => start_writer(rx),
         Some(rec) => {
             let (wtx, wrx) = mpsc::unbounded_channel();
             tokio::spawn(async move {
@@ -337,7 +388,7 @@ fn spawn_client_writer<W: AsyncWrite + Unpin + Send + 'static>(
                     }
                 }
             });
-            tokio::spawn(transport::write_lines(out, wrx))
+            start_writer(wrx)
         }
     };
     Ok(ClientWriter {

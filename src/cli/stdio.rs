@@ -18,30 +18,32 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
     let opts = args.shim.proxy_options()?;
     let ledger = args.shim.open_ledger(proxy::STDIO_SCOPE_PREFIX)?;
     let rt = tokio::runtime::Runtime::new().map_err(|e| e.to_string())?;
-    let outcome = rt.block_on(async move {
+    // The session runs on a worker, not on this thread inside `block_on`:
+    // there every message to or from a task would cross threads (a futex
+    // wake-up each way), where on a worker the tasks it wakes run in turn on
+    // the same thread.
+    let session = async move {
         let (program, rest) = args
             .upstream
             .split_first()
             .ok_or("missing upstream command after --")?;
-        let ending = proxy::run(
-            tokio::io::stdin(),
-            tokio::io::stdout(),
-            program,
-            rest,
-            ledger,
-            opts,
-        )
-        .await
-        .map_err(|e| e.to_string())?;
+        let ending = proxy::run_stdio(program, rest, ledger, opts)
+            .await
+            .map_err(|e| e.to_string())?;
         match ending {
             Ending::ClientClosed => Ok(()),
             Ending::UpstreamGone(reason) => Err(reason),
         }
+    };
+    let outcome = rt.block_on(async move {
+        tokio::spawn(session)
+            .await
+            .unwrap_or_else(|e| Err(format!("the session failed: {e}")))
     });
-    // tokio reads stdin with a blocking read on a helper thread that cannot
-    // be cancelled: a plain drop of the runtime would wait for the client to
-    // close stdin, so a shim whose upstream died would never exit. The proxy
-    // has flushed everything by now.
+    // stdin is read by a blocking read on a thread that cannot be
+    // cancelled: waiting for it would wait for the client to close stdin, so
+    // a shim whose upstream died would never exit. The proxy has flushed
+    // everything by now.
     rt.shutdown_background();
     outcome
 }

@@ -47,40 +47,131 @@ pub async fn read_lines<R: AsyncRead + Unpin>(
     tx: mpsc::UnboundedSender<Inbound>,
     max_bytes: usize,
 ) -> std::io::Result<()> {
-    let mut reader = BufReader::with_capacity(64 * 1024, reader);
+    let mut lines = LineReader::new(reader, max_bytes);
+    while let Some(inbound) = lines.next().await? {
+        if tx.send(inbound).is_err() {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// The reading half of [`read_lines`], for a caller that handles each
+/// message where it is read instead of behind a channel (one task hand-off
+/// less per message).
+#[derive(Debug)]
+pub struct LineReader<R> {
+    reader: BufReader<R>,
+    line: Vec<u8>,
+    max_bytes: usize,
+}
+
+impl<R: AsyncRead + Unpin> LineReader<R> {
+    /// Lines over `max_bytes` are refused (and skipped) rather than
+    /// buffered without bound.
+    pub fn new(reader: R, max_bytes: usize) -> Self {
+        LineReader {
+            reader: BufReader::with_capacity(64 * 1024, reader),
+            line: Vec::with_capacity(4096),
+            max_bytes,
+        }
+    }
+
+    /// The next non-blank line, or `None` at the end of the stream.
+    pub async fn next(&mut self) -> std::io::Result<Option<Inbound>> {
+        loop {
+            self.line.clear();
+            let n = read_bounded_line(&mut self.reader, &mut self.line, self.max_bytes).await?;
+            if n == 0 {
+                return Ok(None);
+            }
+            if let Some(inbound) = classify(&self.line, self.max_bytes) {
+                return Ok(Some(inbound));
+            }
+        }
+    }
+}
+
+/// [`read_lines`] with plain blocking reads, for a dedicated thread: on the
+/// process's own stdin this costs one wake-up per message, where tokio's
+/// `Stdin` hands every read to its blocking pool and back.
+pub fn read_lines_blocking<R: std::io::Read>(
+    reader: R,
+    tx: &mpsc::UnboundedSender<Inbound>,
+    max_bytes: usize,
+) -> std::io::Result<()> {
+    let mut reader = std::io::BufReader::with_capacity(64 * 1024, reader);
     let mut line = Vec::with_capacity(4096);
     loop {
         line.clear();
-        let n = read_bounded_line(&mut reader, &mut line, max_bytes).await?;
+        let n = read_bounded_line_blocking(&mut reader, &mut line, max_bytes)?;
         if n == 0 {
             return Ok(());
         }
-        let trimmed = trim(&line);
-        if trimmed.is_empty() {
-            continue;
-        }
-        let inbound = if line.len() > max_bytes {
-            Inbound::Invalid {
-                id: None,
-                error: ShimError::InvalidRequest(format!(
-                    "message exceeds the limit of {max_bytes} bytes"
-                )),
-                excerpt: excerpt(trimmed),
-                oversized: true,
-            }
-        } else {
-            match Message::parse_bounded(trimmed, max_bytes) {
-                Ok(m) => Inbound::Message(m),
-                Err(error) => Inbound::Invalid {
-                    id: jsonrpc::salvage_id(trimmed),
-                    error,
-                    excerpt: excerpt(trimmed),
-                    oversized: false,
-                },
-            }
-        };
-        if tx.send(inbound).is_err() {
+        if let Some(inbound) = classify(&line, max_bytes)
+            && tx.send(inbound).is_err()
+        {
             return Ok(());
+        }
+    }
+}
+
+/// What one raw line (as read, newline included) amounts to; `None` for a
+/// blank line.
+fn classify(line: &[u8], max_bytes: usize) -> Option<Inbound> {
+    let trimmed = trim(line);
+    if trimmed.is_empty() {
+        return None;
+    }
+    Some(if line.len() > max_bytes {
+        Inbound::Invalid {
+            id: None,
+            error: ShimError::InvalidRequest(format!(
+                "message exceeds the limit of {max_bytes} bytes"
+            )),
+            excerpt: excerpt(trimmed),
+            oversized: true,
+        }
+    } else {
+        match Message::parse_bounded(trimmed, max_bytes) {
+            Ok(m) => Inbound::Message(m),
+            Err(error) => Inbound::Invalid {
+                id: jsonrpc::salvage_id(trimmed),
+                error,
+                excerpt: excerpt(trimmed),
+                oversized: false,
+            },
+        }
+    })
+}
+
+fn read_bounded_line_blocking<R: std::io::BufRead>(
+    reader: &mut R,
+    out: &mut Vec<u8>,
+    max: usize,
+) -> std::io::Result<usize> {
+    let mut total = 0;
+    loop {
+        let buf = match reader.fill_buf() {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if buf.is_empty() {
+            return Ok(total);
+        }
+        let (chunk, done) = match buf.iter().position(|&b| b == b'\n') {
+            Some(i) => (&buf[..=i], true),
+            None => (buf, false),
+        };
+        let len = chunk.len();
+        if out.len() <= max {
+            out.extend_from_slice(chunk);
+        }
+        total += len;
+        reader.consume(len);
+        if done {
+            return Ok(total);
         }
     }
 }
@@ -147,6 +238,32 @@ pub async fn write_lines<W: AsyncWrite + Unpin>(
         writer.flush().await?;
     }
     writer.flush().await
+}
+
+/// [`write_lines`] with plain blocking writes, for a dedicated thread (see
+/// [`read_lines_blocking`]). Everything queued is written with one `write`:
+/// `writer` should be unbuffered (a `File`), so nothing waits for a flush.
+pub fn write_lines_blocking<W: std::io::Write>(
+    mut writer: W,
+    mut rx: mpsc::UnboundedReceiver<Message>,
+) -> std::io::Result<()> {
+    let mut buf = Vec::with_capacity(4096);
+    while let Some(msg) = rx.blocking_recv() {
+        buf.clear();
+        msg.write_json(&mut buf);
+        buf.push(b'\n');
+        while let Ok(more) = rx.try_recv() {
+            more.write_json(&mut buf);
+            buf.push(b'\n');
+        }
+        writer.write_all(&buf)?;
+        writer.flush()?;
+        if buf.capacity() > 1 << 20 {
+            // One huge answer must not pin its buffer for the session.
+            buf = Vec::with_capacity(4096);
+        }
+    }
+    writer.flush()
 }
 
 /// Writes raw lines (pass-through keeps the peer's bytes untouched).

@@ -26,6 +26,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
+use tokio::process::ChildStdout;
 use tokio::sync::{Notify, mpsc, watch};
 use tokio::task::JoinHandle;
 
@@ -33,6 +34,7 @@ use super::{Connection, RpcResult, Upstream, UpstreamEvent, UpstreamStream, lock
 use crate::error::ShimError;
 use crate::jsonrpc::{Id, Message};
 use crate::revision::{self, ProbeVerdict, Revision};
+use crate::transport::lines::LineReader;
 use crate::transport::{self, Inbound};
 
 /// First delay before a restart; doubled after each failed attempt.
@@ -277,27 +279,20 @@ impl Supervised {
             kill: Notify::new(),
             monitor: Mutex::new(None),
         });
-        let (in_tx, in_rx) = mpsc::unbounded_channel();
-        tokio::spawn(transport::read_lines(
-            spawned.stdout,
-            in_tx,
-            self.opts.max_message_bytes,
-        ));
-        tokio::spawn(self.clone().read(generation.clone(), in_rx));
+        tokio::spawn(self.clone().read(generation.clone(), spawned.stdout));
         let monitor = tokio::spawn(self.clone().monitor(generation.clone(), spawned.child));
         *lock(&generation.monitor) = Some(monitor);
         tracing::debug!(generation = n, program = %self.program, "upstream started");
         Ok(generation)
     }
 
-    /// Routes what the child writes; an invalid line or the end of its
-    /// output is a fault.
-    async fn read(
-        self: Arc<Self>,
-        generation: Arc<Generation>,
-        mut rx: mpsc::UnboundedReceiver<Inbound>,
-    ) {
-        while let Some(inbound) = rx.recv().await {
+    /// Reads and routes what the child writes, in one task (a reader task
+    /// feeding a router task cost a hand-off per message); an invalid line
+    /// or the end of its output is a fault.
+    async fn read(self: Arc<Self>, generation: Arc<Generation>, stdout: ChildStdout) {
+        let mut lines = LineReader::new(stdout, self.opts.max_message_bytes);
+        // A read error ends the output as EOF does.
+        while let Ok(Some(inbound)) = lines.next().await {
             if generation.is_dead() {
                 return;
             }
