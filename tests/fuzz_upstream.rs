@@ -319,9 +319,7 @@ async fn run(legacy: bool, h: Hostility, picks: Vec<usize>) -> Result<(), String
         let f = fake.lock().unwrap();
         f.made_task && !f.ended_task
     };
-    let may_wait = |id: &Id| {
-        may_wait.contains(id) || (plain_calls.contains(id) && endless_tasks())
-    };
+    let may_wait = |id: &Id| may_wait.contains(id) || (plain_calls.contains(id) && endless_tasks());
     while pending.keys().any(|id| !may_wait(id)) {
         tokio::select! {
             out = outbox.recv() => match out {

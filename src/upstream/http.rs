@@ -357,15 +357,19 @@ impl Upstream for Arc<HttpUpstream> {
             ))));
         }
         Some(if is_sse(&resp) {
-            self.read_sse(resp, Some(id)).await.map(|message| RawAnswer {
-                message,
-                body: None,
-            })
+            self.read_sse(resp, Some(id))
+                .await
+                .map(|message| RawAnswer {
+                    message,
+                    body: None,
+                })
         } else {
-            read_json_bytes(resp).await.map(|(message, body)| RawAnswer {
-                message,
-                body: Some(body),
-            })
+            read_json_bytes(resp)
+                .await
+                .map(|(message, body)| RawAnswer {
+                    message,
+                    body: Some(body),
+                })
         })
     }
 
