@@ -194,7 +194,12 @@ pub fn create_result_to_modern_owned(result: Value) -> Result<Value, ShimError> 
     let mut v = task_to_modern_owned(created.task).into_value();
     if let Value::Object(m) = &mut v {
         for (k, val) in created.extra {
-            m.insert(k, val);
+            // The task's own members win: a stray `taskId` beside `task`
+            // must not replace the task's id (found by fuzzing). The
+            // result's `_meta` is the result's, and stays.
+            if k == "_meta" || !m.contains_key(&k) {
+                m.insert(k, val);
+            }
         }
         m.insert("resultType".into(), Value::from(result_type::TASK));
     }
@@ -312,6 +317,19 @@ pub fn task_id_param(params: Option<&Value>) -> Result<&str, ShimError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stray_members_beside_a_created_task_do_not_replace_its_fields() {
+        let task = json!({"taskId": "t1", "status": "working", "createdAt": "c",
+                          "lastUpdatedAt": "u"});
+        let m = create_result_to_modern(&json!({"task": task, "taskId": {"x": 1},
+                                                "status": "failed", "_meta": {"k": 1}, "other": 2}))
+        .unwrap();
+        assert_eq!(m["taskId"], "t1");
+        assert_eq!(m["status"], "working");
+        assert_eq!(m["_meta"], json!({"k": 1}));
+        assert_eq!(m["other"], 2);
+    }
 
     #[test]
     fn huge_legacy_durations_are_clamped_to_the_modern_bound() {

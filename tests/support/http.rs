@@ -119,10 +119,19 @@ impl Drop for HttpShim {
 
 /// The direct children of `pid` (Linux `/proc`).
 pub fn children_of(pid: u32) -> Vec<u32> {
-    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
-        .unwrap_or_default()
-        .split_whitespace()
-        .filter_map(|p| p.parse().ok())
+    // `children` lists what each *thread* forked: the shim spawns its
+    // upstream from whichever runtime worker runs the session.
+    let Ok(threads) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    threads
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+        .flat_map(|c| {
+            c.split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect::<Vec<u32>>()
+        })
         .collect()
 }
 
