@@ -379,14 +379,6 @@ impl DiskLedger {
     }
 }
 
-/// Logs a storage failure where the trait has no way to report it.
-fn logged<T>(what: &str, r: Result<T, LedgerError>, fallback: T) -> T {
-    r.unwrap_or_else(|e| {
-        tracing::error!(error = %e, "durable ledger: {what} failed");
-        fallback
-    })
-}
-
 impl TaskLedger for DiskLedger {
     fn insert(&self, record: TaskRecord, now: Millis) -> Result<(), LedgerError> {
         let cap = self.per_scope_cap;
@@ -409,7 +401,12 @@ impl TaskLedger for DiskLedger {
     }
 
     fn get(&self, scope: &str, task_id: &str, now: Millis) -> Option<TaskRecord> {
-        logged("get", self.try_get(scope, task_id, now), None)
+        super::logged(
+            "durable ledger",
+            "get",
+            self.try_get(scope, task_id, now),
+            None,
+        )
     }
 
     fn try_get(
@@ -439,7 +436,7 @@ impl TaskLedger for DiskLedger {
         change: &mut dyn FnMut(&mut TaskRecord),
     ) -> Option<TaskRecord> {
         let r = self.try_update(scope, task_id, now, change);
-        logged("update", r, None)
+        super::logged("durable ledger", "update", r, None)
     }
 
     fn list(
@@ -462,11 +459,16 @@ impl TaskLedger for DiskLedger {
             }
             Ok(())
         });
-        logged("drop_scope", r, ());
+        super::logged("durable ledger", "drop_scope", r, ());
     }
 
     fn evict_expired(&self, now: Millis) -> usize {
-        logged("evict_expired", self.write(|t| t.evict(now)), 0)
+        super::logged(
+            "durable ledger",
+            "evict_expired",
+            self.write(|t| t.evict(now)),
+            0,
+        )
     }
 
     fn len(&self) -> usize {
@@ -478,6 +480,6 @@ impl TaskLedger for DiskLedger {
                 Err(e) => Err(storage(e)),
             }
         })();
-        logged("len", r, 0)
+        super::logged("durable ledger", "len", r, 0)
     }
 }

@@ -177,6 +177,16 @@ pub trait TaskLedger: Send + Sync + std::fmt::Debug {
     }
 }
 
+/// Logs a storage failure of `ledger` where the trait has no way to report
+/// it, and carries on with `fallback` (the out-of-process ledgers' `get`,
+/// `update`, `drop_scope`, `evict_expired`, `len`).
+fn logged<T>(ledger: &str, what: &str, r: Result<T, LedgerError>, fallback: T) -> T {
+    r.unwrap_or_else(|e| {
+        tracing::error!(error = %e, "{ledger}: {what} failed");
+        fallback
+    })
+}
+
 /// An opaque `tasks/list` cursor: the position `seq` in `scope`, tagged with
 /// the ledger kind that made it. Binding it to its scope makes one client's
 /// cursor useless to another; the tag keeps one ledger from reading

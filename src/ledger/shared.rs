@@ -378,14 +378,6 @@ enum Attempt {
     Failed(LedgerError),
 }
 
-/// Logs a storage failure where the trait has no way to report it.
-fn logged<T>(what: &str, r: Result<T, LedgerError>, fallback: T) -> T {
-    r.unwrap_or_else(|e| {
-        tracing::error!(error = %e, "shared ledger: {what} failed");
-        fallback
-    })
-}
-
 impl TaskLedger for RedisLedger {
     fn insert(&self, record: TaskRecord, now: Millis) -> Result<(), LedgerError> {
         let seq: u64 = self.with_conn(|c| c.incr(format!("{}:seq", self.prefix), 1))?;
@@ -412,7 +404,12 @@ impl TaskLedger for RedisLedger {
     }
 
     fn get(&self, scope: &str, task_id: &str, now: Millis) -> Option<TaskRecord> {
-        logged("get", self.try_get(scope, task_id, now), None)
+        super::logged(
+            "shared ledger",
+            "get",
+            self.try_get(scope, task_id, now),
+            None,
+        )
     }
 
     fn try_get(
@@ -442,7 +439,7 @@ impl TaskLedger for RedisLedger {
         change: &mut dyn FnMut(&mut TaskRecord),
     ) -> Option<TaskRecord> {
         let r = self.try_update(scope, task_id, now, change);
-        logged("update", r, None)
+        super::logged("shared ledger", "update", r, None)
     }
 
     fn list(
@@ -465,16 +462,21 @@ impl TaskLedger for RedisLedger {
                 .arg(scope)
                 .invoke::<i64>(c)
         });
-        logged("drop_scope", r.map(drop), ());
+        super::logged("shared ledger", "drop_scope", r.map(drop), ());
     }
 
     fn evict_expired(&self, now: Millis) -> usize {
         let r = self.with_conn(|c| self.evict.arg(&self.prefix).arg(now).invoke::<i64>(c));
-        logged("evict_expired", r.map(|n| n.max(0) as usize), 0)
+        super::logged(
+            "shared ledger",
+            "evict_expired",
+            r.map(|n| n.max(0) as usize),
+            0,
+        )
     }
 
     fn len(&self) -> usize {
         let r = self.with_conn(|c| c.scard::<_, usize>(format!("{}:ids", self.prefix)));
-        logged("len", r, 0)
+        super::logged("shared ledger", "len", r, 0)
     }
 }
