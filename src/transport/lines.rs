@@ -160,14 +160,7 @@ fn read_bounded_line_blocking<R: std::io::BufRead>(
         if buf.is_empty() {
             return Ok(total);
         }
-        let (chunk, done) = match buf.iter().position(|&b| b == b'\n') {
-            Some(i) => (&buf[..=i], true),
-            None => (buf, false),
-        };
-        let len = chunk.len();
-        if out.len() <= max {
-            out.extend_from_slice(chunk);
-        }
+        let (len, done) = take_line_chunk(buf, out, max);
         total += len;
         reader.consume(len);
         if done {
@@ -189,20 +182,27 @@ async fn read_bounded_line<R: AsyncBufReadExt + Unpin>(
         if buf.is_empty() {
             return Ok(total);
         }
-        let (chunk, done) = match buf.iter().position(|&b| b == b'\n') {
-            Some(i) => (&buf[..=i], true),
-            None => (buf, false),
-        };
-        let len = chunk.len();
-        if out.len() <= max {
-            out.extend_from_slice(chunk);
-        }
+        let (len, done) = take_line_chunk(buf, out, max);
         total += len;
         reader.consume(len);
         if done {
             return Ok(total);
         }
     }
+}
+
+/// One buffer's worth of a bounded line, shared by the blocking and the
+/// async reader: stores what fits under `max` into `out`; returns how many
+/// bytes to consume and whether the line ended.
+fn take_line_chunk(buf: &[u8], out: &mut Vec<u8>, max: usize) -> (usize, bool) {
+    let (chunk, done) = match buf.iter().position(|&b| b == b'\n') {
+        Some(i) => (&buf[..=i], true),
+        None => (buf, false),
+    };
+    if out.len() <= max {
+        out.extend_from_slice(chunk);
+    }
+    (chunk.len(), done)
 }
 
 fn trim(line: &[u8]) -> &[u8] {
