@@ -16,71 +16,18 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use reqwest::{Client, StatusCode};
 use serde_json::{Value, json};
 use support::http::{
-    HttpShim, LEGACY, MODERN, STEP, client, initialize, legacy, modern, rpc, send,
+    HttpReference, HttpShim, LEGACY, MODERN, STEP, client, initialize, legacy, modern, rpc, send,
 };
 use support::schema::{Revision, assert_valid};
 use support::wire::{shim_bin, temp_path, text_of};
 
-/// `reference-server --revision REV --http 127.0.0.1:0`, killed on drop.
-struct Upstream {
-    child: Child,
-    url: String,
-}
-
-impl Upstream {
-    fn start() -> Upstream {
-        Upstream::of(MODERN)
-    }
-
-    fn of(revision: &str) -> Upstream {
-        let mut child = Command::new(shim_bin())
-            .args([
-                "reference-server",
-                "--revision",
-                revision,
-                "--http",
-                "127.0.0.1:0",
-            ])
-            .env("MCP_SHIM_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("spawn the reference server");
-        let stdout = child.stdout.take().expect("piped stdout");
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut first = Some(tx);
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if let Some(tx) = first.take() {
-                    let _ = tx.send(line);
-                }
-            }
-        });
-        let line = rx
-            .recv_timeout(STEP)
-            .expect("the reference server printed its URL");
-        let url = line.split_whitespace().last().expect("a URL").to_owned();
-        assert!(url.starts_with("http://127.0.0.1:"), "{line}");
-        Upstream { child, url }
-    }
-}
-
-impl Drop for Upstream {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn shim(upstream: &Upstream, ledger: Option<&str>) -> HttpShim {
+fn shim(upstream: &HttpReference, ledger: Option<&str>) -> HttpShim {
     let mut flags = vec![
         "--upstream-url".to_owned(),
         upstream.url.clone(),
@@ -231,7 +178,7 @@ async fn make_tasks(shim: &HttpShim) -> Made {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restarted_shim_remembers_every_principals_tasks() {
-    let upstream = Upstream::start();
+    let upstream = HttpReference::start(MODERN, &[]);
     let ledger = temp_path("ledger.redb");
     let first = shim(&upstream, ledger.to_str());
     let made = make_tasks(&first).await;
@@ -311,7 +258,7 @@ async fn finds_what_was_made(second: &HttpShim, made: &Made) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn instances_sharing_a_redis_ledger_serve_each_others_tasks() {
     let redis = support::redis::RedisServer::start();
-    let upstream = Upstream::start();
+    let upstream = HttpReference::start(MODERN, &[]);
     let a = shim(&upstream, Some(&redis.url()));
     let b = shim(&upstream, Some(&redis.url()));
     // Made through A, served by B while A still runs.
@@ -336,7 +283,7 @@ async fn instances_sharing_a_redis_ledger_serve_each_others_tasks() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_a_ledger_file_a_restart_forgets() {
-    let upstream = Upstream::start();
+    let upstream = HttpReference::start(MODERN, &[]);
     let first = shim(&upstream, None);
     let mut alice = LegacyClient::connect(&first, "t1").await;
     let greeted = alice.create("greet", json!({"name": "Ada"})).await;
@@ -378,7 +325,7 @@ async fn modern_settled(c: &Client, shim: &HttpShim, token: &str, task: &str) ->
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_redis_outage_is_an_internal_error_and_service_resumes() {
     let mut redis = support::redis::RedisServer::start();
-    let upstream = Upstream::start();
+    let upstream = HttpReference::start(MODERN, &[]);
     let a = shim(&upstream, Some(&redis.url()));
     let mut alice = LegacyClient::connect(&a, "t1").await;
     let id = alice.create("greet", json!({"name": "Ada"})).await;
@@ -425,7 +372,7 @@ async fn modern_clients_read_results_through_another_instance() {
 /// per session, so the second shim (a new upstream session) can only
 /// answer from the ledger.
 async fn modern_results_outlive_their_shim(ledger: &str, restart: bool) {
-    let upstream = Upstream::of(LEGACY);
+    let upstream = HttpReference::start(LEGACY, &[]);
     let c = client();
     let first = shim(&upstream, Some(ledger));
     let created = modern_ok(
@@ -465,7 +412,7 @@ async fn modern_results_outlive_their_shim(ledger: &str, restart: bool) {
 
 /// Runs a shim that must refuse to start; returns its stderr. Bounded: a
 /// shim that starts anyway is killed and the test fails.
-fn refused_start(upstream: &Upstream, ledger: &std::path::Path) -> String {
+fn refused_start(upstream: &HttpReference, ledger: &std::path::Path) -> String {
     let mut child = Command::new(shim_bin())
         .args(["http", "--listen", "127.0.0.1:0", "--upstream-url"])
         .arg(&upstream.url)
@@ -496,7 +443,7 @@ fn refused_start(upstream: &Upstream, ledger: &std::path::Path) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_ledger_file_serves_one_shim_at_a_time() {
-    let upstream = Upstream::start();
+    let upstream = HttpReference::start(MODERN, &[]);
     let ledger = temp_path("locked.redb");
     let first = shim(&upstream, ledger.to_str());
     let stderr = refused_start(&upstream, &ledger);

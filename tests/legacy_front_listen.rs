@@ -280,46 +280,6 @@ impl Recorder {
     }
 }
 
-/// `reference-server --revision 2026-07-28 --http 127.0.0.1:0 <flags>`.
-fn http_reference(flags: &[&str]) -> (KillOnDrop, std::net::SocketAddr) {
-    use std::io::BufRead;
-    let mut child = std::process::Command::new(shim_bin())
-        .args([
-            "reference-server",
-            "--revision",
-            "2026-07-28",
-            "--http",
-            "127.0.0.1:0",
-        ])
-        .args(flags)
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("start the HTTP reference server");
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if let Some(rest) = line.split("listening on http://").nth(1) {
-                let _ = tx.send(rest.trim_end_matches("/mcp").trim().to_owned());
-            }
-        }
-    });
-    let addr = rx
-        .recv_timeout(h::STEP)
-        .expect("the reference server started");
-    (KillOnDrop(child), addr.parse().expect("an address"))
-}
-
-struct KillOnDrop(std::process::Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 fn block_on<F: std::future::Future<Output = ()>>(f: F) {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -351,7 +311,8 @@ async fn legacy_rpc(
 
 #[test]
 fn http_wait_ends_on_the_pushed_completion() {
-    let (_server, target) = http_reference(&["--poll-interval-ms", LONG_POLL_MS]);
+    let server = h::HttpReference::start(h::MODERN, &["--poll-interval-ms", LONG_POLL_MS]);
+    let target = server.addr;
     block_on(async move {
         let rec = Recorder::start(target).await;
         let url = format!("http://{}/mcp", rec.addr);
@@ -396,7 +357,8 @@ fn http_wait_ends_on_the_pushed_completion() {
 
 #[test]
 fn http_upstream_without_listen_is_polled() {
-    let (_server, target) = http_reference(&["--no-listen", "--poll-interval-ms", "200"]);
+    let server = h::HttpReference::start(h::MODERN, &["--no-listen", "--poll-interval-ms", "200"]);
+    let target = server.addr;
     block_on(async move {
         let rec = Recorder::start(target).await;
         let url = format!("http://{}/mcp", rec.addr);

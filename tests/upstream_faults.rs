@@ -438,42 +438,12 @@ impl Forwarder {
     }
 }
 
-/// `reference-server --revision 2026-07-28 --http 127.0.0.1:0`; its address.
-fn http_reference() -> (std::process::Child, std::net::SocketAddr) {
-    use std::io::BufRead;
-    let mut child = Command::new(shim_bin())
-        .args([
-            "reference-server",
-            "--revision",
-            "2026-07-28",
-            "--http",
-            "127.0.0.1:0",
-        ])
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("start the HTTP reference server");
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if let Some(rest) = line.split("listening on http://").nth(1) {
-                let _ = tx.send(rest.trim_end_matches("/mcp").trim().to_owned());
-            }
-        }
-    });
-    let addr = rx
-        .recv_timeout(Duration::from_secs(15))
-        .expect("the reference server did not start");
-    (child, addr.parse().expect("an address"))
-}
-
 /// An HTTP upstream whose connections drop mid-request: that request fails
 /// quickly with the cause; the next ones work (new connections).
 #[test]
 fn http_upstream_connection_drop_fails_the_request_then_recovers() {
-    let (server, target) = http_reference();
-    let _server = KillOnDrop(server);
+    let server = support::http::HttpReference::start(support::http::MODERN, &[]);
+    let target = server.addr;
     block_on(async move {
         let fwd = Forwarder::start(target).await;
         let url = format!("http://{}/mcp", fwd.addr);
@@ -531,13 +501,4 @@ fn http_upstream_connection_drop_fails_the_request_then_recovers() {
         let (_, body, _) = h::send(h::legacy(&c, &shim.url, Some(&sid), &greet)).await;
         assert!(text_of(&body["result"]).contains("back"), "{body}");
     });
-}
-
-struct KillOnDrop(std::process::Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }

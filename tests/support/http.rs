@@ -345,3 +345,56 @@ pub fn set_header(rb: RequestBuilder, name: &'static str, value: Option<&str>) -
     }
     RequestBuilder::from_parts(c, req)
 }
+
+/// `mcp-tasks-shim reference-server --revision REV --http 127.0.0.1:0
+/// FLAGS…`: a long-lived HTTP upstream for a shim under test, killed on
+/// drop.
+pub struct HttpReference {
+    child: Child,
+    /// Where it listens.
+    pub addr: std::net::SocketAddr,
+    /// Its MCP endpoint, for `--upstream-url`.
+    pub url: String,
+}
+
+impl HttpReference {
+    /// Starts one and waits (bounded by [`STEP`]) for its address.
+    pub fn start(revision: &str, flags: &[&str]) -> HttpReference {
+        let mut child = Command::new(shim_bin())
+            .args(["reference-server", "--revision", revision])
+            .args(["--http", "127.0.0.1:0"])
+            .args(flags)
+            .env("MCP_SHIM_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start the HTTP reference server");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (tx, rx) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if let Some(rest) = line.split("listening on http://").nth(1) {
+                    let _ = tx.send(rest.trim_end_matches("/mcp").trim().to_owned());
+                }
+            }
+        });
+        let addr: std::net::SocketAddr = rx
+            .recv_timeout(STEP)
+            .expect("the reference server printed its address")
+            .parse()
+            .expect("an address");
+        HttpReference {
+            child,
+            addr,
+            url: format!("http://{addr}/mcp"),
+        }
+    }
+}
+
+impl Drop for HttpReference {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
