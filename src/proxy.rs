@@ -9,8 +9,8 @@
 //!        mode: probing → passthrough | legacy-front | modern-front
 //! ```
 
-use std::collections::HashSet;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use serde_json::json;
@@ -21,11 +21,11 @@ use crate::bridge::BridgeConfig;
 use crate::bridge::legacy_front::{LegacyFront, LegacySession};
 use crate::bridge::modern_front::{ModernFront, ModernSession};
 use crate::error::ShimError;
-use crate::jsonrpc::{Id, Message};
+use crate::jsonrpc::Message;
 use crate::ledger::TaskLedger;
 use crate::revision::{self, ClientSignal, Revision};
 use crate::transport::{self, Inbound, Outbox};
-use crate::upstream::supervised::{self, SuperviseOptions, Supervised};
+use crate::upstream::supervised::{self, RawSink, SuperviseOptions, Supervised};
 use crate::upstream::{Upstream, UpstreamEvent};
 
 /// How the proxy was configured.
@@ -82,9 +82,9 @@ impl ProxyOptions {
 
 /// How the session was resolved.
 enum Mode {
-    /// Same revision both sides: messages relayed unchanged. `inflight`
-    /// holds client request ids awaiting an upstream answer.
-    Passthrough { inflight: HashSet<Id> },
+    /// Same revision both sides: messages relayed unchanged (the upstream
+    /// answers the requests it loses; see [`Supervised`]).
+    Passthrough,
     /// A legacy client in front of a modern server.
     LegacyFront(Arc<LegacyFront>, Arc<LegacySession>),
     /// A modern client in front of a legacy server.
@@ -124,7 +124,80 @@ where
     let to_client = spawn_client_writer(opts.record.clone(), |rx| {
         tokio::spawn(transport::write_lines(client_out, rx))
     })?;
-    drive(client_rx, to_client, program, args, ledger, opts).await
+    drive(client_rx, to_client, None, program, args, ledger, opts).await
+}
+
+/// The fast lane of a stdio pass-through session: once the session is
+/// known to be pass-through, the stdin thread writes each client line
+/// straight into the child's stdin and a thread per child writes its
+/// answers straight to our stdout, as a bare relay would. Anything that
+/// needs the driver (a malformed line, an upstream being restarted) goes
+/// the usual way, and lines never overtake one another.
+#[derive(Debug)]
+struct Lane {
+    /// Set when the session turns out to be pass-through.
+    upstream: std::sync::OnceLock<Arc<Supervised>>,
+    /// Client messages handed to the driver and not yet relayed by it:
+    /// while any are, later ones queue behind them.
+    behind_driver: std::sync::atomic::AtomicUsize,
+    /// The shim's stdout, shared with the writer thread.
+    out: Arc<SharedOut>,
+}
+
+impl Lane {
+    /// Relays `msg` (parsed from `line`) itself if it can.
+    fn relay(&self, msg: &Message, line: &[u8]) -> bool {
+        if self.behind_driver.load(Ordering::SeqCst) != 0 {
+            return false;
+        }
+        let Some(upstream) = self.upstream.get() else {
+            return false;
+        };
+        if line.ends_with(b"\n") {
+            upstream.relay_now(msg, line)
+        } else {
+            // The last line of the input, without its newline.
+            upstream.relay_now(msg, &[line, b"\n"].concat())
+        }
+    }
+}
+
+/// The shim's stdout when two threads write to it: the writer thread with
+/// the shim's own messages and an upstream reader thread relaying lines.
+/// Each write is one whole batch of lines under the lock.
+#[derive(Debug)]
+struct SharedOut(std::sync::Mutex<std::fs::File>);
+
+impl SharedOut {
+    fn write_all(&self, bytes: &[u8]) -> std::io::Result<()> {
+        use std::io::Write;
+        let file = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        (&*file).write_all(bytes)
+    }
+}
+
+impl std::io::Write for &SharedOut {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        SharedOut::write_all(self, buf).map(|()| buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl RawSink for SharedOut {
+    fn forward(&self, line: &[u8]) {
+        let written = if line.ends_with(b"\n") {
+            self.write_all(line)
+        } else {
+            self.write_all(&[line, b"\n"].concat())
+        };
+        if let Err(e) = written {
+            // The client is gone; its EOF on stdin ends the session.
+            tracing::debug!(error = %e, "writing to stdout failed");
+        }
+    }
 }
 
 /// [`run`] on the process's own stdin and stdout, each served by a
@@ -143,26 +216,66 @@ pub async fn run_stdio(
     // copy, and the writer batches whole lines itself.
     let stdin = std::fs::File::from(std::io::stdin().as_fd().try_clone_to_owned()?);
     let stdout = std::fs::File::from(std::io::stdout().as_fd().try_clone_to_owned()?);
+    let lane = Arc::new(Lane {
+        upstream: std::sync::OnceLock::new(),
+        behind_driver: std::sync::atomic::AtomicUsize::new(0),
+        out: Arc::new(SharedOut(std::sync::Mutex::new(stdout))),
+    });
     let (client_tx, client_rx) = mpsc::unbounded_channel();
     let max = opts.max_message_bytes;
+    let reader_lane = lane.clone();
     // Never joined: a blocking read cannot be cancelled, and the process
     // exits without waiting for the client to close its side.
     std::thread::Builder::new()
         .name("client-stdin".into())
         .spawn(move || {
-            if let Err(e) = transport::lines::read_lines_blocking(stdin, &client_tx, max) {
+            if let Err(e) = read_client(stdin, &client_tx, max, &reader_lane) {
                 tracing::warn!(error = %e, "reading stdin failed; treating it as closed");
             }
         })?;
+    let out = lane.out.clone();
     let to_client = spawn_client_writer(opts.record.clone(), |rx| {
-        tokio::task::spawn_blocking(move || transport::lines::write_lines_blocking(stdout, rx))
+        tokio::task::spawn_blocking(move || transport::lines::write_lines_blocking(&*out, rx))
     })?;
-    drive(client_rx, to_client, program, args, ledger, opts).await
+    drive(
+        client_rx,
+        to_client,
+        Some(lane),
+        program,
+        args,
+        ledger,
+        opts,
+    )
+    .await
+}
+
+/// The stdin thread: each line relayed on the [`Lane`] when it can be,
+/// else handed to the driver.
+fn read_client(
+    stdin: std::fs::File,
+    to_driver: &mpsc::UnboundedSender<Inbound>,
+    max: usize,
+    lane: &Lane,
+) -> std::io::Result<()> {
+    let mut lines = transport::lines::BlockingLines::new(stdin, max);
+    while let Some((inbound, line)) = lines.next_line()? {
+        if let Inbound::Message(msg) = &inbound
+            && lane.relay(msg, line)
+        {
+            continue;
+        }
+        lane.behind_driver.fetch_add(1, Ordering::SeqCst);
+        if to_driver.send(inbound).is_err() {
+            break;
+        }
+    }
+    Ok(())
 }
 
 async fn drive(
     mut client_rx: mpsc::UnboundedReceiver<Inbound>,
     to_client: ClientWriter,
+    lane: Option<Arc<Lane>>,
     program: &str,
     args: &[String],
     ledger: Arc<dyn TaskLedger>,
@@ -182,37 +295,20 @@ async fn drive(
         tokio::select! {
             inbound = client_rx.recv() => {
                 let Some(inbound) = inbound else { break Ending::ClientClosed };
-                let msg = match inbound {
-                    Inbound::Message(m) => m,
-                    Inbound::Invalid { id, error, .. } => {
-                        tracing::warn!(error = %error, "refusing a malformed client message");
-                        to_client.send(Message::error(id, error.into()));
-                        continue;
-                    }
-                };
-                record(&recorder, "c2s", &msg);
-                let mode = mode.get_or_insert_with(|| {
-                    choose(&msg, upstream_rev, &sup, &discover, &ledger, &opts, &to_client.outbox)
-                });
-                match mode {
-                    Mode::Passthrough { inflight } => {
-                        let id = match &msg {
-                            Message::Request(r) => Some(r.id.clone()),
-                            _ => None,
-                        };
-                        if let Some(id) = &id {
-                            inflight.insert(id.clone());
-                        }
-                        if let Err(e) = sup.send_raw(msg).await {
-                            // Down or restarting: answer now rather than never.
-                            if let Some(id) = id {
-                                inflight.remove(&id);
-                                to_client.send(Message::error(Some(id), e.into()));
-                            }
+                handle_client(inbound, &mut mode, &to_client, &recorder, &sup, &Setup {
+                    upstream: upstream_rev, discover: &discover, ledger: &ledger, opts: &opts,
+                }).await;
+                if let Some(lane) = &lane {
+                    if matches!(mode, Some(Mode::Passthrough)) && recorder.is_none() {
+                        // From here on the stdin thread and a thread per
+                        // child relay by themselves. (Not with a transcript:
+                        // it records what passes through the driver.)
+                        if lane.upstream.set(sup.clone()).is_ok() {
+                            sup.relay_output_to(lane.out.clone());
+                            tracing::debug!("pass-through: relaying on the fast lane");
                         }
                     }
-                    Mode::LegacyFront(_, session) => session.handle_client(msg),
-                    Mode::ModernFront(_, session) => session.handle_client(msg),
+                    lane.behind_driver.fetch_sub(1, Ordering::SeqCst);
                 }
             }
             event = events.recv() => {
@@ -253,15 +349,59 @@ fn stdio_scope() -> String {
     format!("{STDIO_SCOPE_PREFIX}{}", crate::ids::random_id())
 }
 
-fn choose(
-    first: &Message,
+/// What [`choose`] needs beside the first message.
+struct Setup<'a> {
     upstream: Revision,
+    discover: &'a serde_json::Value,
+    ledger: &'a Arc<dyn TaskLedger>,
+    opts: &'a ProxyOptions,
+}
+
+/// One message (or malformed line) from the client; the first one picks
+/// the mode.
+async fn handle_client(
+    inbound: Inbound,
+    mode: &mut Option<Mode>,
+    to_client: &ClientWriter,
+    recorder: &Recorder,
     sup: &Arc<Supervised>,
-    discover: &serde_json::Value,
-    ledger: &Arc<dyn TaskLedger>,
-    opts: &ProxyOptions,
-    outbox: &Outbox,
-) -> Mode {
+    setup: &Setup<'_>,
+) {
+    let msg = match inbound {
+        Inbound::Message(m) => m,
+        Inbound::Invalid { id, error, .. } => {
+            tracing::warn!(error = %error, "refusing a malformed client message");
+            to_client.send(Message::error(id, error.into()));
+            return;
+        }
+    };
+    record(recorder, "c2s", &msg);
+    let mode = mode.get_or_insert_with(|| choose(&msg, sup, setup, &to_client.outbox));
+    match mode {
+        Mode::Passthrough => {
+            let id = match &msg {
+                Message::Request(r) => Some(r.id.clone()),
+                _ => None,
+            };
+            if let Err(e) = sup.send_raw(msg).await {
+                // Down or restarting: answer now rather than never.
+                if let Some(id) = id {
+                    to_client.send(Message::error(Some(id), e.into()));
+                }
+            }
+        }
+        Mode::LegacyFront(_, session) => session.handle_client(msg),
+        Mode::ModernFront(_, session) => session.handle_client(msg),
+    }
+}
+
+fn choose(first: &Message, sup: &Arc<Supervised>, setup: &Setup<'_>, outbox: &Outbox) -> Mode {
+    let Setup {
+        upstream,
+        discover,
+        ledger,
+        opts,
+    } = *setup;
     let client = match revision::detect_client(first) {
         ClientSignal::Is(r) => r,
         // An unknown modern version still speaks the modern transport.
@@ -284,9 +424,7 @@ fn choose(
             let session = front.session(stdio_scope(), outbox.clone());
             Mode::ModernFront(front, session)
         }
-        _ => Mode::Passthrough {
-            inflight: HashSet::new(),
-        },
+        _ => Mode::Passthrough,
     }
 }
 
@@ -297,11 +435,8 @@ fn route_upstream(
     outbox: &Outbox,
 ) {
     match mode {
-        Some(Mode::Passthrough { inflight }) => match event {
+        Some(Mode::Passthrough) => match event {
             UpstreamEvent::Relayed(msg) => {
-                if let Some(id) = msg.id() {
-                    inflight.remove(id);
-                }
                 let _ = outbox.send(msg);
             }
             UpstreamEvent::Notification(n) => {
@@ -311,10 +446,8 @@ fn route_upstream(
                 let _ = outbox.send(Message::Request(r));
             }
             UpstreamEvent::Closed(reason) => {
-                for id in inflight.drain() {
-                    let err = ShimError::Upstream(reason.clone());
-                    let _ = outbox.send(Message::error(Some(id), err.into()));
-                }
+                // Its lost requests were answered just before.
+                tracing::debug!(%reason, "upstream closed");
             }
         },
         Some(Mode::LegacyFront(front, _)) => front.handle_upstream(event),

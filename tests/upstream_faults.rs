@@ -211,6 +211,35 @@ fn modern_client_call_fails_with_the_cause_for_each_fault() {
     }
 }
 
+/// Pass-through (a legacy client, a legacy upstream), one fault per mode:
+/// the relayed call in flight fails with the cause, whether its answer was
+/// to come through the driver or straight from the child's reader thread.
+#[test]
+fn passthrough_call_fails_with_the_cause_for_each_fault() {
+    for (mode, cause) in [
+        ("exit", "upstream exited"),
+        ("silent", "upstream stopped answering"),
+        ("garbage", "upstream sent invalid JSON-RPC"),
+    ] {
+        let stamp = Stamp::new(&format!("passthrough-{mode}"));
+        let mut shim = stdio_shim(&PING, &relay(mode, "2025-11-25"), Revision::Legacy, &stamp);
+        shim.initialize();
+        // Relayed both ways before the fault.
+        let r = shim.ok(
+            "tools/call",
+            json!({"name": "greet", "arguments": {"name": "before"}}),
+        );
+        assert!(text_of(&r).contains("before"), "{mode}: {r}");
+        let r = shim.call("tools/call", fault_call());
+        stamp.report(&format!("stdio pass-through {mode}"));
+        assert_upstream_error(&r, cause);
+        let status = shim
+            .wait_exit(Duration::from_secs(10))
+            .expect("the shim exits after its upstream failed");
+        assert!(!status.success(), "{mode}: exit status {status}");
+    }
+}
+
 /// A modern client's task on a legacy upstream that dies and is
 /// restarted: the task died with it. A `tasks/get` in flight at the fault
 /// fails with the cause; later ones get the new upstream's answer, "Task

@@ -78,15 +78,69 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
     }
 
     /// The next non-blank line, or `None` at the end of the stream.
+    ///
+    /// Cancel-safe: a line cut short by a dropped call is kept and finished
+    /// by the next call (or handed over by [`LineReader::into_parts`]).
     pub async fn next(&mut self) -> std::io::Result<Option<Inbound>> {
         loop {
-            self.line.clear();
             let n = read_bounded_line(&mut self.reader, &mut self.line, self.max_bytes).await?;
+            let classified = classify(&self.line, self.max_bytes);
+            self.line.clear();
+            if n == 0 {
+                return Ok(None);
+            }
+            if let Some(inbound) = classified {
+                return Ok(Some(inbound));
+            }
+        }
+    }
+
+    /// Everything read but not yet returned (a partial line, then the rest
+    /// of the buffer), and the stream to go on reading from: for a reader
+    /// that moves to a thread mid-stream without losing a byte.
+    pub fn into_parts(self) -> (Vec<u8>, R) {
+        let mut rest = self.line;
+        rest.extend_from_slice(self.reader.buffer());
+        (rest, self.reader.into_inner())
+    }
+}
+
+/// [`LineReader`] with plain blocking reads, for a dedicated thread; it also
+/// hands out each line's bytes as read, for a relay that forwards them
+/// untouched.
+#[derive(Debug)]
+pub struct BlockingLines<R> {
+    reader: std::io::BufReader<R>,
+    line: Vec<u8>,
+    max_bytes: usize,
+}
+
+impl<R: std::io::Read> BlockingLines<R> {
+    /// Lines over `max_bytes` are refused (and skipped) rather than
+    /// buffered without bound.
+    pub fn new(reader: R, max_bytes: usize) -> Self {
+        BlockingLines {
+            reader: std::io::BufReader::with_capacity(64 * 1024, reader),
+            line: Vec::with_capacity(4096),
+            max_bytes,
+        }
+    }
+
+    /// The next non-blank line, parsed, with its bytes as read (newline
+    /// included when there was one); `None` at the end of the stream.
+    pub fn next_line(&mut self) -> std::io::Result<Option<(Inbound, &[u8])>> {
+        loop {
+            self.line.clear();
+            if self.line.capacity() > 1 << 20 {
+                // One huge message must not pin its buffer for the session.
+                self.line = Vec::with_capacity(4096);
+            }
+            let n = read_bounded_line_blocking(&mut self.reader, &mut self.line, self.max_bytes)?;
             if n == 0 {
                 return Ok(None);
             }
             if let Some(inbound) = classify(&self.line, self.max_bytes) {
-                return Ok(Some(inbound));
+                return Ok(Some((inbound, &self.line)));
             }
         }
     }
@@ -100,20 +154,13 @@ pub fn read_lines_blocking<R: std::io::Read>(
     tx: &mpsc::UnboundedSender<Inbound>,
     max_bytes: usize,
 ) -> std::io::Result<()> {
-    let mut reader = std::io::BufReader::with_capacity(64 * 1024, reader);
-    let mut line = Vec::with_capacity(4096);
-    loop {
-        line.clear();
-        let n = read_bounded_line_blocking(&mut reader, &mut line, max_bytes)?;
-        if n == 0 {
-            return Ok(());
-        }
-        if let Some(inbound) = classify(&line, max_bytes)
-            && tx.send(inbound).is_err()
-        {
-            return Ok(());
+    let mut lines = BlockingLines::new(reader, max_bytes);
+    while let Some((inbound, _)) = lines.next_line()? {
+        if tx.send(inbound).is_err() {
+            break;
         }
     }
+    Ok(())
 }
 
 /// What one raw line (as read, newline included) amounts to; `None` for a
@@ -322,5 +369,35 @@ mod tests {
         read_lines(&input[..], tx, 100).await.unwrap();
         assert!(matches!(rx.recv().await, Some(Inbound::Invalid { .. })));
         assert!(matches!(rx.recv().await, Some(Inbound::Message(_))));
+    }
+}
+
+#[cfg(test)]
+mod handover_tests {
+    use super::*;
+
+    /// A reader cancelled mid-line hands over the partial line and the
+    /// buffered rest; reading on from them loses and repeats nothing.
+    #[tokio::test]
+    async fn into_parts_keeps_a_partial_line_and_the_buffer() {
+        let (mut w, r) = tokio::io::duplex(1024);
+        let mut lines = LineReader::new(r, 1 << 20);
+        w.write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"a\"}\n{\"jsonrpc\":\"2.0\",")
+            .await
+            .unwrap();
+        let first = lines.next().await.unwrap();
+        assert!(matches!(first, Some(Inbound::Message(m)) if m.method() == Some("a")));
+        // The second line is incomplete: this read is cut short.
+        let cut = tokio::time::timeout(std::time::Duration::from_millis(50), lines.next()).await;
+        assert!(cut.is_err());
+        let (rest, _stream) = lines.into_parts();
+        assert_eq!(rest, b"{\"jsonrpc\":\"2.0\",");
+        let mut whole = rest;
+        whole.extend_from_slice(b"\"method\":\"b\"}\n");
+        let mut blocking = BlockingLines::new(&whole[..], 1 << 20);
+        let (second, raw) = blocking.next_line().unwrap().unwrap();
+        assert!(matches!(second, Inbound::Message(m) if m.method() == Some("b")));
+        assert_eq!(raw, &whole[..]);
+        assert!(blocking.next_line().unwrap().is_none());
     }
 }

@@ -20,6 +20,7 @@
 //! legacy upstream's session) is replayed to it, its answer swallowed.
 
 use std::collections::HashSet;
+use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -34,7 +35,8 @@ use super::{Connection, RpcResult, Upstream, UpstreamEvent, UpstreamStream, lock
 use crate::error::ShimError;
 use crate::jsonrpc::{Id, Message};
 use crate::revision::{self, ProbeVerdict, Revision};
-use crate::transport::lines::LineReader;
+use crate::transport::child::ChildInput;
+use crate::transport::lines::{BlockingLines, LineReader};
 use crate::transport::{self, Inbound};
 
 /// First delay before a restart; doubled after each failed attempt.
@@ -105,11 +107,21 @@ impl From<SupervisedLink> for super::Link {
     }
 }
 
+/// Where a pass-through session's upstream traffic goes, line for line as
+/// the child wrote it (see [`Supervised::relay_output_to`]).
+pub trait RawSink: Send + Sync + std::fmt::Debug {
+    /// Forwards one line (its bytes as read, newline included when there
+    /// was one).
+    fn forward(&self, line: &[u8]);
+}
+
 /// One child process and the connection to it.
 #[derive(Debug)]
 struct Generation {
     n: u64,
     conn: Arc<Connection>,
+    /// The child's stdin: the connection's messages and relayed lines.
+    input: Arc<ChildInput>,
     /// Client request ids relayed unchanged and not answered yet.
     relayed: Mutex<HashSet<Id>>,
     /// Why it failed, once it did (first reason wins).
@@ -152,6 +164,8 @@ pub struct Supervised {
     events: Mutex<Option<mpsc::UnboundedSender<UpstreamEvent>>>,
     stopping: AtomicBool,
     generations: AtomicU64,
+    /// Set once a pass-through session wants the child's output untouched.
+    raw: watch::Sender<Option<Arc<dyn RawSink>>>,
 }
 
 /// Starts `program args…` under supervision and probes its revision.
@@ -173,6 +187,7 @@ pub async fn connect(
         events: Mutex::new(Some(tx)),
         stopping: AtomicBool::new(false),
         generations: AtomicU64::new(0),
+        raw: watch::Sender::new(None),
     });
     let generation = sup.launch()?;
     // Current from the start, so a death during the probe is a fault like
@@ -205,24 +220,63 @@ impl Supervised {
     /// the upstream is down.
     pub async fn send_raw(&self, msg: Message) -> Result<(), ShimError> {
         let generation = self.live().await?;
-        match &msg {
+        let mut line = Vec::with_capacity(256);
+        msg.write_json(&mut line);
+        line.push(b'\n');
+        self.relay(&generation, &msg, &line)
+    }
+
+    /// [`Supervised::send_raw`] from a thread, with `line` (newline
+    /// included) the bytes `msg` was parsed from, written untouched. Only
+    /// while a child is up: `false` means nothing was sent, and the caller
+    /// should take the `send_raw` way, which waits for a restart and says
+    /// what failed.
+    pub fn relay_now(&self, msg: &Message, line: &[u8]) -> bool {
+        match self.current() {
+            Ok(generation) => self.relay(&generation, msg, line).is_ok(),
+            Err(_) => false,
+        }
+    }
+
+    /// Has the child's output that a pass-through client should see
+    /// (answers to relayed requests, the upstream's notifications and
+    /// requests) written to `sink` as read, by a thread per child instead
+    /// of through the event stream: the path a bare relay takes. Everything
+    /// else still arrives as events.
+    pub fn relay_output_to(&self, sink: Arc<dyn RawSink>) {
+        self.raw.send_replace(Some(sink));
+    }
+
+    fn relay(&self, generation: &Generation, msg: &Message, line: &[u8]) -> Result<(), ShimError> {
+        let id = match msg {
             Message::Request(r) => {
                 if r.method == "initialize" {
                     self.remember_initialize(r.params.clone());
                 }
                 lock(&generation.relayed).insert(r.id.clone());
+                Some(&r.id)
             }
             Message::Notification(n) if n.method == "notifications/initialized" => {
                 lock(&self.handshake).initialized = true;
+                None
             }
-            _ => {}
+            _ => None,
+        };
+        let failed = match generation.dead.borrow().clone() {
+            Some(reason) => Some(ShimError::Upstream(reason)),
+            None => generation
+                .input
+                .write_line(line)
+                .err()
+                .map(|e| ShimError::Upstream(format!("cannot write to the upstream: {e}"))),
+        };
+        let Some(error) = failed else { return Ok(()) };
+        // A fault that ran meanwhile has taken the id and answers it; only
+        // an id still here is ours to fail.
+        match id {
+            Some(id) if !lock(&generation.relayed).remove(id) => Ok(()),
+            _ => Err(error),
         }
-        let id = msg.id().cloned();
-        generation.conn.send(msg).inspect_err(|_| {
-            if let Some(id) = id {
-                lock(&generation.relayed).remove(&id);
-            }
-        })
     }
 
     fn remember_initialize(&self, params: Option<Value>) {
@@ -266,9 +320,10 @@ impl Supervised {
         let spawned = transport::child::spawn(&self.program, &self.args)?;
         let n = self.generations.fetch_add(1, Ordering::Relaxed) + 1;
         let (out, out_rx) = mpsc::unbounded_channel();
-        tokio::spawn(transport::write_lines(spawned.stdin, out_rx));
+        let input = ChildInput::start(spawned.stdin, out_rx)?;
         let generation = Arc::new(Generation {
             n,
+            input,
             conn: Arc::new(Connection::with_id_prefix(
                 out,
                 self.opts.request_timeout,
@@ -289,48 +344,148 @@ impl Supervised {
     /// Reads and routes what the child writes, in one task (a reader task
     /// feeding a router task cost a hand-off per message); an invalid line
     /// or the end of its output is a fault.
+    ///
+    /// Once [`Supervised::relay_output_to`] asks for it, the reading moves
+    /// to a thread of its own (see [`Supervised::read_raw`]), bytes already
+    /// buffered included.
     async fn read(self: Arc<Self>, generation: Arc<Generation>, stdout: ChildStdout) {
         let mut lines = LineReader::new(stdout, self.opts.max_message_bytes);
-        // A read error ends the output as EOF does.
-        while let Ok(Some(inbound)) = lines.next().await {
-            if generation.is_dead() {
+        let mut raw = self.raw.subscribe();
+        loop {
+            let next = tokio::select! {
+                biased;
+                Ok(wanted) = raw.wait_for(Option::is_some) => {
+                    let sink = wanted.clone();
+                    drop(wanted);
+                    if let Some(sink) = sink {
+                        self.go_raw(generation, lines, sink);
+                        return;
+                    }
+                    continue;
+                }
+                next = lines.next() => next,
+            };
+            // A read error ends the output as EOF does.
+            let Ok(Some(inbound)) = next else { break };
+            if generation.is_dead() || self.route(&generation, inbound, None).is_break() {
                 return;
             }
-            match inbound {
-                Inbound::Message(m) => self.inbound(&generation, m),
-                Inbound::Invalid {
-                    oversized: true,
-                    error,
-                    ..
-                } => {
-                    // Valid but too big for us: the stream itself is fine.
-                    tracing::warn!(%error, "upstream message refused");
-                }
-                Inbound::Invalid { error, excerpt, .. } => {
-                    let reason = format!("upstream sent invalid JSON-RPC: {excerpt:?} ({error})");
-                    tracing::error!(generation = generation.n, %reason, "upstream stream broken");
-                    self.fault(&generation, reason);
-                    return;
-                }
+        }
+        self.output_ended(generation).await;
+    }
+
+    /// Hands the child's output, and whatever of it is already buffered,
+    /// to a thread running [`Supervised::read_raw`].
+    fn go_raw(
+        self: Arc<Self>,
+        generation: Arc<Generation>,
+        lines: LineReader<ChildStdout>,
+        sink: Arc<dyn RawSink>,
+    ) {
+        let (buffered, stdout) = lines.into_parts();
+        // The descriptor comes back in blocking mode, for plain reads.
+        let started = stdout.into_owned_fd().and_then(|fd| {
+            let reader =
+                std::io::Read::chain(std::io::Cursor::new(buffered), std::fs::File::from(fd));
+            let me = self.clone();
+            let (generation, rt) = (generation.clone(), tokio::runtime::Handle::current());
+            std::thread::Builder::new()
+                .name(format!("upstream-{}-out", generation.n))
+                .spawn(move || me.read_raw(generation, reader, sink, rt))
+        });
+        if let Err(e) = started {
+            self.fault(
+                &generation,
+                format!("cannot read the upstream's output: {e}"),
+            );
+        }
+    }
+
+    /// [`Supervised::read`] on a thread with blocking reads: what a
+    /// pass-through client should see is written to `sink` from here, with
+    /// no task hand-off, no re-serialising and no extra wake-up.
+    fn read_raw(
+        self: Arc<Self>,
+        generation: Arc<Generation>,
+        reader: impl std::io::Read,
+        sink: Arc<dyn RawSink>,
+        rt: tokio::runtime::Handle,
+    ) {
+        // Faults start restarts with `tokio::spawn`.
+        let _rt = rt.enter();
+        let mut lines = BlockingLines::new(reader, self.opts.max_message_bytes);
+        // A read error ends the output as EOF does.
+        while let Ok(Some((inbound, line))) = lines.next_line() {
+            if generation.is_dead()
+                || self
+                    .route(&generation, inbound, Some((line, &*sink)))
+                    .is_break()
+            {
+                return;
             }
         }
+        rt.spawn(self.output_ended(generation));
+    }
+
+    /// One line read from the child; `Break` when it broke the stream.
+    fn route(
+        self: &Arc<Self>,
+        generation: &Arc<Generation>,
+        inbound: Inbound,
+        raw: Option<(&[u8], &dyn RawSink)>,
+    ) -> ControlFlow<()> {
+        match inbound {
+            Inbound::Message(m) => self.inbound(generation, m, raw),
+            Inbound::Invalid {
+                oversized: true,
+                error,
+                ..
+            } => {
+                // Valid but too big for us: the stream itself is fine.
+                tracing::warn!(%error, "upstream message refused");
+            }
+            Inbound::Invalid { error, excerpt, .. } => {
+                let reason = format!("upstream sent invalid JSON-RPC: {excerpt:?} ({error})");
+                tracing::error!(generation = generation.n, %reason, "upstream stream broken");
+                self.fault(generation, reason);
+                return ControlFlow::Break(());
+            }
+        }
+        ControlFlow::Continue(())
+    }
+
+    /// The child's output ended: a fault, named after the exit status when
+    /// there is one.
+    async fn output_ended(self: Arc<Self>, generation: Arc<Generation>) {
         // The exit status says more than "EOF": give the monitor a moment.
         let mut dead = generation.dead.subscribe();
         let _ = tokio::time::timeout(EXIT_GRACE, dead.wait_for(Option::is_some)).await;
         self.fault(&generation, "upstream closed its output".into());
     }
 
-    fn inbound(&self, generation: &Generation, m: Message) {
+    fn inbound(&self, generation: &Generation, m: Message, raw: Option<(&[u8], &dyn RawSink)>) {
         let relayed = match &m {
             Message::Response(_) | Message::Error(_) => m
                 .id()
                 .is_some_and(|id| lock(&generation.relayed).remove(id)),
             _ => false,
         };
-        if relayed {
-            self.emit(UpstreamEvent::Relayed(m));
-        } else if let Some(ev) = generation.conn.on_inbound(m) {
-            self.emit(ev);
+        let event = if relayed {
+            Some(UpstreamEvent::Relayed(m))
+        } else {
+            generation.conn.on_inbound(m)
+        };
+        match (event, raw) {
+            (
+                Some(
+                    UpstreamEvent::Relayed(_)
+                    | UpstreamEvent::Notification(_)
+                    | UpstreamEvent::Request(_),
+                ),
+                Some((line, sink)),
+            ) => sink.forward(line),
+            (Some(ev), _) => self.emit(ev),
+            (None, _) => {}
         }
     }
 
@@ -416,7 +571,14 @@ impl Supervised {
             return;
         }
         generation.conn.close(&reason);
-        lock(&generation.relayed).clear();
+        // Relayed requests are answered here, before `Closed`, so a client
+        // hears why its request failed whichever way the answer would
+        // have come.
+        let orphans: Vec<Id> = lock(&generation.relayed).drain().collect();
+        for id in orphans {
+            let error = ShimError::Upstream(reason.clone()).into();
+            self.emit(UpstreamEvent::Relayed(Message::error(Some(id), error)));
+        }
         // A hung or garbling child must not linger; for an exited one this
         // is a no-op.
         generation.kill.notify_one();
@@ -523,10 +685,16 @@ impl Supervised {
                 Err(_) => return Err("no answer to the replayed initialize".into()),
             }
             if initialized {
+                // Written at once, not queued behind the connection's
+                // channel: relayed lines may follow as soon as this
+                // generation is current, and must come after it.
+                let mut line = Vec::with_capacity(64);
+                Message::notification("notifications/initialized", json!({})).write_json(&mut line);
+                line.push(b'\n');
                 generation
-                    .conn
-                    .notify("notifications/initialized", json!({}))
-                    .map_err(|e| e.to_string())?;
+                    .input
+                    .write_line(&line)
+                    .map_err(|e| format!("replaying notifications/initialized failed: {e}"))?;
             }
         }
         Ok(())
