@@ -8,6 +8,11 @@
 //!                               └────────┘     (restarted on faults if asked)
 //!        mode: probing → passthrough | legacy-front | modern-front
 //! ```
+//!
+//! Once a session is pass-through on the shim's own stdio ([`run_stdio`]),
+//! the driver steps aside: the stdin thread writes each line into the
+//! child and a thread per child writes its answers to stdout, the path a
+//! bare relay takes (see `Lane`).
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
