@@ -13,6 +13,7 @@ mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
@@ -435,6 +436,7 @@ fn http_front_modern_client_upstream_killed() {
 struct Forwarder {
     addr: std::net::SocketAddr,
     cut: tokio::sync::watch::Sender<u64>,
+    frozen: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Forwarder {
@@ -443,28 +445,135 @@ impl Forwarder {
         let addr = listener.local_addr().unwrap();
         let (cut, _) = tokio::sync::watch::channel(0u64);
         let cuts = cut.clone();
+        let frozen = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let freezes = frozen.clone();
         tokio::spawn(async move {
-            while let Ok((mut inbound, _)) = listener.accept().await {
+            while let Ok((inbound, _)) = listener.accept().await {
                 let mut cut_rx = cuts.subscribe();
+                let frozen = freezes.clone();
                 tokio::spawn(async move {
-                    let Ok(mut outbound) = tokio::net::TcpStream::connect(target).await else {
+                    let Ok(outbound) = tokio::net::TcpStream::connect(target).await else {
                         return;
                     };
+                    let (in_r, in_w) = inbound.into_split();
+                    let (out_r, out_w) = outbound.into_split();
                     tokio::select! {
-                        _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
+                        _ = pump(in_r, out_w, frozen.clone()) => {}
+                        _ = pump(out_r, in_w, frozen) => {}
                         // Dropping both sockets mid-exchange is the fault.
                         _ = cut_rx.changed() => {}
                     }
                 });
             }
         });
-        Forwarder { addr, cut }
+        Forwarder { addr, cut, frozen }
+    }
+
+    /// Holds every byte back (connections stay open: a server that stopped
+    /// answering) until `thaw`.
+    fn freeze(&self) {
+        self.frozen.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    fn thaw(&self) {
+        self.frozen
+            .store(false, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// Cuts every open connection; new ones are forwarded again.
     fn cut_all(&self) {
         self.cut.send_modify(|n| *n += 1);
     }
+}
+
+/// Copies `from` to `to`, holding bytes back while `frozen`.
+async fn pump(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    frozen: Arc<std::sync::atomic::AtomicBool>,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        let n = match from.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        while frozen.load(std::sync::atomic::Ordering::SeqCst) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        if to.write_all(&buf[..n]).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// An HTTP upstream that stops answering (connections open, nothing comes
+/// back): a relayed modern call and a bridged legacy one fail with
+/// "upstream stopped answering" once a liveness check goes unanswered, and
+/// once the upstream answers again so do new requests.
+#[test]
+fn http_upstream_that_stops_answering_fails_waiting_requests() {
+    let server = support::http::HttpReference::start(support::http::MODERN, &[]);
+    let target = server.addr;
+    block_on(async move {
+        let fwd = Forwarder::start(target).await;
+        let url = format!("http://{}/mcp", fwd.addr);
+        let shim = HttpShim::spawn(
+            &[
+                "--upstream-url",
+                &url,
+                "--upstream-ping-ms",
+                "200",
+                "--upstream-ping-timeout-ms",
+                "500",
+            ],
+            &[] as &[String],
+        );
+        let c = h::client();
+        let (sid, _) = h::initialize(&c, &shim.url, None).await;
+        let slow = json!({"name": "slow_compute", "arguments": {"seconds": 30, "label": "hang"}});
+        let mut modern = slow.clone();
+        modern["_meta"] = h::modern_meta(false);
+        let modern_call = async {
+            let r = h::send(h::modern(&c, &shim.url, 1, "tools/call", modern)).await;
+            (r.1, Instant::now())
+        };
+        let legacy_call = async {
+            let r = h::send(h::legacy(
+                &c,
+                &shim.url,
+                Some(&sid),
+                &h::rpc(2, "tools/call", slow),
+            ))
+            .await;
+            (r.1, Instant::now())
+        };
+        let freezer = async {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            fwd.freeze();
+            Instant::now()
+        };
+        let ((m, m_at), (l, l_at), frozen_at) = tokio::join!(modern_call, legacy_call, freezer);
+        for (label, answer, at) in [("modern, relayed", &m, m_at), ("legacy, bridged", &l, l_at)] {
+            let after = at.saturating_duration_since(frozen_at);
+            eprintln!(
+                "LATENCY http upstream hang ({label}): freeze→error {} ms",
+                after.as_millis()
+            );
+            assert_upstream_error(answer, "upstream stopped answering");
+            // The call would run 30 s: the answer came from the check (a
+            // loose bound; the latency itself is printed, not asserted).
+            assert!(
+                after < Duration::from_secs(10),
+                "{label}: {} ms",
+                after.as_millis()
+            );
+        }
+        fwd.thaw();
+        let (_, body, _) = h::send(h::modern(&c, &shim.url, 3, "tools/list", json!({}))).await;
+        assert!(body["result"]["tools"].is_array(), "{body}");
+    });
 }
 
 /// An HTTP upstream whose connections drop mid-request: that request fails

@@ -80,10 +80,15 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
     let rt = tokio::runtime::Runtime::new().map_err(|e| e.to_string())?;
     rt.block_on(async move {
         let link: crate::upstream::Link = match &args.upstream_url {
-            Some(url) => crate::upstream::http::connect(url, proxy.request_timeout)
-                .await
-                .map_err(|e| e.to_string())?
-                .into(),
+            Some(url) => {
+                let link = crate::upstream::http::connect(url, proxy.request_timeout)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                if let Some(every) = proxy.ping_interval {
+                    link.upstream.watch_liveness(every, proxy.ping_timeout);
+                }
+                link.into()
+            }
             None => {
                 let (program, rest) = args
                     .upstream

@@ -64,13 +64,14 @@ pub struct ShimArgs {
     #[arg(long)]
     pub restart_upstream: bool,
     /// While upstream requests are outstanding, check every MS ms that the
-    /// upstream child still answers (`ping`, or `server/discover` for a
-    /// 2026-07-28 server); 0 turns the check off.
+    /// upstream (child or --upstream-url) still answers (`ping`, or
+    /// `server/discover` for a 2026-07-28 server); 0 turns the check off.
     #[arg(long, value_name = "MS", default_value_t = 5_000)]
     pub upstream_ping_ms: u64,
     /// A liveness check unanswered for MS ms means the upstream hung: what
-    /// waits on it fails with -32603 and the child is killed (and restarted
-    /// with --restart-upstream).
+    /// waits on it fails with -32603 and a child is killed (and restarted
+    /// with --restart-upstream); an HTTP upstream is tried again by the
+    /// next request.
     #[arg(long, value_name = "MS", default_value_t = 15_000)]
     pub upstream_ping_timeout_ms: u64,
     /// Legacy clients waiting on a 2026-07-28 upstream's task: at most N

@@ -31,6 +31,28 @@ pub struct HttpUpstream {
     session: Mutex<Option<String>>,
     events: mpsc::UnboundedSender<UpstreamEvent>,
     next_id: std::sync::atomic::AtomicI64,
+    /// Client requests waiting on an answer: liveness is checked only
+    /// while there are some.
+    in_flight: std::sync::atomic::AtomicUsize,
+    /// Sent to each time a liveness check goes unanswered, with why: every
+    /// request in flight then fails with that reason.
+    hangs: tokio::sync::watch::Sender<String>,
+}
+
+/// Counts a request in flight for as long as it lives.
+struct InFlight<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl<'a> InFlight<'a> {
+    fn new(n: &'a std::sync::atomic::AtomicUsize) -> Self {
+        n.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        InFlight(n)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 /// A connected HTTP upstream and what the probe learnt.
@@ -62,6 +84,8 @@ pub async fn connect(url: &str, request_timeout: Duration) -> Result<HttpLink, S
         session: Mutex::new(None),
         events: tx,
         next_id: 1.into(),
+        in_flight: 0.into(),
+        hangs: tokio::sync::watch::Sender::new(String::new()),
     };
     let info = json!({"name": "mcp-tasks-shim", "version": env!("CARGO_PKG_VERSION")});
     let probe = revision::probe_request(Id::Num(0), &info);
@@ -82,6 +106,69 @@ pub async fn connect(url: &str, request_timeout: Duration) -> Result<HttpLink, S
 }
 
 impl HttpUpstream {
+    /// While client requests wait, asks every `every` for a sign of life
+    /// (`server/discover` on a modern upstream, `ping` in a legacy
+    /// session); one unanswered for `timeout` fails every request in
+    /// flight with "upstream stopped answering", as a hung child does.
+    /// Requests made afterwards are tried again: an HTTP server may come
+    /// back by itself. Ends when the upstream is dropped.
+    pub fn watch_liveness(self: &Arc<Self>, every: Duration, timeout: Duration) {
+        let weak = Arc::downgrade(self);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                let Some(up) = weak.upgrade() else { return };
+                if up.in_flight.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+                    continue;
+                }
+                let (method, params) = match up.revision {
+                    Revision::Modern => {
+                        let info =
+                            json!({"name": "mcp-tasks-shim", "version": env!("CARGO_PKG_VERSION")});
+                        let probe = revision::probe_request(Id::Num(0), &info);
+                        (
+                            "server/discover",
+                            probe.params().cloned().unwrap_or_default(),
+                        )
+                    }
+                    Revision::Legacy => ("ping", json!({})),
+                };
+                let id = Id::Num(
+                    up.next_id
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+                );
+                let check = Message::request(id, method, params);
+                // Any answer, even an error or a refused connection (which
+                // fails the requests by itself), proves it is not hanging.
+                if tokio::time::timeout(timeout, up.post(&check))
+                    .await
+                    .is_err()
+                {
+                    let reason = format!(
+                        "upstream stopped answering: no reply to {method} within {} ms",
+                        timeout.as_millis()
+                    );
+                    tracing::error!(url = %up.url, %reason, "HTTP upstream hangs");
+                    up.hangs.send_replace(reason);
+                }
+            }
+        });
+    }
+
+    /// Runs one client request, failed early if a liveness check finds the
+    /// upstream hanging meanwhile.
+    async fn watched<T>(
+        &self,
+        request: impl std::future::Future<Output = Result<T, ShimError>>,
+    ) -> Result<T, ShimError> {
+        let mut hangs = self.hangs.subscribe();
+        let _counted = InFlight::new(&self.in_flight);
+        tokio::select! {
+            r = request => r,
+            Ok(()) = hangs.changed() => Err(ShimError::Upstream(hangs.borrow().clone())),
+        }
+    }
+
     /// POSTs one message; returns the answer to it (for requests), sending
     /// everything else that arrives on the stream out as events.
     async fn post(&self, msg: &Message) -> Result<Option<Message>, ShimError> {
@@ -290,7 +377,7 @@ impl Upstream for Arc<HttpUpstream> {
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         );
         let msg = Message::request(id, method, params);
-        let answer = self.post(&msg).await?;
+        let answer = self.watched(self.post(&msg)).await?;
         if method == "initialize" && self.revision == Revision::Legacy {
             self.open_get_stream();
         }
@@ -347,30 +434,7 @@ impl Upstream for Arc<HttpUpstream> {
         if self.revision != Revision::Modern {
             return None;
         }
-        let resp = match self.send_body(method, name, body.into(), None).await {
-            Ok(r) => r,
-            Err(e) => return Some(Err(e)),
-        };
-        if resp.status() == reqwest::StatusCode::ACCEPTED {
-            return Some(Err(ShimError::Upstream(format!(
-                "the HTTP upstream gave no answer to {method}"
-            ))));
-        }
-        Some(if is_sse(&resp) {
-            self.read_sse(resp, Some(id))
-                .await
-                .map(|message| RawAnswer {
-                    message,
-                    body: None,
-                })
-        } else {
-            read_json_bytes(resp)
-                .await
-                .map(|(message, body)| RawAnswer {
-                    message,
-                    body: Some(body),
-                })
-        })
+        Some(self.watched(self.relay_body(id, method, name, body)).await)
     }
 
     fn respond(&self, id: Id, outcome: RpcResult) -> Result<(), ShimError> {
@@ -385,6 +449,39 @@ impl Upstream for Arc<HttpUpstream> {
             }
         });
         Ok(())
+    }
+}
+
+impl HttpUpstream {
+    /// [`Upstream::relay_raw`] on a modern upstream.
+    async fn relay_body(
+        &self,
+        id: &Id,
+        method: &str,
+        name: Option<&str>,
+        body: axum::body::Bytes,
+    ) -> Result<RawAnswer, ShimError> {
+        let resp = self.send_body(method, name, body.into(), None).await?;
+        if resp.status() == reqwest::StatusCode::ACCEPTED {
+            return Err(ShimError::Upstream(format!(
+                "the HTTP upstream gave no answer to {method}"
+            )));
+        }
+        if is_sse(&resp) {
+            self.read_sse(resp, Some(id))
+                .await
+                .map(|message| RawAnswer {
+                    message,
+                    body: None,
+                })
+        } else {
+            read_json_bytes(resp)
+                .await
+                .map(|(message, body)| RawAnswer {
+                    message,
+                    body: Some(body),
+                })
+        }
     }
 }
 
