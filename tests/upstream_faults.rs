@@ -182,62 +182,54 @@ fn legacy_client_call_when_the_upstream_writes_garbage() {
     assert!(msg.contains("this is not JSON-RPC"), "excerpt shown: {msg}");
 }
 
-/// A modern client over a legacy upstream, one fault per mode: its waiting
-/// call fails with the cause.
+/// A legacy upstream, one fault per mode, behind a modern client (bridged)
+/// and behind a legacy one (pass-through, where answers come straight from
+/// the child's reader thread): the waiting call fails with the cause.
 #[test]
-fn modern_client_call_fails_with_the_cause_for_each_fault() {
-    for (mode, cause) in [
-        ("exit", "upstream exited"),
-        ("silent", "upstream stopped answering"),
-        ("garbage", "upstream sent invalid JSON-RPC"),
-    ] {
-        let stamp = Stamp::new(&format!("modern-{mode}"));
-        let mut shim = stdio_shim(&PING, &relay(mode, "2025-11-25"), Revision::Modern, &stamp);
-        shim.ok("server/discover", modern_params(json!({}), true));
-        // Without the extension, `slow_compute` (optional) is a plain call.
-        let r = shim.call("tools/call", modern_params(fault_call(), false));
-        stamp.report(&format!("stdio modern→legacy {mode}"));
-        assert_upstream_error(&r, cause);
-        // Nothing hangs afterwards: without --restart-upstream the stdio
-        // shim ends with its upstream (the client sees end of output).
-        let started = Instant::now();
-        let status = shim
-            .wait_exit(Duration::from_secs(10))
-            .expect("the shim exits after its upstream failed");
-        assert!(!status.success(), "{mode}: exit status {status}");
-        eprintln!(
-            "after the {mode} fault, the shim exited {} ms after the error",
-            started.elapsed().as_millis()
-        );
-    }
-}
-
-/// Pass-through (a legacy client, a legacy upstream), one fault per mode:
-/// the relayed call in flight fails with the cause, whether its answer was
-/// to come through the driver or straight from the child's reader thread.
-#[test]
-fn passthrough_call_fails_with_the_cause_for_each_fault() {
-    for (mode, cause) in [
-        ("exit", "upstream exited"),
-        ("silent", "upstream stopped answering"),
-        ("garbage", "upstream sent invalid JSON-RPC"),
-    ] {
-        let stamp = Stamp::new(&format!("passthrough-{mode}"));
-        let mut shim = stdio_shim(&PING, &relay(mode, "2025-11-25"), Revision::Legacy, &stamp);
-        shim.initialize();
-        // Relayed both ways before the fault.
-        let r = shim.ok(
-            "tools/call",
-            json!({"name": "greet", "arguments": {"name": "before"}}),
-        );
-        assert!(text_of(&r).contains("before"), "{mode}: {r}");
-        let r = shim.call("tools/call", fault_call());
-        stamp.report(&format!("stdio pass-through {mode}"));
-        assert_upstream_error(&r, cause);
-        let status = shim
-            .wait_exit(Duration::from_secs(10))
-            .expect("the shim exits after its upstream failed");
-        assert!(!status.success(), "{mode}: exit status {status}");
+fn waiting_call_fails_with_the_cause_for_each_fault() {
+    for client in [Revision::Modern, Revision::Legacy] {
+        for (mode, cause) in [
+            ("exit", "upstream exited"),
+            ("silent", "upstream stopped answering"),
+            ("garbage", "upstream sent invalid JSON-RPC"),
+        ] {
+            let label = format!("{client:?} client, {mode}");
+            let stamp = Stamp::new(&format!("{client:?}-{mode}"));
+            let mut shim = stdio_shim(&PING, &relay(mode, "2025-11-25"), client, &stamp);
+            // Without the extension, `slow_compute` (optional) is a plain call.
+            let wrap = |p: Value| match client {
+                Revision::Modern => modern_params(p, false),
+                Revision::Legacy => p,
+            };
+            match client {
+                Revision::Modern => {
+                    shim.ok("server/discover", modern_params(json!({}), true));
+                }
+                Revision::Legacy => {
+                    shim.initialize();
+                }
+            }
+            // Answered before the fault.
+            let r = shim.ok(
+                "tools/call",
+                wrap(json!({"name": "greet", "arguments": {"name": "before"}})),
+            );
+            assert!(text_of(&r).contains("before"), "{label}: {r}");
+            let r = shim.call("tools/call", wrap(fault_call()));
+            stamp.report(&format!("stdio {label}"));
+            assert_upstream_error(&r, cause);
+            // Nothing hangs afterwards: without --restart-upstream the stdio
+            // shim ends with its upstream (the client sees end of output).
+            let started = Instant::now();
+            let status = shim
+                .wait_exit(Duration::from_secs(10))
+                .expect("the shim exits after its upstream failed");
+            assert!(!status.success(), "{label}: exit status {status}");
+            eprintln!(
+                "{label}: the shim exited {} ms after the error",
+                started.elapsed().as_millis()
+            );
+        }
     }
 }
 
@@ -508,6 +500,31 @@ async fn pump(
     }
 }
 
+/// A `slow_compute` call of `seconds` made both ways at once while `fault`
+/// strikes: relayed for a modern client (id 1) and bridged in the legacy
+/// session `sid` (id 2). Each answer comes with when it came, and the fault
+/// with when it struck.
+async fn slow_calls_both_ways(
+    c: &reqwest::Client,
+    url: &str,
+    sid: &str,
+    seconds: u64,
+    fault: impl std::future::Future<Output = Instant>,
+) -> ((Value, Instant), (Value, Instant), Instant) {
+    let slow = json!({"name": "slow_compute", "arguments": {"seconds": seconds, "label": "fault"}});
+    let mut modern = slow.clone();
+    modern["_meta"] = h::modern_meta(false);
+    let modern_call = async {
+        let r = h::send(h::modern(c, url, 1, "tools/call", modern)).await;
+        (r.1, Instant::now())
+    };
+    let legacy_call = async {
+        let r = h::send(h::legacy(c, url, Some(sid), &h::rpc(2, "tools/call", slow))).await;
+        (r.1, Instant::now())
+    };
+    tokio::join!(modern_call, legacy_call, fault)
+}
+
 /// An HTTP upstream that stops answering (connections open, nothing comes
 /// back): a relayed modern call and a bridged legacy one fail with
 /// "upstream stopped answering" once a liveness check goes unanswered, and
@@ -532,29 +549,13 @@ fn http_upstream_that_stops_answering_fails_waiting_requests() {
         );
         let c = h::client();
         let (sid, _) = h::initialize(&c, &shim.url, None).await;
-        let slow = json!({"name": "slow_compute", "arguments": {"seconds": 30, "label": "hang"}});
-        let mut modern = slow.clone();
-        modern["_meta"] = h::modern_meta(false);
-        let modern_call = async {
-            let r = h::send(h::modern(&c, &shim.url, 1, "tools/call", modern)).await;
-            (r.1, Instant::now())
-        };
-        let legacy_call = async {
-            let r = h::send(h::legacy(
-                &c,
-                &shim.url,
-                Some(&sid),
-                &h::rpc(2, "tools/call", slow),
-            ))
-            .await;
-            (r.1, Instant::now())
-        };
         let freezer = async {
             tokio::time::sleep(Duration::from_millis(500)).await;
             fwd.freeze();
             Instant::now()
         };
-        let ((m, m_at), (l, l_at), frozen_at) = tokio::join!(modern_call, legacy_call, freezer);
+        let ((m, m_at), (l, l_at), frozen_at) =
+            slow_calls_both_ways(&c, &shim.url, &sid, 30, freezer).await;
         for (label, answer, at) in [("modern, relayed", &m, m_at), ("legacy, bridged", &l, l_at)] {
             let after = at.saturating_duration_since(frozen_at);
             eprintln!(
@@ -590,25 +591,13 @@ fn http_upstream_connection_drop_fails_the_request_then_recovers() {
         // A modern client (relayed) and a legacy session (bridged): both
         // wait on a long inline call when the connections are cut.
         let (sid, _) = h::initialize(&c, &shim.url, None).await;
-        let slow = json!({"name": "slow_compute", "arguments": {"seconds": 5, "label": "cut"}});
-        let mut modern = slow.clone();
-        modern["_meta"] = h::modern_meta(false);
-        let modern_call = async {
-            let r = h::send(h::modern(&c, &shim.url, 1, "tools/call", modern)).await;
-            (r.1, Instant::now())
-        };
-        let legacy_call = h::send(h::legacy(
-            &c,
-            &shim.url,
-            Some(&sid),
-            &h::rpc(2, "tools/call", slow),
-        ));
         let cutter = async {
             tokio::time::sleep(Duration::from_millis(700)).await;
             fwd.cut_all();
             Instant::now()
         };
-        let ((m, m_at), (_, l, _), cut_at) = tokio::join!(modern_call, legacy_call, cutter);
+        let ((m, m_at), (l, _), cut_at) =
+            slow_calls_both_ways(&c, &shim.url, &sid, 5, cutter).await;
         eprintln!(
             "LATENCY http upstream drop (modern, relayed): cut→error {} ms",
             m_at.saturating_duration_since(cut_at).as_millis()
@@ -626,7 +615,7 @@ fn http_upstream_connection_drop_fails_the_request_then_recovers() {
         if l.get("error").is_some() {
             assert_upstream_error(&l, "HTTP upstream");
         } else {
-            assert!(text_of(&l["result"]).contains("cut"), "{l}");
+            assert!(text_of(&l["result"]).contains("fault"), "{l}");
         }
         // New requests open new connections and work.
         let (_, body, _) = h::send(h::modern(&c, &shim.url, 3, "tools/list", json!({}))).await;
