@@ -500,17 +500,22 @@ async fn pump(
     }
 }
 
-/// A `slow_compute` call of `seconds` made both ways at once while `fault`
-/// strikes: relayed for a modern client (id 1) and bridged in the legacy
-/// session `sid` (id 2). Each answer comes with when it came, and the fault
-/// with when it struck.
+/// A `slow_compute` call of `seconds` made both ways at once, with
+/// `fault.1` striking `fault.0` after they start: relayed for a modern
+/// client (id 1) and bridged in the legacy session `sid` (id 2). Each
+/// answer comes with when it came, and the fault with when it struck.
 async fn slow_calls_both_ways(
     c: &reqwest::Client,
     url: &str,
     sid: &str,
     seconds: u64,
-    fault: impl std::future::Future<Output = Instant>,
+    fault: (Duration, impl FnOnce()),
 ) -> ((Value, Instant), (Value, Instant), Instant) {
+    let fault = async {
+        tokio::time::sleep(fault.0).await;
+        (fault.1)();
+        Instant::now()
+    };
     let slow = json!({"name": "slow_compute", "arguments": {"seconds": seconds, "label": "fault"}});
     let mut modern = slow.clone();
     modern["_meta"] = h::modern_meta(false);
@@ -549,13 +554,9 @@ fn http_upstream_that_stops_answering_fails_waiting_requests() {
         );
         let c = h::client();
         let (sid, _) = h::initialize(&c, &shim.url, None).await;
-        let freezer = async {
-            tokio::time::sleep(Duration::from_millis(500)).await;
-            fwd.freeze();
-            Instant::now()
-        };
+        let freeze = (Duration::from_millis(500), || fwd.freeze());
         let ((m, m_at), (l, l_at), frozen_at) =
-            slow_calls_both_ways(&c, &shim.url, &sid, 30, freezer).await;
+            slow_calls_both_ways(&c, &shim.url, &sid, 30, freeze).await;
         for (label, answer, at) in [("modern, relayed", &m, m_at), ("legacy, bridged", &l, l_at)] {
             let after = at.saturating_duration_since(frozen_at);
             eprintln!(
@@ -591,13 +592,8 @@ fn http_upstream_connection_drop_fails_the_request_then_recovers() {
         // A modern client (relayed) and a legacy session (bridged): both
         // wait on a long inline call when the connections are cut.
         let (sid, _) = h::initialize(&c, &shim.url, None).await;
-        let cutter = async {
-            tokio::time::sleep(Duration::from_millis(700)).await;
-            fwd.cut_all();
-            Instant::now()
-        };
-        let ((m, m_at), (l, _), cut_at) =
-            slow_calls_both_ways(&c, &shim.url, &sid, 5, cutter).await;
+        let cut = (Duration::from_millis(700), || fwd.cut_all());
+        let ((m, m_at), (l, _), cut_at) = slow_calls_both_ways(&c, &shim.url, &sid, 5, cut).await;
         eprintln!(
             "LATENCY http upstream drop (modern, relayed): cut→error {} ms",
             m_at.saturating_duration_since(cut_at).as_millis()
