@@ -12,11 +12,11 @@
 
 mod support;
 
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
+use support::forwarder::{Forwarder, shim_through};
 use support::http::{self as h, HttpShim};
 use support::schema::{Revision, SchemaFile, assert_valid, validate_def};
 use support::wire::{Wire, shim_bin, temp_path, text_of};
@@ -229,57 +229,6 @@ fn stdio_listen_after_an_upstream_restart_is_a_fresh_one() {
     assert!(asked.elapsed() < WAIT, "took {:?}", asked.elapsed());
 }
 
-/// Every byte the shim sends the HTTP upstream, through a forwarder.
-struct Recorder {
-    addr: std::net::SocketAddr,
-    sent: Arc<Mutex<Vec<u8>>>,
-}
-
-impl Recorder {
-    async fn start(target: std::net::SocketAddr) -> Recorder {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let sent = Arc::new(Mutex::new(Vec::new()));
-        let all = sent.clone();
-        tokio::spawn(async move {
-            while let Ok((inbound, _)) = listener.accept().await {
-                let all = all.clone();
-                tokio::spawn(async move {
-                    let Ok(outbound) = tokio::net::TcpStream::connect(target).await else {
-                        return;
-                    };
-                    let (mut in_r, mut in_w) = inbound.into_split();
-                    let (mut out_r, mut out_w) = outbound.into_split();
-                    let up = async move {
-                        let mut buf = vec![0u8; 16 * 1024];
-                        while let Ok(n) = in_r.read(&mut buf).await {
-                            if n == 0 {
-                                break;
-                            }
-                            all.lock().unwrap().extend_from_slice(&buf[..n]);
-                            if out_w.write_all(&buf[..n]).await.is_err() {
-                                break;
-                            }
-                        }
-                        let _ = out_w.shutdown().await;
-                    };
-                    let down = async move {
-                        let _ = tokio::io::copy(&mut out_r, &mut in_w).await;
-                        let _ = in_w.shutdown().await;
-                    };
-                    tokio::join!(up, down);
-                });
-            }
-        });
-        Recorder { addr, sent }
-    }
-
-    fn messages(&self) -> Vec<Value> {
-        messages_in(&self.sent.lock().unwrap())
-    }
-}
-
 fn block_on<F: std::future::Future<Output = ()>>(f: F) {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -309,28 +258,61 @@ async fn legacy_rpc(
     answer
 }
 
-#[test]
-fn http_wait_ends_on_the_pushed_completion() {
-    let server = h::HttpReference::start(h::MODERN, &["--poll-interval-ms", LONG_POLL_MS]);
-    let target = server.addr;
-    block_on(async move {
-        let rec = Recorder::start(target).await;
-        let url = format!("http://{}/mcp", rec.addr);
-        let shim = HttpShim::spawn(&["--upstream-url", &url], &[] as &[String]);
+/// The shim over HTTP in front of `target` (through a forwarder), and a
+/// legacy session that created a `slow_compute` task of `seconds`.
+struct HttpRig {
+    fwd: Forwarder,
+    shim: HttpShim,
+    c: reqwest::Client,
+    sid: String,
+    task: String,
+}
+
+impl HttpRig {
+    async fn start(target: std::net::SocketAddr, seconds: u64, label: &str) -> HttpRig {
+        let (fwd, shim) = shim_through(target, &[]).await;
         let c = h::client();
         let (sid, _) = h::initialize(&c, &shim.url, None).await;
-        let call = json!({"name": "slow_compute", "arguments": {"seconds": 1, "label": "http"},
+        let call = json!({"name": "slow_compute", "arguments": {"seconds": seconds, "label": label},
             "task": {"ttl": 60_000}});
         let r = legacy_rpc(&c, &shim.url, &sid, 1, "tools/call", call).await;
         let task = r["result"]["task"]["taskId"]
             .as_str()
             .expect("a task")
             .to_owned();
+        HttpRig {
+            fwd,
+            shim,
+            c,
+            sid,
+            task,
+        }
+    }
+
+    /// The `subscriptions/listen` requests the shim sent upstream.
+    fn listens(&self) -> Vec<Value> {
+        let msgs = messages_in(&self.fwd.sent.lock().unwrap());
+        of_method(&msgs, "subscriptions/listen")
+            .into_iter()
+            .cloned()
+            .collect()
+    }
+}
+
+#[test]
+fn http_wait_ends_on_the_pushed_completion() {
+    let server = h::HttpReference::start(h::MODERN, &["--poll-interval-ms", LONG_POLL_MS]);
+    let target = server.addr;
+    block_on(async move {
+        let rig = HttpRig::start(target, 1, "http").await;
+        let HttpRig {
+            c, shim, sid, task, ..
+        } = &rig;
         let asked = Instant::now();
         let r = legacy_rpc(
-            &c,
+            c,
             &shim.url,
-            &sid,
+            sid,
             2,
             "tasks/result",
             json!({"taskId": task}),
@@ -343,15 +325,60 @@ fn http_wait_ends_on_the_pushed_completion() {
             "tasks/result took {waited:?} with a {LONG_POLL_MS} ms poll interval"
         );
 
-        let msgs = rec.messages();
-        let listens = of_method(&msgs, "subscriptions/listen");
+        let listens = rig.listens();
         assert_eq!(listens.len(), 1, "{listens:?}");
-        assert_listen_for(listens[0], &task);
-        let sent = String::from_utf8_lossy(&rec.sent.lock().unwrap()).to_lowercase();
+        assert_listen_for(&listens[0], task);
+        let sent = String::from_utf8_lossy(&rig.fwd.sent.lock().unwrap()).to_lowercase();
         assert!(
             sent.contains("mcp-method: subscriptions/listen"),
             "the listen POST carries the modern headers"
         );
+    });
+}
+
+/// The listen stream's connection drops mid-wait: the shim opens the
+/// stream again, and the wait still ends on the pushed completion, not at
+/// the next poll a minute later.
+#[test]
+fn http_listen_lost_mid_wait_is_opened_again() {
+    let server = h::HttpReference::start(h::MODERN, &["--poll-interval-ms", LONG_POLL_MS]);
+    let target = server.addr;
+    block_on(async move {
+        let rig = HttpRig::start(target, 3, "again").await;
+        let HttpRig {
+            c,
+            shim,
+            sid,
+            task,
+            fwd,
+        } = &rig;
+        let listens = || rig.listens().len();
+        let asked = Instant::now();
+        let wait = legacy_rpc(
+            c,
+            &shim.url,
+            sid,
+            2,
+            "tasks/result",
+            json!({"taskId": task}),
+        );
+        let cutter = async {
+            let deadline = Instant::now() + WAIT;
+            while listens() == 0 && Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            // Past the read that follows the acknowledgement.
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            fwd.cut_all();
+        };
+        let (r, ()) = tokio::join!(wait, cutter);
+        let waited = asked.elapsed();
+        assert!(text_of(&r["result"]).contains("again"), "{r}");
+        assert!(
+            waited < WAIT,
+            "tasks/result took {waited:?} with a {LONG_POLL_MS} ms poll interval"
+        );
+        assert_eq!(listens(), 2, "the lost stream was opened once more");
     });
 }
 
@@ -360,9 +387,7 @@ fn http_upstream_without_listen_is_polled() {
     let server = h::HttpReference::start(h::MODERN, &["--no-listen", "--poll-interval-ms", "200"]);
     let target = server.addr;
     block_on(async move {
-        let rec = Recorder::start(target).await;
-        let url = format!("http://{}/mcp", rec.addr);
-        let shim = HttpShim::spawn(&["--upstream-url", &url], &[] as &[String]);
+        let (rec, shim) = shim_through(target, &[]).await;
         let c = h::client();
         let (sid, _) = h::initialize(&c, &shim.url, None).await;
         for (i, label) in [(1, "one"), (3, "two")] {
@@ -384,7 +409,7 @@ fn http_upstream_without_listen_is_polled() {
             .await;
             assert_eq!(text_of(&r["result"]), done(label), "{r}");
         }
-        let msgs = rec.messages();
+        let msgs = messages_in(&rec.sent.lock().unwrap());
         assert_eq!(
             of_method(&msgs, "subscriptions/listen").len(),
             1,

@@ -13,10 +13,10 @@ mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
+use support::forwarder::shim_through;
 use support::http::{self as h, HttpShim};
 use support::schema::Revision;
 use support::wire::{Wire, shim_bin, temp_path, text_of};
@@ -424,82 +424,6 @@ fn http_front_modern_client_upstream_killed() {
     });
 }
 
-/// A TCP forwarder to `target` whose connections can all be cut at once.
-struct Forwarder {
-    addr: std::net::SocketAddr,
-    cut: tokio::sync::watch::Sender<u64>,
-    frozen: Arc<std::sync::atomic::AtomicBool>,
-}
-
-impl Forwarder {
-    async fn start(target: std::net::SocketAddr) -> Forwarder {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let (cut, _) = tokio::sync::watch::channel(0u64);
-        let cuts = cut.clone();
-        let frozen = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let freezes = frozen.clone();
-        tokio::spawn(async move {
-            while let Ok((inbound, _)) = listener.accept().await {
-                let mut cut_rx = cuts.subscribe();
-                let frozen = freezes.clone();
-                tokio::spawn(async move {
-                    let Ok(outbound) = tokio::net::TcpStream::connect(target).await else {
-                        return;
-                    };
-                    let (in_r, in_w) = inbound.into_split();
-                    let (out_r, out_w) = outbound.into_split();
-                    tokio::select! {
-                        _ = pump(in_r, out_w, frozen.clone()) => {}
-                        _ = pump(out_r, in_w, frozen) => {}
-                        // Dropping both sockets mid-exchange is the fault.
-                        _ = cut_rx.changed() => {}
-                    }
-                });
-            }
-        });
-        Forwarder { addr, cut, frozen }
-    }
-
-    /// Holds every byte back (connections stay open: a server that stopped
-    /// answering) until `thaw`.
-    fn freeze(&self) {
-        self.frozen.store(true, std::sync::atomic::Ordering::SeqCst);
-    }
-
-    fn thaw(&self) {
-        self.frozen
-            .store(false, std::sync::atomic::Ordering::SeqCst);
-    }
-
-    /// Cuts every open connection; new ones are forwarded again.
-    fn cut_all(&self) {
-        self.cut.send_modify(|n| *n += 1);
-    }
-}
-
-/// Copies `from` to `to`, holding bytes back while `frozen`.
-async fn pump(
-    mut from: tokio::net::tcp::OwnedReadHalf,
-    mut to: tokio::net::tcp::OwnedWriteHalf,
-    frozen: Arc<std::sync::atomic::AtomicBool>,
-) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut buf = vec![0u8; 16 * 1024];
-    loop {
-        let n = match from.read(&mut buf).await {
-            Ok(0) | Err(_) => return,
-            Ok(n) => n,
-        };
-        while frozen.load(std::sync::atomic::Ordering::SeqCst) {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        if to.write_all(&buf[..n]).await.is_err() {
-            return;
-        }
-    }
-}
-
 /// A `slow_compute` call of `seconds` made both ways at once, with
 /// `fault.1` striking `fault.0` after they start: relayed for a modern
 /// client (id 1) and bridged in the legacy session `sid` (id 2). Each
@@ -539,19 +463,13 @@ fn http_upstream_that_stops_answering_fails_waiting_requests() {
     let server = support::http::HttpReference::start(support::http::MODERN, &[]);
     let target = server.addr;
     block_on(async move {
-        let fwd = Forwarder::start(target).await;
-        let url = format!("http://{}/mcp", fwd.addr);
-        let shim = HttpShim::spawn(
-            &[
-                "--upstream-url",
-                &url,
-                "--upstream-ping-ms",
-                "200",
-                "--upstream-ping-timeout-ms",
-                "500",
-            ],
-            &[] as &[String],
-        );
+        let ping = [
+            "--upstream-ping-ms",
+            "200",
+            "--upstream-ping-timeout-ms",
+            "500",
+        ];
+        let (fwd, shim) = shim_through(target, &ping).await;
         let c = h::client();
         let (sid, _) = h::initialize(&c, &shim.url, None).await;
         let freeze = (Duration::from_millis(500), || fwd.freeze());
@@ -585,9 +503,7 @@ fn http_upstream_connection_drop_fails_the_request_then_recovers() {
     let server = support::http::HttpReference::start(support::http::MODERN, &[]);
     let target = server.addr;
     block_on(async move {
-        let fwd = Forwarder::start(target).await;
-        let url = format!("http://{}/mcp", fwd.addr);
-        let shim = HttpShim::spawn(&["--upstream-url", &url], &[] as &[String]);
+        let (fwd, shim) = shim_through(target, &[]).await;
         let c = h::client();
         // A modern client (relayed) and a legacy session (bridged): both
         // wait on a long inline call when the connections are cut.

@@ -12,7 +12,9 @@
 //!
 //! Streams only add speed: the poller keeps reading `tasks/get` at the
 //! upstream's interval, so a stream that is refused, lost or never
-//! acknowledged costs latency, never a result. An upstream that does not
+//! acknowledged costs latency, never a result. A stream lost while its
+//! task is still watched (a dropped connection, an upstream restart) is
+//! opened again after a backoff. An upstream that does not
 //! declare the tasks extension, or that refuses a listen as unknown
 //! (`-32601`), not allowed (`-32021`) or without task notifications (an
 //! acknowledgement without `taskIds`), is not asked again.
@@ -34,6 +36,19 @@ use crate::wire::modern::DetailedTask;
 const LISTEN: &str = "subscriptions/listen";
 /// The server's first message on a stream.
 const ACKNOWLEDGED: &str = "notifications/subscriptions/acknowledged";
+/// First wait before a lost stream is opened again; doubled after each
+/// loss without an acknowledgement in between.
+const REOPEN_START: std::time::Duration = std::time::Duration::from_millis(200);
+/// Longest wait between attempts.
+const REOPEN_MAX: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// How one stream ended.
+enum Ending {
+    /// For good: refused, declined, or nobody listens any more.
+    Done,
+    /// Lost while still wanted; `acknowledged` if it had been working.
+    Lost { acknowledged: bool },
+}
 
 /// The listen streams of one upstream.
 #[derive(Debug)]
@@ -112,6 +127,8 @@ impl Listens {
         Some(ListenGuard(task.abort_handle()))
     }
 
+    /// Keeps a stream open for `task_id` until the watch ends (the task is
+    /// aborted then) or the upstream refuses.
     async fn run(
         self: Arc<Self>,
         task_id: String,
@@ -119,36 +136,75 @@ impl Listens {
         watchers: Weak<Watchers>,
         _slot: Slot,
     ) {
+        let mut delay = REOPEN_START;
+        loop {
+            match self.listen_once(&task_id, params.clone(), &watchers).await {
+                Ending::Done => return,
+                Ending::Lost { acknowledged } => {
+                    if acknowledged {
+                        delay = REOPEN_START;
+                    }
+                    if watchers.strong_count() == 0 || !self.enabled.load(Ordering::SeqCst) {
+                        return;
+                    }
+                    tracing::debug!(task = %task_id, ?delay, "listen stream lost; opening it again");
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(REOPEN_MAX);
+                }
+            }
+        }
+    }
+
+    async fn listen_once(&self, task_id: &str, params: Value, watchers: &Weak<Watchers>) -> Ending {
         let mut stream = match self.upstream.open_stream(LISTEN, params).await {
             Ok(s) => s,
-            Err(ShimError::MethodNotFound(why)) => return self.refused(&why),
-            Err(e) => return tracing::debug!(task = %task_id, error = %e, "no listen stream"),
+            Err(ShimError::MethodNotFound(why)) => {
+                self.refused(&why);
+                return Ending::Done;
+            }
+            Err(e) => {
+                tracing::debug!(task = %task_id, error = %e, "no listen stream");
+                return Ending::Lost {
+                    acknowledged: false,
+                };
+            }
         };
+        let mut acknowledged = false;
         while let Some(event) = stream.next().await {
             let n = match event {
                 StreamEvent::Notification(n) => n,
                 StreamEvent::Ended(Ok(Err(e)))
                     if e.code == codes::METHOD_NOT_FOUND || e.code == codes::MISSING_CAPABILITY =>
                 {
-                    return self.refused(&e.message);
+                    self.refused(&e.message);
+                    return Ending::Done;
                 }
                 StreamEvent::Ended(end) => {
-                    return tracing::debug!(task = %task_id, ?end, "listen stream ended");
+                    tracing::debug!(task = %task_id, ?end, "listen stream ended");
+                    return Ending::Lost { acknowledged };
                 }
             };
             let Some(watchers) = watchers.upgrade() else {
-                return;
+                return Ending::Done;
             };
             match n.method.as_str() {
-                ACKNOWLEDGED => match agreed(&n, &task_id) {
-                    // A change between the watch's first read and the
-                    // subscription taking effect was pushed to nobody:
-                    // read once more now that nothing can slip through.
-                    Some(true) => watchers.poke(&task_id),
-                    Some(false) => {
-                        return tracing::debug!(task = %task_id, "upstream declined to listen to the task");
+                ACKNOWLEDGED => match agreed(&n, task_id) {
+                    // A change between the watch's first read (or the
+                    // previous stream's loss) and the subscription taking
+                    // effect was pushed to nobody: read once more now that
+                    // nothing can slip through.
+                    Some(true) => {
+                        acknowledged = true;
+                        watchers.poke(task_id);
                     }
-                    None => return self.refused("acknowledged without task notifications"),
+                    Some(false) => {
+                        tracing::debug!(task = %task_id, "upstream declined to listen to the task");
+                        return Ending::Done;
+                    }
+                    None => {
+                        self.refused("acknowledged without task notifications");
+                        return Ending::Done;
+                    }
                 },
                 MODERN_STATUS => match n.params.as_ref().map(DetailedTask::from_value) {
                     Some(Ok(mut d)) => {
@@ -160,6 +216,7 @@ impl Listens {
                 _ => {}
             }
         }
+        Ending::Lost { acknowledged }
     }
 
     fn refused(&self, why: &str) {

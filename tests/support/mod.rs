@@ -8,6 +8,7 @@
 //! still crate-private, hence `unreachable_pub` is allowed too.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod forwarder;
 pub mod http;
 pub mod peers;
 pub mod redis;

@@ -1,0 +1,116 @@
+//! A TCP forwarder between the shim and an HTTP upstream that can record
+//! what the shim sends and misbehave on cue: cut every connection (the
+//! upstream drops them) or hold every byte back (the upstream hangs).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+
+/// Forwards `127.0.0.1:<addr.port>` to a target; see the module docs.
+pub struct Forwarder {
+    /// Where the shim should connect.
+    pub addr: std::net::SocketAddr,
+    /// Every byte sent toward the target, in order.
+    pub sent: Arc<Mutex<Vec<u8>>>,
+    cut: tokio::sync::watch::Sender<u64>,
+    frozen: Arc<AtomicBool>,
+}
+
+impl Forwarder {
+    /// Starts forwarding to `target` (on the current runtime).
+    pub async fn start(target: std::net::SocketAddr) -> Forwarder {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (cut, _) = tokio::sync::watch::channel(0u64);
+        let fwd = Forwarder {
+            addr,
+            sent: Arc::default(),
+            cut,
+            frozen: Arc::default(),
+        };
+        let (cuts, frozen, sent) = (fwd.cut.clone(), fwd.frozen.clone(), fwd.sent.clone());
+        tokio::spawn(async move {
+            while let Ok((inbound, _)) = listener.accept().await {
+                let mut cut_rx = cuts.subscribe();
+                let (frozen, sent) = (frozen.clone(), sent.clone());
+                tokio::spawn(async move {
+                    let Ok(outbound) = tokio::net::TcpStream::connect(target).await else {
+                        return;
+                    };
+                    let (in_r, in_w) = inbound.into_split();
+                    let (out_r, out_w) = outbound.into_split();
+                    tokio::select! {
+                        _ = async {
+                            tokio::join!(
+                                pump(in_r, out_w, frozen.clone(), Some(sent)),
+                                pump(out_r, in_w, frozen, None),
+                            )
+                        } => {}
+                        // Dropping both sockets mid-exchange is the fault.
+                        _ = cut_rx.changed() => {}
+                    }
+                });
+            }
+        });
+        fwd
+    }
+
+    /// Cuts every open connection; new ones are forwarded again.
+    pub fn cut_all(&self) {
+        self.cut.send_modify(|n| *n += 1);
+    }
+
+    /// Holds every byte back (connections stay open: a server that stopped
+    /// answering) until [`Forwarder::thaw`].
+    pub fn freeze(&self) {
+        self.frozen.store(true, Ordering::SeqCst);
+    }
+
+    /// Lets bytes through again.
+    pub fn thaw(&self) {
+        self.frozen.store(false, Ordering::SeqCst);
+    }
+}
+
+/// Copies `from` to `to` (recording into `sent`), holding bytes back while
+/// `frozen`; passes the end of input on.
+async fn pump(
+    mut from: OwnedReadHalf,
+    mut to: OwnedWriteHalf,
+    frozen: Arc<AtomicBool>,
+    sent: Option<Arc<Mutex<Vec<u8>>>>,
+) {
+    let mut buf = vec![0u8; 16 * 1024];
+    while let Ok(n) = from.read(&mut buf).await {
+        if n == 0 {
+            break;
+        }
+        if let Some(sent) = &sent {
+            sent.lock().unwrap().extend_from_slice(&buf[..n]);
+        }
+        while frozen.load(Ordering::SeqCst) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        if to.write_all(&buf[..n]).await.is_err() {
+            break;
+        }
+    }
+    let _ = to.shutdown().await;
+}
+
+/// `mcp-tasks-shim http --upstream-url` through a new [`Forwarder`] to
+/// `target`, with `flags` besides.
+pub async fn shim_through(
+    target: std::net::SocketAddr,
+    flags: &[&str],
+) -> (Forwarder, super::http::HttpShim) {
+    let fwd = Forwarder::start(target).await;
+    let url = format!("http://{}/mcp", fwd.addr);
+    let mut all = vec!["--upstream-url", url.as_str()];
+    all.extend_from_slice(flags);
+    let shim = super::http::HttpShim::spawn(&all, &[] as &[String]);
+    (fwd, shim)
+}
