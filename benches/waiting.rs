@@ -23,7 +23,10 @@
 //! 3. **fan-in**: 1,000 blocking `tasks/result` calls (10 sessions of one
 //!    principal scope × 100 tasks). Reports the most pollers alive at once,
 //!    upstream `tasks/get` per task per poll interval, and the shortest gap
-//!    between two reads of one task. Target ≤ 1 poller per task.
+//!    between two reads of one task. Target ≤ 1 poller per task. The
+//!    read-count window opens half an interval away from the pollers'
+//!    common phase, so no read's jitter decides which side of an edge it
+//!    falls on.
 //!
 //! Run with `cargo bench --bench waiting`. `WAITING_SAMPLES=<n>` changes the
 //! samples per latency phase (default 200); `WAITING_POLL_MS=<ms>` the poll
@@ -511,7 +514,42 @@ async fn fan_in(rig: &Rig, sessions: usize, tasks: usize, window_intervals: u64)
     // Let every waiter park before the window opens.
     tokio::time::sleep(Duration::from_millis(200)).await;
     let poll_ms = rig.fixture.poll_ms.load(Ordering::Relaxed);
-    let window = Duration::from_millis(poll_ms * window_intervals);
+    let period = Duration::from_millis(poll_ms);
+    let window = period * window_intervals as u32;
+    // The window opens (and so closes) away from the reads. Every task's
+    // poller starts at once, so all reads of a round arrive within a few
+    // ms of each other, each a little late by a varying amount (timer,
+    // queueing behind the round's other reads). An edge that falls inside
+    // that cluster lets the jitter decide whether a round counts on both
+    // edges or on neither: pollers reading exactly once per interval were
+    // measured at 21 reads in 20 intervals for the tasks whose round sat on
+    // the edge (1.005–1.013 overall). So the window opens in the middle of
+    // the widest quiet stretch of the period (the phases of the tasks'
+    // latest reads, taken modulo the interval); there the count is exact,
+    // 20 per task unless the shim reads more. With reads spread over the
+    // whole period it opens at an arbitrary phase, fair on average.
+    {
+        let now = Instant::now();
+        let p = period.as_secs_f64();
+        let mut phases: Vec<f64> = {
+            let gets = lock(&rig.fixture.gets);
+            ids.iter()
+                .filter_map(|t| gets.get(t).and_then(|g| g.last().copied()))
+                .map(|at| (p - (now - at).as_secs_f64() % p) % p)
+                .collect()
+        };
+        phases.sort_by(f64::total_cmp);
+        if let (Some(&lo), Some(&hi)) = (phases.first(), phases.last()) {
+            // Widest gap between consecutive phases, the wrap-around included.
+            let (mut gap, mut mid) = (lo + p - hi, (hi + (lo + p - hi) / 2.0) % p);
+            for w in phases.windows(2) {
+                if w[1] - w[0] > gap {
+                    (gap, mid) = (w[1] - w[0], w[0] + (w[1] - w[0]) / 2.0);
+                }
+            }
+            tokio::time::sleep_until((now + Duration::from_secs_f64(mid)).into()).await;
+        }
+    }
     let before: HashMap<String, usize> = ids
         .iter()
         .map(|t| (t.clone(), rig.fixture.gets_of(t)))

@@ -80,7 +80,16 @@ pub fn input_request_to_legacy_owned(
             Value::from(format!("{task_id}/{key}")),
         );
     }
-    meta_mut(&mut params).insert(META_RELATED_TASK.into(), json!({"taskId": task_id}));
+    let related = json!({"taskId": task_id});
+    if params.contains_key("_meta") {
+        meta_mut(&mut params).insert(META_RELATED_TASK.into(), related);
+    } else {
+        // The usual case: `_meta` made whole and added once, instead of
+        // added empty, looked up again and grown.
+        let mut meta = Map::with_capacity(1);
+        meta.insert(META_RELATED_TASK.into(), related);
+        params.insert("_meta".into(), Value::Object(meta));
+    }
     Ok(Request {
         id,
         method,

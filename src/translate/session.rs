@@ -148,7 +148,9 @@ pub fn request_to_modern_with_meta(req: Request, modern: &Map<String, Value>) ->
     };
     let meta = meta_mut(&mut params);
     // Built at its final size: growing the client's small `_meta` member by
-    // member reallocated and rehashed it twice per request.
+    // member reallocated and rehashed it twice per request. (Cloning the
+    // shim's members as one map and inserting the client's in front costs
+    // more: the cloned table is full, so the first insert rehashes it.)
     let mut merged = Map::with_capacity(meta.len() + modern.len());
     for (k, v) in std::mem::take(meta) {
         merged.insert(k, v);

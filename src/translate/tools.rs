@@ -131,10 +131,25 @@ pub fn call_params_to_modern_owned(params: Value) -> (Value, Option<TaskMetadata
         }
         if task { m.remove("task") } else { None }
     });
-    (
-        p,
-        task.map(|t| serde_json::from_value(t).unwrap_or_default()),
-    )
+    (p, task.map(task_metadata))
+}
+
+/// `params.task` read as [`TaskMetadata`], or the default when it does not
+/// read. The usual object (an integer or `null` `ttl`, other members kept
+/// as `extra` in order) is taken apart by hand, with the result the serde
+/// derive gives; its `flatten` buffers every member first, which cost
+/// more than the rest of the row. Anything else goes through serde.
+fn task_metadata(t: Value) -> TaskMetadata {
+    match t {
+        Value::Object(mut m)
+            if m.get("ttl")
+                .is_none_or(|v| v.is_null() || v.as_i64().is_some()) =>
+        {
+            let ttl = m.shift_remove("ttl").and_then(|v| v.as_i64());
+            TaskMetadata { ttl, extra: m }
+        }
+        other => serde_json::from_value(other).unwrap_or_default(),
+    }
 }
 
 /// Modern `tools/call` params → legacy: an incoming `params.task` is ignored
@@ -182,6 +197,29 @@ pub fn is_task_result(result: &Value) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn task_metadata_by_hand_reads_like_serde() {
+        for v in [
+            json!({}),
+            json!({"ttl": 60000}),
+            json!({"ttl": null}),
+            json!({"ttl": 1.5}),
+            json!({"ttl": "soon"}),
+            json!({"ttl": u64::MAX}),
+            json!({"a": 1, "ttl": -3, "x": {"y": [1, 2.5, null]}, "b": "c"}),
+            json!({"only": "extra"}),
+            json!([1]),
+        ] {
+            let serde: TaskMetadata = serde_json::from_value(v.clone()).unwrap_or_default();
+            let by_hand = task_metadata(v);
+            assert_eq!(by_hand, serde);
+            assert_eq!(
+                by_hand.extra.keys().collect::<Vec<_>>(),
+                serde.extra.keys().collect::<Vec<_>>()
+            );
+        }
+    }
 
     #[test]
     fn policy_rules_parse() {

@@ -116,16 +116,33 @@ impl DetailedTask {
             },
             other => super::from_value("task", &other)?,
         };
-        let payload = if let Some(r) = task.extra.remove("result") {
+        // One scan over the few unknown members instead of hashing up to
+        // four keys that are mostly absent; only present ones are removed
+        // (the same removals, in the same order, as unconditionally).
+        let (mut result, mut error, mut input, mut rtype) = (false, false, false, false);
+        for k in task.extra.keys() {
+            match k.as_str() {
+                "result" => result = true,
+                "error" => error = true,
+                "inputRequests" => input = true,
+                "resultType" => rtype = true,
+                _ => {}
+            }
+        }
+        let payload = if let Some(r) = result.then(|| task.extra.remove("result")).flatten() {
             Payload::Result(r)
-        } else if let Some(e) = task.extra.remove("error") {
+        } else if let Some(e) = error.then(|| task.extra.remove("error")).flatten() {
             Payload::Error(super::from_value("task error", &e)?)
-        } else if let Some(Value::Object(i)) = task.extra.remove("inputRequests") {
+        } else if let Some(Value::Object(i)) =
+            input.then(|| task.extra.remove("inputRequests")).flatten()
+        {
             Payload::Input(i)
         } else {
             Payload::None
         };
-        task.extra.remove("resultType");
+        if rtype {
+            task.extra.remove("resultType");
+        }
         Ok(DetailedTask { task, payload })
     }
 
