@@ -47,7 +47,18 @@ pub const IO_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// `update` gives up after this many conflicting writes by other instances
 /// (each retry means somebody else's change to the same task landed).
-const UPDATE_RETRIES: usize = 16;
+const UPDATE_RETRIES: usize = 64;
+
+/// Before retrying a conflicting update: a random pause that grows with the
+/// attempt (up to 50 µs × attempt), so writers racing for one task stop
+/// colliding in lockstep. Without it, four instances updating one task
+/// under load ran out of retries (seen in CI-like runs).
+fn backoff(attempt: usize) {
+    let mut r = [0u8; 2];
+    crate::ids::fill(&mut r);
+    let micros = u64::from(u16::from_le_bytes(r)) % (50 * attempt as u64 + 1);
+    std::thread::sleep(std::time::Duration::from_micros(micros));
+}
 
 /// Shared by the scripts: drop every record expired at `now` (ARGV[2]).
 const EVICT_LUA: &str = r"
@@ -246,7 +257,10 @@ impl RedisLedger {
         if after == before {
             return Ok(Some(after));
         }
-        for _ in 0..UPDATE_RETRIES {
+        for attempt in 0..UPDATE_RETRIES {
+            if attempt > 0 {
+                backoff(attempt);
+            }
             let outcome = self.with_conn(|c| {
                 redis::cmd("WATCH").arg(&key).exec(c)?;
                 let raw: Option<Vec<u8>> = c.get(&key)?;
