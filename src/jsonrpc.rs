@@ -437,6 +437,184 @@ impl<'de> Deserialize<'de> for FastEnvelope {
     }
 }
 
+/// What a relay needs to know of a message, read without building its
+/// payload (see [`peek`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Peeked {
+    /// A request: its id and method.
+    Request {
+        /// The request id.
+        id: Id,
+        /// The method.
+        method: String,
+    },
+    /// A notification.
+    Notification {
+        /// The method.
+        method: String,
+    },
+    /// A successful answer.
+    Response {
+        /// The id of the request it answers.
+        id: Id,
+    },
+}
+
+/// Reads the envelope of `bytes` without building the payload: `Some` only
+/// for a message [`Message::parse`] accepts as a request, notification or
+/// result answer (the same rules: `jsonrpc` "2.0", an integer or string
+/// id, an object `params`, exactly one of `method` and `result`, `null`
+/// read as absent). Error answers and anything doubtful give `None`:
+/// parse those in full, which also explains what is wrong.
+///
+/// ```
+/// use mcp_tasks_shim::jsonrpc::{Id, Peeked, peek};
+/// let p = peek(br#"{"jsonrpc":"2.0","id":3,"result":{"big":[1,2,3]}}"#);
+/// assert_eq!(p, Some(Peeked::Response { id: Id::Num(3) }));
+/// assert_eq!(peek(br#"{"jsonrpc":"2.0","id":3,"params":[]}"#), None);
+/// ```
+pub fn peek(bytes: &[u8]) -> Option<Peeked> {
+    let PeekEnvelope {
+        version,
+        id,
+        method,
+        params,
+        result,
+        error,
+    } = serde_json::from_slice(bytes).ok()?;
+    let params_ok = matches!(params, Shape::Absent | Shape::Object);
+    if version != Shape::Version || !params_ok || error != Shape::Absent {
+        return None;
+    }
+    let id = match id {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(parse_id(v).ok()?),
+    };
+    match (method, result, id) {
+        (Some(method), Shape::Absent, Some(id)) => Some(Peeked::Request { id, method }),
+        (Some(method), Shape::Absent, None) => Some(Peeked::Notification { method }),
+        (None, result, Some(id)) if result != Shape::Absent => Some(Peeked::Response { id }),
+        _ => None,
+    }
+}
+
+/// The envelope as [`peek`] reads it (the last of repeated members wins,
+/// as in [`FastEnvelope`]).
+struct PeekEnvelope {
+    version: Shape,
+    id: Option<Value>,
+    method: Option<String>,
+    params: Shape,
+    result: Shape,
+    error: Shape,
+}
+
+/// What a member held, its content skipped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    /// Missing or `null`.
+    Absent,
+    /// An object.
+    Object,
+    /// The string "2.0".
+    Version,
+    /// Anything else.
+    Other,
+}
+
+impl<'de> Deserialize<'de> for Shape {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::{IgnoredAny, MapAccess, SeqAccess};
+        struct ShapeVisitor;
+        impl<'de> serde::de::Visitor<'de> for ShapeVisitor {
+            type Value = Shape;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_unit<E>(self) -> Result<Shape, E> {
+                Ok(Shape::Absent)
+            }
+            fn visit_none<E>(self) -> Result<Shape, E> {
+                Ok(Shape::Absent)
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Shape, E> {
+                Ok(Shape::Other)
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Shape, E> {
+                Ok(Shape::Other)
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Shape, E> {
+                Ok(Shape::Other)
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Shape, E> {
+                Ok(Shape::Other)
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Shape, E> {
+                Ok(if v == "2.0" {
+                    Shape::Version
+                } else {
+                    Shape::Other
+                })
+            }
+            // Nested values are read as `Shape` too, not `IgnoredAny`: that
+            // way the parser's recursion limit applies exactly as when it
+            // builds a `Value`, and peek refuses what parse refuses.
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Shape, A::Error> {
+                while seq.next_element::<Shape>()?.is_some() {}
+                Ok(Shape::Other)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Shape, A::Error> {
+                while map.next_entry::<IgnoredAny, Shape>()?.is_some() {}
+                Ok(Shape::Object)
+            }
+        }
+        d.deserialize_any(ShapeVisitor)
+    }
+}
+
+impl<'de> Deserialize<'de> for PeekEnvelope {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct PeekVisitor;
+        impl<'de> serde::de::Visitor<'de> for PeekVisitor {
+            type Value = PeekEnvelope;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON-RPC message object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<PeekEnvelope, A::Error> {
+                let mut env = PeekEnvelope {
+                    version: Shape::Absent,
+                    id: None,
+                    method: None,
+                    params: Shape::Absent,
+                    result: Shape::Absent,
+                    error: Shape::Absent,
+                };
+                while let Some(key) = map.next_key::<EnvelopeKey>()? {
+                    match key {
+                        EnvelopeKey::Jsonrpc => env.version = map.next_value()?,
+                        EnvelopeKey::Id => env.id = map.next_value()?,
+                        // A method that is not a string (or null) fails
+                        // here, and the full parse says why.
+                        EnvelopeKey::Method => env.method = map.next_value()?,
+                        EnvelopeKey::Params => env.params = map.next_value()?,
+                        EnvelopeKey::Result => env.result = map.next_value()?,
+                        EnvelopeKey::Error => env.error = map.next_value()?,
+                        // Read as `Shape` for the recursion limit (see there).
+                        EnvelopeKey::Other => {
+                            map.next_value::<Shape>()?;
+                        }
+                    }
+                }
+                Ok(env)
+            }
+        }
+        d.deserialize_map(PeekVisitor)
+    }
+}
+
 /// Borrowing twin of [`Envelope`] so serialisation does not clone payloads.
 #[derive(Serialize)]
 struct EnvelopeRef<'a> {
@@ -532,6 +710,51 @@ mod tests {
 
     fn parse(v: Value) -> Result<Message, ShimError> {
         Message::parse(v.to_string().as_bytes())
+    }
+
+    /// Whatever `peek` accepts, the full parse accepts as the same kind,
+    /// id and method.
+    #[test]
+    fn peek_agrees_with_parse() {
+        let cases = [
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"a":[1,{"b":null}]}}"#,
+            r#"{"jsonrpc":"2.0","id":"x","method":"m"}"#,
+            r#"{"jsonrpc":"2.0","method":"n","params":{}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{"content":[]}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":[1]}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":null}"#,
+            r#"{"jsonrpc":"2.0","id":null,"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":1.5,"method":"m"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"m","params":[1]}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"m","params":null}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":7}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"m","result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"error":{"code":1,"message":"x"}}"#,
+            r#"{"jsonrpc":"1.0","id":1,"method":"m"}"#,
+            r#"{"id":1,"method":"m"}"#,
+            r#"{"jsonrpc":"2.0","jsonrpc":3,"id":1,"method":"m"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{},"x":{"y":[true]}}"#,
+            r#"[1]"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{}"#,
+        ];
+        let mut peeked = 0;
+        for case in cases {
+            let Some(p) = peek(case.as_bytes()) else {
+                continue;
+            };
+            peeked += 1;
+            let m = Message::parse(case.as_bytes()).unwrap_or_else(|e| panic!("{case}: {e}"));
+            let agrees = match (&p, &m) {
+                (Peeked::Request { id, method }, Message::Request(r)) => {
+                    *id == r.id && *method == r.method
+                }
+                (Peeked::Notification { method }, Message::Notification(n)) => *method == n.method,
+                (Peeked::Response { id }, Message::Response(r)) => *id == r.id,
+                _ => false,
+            };
+            assert!(agrees, "{case}: {p:?} vs {m:?}");
+        }
+        assert_eq!(peeked, 7, "the valid ones are peeked");
     }
 
     #[test]

@@ -150,19 +150,24 @@ struct Lane {
 }
 
 impl Lane {
-    /// Relays `msg` (parsed from `line`) itself if it can.
-    fn relay(&self, msg: &Message, line: &[u8]) -> bool {
-        if self.behind_driver.load(Ordering::SeqCst) != 0 {
+    /// Relays `line` itself if it can: on its envelope alone (see
+    /// [`crate::jsonrpc::peek`]), so a message goes through parsed only as
+    /// far as routing needs.
+    fn relay(&self, line: &[u8], max: usize) -> bool {
+        if self.behind_driver.load(Ordering::SeqCst) != 0 || line.len() > max {
             return false;
         }
         let Some(upstream) = self.upstream.get() else {
             return false;
         };
+        let Some(head) = crate::jsonrpc::peek(line) else {
+            return false;
+        };
         if line.ends_with(b"\n") {
-            upstream.relay_now(msg, line)
+            upstream.relay_now(&head, line)
         } else {
             // The last line of the input, without its newline.
-            upstream.relay_now(msg, &[line, b"\n"].concat())
+            upstream.relay_now(&head, &[line, b"\n"].concat())
         }
     }
 }
@@ -263,12 +268,13 @@ fn read_client(
     lane: &Lane,
 ) -> std::io::Result<()> {
     let mut lines = transport::lines::BlockingLines::new(stdin, max);
-    while let Some((inbound, line)) = lines.next_line()? {
-        if let Inbound::Message(msg) = &inbound
-            && lane.relay(msg, line)
-        {
+    while let Some(line) = lines.next_raw()? {
+        if lane.relay(line, max) {
             continue;
         }
+        let Some(inbound) = transport::lines::classify(line, max) else {
+            continue;
+        };
         lane.behind_driver.fetch_add(1, Ordering::SeqCst);
         if to_driver.send(inbound).is_err() {
             break;

@@ -20,7 +20,7 @@ use std::sync::Mutex;
 
 use fuzz_gen::*;
 use mcp_tasks_shim::error::ShimError;
-use mcp_tasks_shim::jsonrpc::{Message, salvage_id};
+use mcp_tasks_shim::jsonrpc::{self, Message, Peeked, salvage_id};
 use proptest::prelude::*;
 use serde_json::Value;
 use support::schema::{Revision, validate};
@@ -87,6 +87,19 @@ fn two_step(bytes: &[u8]) -> Result<Message, ShimError> {
 fn check_bytes(bytes: &[u8]) -> Result<(), TestCaseError> {
     let parsed = Message::parse(bytes);
     prop_assert_eq!(&parsed, &two_step(bytes), "fast path disagrees");
+    // The relay lane's envelope peek never accepts what the parser refuses,
+    // and reads the same kind, id and method.
+    if let Some(p) = jsonrpc::peek(bytes) {
+        let agrees = match (&p, &parsed) {
+            (Peeked::Request { id, method }, Ok(Message::Request(r))) => {
+                *id == r.id && *method == r.method
+            }
+            (Peeked::Notification { method }, Ok(Message::Notification(n))) => *method == n.method,
+            (Peeked::Response { id }, Ok(Message::Response(r))) => *id == r.id,
+            _ => false,
+        };
+        prop_assert!(agrees, "peek {:?} vs parse {:?}", p, parsed);
+    }
     match &parsed {
         Ok(msg) => check_round_trip(msg)?,
         Err(e) => check_refusal(bytes, e)?,

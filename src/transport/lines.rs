@@ -129,6 +129,15 @@ impl<R: std::io::Read> BlockingLines<R> {
     /// The next non-blank line, parsed, with its bytes as read (newline
     /// included when there was one); `None` at the end of the stream.
     pub fn next_line(&mut self) -> std::io::Result<Option<(Inbound, &[u8])>> {
+        let max = self.max_bytes;
+        Ok(self
+            .next_raw()?
+            .map(|line| (classify(line, max).expect("not blank"), line)))
+    }
+
+    /// The next non-blank line's bytes as read, unparsed (see
+    /// [`classify`]); `None` at the end of the stream.
+    pub fn next_raw(&mut self) -> std::io::Result<Option<&[u8]>> {
         loop {
             self.line.clear();
             if self.line.capacity() > 1 << 20 {
@@ -139,8 +148,8 @@ impl<R: std::io::Read> BlockingLines<R> {
             if n == 0 {
                 return Ok(None);
             }
-            if let Some(inbound) = classify(&self.line, self.max_bytes) {
-                return Ok(Some((inbound, &self.line)));
+            if !trim(&self.line).is_empty() {
+                return Ok(Some(&self.line));
             }
         }
     }
@@ -164,8 +173,9 @@ pub fn read_lines_blocking<R: std::io::Read>(
 }
 
 /// What one raw line (as read, newline included) amounts to; `None` for a
-/// blank line.
-fn classify(line: &[u8], max_bytes: usize) -> Option<Inbound> {
+/// blank line. A line longer than `max_bytes` was cut short by the reader
+/// and is refused for its size.
+pub fn classify(line: &[u8], max_bytes: usize) -> Option<Inbound> {
     let trimmed = trim(line);
     if trimmed.is_empty() {
         return None;

@@ -33,7 +33,7 @@ use tokio::task::JoinHandle;
 
 use super::{Connection, RpcResult, Upstream, UpstreamEvent, UpstreamStream, lock};
 use crate::error::ShimError;
-use crate::jsonrpc::{Id, Message};
+use crate::jsonrpc::{Id, Message, Peeked};
 use crate::revision::{self, ProbeVerdict, Revision};
 use crate::transport::child::ChildInput;
 use crate::transport::lines::{BlockingLines, LineReader};
@@ -223,17 +223,33 @@ impl Supervised {
         let mut line = Vec::with_capacity(256);
         msg.write_json(&mut line);
         line.push(b'\n');
-        self.relay(&generation, &msg, &line)
+        let id = match &msg {
+            Message::Request(r) => {
+                if r.method == "initialize" {
+                    self.remember_initialize(r.params.clone());
+                }
+                Some(&r.id)
+            }
+            _ => None,
+        };
+        self.relay(&generation, id, msg.method(), &line)
     }
 
     /// [`Supervised::send_raw`] from a thread, with `line` (newline
-    /// included) the bytes `msg` was parsed from, written untouched. Only
-    /// while a child is up: `false` means nothing was sent, and the caller
-    /// should take the `send_raw` way, which waits for a restart and says
-    /// what failed.
-    pub fn relay_now(&self, msg: &Message, line: &[u8]) -> bool {
+    /// included) the bytes `head` was peeked from, written untouched. Only
+    /// while a child is up, and not for `initialize` (its params are kept
+    /// for restarts): `false` means nothing was sent, and the caller should
+    /// parse the line and take the `send_raw` way, which waits for a
+    /// restart and says what failed.
+    pub fn relay_now(&self, head: &Peeked, line: &[u8]) -> bool {
+        let (id, method) = match head {
+            Peeked::Request { method, .. } if method == "initialize" => return false,
+            Peeked::Request { id, method } => (Some(id), Some(method.as_str())),
+            Peeked::Notification { method } => (None, Some(method.as_str())),
+            Peeked::Response { .. } => (None, None),
+        };
         match self.current() {
-            Ok(generation) => self.relay(&generation, msg, line).is_ok(),
+            Ok(generation) => self.relay(&generation, id, method, line).is_ok(),
             Err(_) => false,
         }
     }
@@ -247,21 +263,24 @@ impl Supervised {
         self.raw.send_replace(Some(sink));
     }
 
-    fn relay(&self, generation: &Generation, msg: &Message, line: &[u8]) -> Result<(), ShimError> {
-        let id = match msg {
-            Message::Request(r) => {
-                if r.method == "initialize" {
-                    self.remember_initialize(r.params.clone());
-                }
-                lock(&generation.relayed).insert(r.id.clone());
-                Some(&r.id)
+    /// Writes one client line: `id` when it is a request (its answer is
+    /// the client's), `method` when it is a request or notification.
+    fn relay(
+        &self,
+        generation: &Generation,
+        id: Option<&Id>,
+        method: Option<&str>,
+        line: &[u8],
+    ) -> Result<(), ShimError> {
+        match id {
+            Some(id) => {
+                lock(&generation.relayed).insert(id.clone());
             }
-            Message::Notification(n) if n.method == "notifications/initialized" => {
+            None if method == Some("notifications/initialized") => {
                 lock(&self.handshake).initialized = true;
-                None
             }
-            _ => None,
-        };
+            None => {}
+        }
         let failed = match generation.dead.borrow().clone() {
             Some(reason) => Some(ShimError::Upstream(reason)),
             None => generation
@@ -413,13 +432,28 @@ impl Supervised {
     ) {
         // Faults start restarts with `tokio::spawn`.
         let _rt = rt.enter();
-        let mut lines = BlockingLines::new(reader, self.opts.max_message_bytes);
+        let max = self.opts.max_message_bytes;
+        let mut lines = BlockingLines::new(reader, max);
         // A read error ends the output as EOF does.
-        while let Ok(Some((inbound, line))) = lines.next_line() {
-            if generation.is_dead()
-                || self
-                    .route(&generation, inbound, Some((line, &*sink)))
-                    .is_break()
+        while let Ok(Some(line)) = lines.next_raw() {
+            if generation.is_dead() {
+                return;
+            }
+            // The common case, an answer to a relayed request, is forwarded
+            // on its envelope alone; everything else is parsed in full.
+            if line.len() <= max
+                && let Some(Peeked::Response { id }) = crate::jsonrpc::peek(line)
+                && lock(&generation.relayed).remove(&id)
+            {
+                sink.forward(line);
+                continue;
+            }
+            let Some(inbound) = transport::lines::classify(line, max) else {
+                continue;
+            };
+            if self
+                .route(&generation, inbound, Some((line, &*sink)))
+                .is_break()
             {
                 return;
             }
