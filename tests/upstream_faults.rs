@@ -109,6 +109,10 @@ fn error_of(r: &Value) -> &Value {
 /// `-32603` whose message contains `cause`.
 #[track_caller]
 fn assert_upstream_error(r: &Value, cause: &str) {
+    // A JSON-RPC error response reads the same in both revisions.
+    for rev in [Revision::Legacy, Revision::Modern] {
+        support::schema::assert_valid(rev, r, None);
+    }
     let e = error_of(r);
     assert_eq!(e["code"], -32603, "{r}");
     let msg = e["message"].as_str().unwrap_or_default();
