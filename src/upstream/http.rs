@@ -18,7 +18,7 @@ use tokio::sync::mpsc;
 
 use super::{RawAnswer, RpcResult, StreamEvent, Upstream, UpstreamEvent, UpstreamStream};
 use crate::error::ShimError;
-use crate::jsonrpc::{Id, Message};
+use crate::jsonrpc::{Id, Message, Peeked};
 use crate::revision::{self, LEGACY_VERSION, MODERN_VERSION, ProbeVerdict, Revision};
 use crate::transport::http::headers;
 
@@ -468,19 +468,14 @@ impl HttpUpstream {
             )));
         }
         if is_sse(&resp) {
-            self.read_sse(resp, Some(id))
-                .await
-                .map(|message| RawAnswer {
-                    message,
-                    body: None,
-                })
-        } else {
-            read_json_bytes(resp)
-                .await
-                .map(|(message, body)| RawAnswer {
-                    message,
-                    body: Some(body),
-                })
+            return self.read_sse(resp, Some(id)).await.map(RawAnswer::Parsed);
+        }
+        let (status, body) = read_body(resp).await?;
+        match crate::jsonrpc::peek(&body) {
+            Some(Peeked::Response { id: answered }) if answered == *id => {
+                Ok(RawAnswer::Verbatim(body))
+            }
+            _ => parse_body(status, &body).map(RawAnswer::Parsed),
         }
     }
 }
@@ -498,24 +493,30 @@ fn is_sse(resp: &reqwest::Response) -> bool {
 
 /// Reads a JSON answer body.
 async fn read_json(resp: reqwest::Response) -> Result<Message, ShimError> {
-    read_json_bytes(resp).await.map(|(m, _)| m)
+    let (status, body) = read_body(resp).await?;
+    parse_body(status, &body)
 }
 
-/// [`read_json`], keeping the body the answer came in (for the raw relay).
-async fn read_json_bytes(
+/// The whole body of an answer, with its status.
+async fn read_body(
     resp: reqwest::Response,
-) -> Result<(Message, axum::body::Bytes), ShimError> {
+) -> Result<(reqwest::StatusCode, axum::body::Bytes), ShimError> {
     let status = resp.status();
     let body = resp.bytes().await.map_err(|e| {
         ShimError::Upstream(format!("HTTP upstream dropped the answer: {}", cause(&e)))
     })?;
-    match Message::parse(&body) {
-        Ok(m) => Ok((m, body)),
-        Err(_) => Err(ShimError::Upstream(format!(
+    Ok((status, body))
+}
+
+/// An answer body as a message; one that is not JSON-RPC is the
+/// upstream's fault.
+fn parse_body(status: reqwest::StatusCode, body: &[u8]) -> Result<Message, ShimError> {
+    Message::parse(body).map_err(|_| {
+        ShimError::Upstream(format!(
             "HTTP upstream answered {status} with a body that is not JSON-RPC: {:?}",
-            crate::transport::lines::excerpt(&body)
-        ))),
-    }
+            crate::transport::lines::excerpt(body)
+        ))
+    })
 }
 
 /// A reqwest error with its chain of causes ("connection reset by peer"

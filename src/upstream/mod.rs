@@ -96,11 +96,13 @@ pub trait Upstream: Send + Sync + 'static {
 
 /// The upstream's answer to a [`Upstream::relay_raw`] request.
 #[derive(Debug)]
-pub struct RawAnswer {
-    /// The answer, parsed (so its shape and id are checked).
-    pub message: Message,
-    /// The bytes it came in, when they can go to the client unchanged.
-    pub body: Option<axum::body::Bytes>,
+pub enum RawAnswer {
+    /// A result answer to the relayed id, in the bytes it came in: checked
+    /// on its envelope ([`crate::jsonrpc::peek`]), so it can go to the
+    /// client unchanged without building its payload.
+    Verbatim(axum::body::Bytes),
+    /// Any other answer, parsed (so its shape and id are checked).
+    Parsed(Message),
 }
 
 /// A connected upstream of any transport, and what its probe learnt.

@@ -126,14 +126,16 @@ async fn relay_inline(app: &App, req: &Request, body: Bytes) -> Response {
             return json_response(modern_status(m_code(&m)), &m);
         }
     };
-    let RawAnswer { message, body } = answer;
-    match (message, body) {
-        (Message::Response(r), Some(body)) if r.id == req.id => raw_json(StatusCode::OK, body),
-        (Message::Response(r), _) => {
+    let message = match answer {
+        RawAnswer::Verbatim(body) => return raw_json(StatusCode::OK, body),
+        RawAnswer::Parsed(message) => message,
+    };
+    match message {
+        Message::Response(r) => {
             json_response(StatusCode::OK, &Message::response(req.id.clone(), r.result))
         }
         // Errors are rare: rebuilt, so they read exactly as before.
-        (Message::Error(e), _) => {
+        Message::Error(e) => {
             let m = Message::error(Some(req.id.clone()), e.error);
             json_response(modern_status(m_code(&m)), &m)
         }
