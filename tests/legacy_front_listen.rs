@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use support::forwarder::{Forwarder, shim_through};
-use support::http::{self as h, HttpShim};
+use support::http::{self as h, HttpShim, block_on};
 use support::schema::{Revision, SchemaFile, assert_valid, validate_def};
 use support::wire::{Wire, shim_bin, temp_path, text_of};
 
@@ -227,19 +227,6 @@ fn stdio_listen_after_an_upstream_restart_is_a_fresh_one() {
     let r = shim.ok("tasks/result", json!({"taskId": task}));
     assert_eq!(text_of(&r), done("again"), "{r}");
     assert!(asked.elapsed() < WAIT, "took {:?}", asked.elapsed());
-}
-
-fn block_on<F: std::future::Future<Output = ()>>(f: F) {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(async {
-            tokio::time::timeout(Duration::from_secs(90), f)
-                .await
-                .expect("the test finished within 90 s");
-        });
 }
 
 /// One legacy HTTP session; every answer is checked against 2025-11-25.

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 use support::forwarder::shim_through;
-use support::http::{self as h, HttpShim};
+use support::http::{self as h, HttpShim, block_on};
 use support::schema::Revision;
 use support::wire::{Wire, shim_bin, temp_path, text_of};
 
@@ -328,20 +328,6 @@ fn restart_upstream_serves_new_requests_after_a_kill() {
 }
 
 // ----------------------------------------------------------------- HTTP --
-
-/// Runs `f` on a fresh multi-thread runtime, bounded.
-fn block_on<F: std::future::Future<Output = ()>>(f: F) {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(async {
-            tokio::time::timeout(Duration::from_secs(90), f)
-                .await
-                .expect("test timed out");
-        });
-}
 
 fn http_shim(flags: &[&str], upstream: &[String], stamp: &Stamp) -> HttpShim {
     // The relay inherits the shim's environment; HttpShim has no hook for

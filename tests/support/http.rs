@@ -398,3 +398,17 @@ impl Drop for HttpReference {
         let _ = self.child.wait();
     }
 }
+
+/// Runs `f` on a fresh two-worker runtime, failing the test after 90 s.
+pub fn block_on<F: std::future::Future<Output = ()>>(f: F) {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(async {
+            tokio::time::timeout(std::time::Duration::from_secs(90), f)
+                .await
+                .expect("the test finished within 90 s");
+        });
+}
