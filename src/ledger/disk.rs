@@ -32,7 +32,7 @@ use redb::{
     Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, Table, TableDefinition,
 };
 
-use super::stored::Stored;
+use super::stored::{Stored, apply_change};
 use super::{LedgerError, Millis, Page, TaskLedger, TaskRecord};
 
 const RECORDS: TableDefinition<&str, &[u8]> = TableDefinition::new("records");
@@ -295,17 +295,12 @@ impl DiskLedger {
             match t.read(id)? {
                 Some(s) if s.scope == scope && !s.expired(now) => {
                     let seq = s.seq;
-                    let before = s.into_record();
-                    let mut after = before.clone();
-                    change(&mut after);
-                    // The indexes hang on scope and id: those stay put.
-                    after.scope = before.scope.clone();
-                    after.task.task_id = before.task.task_id.clone();
-                    if after != before {
+                    let (after, changed) = apply_change(&s.into_record(), change);
+                    if changed {
                         t.remove(id)?;
                         t.put(id, &Stored::new(seq, after.clone()))?;
                     }
-                    Some((after != before, after))
+                    Some((changed, after))
                 }
                 _ => None,
             }

@@ -39,7 +39,7 @@ use std::time::Duration;
 
 use redis::{Commands, Connection, Script};
 
-use super::stored::Stored;
+use super::stored::{Stored, apply_change};
 use super::{LedgerError, Millis, Page, TaskLedger, TaskRecord};
 
 /// Bound on every Redis read or write.
@@ -249,12 +249,8 @@ impl RedisLedger {
         let Some(stored) = self.fetch(scope, id, now)? else {
             return Ok(None);
         };
-        let before = stored.into_record();
-        let mut after = before.clone();
-        change(&mut after);
-        after.scope = before.scope.clone();
-        after.task.task_id = before.task.task_id.clone();
-        if after == before {
+        let (after, changed) = apply_change(&stored.into_record(), change);
+        if !changed {
             return Ok(Some(after));
         }
         for attempt in 0..UPDATE_RETRIES {
@@ -276,13 +272,8 @@ impl RedisLedger {
                     }
                 };
                 let seq = stored.seq;
-                let before = stored.into_record();
-                let mut after = before.clone();
-                change(&mut after);
-                // The indexes hang on scope and id: those stay put.
-                after.scope = before.scope.clone();
-                after.task.task_id = before.task.task_id.clone();
-                if after == before {
+                let (after, changed) = apply_change(&stored.into_record(), change);
+                if !changed {
                     redis::cmd("UNWATCH").exec(c)?;
                     return Ok(Attempt::Done(Box::new(after)));
                 }

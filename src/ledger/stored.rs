@@ -11,6 +11,20 @@ use crate::jsonrpc::ErrorObject;
 use crate::wire::legacy;
 use crate::wire::modern::Payload;
 
+/// `change` applied to a copy of `before`, with the scope and id the
+/// stored indexes hang on kept as they were, and whether anything changed.
+pub(super) fn apply_change(
+    before: &TaskRecord,
+    change: &mut dyn FnMut(&mut TaskRecord),
+) -> (TaskRecord, bool) {
+    let mut after = before.clone();
+    change(&mut after);
+    after.scope.clone_from(&before.scope);
+    after.task.task_id.clone_from(&before.task.task_id);
+    let changed = after != *before;
+    (after, changed)
+}
+
 /// A record as stored: the [`TaskRecord`] plus its insertion sequence.
 /// Its own type (not a serde derive on the engines' types) so the file
 /// format changes only on purpose.
