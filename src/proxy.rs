@@ -29,8 +29,9 @@ use crate::error::ShimError;
 use crate::jsonrpc::Message;
 use crate::ledger::TaskLedger;
 use crate::revision::{self, ClientSignal, Revision};
+use crate::transport::stdout::SharedStdout;
 use crate::transport::{self, Inbound, Outbox};
-use crate::upstream::supervised::{self, RawSink, SuperviseOptions, Supervised};
+use crate::upstream::supervised::{self, SuperviseOptions, Supervised};
 use crate::upstream::{Upstream, UpstreamEvent};
 
 /// How the proxy was configured.
@@ -126,39 +127,59 @@ where
         client_tx,
         opts.max_message_bytes,
     ));
-    let to_client = spawn_client_writer(opts.record.clone(), |rx| {
-        tokio::spawn(transport::write_lines(client_out, rx))
-    })?;
+    let to_client = spawn_client_writer(opts.record.clone(), ClientSide::Stream(client_out))?;
     drive(client_rx, to_client, None, program, args, ledger, opts).await
 }
 
-/// The fast lane of a stdio pass-through session: once the session is
-/// known to be pass-through, the stdin thread writes each client line
-/// straight into the child's stdin and a thread per child writes its
-/// answers straight to our stdout, as a bare relay would. Anything that
-/// needs the driver (a malformed line, an upstream being restarted) goes
-/// the usual way, and lines never overtake one another.
+/// The fast lane of a stdio session on the shim's own stdio: once the
+/// first message has chosen the mode, the stdin thread takes each client
+/// line to its destination itself, instead of waking the driver for it.
+/// Pass-through lines go straight into the child's stdin (a thread per
+/// child writes its answers straight to stdout, as a bare relay would);
+/// translated sessions get each message fed to their engine on the stdin
+/// thread, which translates a request and writes it upstream before it
+/// first waits (see [`crate::bridge::start_here`]). Anything that needs the
+/// driver (a malformed line, an upstream being restarted) goes the usual
+/// way, and lines never overtake one another.
 #[derive(Debug)]
 struct Lane {
-    /// Set when the session turns out to be pass-through.
-    upstream: std::sync::OnceLock<Arc<Supervised>>,
+    /// Set once the mode is known.
+    target: std::sync::OnceLock<LaneTarget>,
     /// Client messages handed to the driver and not yet relayed by it:
     /// while any are, later ones queue behind them.
     behind_driver: std::sync::atomic::AtomicUsize,
-    /// The shim's stdout, shared with the writer thread.
-    out: Arc<SharedOut>,
+    /// The shim's stdout, shared by everyone with a line for the client.
+    out: Arc<SharedStdout>,
+}
+
+/// Where the [`Lane`] takes client lines.
+#[derive(Debug)]
+enum LaneTarget {
+    /// Unchanged, into the child's stdin.
+    Relay(Arc<Supervised>),
+    /// To the engine of a legacy client's session.
+    Legacy(Arc<LegacySession>),
+    /// To the engine of a modern client's session.
+    Modern(Arc<ModernSession>),
 }
 
 impl Lane {
-    /// Relays `line` itself if it can: on its envelope alone (see
-    /// [`crate::jsonrpc::peek`]), so a message goes through parsed only as
-    /// far as routing needs.
+    /// Takes `line` where it goes if it can; `false` hands it to the
+    /// driver. Pass-through lines go on their envelope alone (see
+    /// [`crate::jsonrpc::peek`]), parsed only as far as routing needs.
     fn relay(&self, line: &[u8], max: usize) -> bool {
         if self.behind_driver.load(Ordering::SeqCst) != 0 || line.len() > max {
             return false;
         }
-        let Some(upstream) = self.upstream.get() else {
-            return false;
+        let upstream = match self.target.get() {
+            None => return false,
+            Some(LaneTarget::Relay(upstream)) => upstream,
+            Some(LaneTarget::Legacy(session)) => {
+                return feed(line, max, |m| session.handle_client(m));
+            }
+            Some(LaneTarget::Modern(session)) => {
+                return feed(line, max, |m| session.handle_client(m));
+            }
         };
         let Some(head) = crate::jsonrpc::peek(line) else {
             return false;
@@ -172,41 +193,17 @@ impl Lane {
     }
 }
 
-/// The shim's stdout when two threads write to it: the writer thread with
-/// the shim's own messages and an upstream reader thread relaying lines.
-/// Each write is one whole batch of lines under the lock.
-#[derive(Debug)]
-struct SharedOut(std::sync::Mutex<std::fs::File>);
-
-impl SharedOut {
-    fn write_all(&self, bytes: &[u8]) -> std::io::Result<()> {
-        use std::io::Write;
-        let file = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        (&*file).write_all(bytes)
-    }
-}
-
-impl std::io::Write for &SharedOut {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        SharedOut::write_all(self, buf).map(|()| buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl RawSink for SharedOut {
-    fn forward(&self, line: &[u8]) {
-        let written = if line.ends_with(b"\n") {
-            self.write_all(line)
-        } else {
-            self.write_all(&[line, b"\n"].concat())
-        };
-        if let Err(e) = written {
-            // The client is gone; its EOF on stdin ends the session.
-            tracing::debug!(error = %e, "writing to stdout failed");
+/// Parses one client line for an engine: a message goes to `engine`, a
+/// blank line nowhere, and a malformed one back to the driver (`false`),
+/// which answers it.
+fn feed(line: &[u8], max: usize, engine: impl FnOnce(Message)) -> bool {
+    match transport::lines::classify(line, max) {
+        Some(Inbound::Message(m)) => {
+            engine(m);
+            true
         }
+        Some(Inbound::Invalid { .. }) => false,
+        None => true,
     }
 }
 
@@ -227,26 +224,26 @@ pub async fn run_stdio(
     let stdin = std::fs::File::from(std::io::stdin().as_fd().try_clone_to_owned()?);
     let stdout = std::fs::File::from(std::io::stdout().as_fd().try_clone_to_owned()?);
     let lane = Arc::new(Lane {
-        upstream: std::sync::OnceLock::new(),
+        target: std::sync::OnceLock::new(),
         behind_driver: std::sync::atomic::AtomicUsize::new(0),
-        out: Arc::new(SharedOut(std::sync::Mutex::new(stdout))),
+        out: Arc::new(SharedStdout::new(stdout)),
     });
     let (client_tx, client_rx) = mpsc::unbounded_channel();
     let max = opts.max_message_bytes;
     let reader_lane = lane.clone();
+    let rt = tokio::runtime::Handle::current();
     // Never joined: a blocking read cannot be cancelled, and the process
     // exits without waiting for the client to close its side.
     std::thread::Builder::new()
         .name("client-stdin".into())
         .spawn(move || {
+            // Engines fed here spawn tasks and arm timers.
+            let _rt = rt.enter();
             if let Err(e) = read_client(stdin, &client_tx, max, &reader_lane) {
                 tracing::warn!(error = %e, "reading stdin failed; treating it as closed");
             }
         })?;
-    let out = lane.out.clone();
-    let to_client = spawn_client_writer(opts.record.clone(), |rx| {
-        tokio::task::spawn_blocking(move || transport::lines::write_lines_blocking(&*out, rx))
-    })?;
+    let to_client = spawn_client_writer(opts.record.clone(), ClientSide::<tokio::io::Stdout>::Stdout(lane.out.clone()))?;
     drive(
         client_rx,
         to_client,
@@ -310,14 +307,11 @@ async fn drive(
                     upstream: upstream_rev, discover: &discover, ledger: &ledger, opts: &opts,
                 }).await;
                 if let Some(lane) = &lane {
-                    if matches!(mode, Some(Mode::Passthrough)) && recorder.is_none() {
-                        // From here on the stdin thread and a thread per
-                        // child relay by themselves. (Not with a transcript:
-                        // it records what passes through the driver.)
-                        if lane.upstream.set(sup.clone()).is_ok() {
-                            sup.relay_output_to(lane.out.clone());
-                            tracing::debug!("pass-through: relaying on the fast lane");
-                        }
+                    // From here on the stdin thread takes client lines where
+                    // they go by itself. (Not with a transcript: it records
+                    // what passes through the driver.)
+                    if recorder.is_none() && lane.target.get().is_none() {
+                        open_lane(lane, mode.as_ref(), &sup);
                     }
                     lane.behind_driver.fetch_sub(1, Ordering::SeqCst);
                 }
@@ -350,6 +344,23 @@ async fn drive(
     drop(recorder);
     to_client.finish().await;
     Ok(ending)
+}
+
+/// Points the lane at the session's destination once the mode is known.
+fn open_lane(lane: &Lane, mode: Option<&Mode>, sup: &Arc<Supervised>) {
+    let target = match mode {
+        None => return,
+        Some(Mode::Passthrough) => LaneTarget::Relay(sup.clone()),
+        Some(Mode::LegacyFront(_, session)) => LaneTarget::Legacy(session.clone()),
+        Some(Mode::ModernFront(_, session)) => LaneTarget::Modern(session.clone()),
+    };
+    let relay = matches!(target, LaneTarget::Relay(_));
+    if lane.target.set(target).is_ok() {
+        if relay {
+            sup.relay_output_to(lane.out.clone());
+        }
+        tracing::debug!(relay, "client lines go on the fast lane");
+    }
 }
 
 /// Ledger scopes of stdio clients: `stdio:<random>`, one per process, so
@@ -500,13 +511,22 @@ impl ClientWriter {
     }
 }
 
-fn spawn_client_writer(
+/// Where the client's messages are written.
+enum ClientSide<W> {
+    /// Any byte stream, by a writer task.
+    Stream(W),
+    /// The shim's own stdout, written by whoever has a line (see
+    /// [`SharedStdout`]); its writer thread takes what the pipe did not.
+    Stdout(Arc<SharedStdout>),
+}
+
+fn spawn_client_writer<W>(
     record_path: Option<std::path::PathBuf>,
-    start_writer: impl FnOnce(
-        mpsc::UnboundedReceiver<Message>,
-    ) -> tokio::task::JoinHandle<std::io::Result<()>>,
-) -> std::io::Result<ClientWriter> {
-    let (outbox, mut rx) = mpsc::unbounded_channel::<Message>();
+    side: ClientSide<W>,
+) -> std::io::Result<ClientWriter>
+where
+    W: AsyncWrite + Unpin + Send + 'static,
+{
     let (recorder, recorder_task) = match record_path {
         Some(path) => {
             let file = std::fs::OpenOptions::new()
@@ -518,21 +538,48 @@ fn spawn_client_writer(
         }
         None => (None, None),
     };
-    let writer = match recorder.clone() {
-        // Without a transcript the writer drains the outbox itself: one
-        // task hand-off less on every message to the client.
-        None => start_writer(rx),
-        Some(rec) => {
-            let (wtx, wrx) = mpsc::unbounded_channel();
-            tokio::spawn(async move {
-                while let Some(msg) = rx.recv().await {
-                    let _ = rec.send(("s2c", msg.clone()));
-                    if wtx.send(msg).is_err() {
-                        break;
-                    }
+    let (outbox, writer) = match (side, recorder.clone()) {
+        (ClientSide::Stdout(out), None) => {
+            let writer = start_stdout_writer(out.clone());
+            (Outbox::lines(out), writer)
+        }
+        (side, recorder) => {
+            let (tx, mut rx) = mpsc::unbounded_channel::<Message>();
+            // With a transcript, every message is recorded on its way out.
+            let rx = match recorder {
+                None => rx,
+                Some(rec) => {
+                    let (wtx, wrx) = mpsc::unbounded_channel();
+                    tokio::spawn(async move {
+                        while let Some(msg) = rx.recv().await {
+                            let _ = rec.send(("s2c", msg.clone()));
+                            if wtx.send(msg).is_err() {
+                                break;
+                            }
+                        }
+                    });
+                    wrx
                 }
-            });
-            start_writer(wrx)
+            };
+            let writer = match side {
+                ClientSide::Stream(w) => tokio::spawn(transport::write_lines(w, rx)),
+                ClientSide::Stdout(out) => {
+                    let writer = start_stdout_writer(out.clone());
+                    tokio::spawn(async move {
+                        let sink = Outbox::lines(out);
+                        let mut rx = rx;
+                        while let Some(msg) = rx.recv().await {
+                            if sink.send(msg).is_err() {
+                                break;
+                            }
+                        }
+                        // Dropping the last outbox closes the stdout.
+                        drop(sink);
+                        writer.await.unwrap_or_else(|e| Err(std::io::Error::other(e)))
+                    })
+                }
+            };
+            (Outbox::from(tx), writer)
         }
     };
     Ok(ClientWriter {
@@ -541,6 +588,12 @@ fn spawn_client_writer(
         writer,
         recorder_task,
     })
+}
+
+/// The thread that writes what stdout did not take at once; it ends when
+/// the last outbox on `out` is dropped and the queue is written.
+fn start_stdout_writer(out: Arc<SharedStdout>) -> tokio::task::JoinHandle<std::io::Result<()>> {
+    tokio::task::spawn_blocking(move || out.run_writer())
 }
 
 fn record(recorder: &Recorder, dir: &'static str, msg: &Message) {

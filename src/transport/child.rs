@@ -183,6 +183,12 @@ impl ChildInput {
     }
 }
 
+impl super::LineSink for ChildInput {
+    fn write_line(&self, line: &[u8]) -> std::io::Result<()> {
+        ChildInput::write_line(self, line)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,10 +7,86 @@
 pub mod child;
 pub mod http;
 pub mod lines;
+pub mod stdout;
 
 pub use lines::{Inbound, read_lines, write_lines};
 
 use crate::jsonrpc::Message;
 
-/// Where outgoing messages for one peer go.
-pub type Outbox = tokio::sync::mpsc::UnboundedSender<Message>;
+/// Where outgoing messages for one peer go: a channel drained by a writer
+/// task, or a [`LineSink`] the sending thread writes into itself.
+///
+/// A sender from [`tokio::sync::mpsc::unbounded_channel`] converts into
+/// one:
+///
+/// ```
+/// # use mcp_tasks_shim::transport::Outbox;
+/// let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+/// let out = Outbox::from(tx);
+/// out.send(mcp_tasks_shim::jsonrpc::Message::notification("n", serde_json::json!({}))).unwrap();
+/// assert!(rx.try_recv().is_ok());
+/// ```
+#[derive(Debug, Clone)]
+pub struct Outbox(OutboxKind);
+
+#[derive(Debug, Clone)]
+enum OutboxKind {
+    Channel(tokio::sync::mpsc::UnboundedSender<Message>),
+    Lines(std::sync::Arc<LinesOut>),
+}
+
+/// The [`LineSink`] behind every clone of one [`Outbox`]; closed when
+/// the last clone goes.
+#[derive(Debug)]
+struct LinesOut(std::sync::Arc<dyn LineSink>);
+
+impl Drop for LinesOut {
+    fn drop(&mut self) {
+        self.0.close();
+    }
+}
+
+/// A message that could not be sent: its peer is gone.
+pub type SendError = tokio::sync::mpsc::error::SendError<Message>;
+
+impl Outbox {
+    /// Messages serialised and written into `sink` by the thread sending
+    /// them; `sink` is closed once every clone of this outbox is dropped.
+    pub fn lines(sink: std::sync::Arc<dyn LineSink>) -> Outbox {
+        Outbox(OutboxKind::Lines(std::sync::Arc::new(LinesOut(sink))))
+    }
+
+    /// Sends `msg`, or gives it back when the peer is gone.
+    pub fn send(&self, msg: Message) -> Result<(), SendError> {
+        match &self.0 {
+            OutboxKind::Channel(tx) => tx.send(msg),
+            OutboxKind::Lines(out) => {
+                let mut line = Vec::with_capacity(256);
+                msg.write_json(&mut line);
+                line.push(b'\n');
+                out.0
+                    .write_line(&line)
+                    .map_err(|_| tokio::sync::mpsc::error::SendError(msg))
+            }
+        }
+    }
+}
+
+impl From<tokio::sync::mpsc::UnboundedSender<Message>> for Outbox {
+    fn from(tx: tokio::sync::mpsc::UnboundedSender<Message>) -> Outbox {
+        Outbox(OutboxKind::Channel(tx))
+    }
+}
+
+/// Takes whole lines (newline included) from any thread without blocking,
+/// in the order the callers came: what cannot be written now is queued
+/// (see [`child::ChildInput`]). Lets a message be written by the thread
+/// that made it, instead of waking a writer task for every message.
+pub trait LineSink: Send + Sync + std::fmt::Debug {
+    /// Writes or queues `line`; fails once the peer's input is closed.
+    fn write_line(&self, line: &[u8]) -> std::io::Result<()>;
+
+    /// No more lines will come: write out what is queued and let go of the
+    /// peer. (Sinks whose end is decided elsewhere ignore it.)
+    fn close(&self) {}
+}

@@ -37,7 +37,7 @@ use crate::jsonrpc::{Id, Message, Peeked};
 use crate::revision::{self, ProbeVerdict, Revision};
 use crate::transport::child::ChildInput;
 use crate::transport::lines::{BlockingLines, LineReader};
-use crate::transport::{self, Inbound};
+use crate::transport::{self, Inbound, LineSink};
 
 /// First delay before a restart; doubled after each failed attempt.
 const BACKOFF_START: Duration = Duration::from_millis(100);
@@ -107,14 +107,6 @@ impl From<SupervisedLink> for super::Link {
     }
 }
 
-/// Where a pass-through session's upstream traffic goes, line for line as
-/// the child wrote it (see [`Supervised::relay_output_to`]).
-pub trait RawSink: Send + Sync + std::fmt::Debug {
-    /// Forwards one line (its bytes as read, newline included when there
-    /// was one).
-    fn forward(&self, line: &[u8]);
-}
-
 /// One child process and the connection to it.
 #[derive(Debug)]
 struct Generation {
@@ -165,7 +157,7 @@ pub struct Supervised {
     stopping: AtomicBool,
     generations: AtomicU64,
     /// Set once a pass-through session wants the child's output untouched.
-    raw: watch::Sender<Option<Arc<dyn RawSink>>>,
+    raw: watch::Sender<Option<Arc<dyn LineSink>>>,
 }
 
 /// Starts `program args…` under supervision and probes its revision.
@@ -259,7 +251,7 @@ impl Supervised {
     /// requests) written to `sink` as read, by a thread per child instead
     /// of through the event stream: the path a bare relay takes. Everything
     /// else still arrives as events.
-    pub fn relay_output_to(&self, sink: Arc<dyn RawSink>) {
+    pub fn relay_output_to(&self, sink: Arc<dyn LineSink>) {
         self.raw.send_replace(Some(sink));
     }
 
@@ -316,6 +308,9 @@ impl Supervised {
     /// The live generation; while one is being started, waits for it (at
     /// most a probe timeout and a bit).
     async fn live(&self) -> Result<Arc<Generation>, ShimError> {
+        if let Ok(up) = self.current() {
+            return Ok(up);
+        }
         let mut rx = self.state.subscribe();
         let wait = self.opts.probe_timeout + BACKOFF_MAX;
         let _ =
@@ -342,12 +337,15 @@ impl Supervised {
         let input = ChildInput::start(spawned.stdin, out_rx)?;
         let generation = Arc::new(Generation {
             n,
-            input,
-            conn: Arc::new(Connection::with_id_prefix(
-                out,
-                self.opts.request_timeout,
-                &format!("mcp-tasks-shim-{n}-"),
-            )),
+            input: input.clone(),
+            conn: Arc::new(
+                Connection::with_id_prefix(
+                    out,
+                    self.opts.request_timeout,
+                    &format!("mcp-tasks-shim-{n}-"),
+                )
+                .writing_lines_to(input),
+            ),
             relayed: Mutex::new(HashSet::new()),
             dead: watch::Sender::new(None),
             kill: Notify::new(),
@@ -399,7 +397,7 @@ impl Supervised {
         self: Arc<Self>,
         generation: Arc<Generation>,
         lines: LineReader<ChildStdout>,
-        sink: Arc<dyn RawSink>,
+        sink: Arc<dyn LineSink>,
     ) {
         let (buffered, stdout) = lines.into_parts();
         // The descriptor comes back in blocking mode, for plain reads.
@@ -427,7 +425,7 @@ impl Supervised {
         self: Arc<Self>,
         generation: Arc<Generation>,
         reader: impl std::io::Read,
-        sink: Arc<dyn RawSink>,
+        sink: Arc<dyn LineSink>,
         rt: tokio::runtime::Handle,
     ) {
         // Faults start restarts with `tokio::spawn`.
@@ -445,7 +443,7 @@ impl Supervised {
                 && let Some(Peeked::Response { id }) = crate::jsonrpc::peek(line)
                 && lock(&generation.relayed).remove(&id)
             {
-                sink.forward(line);
+                forward(&*sink, line);
                 continue;
             }
             let Some(inbound) = transport::lines::classify(line, max) else {
@@ -466,7 +464,7 @@ impl Supervised {
         self: &Arc<Self>,
         generation: &Arc<Generation>,
         inbound: Inbound,
-        raw: Option<(&[u8], &dyn RawSink)>,
+        raw: Option<(&[u8], &dyn LineSink)>,
     ) -> ControlFlow<()> {
         match inbound {
             Inbound::Message(m) => self.inbound(generation, m, raw),
@@ -497,7 +495,7 @@ impl Supervised {
         self.fault(&generation, "upstream closed its output".into());
     }
 
-    fn inbound(&self, generation: &Generation, m: Message, raw: Option<(&[u8], &dyn RawSink)>) {
+    fn inbound(&self, generation: &Generation, m: Message, raw: Option<(&[u8], &dyn LineSink)>) {
         let relayed = match &m {
             Message::Response(_) | Message::Error(_) => m
                 .id()
@@ -517,7 +515,7 @@ impl Supervised {
                     | UpstreamEvent::Request(_),
                 ),
                 Some((line, sink)),
-            ) => sink.forward(line),
+            ) => forward(sink, line),
             (Some(ev), _) => self.emit(ev),
             (None, _) => {}
         }
@@ -804,5 +802,19 @@ impl Upstream for Supervised {
             generation.kill.notify_one();
             let _ = tokio::time::timeout(STOP_GRACE, monitor).await;
         }
+    }
+}
+
+/// Writes a line the child wrote to a pass-through client, newline
+/// included even for a last line without one.
+fn forward(sink: &dyn LineSink, line: &[u8]) {
+    let written = if line.ends_with(b"\n") {
+        sink.write_line(line)
+    } else {
+        sink.write_line(&[line, b"\n"].concat())
+    };
+    if let Err(e) = written {
+        // The client is gone; its end of stdin ends the session.
+        tracing::debug!(error = %e, "writing to the client failed");
     }
 }

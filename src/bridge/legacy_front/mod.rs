@@ -88,12 +88,12 @@ impl LegacyFront {
 
     /// Opens a client session whose tasks live in ledger scope `scope` and
     /// whose outgoing messages go to `out`.
-    pub fn session(self: &Arc<Self>, scope: String, out: Outbox) -> Arc<LegacySession> {
+    pub fn session(self: &Arc<Self>, scope: String, out: impl Into<Outbox>) -> Arc<LegacySession> {
         let s = Arc::new(LegacySession {
             front: self.clone(),
             scope,
             client: Mutex::new(None),
-            out,
+            out: out.into(),
             asks: Mutex::new(HashMap::new()),
             next_ask: AtomicI64::new(1),
         });
@@ -206,7 +206,7 @@ impl LegacySession {
         match msg {
             Message::Request(req) => {
                 let this = self.clone();
-                tokio::spawn(async move {
+                super::start_here(async move {
                     let answer = this.clone().answer(req).await;
                     this.send(answer);
                 });

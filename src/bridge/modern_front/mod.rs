@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 use serde_json::{Value, json};
-use tokio::sync::{OnceCell, mpsc, watch};
+use tokio::sync::{OnceCell, watch};
 
 use super::{BridgeConfig, Clock};
 use crate::error::ShimError;
@@ -92,11 +92,11 @@ impl ModernFront {
     }
 
     /// Opens a client scope whose outgoing messages go to `out`.
-    pub fn session(self: &Arc<Self>, scope: String, out: Outbox) -> Arc<ModernSession> {
+    pub fn session(self: &Arc<Self>, scope: String, out: impl Into<Outbox>) -> Arc<ModernSession> {
         let s = Arc::new(ModernSession {
             front: self.clone(),
             scope,
-            out,
+            out: out.into(),
             subscriptions: Mutex::new(Vec::new()),
         });
         let mut sessions = lock(&self.sessions);
@@ -279,7 +279,7 @@ impl ModernSession {
         match msg {
             Message::Request(req) => {
                 let this = self.clone();
-                tokio::spawn(async move {
+                super::start_here(async move {
                     let id = req.id.clone();
                     let Some(outcome) = this.request(req).await else {
                         return; // a listen stream stays open
@@ -358,9 +358,6 @@ fn require_tasks(meta: &RequestMeta) -> Result<(), ErrorObject> {
         Err(ShimError::TasksExtensionRequired.into())
     }
 }
-
-/// A sender for the session's outbox, for spawned work.
-type Out = mpsc::UnboundedSender<Message>;
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // A poisoned lock only means a panic elsewhere; the data is still usable.

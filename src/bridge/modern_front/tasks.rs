@@ -12,7 +12,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
-use super::{LiveTask, ModernFront, ModernSession, Out, lock, require_tasks};
+use super::{LiveTask, ModernFront, ModernSession, lock, require_tasks};
+use crate::transport::Outbox;
 use crate::error::ShimError;
 use crate::jsonrpc::{ErrorObject, Id, Message, Request};
 use crate::ledger::TaskRecord;
@@ -35,7 +36,7 @@ pub(super) struct Subscription {
     id: Id,
     task_ids: Vec<String>,
     tools_list_changed: bool,
-    out: Out,
+    out: Outbox,
 }
 
 impl ModernFront {
