@@ -157,10 +157,12 @@ struct Lane {
 enum LaneTarget {
     /// Unchanged, into the child's stdin.
     Relay(Arc<Supervised>),
-    /// To the engine of a legacy client's session.
-    Legacy(Arc<LegacySession>),
+    /// To the engine of a legacy client's session. (Weak: the stdin
+    /// thread may outlive the session, blocked on a read, and the session
+    /// holds the client's outbox, whose last drop ends the stdout writer.)
+    Legacy(std::sync::Weak<LegacySession>),
     /// To the engine of a modern client's session.
-    Modern(Arc<ModernSession>),
+    Modern(std::sync::Weak<ModernSession>),
 }
 
 impl Lane {
@@ -175,9 +177,15 @@ impl Lane {
             None => return false,
             Some(LaneTarget::Relay(upstream)) => upstream,
             Some(LaneTarget::Legacy(session)) => {
+                let Some(session) = session.upgrade() else {
+                    return false;
+                };
                 return feed(line, max, |m| session.handle_client(m));
             }
             Some(LaneTarget::Modern(session)) => {
+                let Some(session) = session.upgrade() else {
+                    return false;
+                };
                 return feed(line, max, |m| session.handle_client(m));
             }
         };
@@ -243,7 +251,10 @@ pub async fn run_stdio(
                 tracing::warn!(error = %e, "reading stdin failed; treating it as closed");
             }
         })?;
-    let to_client = spawn_client_writer(opts.record.clone(), ClientSide::<tokio::io::Stdout>::Stdout(lane.out.clone()))?;
+    let to_client = spawn_client_writer(
+        opts.record.clone(),
+        ClientSide::<tokio::io::Stdout>::Stdout(lane.out.clone()),
+    )?;
     drive(
         client_rx,
         to_client,
@@ -351,8 +362,8 @@ fn open_lane(lane: &Lane, mode: Option<&Mode>, sup: &Arc<Supervised>) {
     let target = match mode {
         None => return,
         Some(Mode::Passthrough) => LaneTarget::Relay(sup.clone()),
-        Some(Mode::LegacyFront(_, session)) => LaneTarget::Legacy(session.clone()),
-        Some(Mode::ModernFront(_, session)) => LaneTarget::Modern(session.clone()),
+        Some(Mode::LegacyFront(_, session)) => LaneTarget::Legacy(Arc::downgrade(session)),
+        Some(Mode::ModernFront(_, session)) => LaneTarget::Modern(Arc::downgrade(session)),
     };
     let relay = matches!(target, LaneTarget::Relay(_));
     if lane.target.set(target).is_ok() {
@@ -575,7 +586,9 @@ where
                         }
                         // Dropping the last outbox closes the stdout.
                         drop(sink);
-                        writer.await.unwrap_or_else(|e| Err(std::io::Error::other(e)))
+                        writer
+                            .await
+                            .unwrap_or_else(|e| Err(std::io::Error::other(e)))
                     })
                 }
             };

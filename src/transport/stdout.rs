@@ -74,10 +74,7 @@ impl SharedStdout {
                     if state.closed || state.broken {
                         return Ok(());
                     }
-                    state = self
-                        .queued
-                        .wait(state)
-                        .unwrap_or_else(|p| p.into_inner());
+                    state = self.queued.wait(state).unwrap_or_else(|p| p.into_inner());
                 }
             };
             let written = (&file).write_all(&line);
@@ -115,7 +112,9 @@ impl LineSink for SharedStdout {
                     Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
                     Err(e) if e.kind() == std::io::ErrorKind::Unsupported => {
-                        tracing::debug!("stdout takes no writes that do not wait; using a writer thread");
+                        tracing::debug!(
+                            "stdout takes no writes that do not wait; using a writer thread"
+                        );
                         state.nowait = false;
                         break;
                     }

@@ -317,9 +317,9 @@ impl Connection {
                 let mut line = Vec::with_capacity(256);
                 msg.write_json(&mut line);
                 line.push(b'\n');
-                lines.write_line(&line).map_err(|e| {
-                    ShimError::Upstream(format!("cannot write to the upstream: {e}"))
-                })
+                lines
+                    .write_line(&line)
+                    .map_err(|e| ShimError::Upstream(format!("cannot write to the upstream: {e}")))
             }
             (Some(tx), None) if !self.is_closed() => tx.send(msg).map_err(|_| self.closed_error()),
             _ => Err(self.closed_error()),

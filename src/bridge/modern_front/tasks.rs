@@ -13,12 +13,12 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use super::{LiveTask, ModernFront, ModernSession, lock, require_tasks};
-use crate::transport::Outbox;
 use crate::error::ShimError;
 use crate::jsonrpc::{ErrorObject, Id, Message, Request};
 use crate::ledger::TaskRecord;
 use crate::revision::META_SUBSCRIPTION_ID;
 use crate::translate::{input, notify, task as ttask};
+use crate::transport::Outbox;
 use crate::upstream::RpcResult;
 use crate::wire::modern::{Payload, RequestMeta, result_type};
 use crate::wire::{from_value, legacy};
