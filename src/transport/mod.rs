@@ -46,8 +46,10 @@ impl Drop for LinesOut {
     }
 }
 
-/// A message that could not be sent: its peer is gone.
-pub type SendError = tokio::sync::mpsc::error::SendError<Message>;
+/// A message could not be sent: its peer is gone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the peer is gone")]
+pub struct PeerGone;
 
 impl Outbox {
     /// Messages serialised and written into `sink` by the thread sending
@@ -56,17 +58,15 @@ impl Outbox {
         Outbox(OutboxKind::Lines(std::sync::Arc::new(LinesOut(sink))))
     }
 
-    /// Sends `msg`, or gives it back when the peer is gone.
-    pub fn send(&self, msg: Message) -> Result<(), SendError> {
+    /// Sends `msg`; fails (dropping it) when the peer is gone.
+    pub fn send(&self, msg: Message) -> Result<(), PeerGone> {
         match &self.0 {
-            OutboxKind::Channel(tx) => tx.send(msg),
+            OutboxKind::Channel(tx) => tx.send(msg).map_err(|_| PeerGone),
             OutboxKind::Lines(out) => {
                 let mut line = Vec::with_capacity(256);
                 msg.write_json(&mut line);
                 line.push(b'\n');
-                out.0
-                    .write_line(&line)
-                    .map_err(|_| tokio::sync::mpsc::error::SendError(msg))
+                out.0.write_line(&line).map_err(|_| PeerGone)
             }
         }
     }
