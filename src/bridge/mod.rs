@@ -11,7 +11,10 @@ pub mod clock;
 pub mod legacy_front;
 mod listen;
 pub mod modern_front;
+mod start;
 mod watch;
+
+pub(crate) use start::start_here;
 
 pub use clock::Clock;
 
@@ -38,33 +41,6 @@ pub fn spawn_sweeper<F: Send + Sync + 'static>(
             }
         }
     })
-}
-
-/// Runs `work` on the calling thread until it first has to wait, then
-/// hands it to the runtime (the thread must be inside one, see
-/// [`tokio::runtime::Handle::enter`]).
-///
-/// An engine answering a client request does everything up to writing
-/// the upstream request (parse, translate, ledger look-ups) without
-/// waiting, so the thread that read the client's line does that part at
-/// once, where spawning would first wake a worker to do it: on a stdio
-/// session that wake-up was the largest single cost of a translated round
-/// trip. The runtime then polls `work` again (a spurious poll, which every
-/// future allows) and owns it from there.
-pub(crate) fn start_here(work: impl Future<Output = ()> + Send + 'static) {
-    use std::task::{Context, Poll, Waker};
-    let mut work = Box::pin(work);
-    let mut cx = Context::from_waker(Waker::noop());
-    let polled =
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work.as_mut().poll(&mut cx)));
-    match polled {
-        Ok(Poll::Ready(())) => {}
-        Ok(Poll::Pending) => {
-            tokio::spawn(work);
-        }
-        // A spawned task's panic would end that task alone; so here.
-        Err(_) => tracing::error!("handling a client request panicked; it gets no answer"),
-    }
 }
 
 /// Settings shared by the engines.
