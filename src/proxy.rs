@@ -276,8 +276,12 @@ fn read_client(
     lane: &Lane,
 ) -> std::io::Result<()> {
     let mut lines = transport::lines::BlockingLines::new(stdin, max);
+    // A client's answer to the shim's question wakes the request waiting
+    // for it: it goes on here, writing its next upstream request at once.
+    let wakes = crate::inline::InlineWakes::start();
     while let Some(line) = lines.next_raw()? {
         if lane.relay(line, max) {
+            wakes.run();
             continue;
         }
         let Some(inbound) = transport::lines::classify(line, max) else {
@@ -369,6 +373,10 @@ fn open_lane(lane: &Lane, mode: Option<&Mode>, sup: &Arc<Supervised>) {
     if lane.target.set(target).is_ok() {
         if relay {
             sup.relay_output_to(lane.out.clone());
+        } else {
+            // Answers then reach the request futures on the thread reading
+            // them, which finishes those futures itself.
+            sup.read_on_thread();
         }
         tracing::debug!(relay, "client lines go on the fast lane");
     }

@@ -11,10 +11,7 @@ pub mod clock;
 pub mod legacy_front;
 mod listen;
 pub mod modern_front;
-mod start;
 mod watch;
-
-pub(crate) use start::start_here;
 
 pub use clock::Clock;
 

@@ -317,9 +317,17 @@ impl Connection {
                 let mut line = Vec::with_capacity(256);
                 msg.write_json(&mut line);
                 line.push(b'\n');
-                lines
-                    .write_line(&line)
-                    .map_err(|e| ShimError::Upstream(format!("cannot write to the upstream: {e}")))
+                match lines.write_line(&line) {
+                    Ok(()) => Ok(()),
+                    Err(_) if self.is_closed() => Err(self.closed_error()),
+                    Err(e) => {
+                        // A broken pipe means the upstream is going away:
+                        // its exit or end of output is the fault to report
+                        // (to this request too, as pending), not the pipe.
+                        tracing::debug!(error = %e, "writing to the upstream failed");
+                        Ok(())
+                    }
+                }
             }
             (Some(tx), None) if !self.is_closed() => tx.send(msg).map_err(|_| self.closed_error()),
             _ => Err(self.closed_error()),

@@ -33,6 +33,7 @@ use tokio::task::JoinHandle;
 
 use super::{Connection, RpcResult, Upstream, UpstreamEvent, UpstreamStream, lock};
 use crate::error::ShimError;
+use crate::inline::InlineWakes;
 use crate::jsonrpc::{Id, Message, Peeked};
 use crate::revision::{self, ProbeVerdict, Revision};
 use crate::transport::child::ChildInput;
@@ -107,6 +108,13 @@ impl From<SupervisedLink> for super::Link {
     }
 }
 
+/// How the child's output is read once it moves to a thread.
+#[derive(Clone, Debug)]
+struct OnThread {
+    /// A pass-through client's stdout, for the lines that are its own.
+    relay_to: Option<Arc<dyn LineSink>>,
+}
+
 /// One child process and the connection to it.
 #[derive(Debug)]
 struct Generation {
@@ -157,7 +165,9 @@ pub struct Supervised {
     stopping: AtomicBool,
     generations: AtomicU64,
     /// Set once a pass-through session wants the child's output untouched.
-    raw: watch::Sender<Option<Arc<dyn LineSink>>>,
+    /// Set once the child's output should be read on a thread (see
+    /// [`Supervised::read_on_thread`]).
+    threaded: watch::Sender<Option<OnThread>>,
 }
 
 /// Starts `program args…` under supervision and probes its revision.
@@ -179,7 +189,7 @@ pub async fn connect(
         events: Mutex::new(Some(tx)),
         stopping: AtomicBool::new(false),
         generations: AtomicU64::new(0),
-        raw: watch::Sender::new(None),
+        threaded: watch::Sender::new(None),
     });
     let generation = sup.launch()?;
     // Current from the start, so a death during the probe is a fault like
@@ -252,7 +262,19 @@ impl Supervised {
     /// of through the event stream: the path a bare relay takes. Everything
     /// else still arrives as events.
     pub fn relay_output_to(&self, sink: Arc<dyn LineSink>) {
-        self.raw.send_replace(Some(sink));
+        self.threaded.send_replace(Some(OnThread {
+            relay_to: Some(sink),
+        }));
+    }
+
+    /// Has the child's output read by a thread per child with blocking
+    /// reads, instead of a task: answers to the shim's own requests are
+    /// delivered from there, and the request futures they wake (started
+    /// with [`crate::inline::start_here`]) continue there too, with no
+    /// runtime worker woken. For a translating session on stdio.
+    pub fn read_on_thread(&self) {
+        self.threaded
+            .send_replace(Some(OnThread { relay_to: None }));
     }
 
     /// Writes one client line: `id` when it is a request (its answer is
@@ -362,20 +384,21 @@ impl Supervised {
     /// feeding a router task cost a hand-off per message); an invalid line
     /// or the end of its output is a fault.
     ///
-    /// Once [`Supervised::relay_output_to`] asks for it, the reading moves
-    /// to a thread of its own (see [`Supervised::read_raw`]), bytes already
+    /// Once [`Supervised::relay_output_to`] or
+    /// [`Supervised::read_on_thread`] asks for it, the reading moves to a
+    /// thread of its own (see [`Supervised::read_blocking`]), bytes already
     /// buffered included.
     async fn read(self: Arc<Self>, generation: Arc<Generation>, stdout: ChildStdout) {
         let mut lines = LineReader::new(stdout, self.opts.max_message_bytes);
-        let mut raw = self.raw.subscribe();
+        let mut threaded = self.threaded.subscribe();
         loop {
             let next = tokio::select! {
                 biased;
-                Ok(wanted) = raw.wait_for(Option::is_some) => {
-                    let sink = wanted.clone();
+                Ok(wanted) = threaded.wait_for(Option::is_some) => {
+                    let how = wanted.clone();
                     drop(wanted);
-                    if let Some(sink) = sink {
-                        self.go_raw(generation, lines, sink);
+                    if let Some(how) = how {
+                        self.go_thread(generation, lines, how);
                         return;
                     }
                     continue;
@@ -392,12 +415,12 @@ impl Supervised {
     }
 
     /// Hands the child's output, and whatever of it is already buffered,
-    /// to a thread running [`Supervised::read_raw`].
-    fn go_raw(
+    /// to a thread running [`Supervised::read_blocking`].
+    fn go_thread(
         self: Arc<Self>,
         generation: Arc<Generation>,
         lines: LineReader<ChildStdout>,
-        sink: Arc<dyn LineSink>,
+        how: OnThread,
     ) {
         let (buffered, stdout) = lines.into_parts();
         // The descriptor comes back in blocking mode, for plain reads.
@@ -408,7 +431,7 @@ impl Supervised {
             let (generation, rt) = (generation.clone(), tokio::runtime::Handle::current());
             std::thread::Builder::new()
                 .name(format!("upstream-{}-out", generation.n))
-                .spawn(move || me.read_raw(generation, reader, sink, rt))
+                .spawn(move || me.read_blocking(generation, reader, how.relay_to, rt))
         });
         if let Err(e) = started {
             self.fault(
@@ -418,18 +441,21 @@ impl Supervised {
         }
     }
 
-    /// [`Supervised::read`] on a thread with blocking reads: what a
-    /// pass-through client should see is written to `sink` from here, with
-    /// no task hand-off, no re-serialising and no extra wake-up.
-    fn read_raw(
+    /// [`Supervised::read`] on a thread with blocking reads. With
+    /// `relay_to`, what a pass-through client should see is written there
+    /// from this thread, with no task hand-off, no re-serialising and no
+    /// extra wake-up. Request futures woken by the answers routed here are
+    /// polled here (see [`InlineWakes`]).
+    fn read_blocking(
         self: Arc<Self>,
         generation: Arc<Generation>,
         reader: impl std::io::Read,
-        sink: Arc<dyn LineSink>,
+        relay_to: Option<Arc<dyn LineSink>>,
         rt: tokio::runtime::Handle,
     ) {
-        // Faults start restarts with `tokio::spawn`.
+        // Faults start restarts with `tokio::spawn`; woken futures arm timers.
         let _rt = rt.enter();
+        let wakes = InlineWakes::start();
         let max = self.opts.max_message_bytes;
         let mut lines = BlockingLines::new(reader, max);
         // A read error ends the output as EOF does.
@@ -437,25 +463,27 @@ impl Supervised {
             if generation.is_dead() {
                 return;
             }
-            // The common case, an answer to a relayed request, is forwarded
-            // on its envelope alone; everything else is parsed in full.
-            if line.len() <= max
+            // The common case of pass-through, an answer to a relayed
+            // request, is forwarded on its envelope alone; everything else
+            // is parsed in full.
+            if let Some(sink) = &relay_to
+                && line.len() <= max
                 && let Some(Peeked::Response { id }) = crate::jsonrpc::peek(line)
                 && lock(&generation.relayed).remove(&id)
             {
-                forward(&*sink, line);
+                forward(&**sink, line);
                 continue;
             }
             let Some(inbound) = transport::lines::classify(line, max) else {
                 continue;
             };
-            if self
-                .route(&generation, inbound, Some((line, &*sink)))
-                .is_break()
-            {
+            let raw = relay_to.as_ref().map(|sink| (line, &**sink));
+            if self.route(&generation, inbound, raw).is_break() {
                 return;
             }
+            wakes.run();
         }
+        drop(wakes);
         rt.spawn(self.output_ended(generation));
     }
 

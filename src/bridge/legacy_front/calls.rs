@@ -39,7 +39,7 @@ impl LegacySession {
                 method: req.method.clone(),
                 params: Some(params.clone()),
             };
-            let result = self.call(&upstream_req).await?;
+            let result = self.call(upstream_req).await?;
             match result_type_of(&result) {
                 result_type::TASK => return self.created(result, task.as_ref()).await,
                 result_type::INPUT_REQUIRED => {
@@ -174,7 +174,7 @@ impl LegacySession {
             .get("method")
             .and_then(Value::as_str)
             .unwrap_or_default();
-        let declared = input::capability_for(method).is_some_and(|c| self.client().declares(c));
+        let declared = input::capability_for(method).is_some_and(|c| self.client_declares(c));
         if !declared {
             return Err(ShimError::Upstream(format!(
                 "the server needs {method:?} input, which this client did not declare"

@@ -93,6 +93,7 @@ impl LegacyFront {
             front: self.clone(),
             scope,
             client: Mutex::new(None),
+            modern_meta: Mutex::new(Arc::new(tsession::modern_meta(&default_client()))),
             out: out.into(),
             asks: Mutex::new(HashMap::new()),
             next_ask: AtomicI64::new(1),
@@ -188,6 +189,8 @@ pub struct LegacySession {
     front: Arc<LegacyFront>,
     scope: String,
     client: Mutex<Option<LegacyClient>>,
+    /// [`tsession::modern_meta`] of `client`, kept with it.
+    modern_meta: Mutex<Arc<Map<String, Value>>>,
     out: Outbox,
     asks: Mutex<HashMap<Id, oneshot::Sender<RpcResult>>>,
     next_ask: AtomicI64,
@@ -206,7 +209,7 @@ impl LegacySession {
         match msg {
             Message::Request(req) => {
                 let this = self.clone();
-                super::start_here(async move {
+                crate::inline::start_here(async move {
                     let answer = this.clone().answer(req).await;
                     this.send(answer);
                 });
@@ -285,7 +288,7 @@ impl LegacySession {
             version = client.negotiated_version(),
             "legacy client initialized"
         );
-        *lock(&self.client) = Some(client);
+        self.set_client(client);
         Ok(result)
     }
 
@@ -298,10 +301,19 @@ impl LegacySession {
             .ok_or_else(|| {
                 ShimError::InvalidParams("logging/setLevel needs params.level".into())
             })?;
-        let mut guard = lock(&self.client);
-        let client = guard.get_or_insert_with(default_client);
+        let mut client = self.client();
         client.log_level = Some(level.to_owned());
+        self.set_client(client);
         Ok(json!({}))
+    }
+
+    /// Records what the client declared, and the modern `_meta` that
+    /// follows from it: built here, once, not for every request.
+    fn set_client(&self, client: LegacyClient) {
+        let meta = Arc::new(tsession::modern_meta(&client));
+        let mut guard = lock(&self.client);
+        *guard = Some(client);
+        *lock(&self.modern_meta) = meta;
     }
 
     /// The client as declared; a client that skipped `initialize` is
@@ -310,19 +322,29 @@ impl LegacySession {
         lock(&self.client).clone().unwrap_or_else(default_client)
     }
 
+    /// Whether the client declared capability `name`.
+    fn client_declares(&self, name: &str) -> bool {
+        // A client that skipped `initialize` declared nothing.
+        lock(&self.client)
+            .as_ref()
+            .is_some_and(|c| c.declares(name))
+    }
+
     /// The modern `_meta` for requests on this session's behalf.
     fn meta(&self) -> Map<String, Value> {
-        tsession::modern_meta(&self.client())
+        Map::clone(&lock(&self.modern_meta))
     }
 
     /// Sends a legacy-shaped request upstream as a modern one; transport
     /// failures become `-32603` answers.
-    async fn call(&self, req: &Request) -> RpcResult {
-        let modern = tsession::request_to_modern(req, &self.client());
+    async fn call(&self, req: Request) -> RpcResult {
+        let meta = lock(&self.modern_meta).clone();
+        let modern = tsession::request_to_modern_with_meta(req, &meta);
+        drop(meta);
         let params = modern.params.unwrap_or_else(|| json!({}));
         self.front
             .upstream
-            .request(&req.method, params)
+            .request(&modern.method, params)
             .await
             .map_err(ErrorObject::from)?
     }
@@ -330,12 +352,13 @@ impl LegacySession {
     /// Anything the shim does not translate specially: `_meta` in,
     /// `resultType` and cache hints out.
     async fn forward(&self, req: Request) -> RpcResult {
-        let result = self.call(&req).await?;
-        Ok(tsession::result_to_legacy_owned(result, &req.method))
+        let method = req.method.clone();
+        let result = self.call(req).await?;
+        Ok(tsession::result_to_legacy_owned(result, &method))
     }
 
     async fn tools_list(&self, req: Request) -> RpcResult {
-        let result = self.call(&req).await?;
+        let result = self.call(req).await?;
         Ok(crate::translate::tools::tools_list_to_legacy(
             &result,
             &self.front.policy,

@@ -279,7 +279,7 @@ impl ModernSession {
         match msg {
             Message::Request(req) => {
                 let this = self.clone();
-                super::start_here(async move {
+                crate::inline::start_here(async move {
                     let id = req.id.clone();
                     let Some(outcome) = this.request(req).await else {
                         return; // a listen stream stays open

@@ -1,5 +1,6 @@
 //! [`start_here`]: a request's work runs on the thread that read the
-//! request until it first waits, and goes to the runtime only when woken.
+//! request until it first waits; when woken, it continues on the thread
+//! that woke it if that thread runs [`InlineWakes`], else on the runtime.
 //!
 //! An engine answering a client request does everything up to writing the
 //! upstream request (parse, translate, ledger look-ups) without waiting.
@@ -8,9 +9,14 @@
 //! wake-ups were the largest costs of a translated round trip, and on a
 //! two-core machine they take the core the upstream needs. So the reading
 //! thread polls the work itself, and the future is spawned by its waker:
-//! when the answer it waits for arrives, from the thread delivering it (a
-//! runtime worker reading the upstream), which schedules it locally.
+//! when the answer it waits for arrives, from the thread delivering it.
+//! A thread reading an upstream's output with plain blocking reads runs
+//! [`InlineWakes`]: the answer's future is polled right there, once the
+//! line is routed, so a translated round trip touches the same two threads
+//! a bare relay does (the one reading the client, the one reading the
+//! upstream) and no runtime worker at all.
 
+use std::cell::RefCell;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -24,6 +30,8 @@ enum Slot {
     Polling { woken: bool },
     /// Waiting, owned by whoever holds its waker.
     Parked(Work),
+    /// Woken on a thread running [`InlineWakes`], in its queue.
+    Queued(Work),
     /// Finished, or handed to the runtime (later wake-ups are stale).
     Gone,
 }
@@ -40,6 +48,11 @@ impl Deferred {
     }
 }
 
+thread_local! {
+    /// Futures woken on this thread, when it runs [`InlineWakes`].
+    static WOKEN_HERE: RefCell<Option<Vec<Arc<Deferred>>>> = const { RefCell::new(None) };
+}
+
 impl Wake for Deferred {
     fn wake(self: Arc<Self>) {
         self.wake_by_ref();
@@ -50,19 +63,27 @@ impl Wake for Deferred {
         match std::mem::replace(&mut *slot, Slot::Gone) {
             Slot::Polling { .. } => *slot = Slot::Polling { woken: true },
             Slot::Parked(work) => {
-                drop(slot);
-                // Polled again with the runtime's waker, which replaces
-                // this one wherever it was registered.
-                self.rt.spawn(work);
+                let queued = WOKEN_HERE
+                    .with_borrow_mut(|q| q.as_mut().map(|q| q.push(self.clone())).is_some());
+                if queued {
+                    *slot = Slot::Queued(work);
+                } else {
+                    drop(slot);
+                    // Polled again with the runtime's waker, which replaces
+                    // this one wherever it was registered.
+                    self.rt.spawn(work);
+                }
             }
+            queued @ Slot::Queued(_) => *slot = queued,
             Slot::Gone => {}
         }
     }
 }
 
 /// Runs `work` on the calling thread until it first has to wait; once
-/// woken, it continues as a task of the current runtime (the calling
-/// thread must be inside one, see [`tokio::runtime::Handle::enter`]).
+/// woken, it continues on the waking thread if that runs [`InlineWakes`],
+/// else as a task of the current runtime (the calling thread must be
+/// inside one, see [`tokio::runtime::Handle::enter`]).
 ///
 /// A future waiting here is owned by its waker: it must be woken in the
 /// end (every upstream request has a timeout; a session's questions end
@@ -72,14 +93,21 @@ pub(crate) fn start_here(work: impl Future<Output = ()> + Send + 'static) {
         slot: Mutex::new(Slot::Polling { woken: false }),
         rt: tokio::runtime::Handle::current(),
     });
+    poll_here(&deferred, Box::pin(work));
+}
+
+/// One poll of `work` (whose slot says `Polling`) on this thread.
+fn poll_here(deferred: &Arc<Deferred>, mut work: Work) {
     let waker = Waker::from(deferred.clone());
-    let mut work: Work = Box::pin(work);
     let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         work.as_mut().poll(&mut Context::from_waker(&waker))
     }));
     let mut slot = deferred.lock();
     match (polled, &*slot) {
         (Ok(Poll::Pending), Slot::Polling { woken: false }) => *slot = Slot::Parked(work),
+        // Woken while polled: it wants polling again at once, which is
+        // the runtime's job (a future that keeps waking itself must not
+        // hold this thread).
         (Ok(Poll::Pending), _) => {
             *slot = Slot::Gone;
             drop(slot);
@@ -90,6 +118,51 @@ pub(crate) fn start_here(work: impl Future<Output = ()> + Send + 'static) {
         (Err(_), _) => {
             *slot = Slot::Gone;
             tracing::error!("handling a client request panicked; it gets no answer");
+        }
+    }
+}
+
+/// While alive, futures of [`start_here`] woken on this thread are kept
+/// for [`InlineWakes::run`] to poll here, instead of being spawned. For a
+/// thread that delivers answers (reading an upstream's output with
+/// blocking reads): it calls `run` after each message it routed, outside
+/// any lock. Dropping it spawns whatever is still queued.
+pub(crate) struct InlineWakes(());
+
+impl InlineWakes {
+    /// Starts keeping this thread's wake-ups.
+    pub(crate) fn start() -> InlineWakes {
+        WOKEN_HERE.with_borrow_mut(|q| q.get_or_insert_with(Vec::new).clear());
+        InlineWakes(())
+    }
+
+    /// Polls every future woken on this thread since the last call.
+    pub(crate) fn run(&self) {
+        while let Some(deferred) = WOKEN_HERE.with_borrow_mut(|q| q.as_mut().and_then(Vec::pop)) {
+            let work = {
+                let mut slot = deferred.lock();
+                match std::mem::replace(&mut *slot, Slot::Polling { woken: false }) {
+                    Slot::Queued(work) => work,
+                    other => {
+                        *slot = other;
+                        continue;
+                    }
+                }
+            };
+            poll_here(&deferred, work);
+        }
+    }
+}
+
+impl Drop for InlineWakes {
+    fn drop(&mut self) {
+        let left = WOKEN_HERE.with_borrow_mut(Option::take).unwrap_or_default();
+        for deferred in left {
+            let mut slot = deferred.lock();
+            if let Slot::Queued(work) = std::mem::replace(&mut *slot, Slot::Gone) {
+                drop(slot);
+                deferred.rt.spawn(work);
+            }
         }
     }
 }
