@@ -14,8 +14,8 @@ use base64::Engine;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use support::http::{
-    HttpShim, LEGACY, MODERN, alive, children_of, client, initialize, legacy, modern, modern_meta,
-    rpc, send, set_header,
+    HttpShim, LEGACY, MODERN, alive, children_of, client, initialize, is_sse, legacy, modern,
+    modern_meta, rpc, send, set_header,
 };
 use support::schema::{Revision, assert_valid};
 use support::wire::{modern_reference, shim_bin};
@@ -337,6 +337,15 @@ async fn legacy_session_paths_and_metrics() {
     let (s, body, _) = send(legacy(&c, url, Some(&sid), &rpc(4, "ping", json!({})))).await;
     assert_eq!(s, StatusCode::OK);
     assert_valid(Revision::Legacy, &body, Some("ping"));
+    // A call that asks the client nothing is answered as plain JSON even
+    // when the client takes SSE: a stream opens only for a message that
+    // comes before the answer (http_legacy_ts covers that side).
+    let greet = json!({"name": "greet", "arguments": {"name": "Ada"}});
+    let (s, body, h) = send(legacy(&c, url, Some(&sid), &rpc(40, "tools/call", greet))).await;
+    assert_eq!(s, StatusCode::OK, "{body}");
+    assert!(!is_sse(&h), "a plain answer on an SSE stream: {h:?}");
+    assert_valid(Revision::Legacy, &body, Some("tools/call"));
+    assert!(body.to_string().contains("Ada"), "{body}");
 
     // DELETE ends it; every later use is 404.
     let (s, _, _) = send(c.delete(url).header("mcp-session-id", &sid)).await;

@@ -25,7 +25,8 @@ use crate::transport::http::headers;
 /// A Streamable HTTP upstream.
 #[derive(Debug)]
 pub struct HttpUpstream {
-    url: String,
+    /// Parsed once: reqwest parses a string URL on every request.
+    url: reqwest::Url,
     client: reqwest::Client,
     revision: Revision,
     session: Mutex<Option<String>>,
@@ -76,9 +77,11 @@ pub async fn connect(url: &str, request_timeout: Duration) -> Result<HttpLink, S
         .timeout(request_timeout)
         .build()
         .map_err(|e| ShimError::Upstream(format!("cannot build the HTTP client: {e}")))?;
+    let parsed = reqwest::Url::parse(url)
+        .map_err(|e| ShimError::Upstream(format!("invalid upstream URL {url:?}: {e}")))?;
     let (tx, events) = mpsc::unbounded_channel();
     let mut up = HttpUpstream {
-        url: url.to_owned(),
+        url: parsed,
         client,
         revision: Revision::Modern,
         session: Mutex::new(None),
@@ -208,7 +211,7 @@ impl HttpUpstream {
     ) -> Result<reqwest::Response, ShimError> {
         let mut req = self
             .client
-            .post(&self.url)
+            .post(self.url.clone())
             .header("content-type", "application/json")
             .header("accept", "application/json, text/event-stream");
         req = match self.revision {
@@ -350,7 +353,7 @@ impl HttpUpstream {
             let Some(sid) = sid else { return };
             let resp = this
                 .client
-                .get(&this.url)
+                .get(this.url.clone())
                 .header("accept", "text/event-stream")
                 .header("mcp-session-id", sid)
                 .header("mcp-protocol-version", LEGACY_VERSION)

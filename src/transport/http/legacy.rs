@@ -211,8 +211,26 @@ async fn exchange(s: &Arc<HttpSession>, msg: Message, sse: bool) -> Response {
     }
     drop(tx);
     s.engine.handle_client(msg);
+    let mut rx = rx;
+    // The first message decides the body. The answer alone goes back as
+    // plain JSON, one write with no stream framing, as most calls have
+    // nothing else to say; a message before it (a question for the client,
+    // a progress notification) opens an SSE stream that starts with it.
+    let Some(first) = rx.recv().await else {
+        return error_response(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            Some(id),
+            ShimError::Internal("no answer".into()),
+        );
+    };
+    if is_answer_to(&first, &id) {
+        return json_response(StatusCode::OK, &first);
+    }
     // The stream ends right after the answer to this request.
-    let events = futures_util::stream::unfold(Some(rx), move |state| {
+    let first = futures_util::stream::once(std::future::ready(Ok::<_, Infallible>(
+        Event::default().event("message").data(first.to_json()),
+    )));
+    let rest = futures_util::stream::unfold(Some(rx), move |state| {
         let id = id.clone();
         async move {
             let mut rx = state?;
@@ -222,6 +240,7 @@ async fn exchange(s: &Arc<HttpSession>, msg: Message, sse: bool) -> Response {
             Some((Ok::<_, Infallible>(ev), next))
         }
     });
+    let events = futures_util::StreamExt::chain(first, rest);
     Sse::new(events)
         .keep_alive(KeepAlive::default())
         .into_response()
