@@ -20,7 +20,7 @@
 //!   no clock, no randomness (ids and times are arguments).
 //! - [`error`]: errors by cause and the single mapping to JSON-RPC codes.
 //! - [`ids`]: CSPRNG ids and timestamps, used by engines, never by `translate`.
-//! - [`reference`]: small reference servers of both revisions (fixtures).
+//! - [`reference`](mod@reference): small reference servers of both revisions (fixtures).
 //! - `inline`: request futures run on the IO threads that read and answer
 //!   them, where a spawned task would cost a worker wake-up each way.
 

@@ -9,10 +9,16 @@
 //!        mode: probing → passthrough | legacy-front | modern-front
 //! ```
 //!
-//! Once a session is pass-through on the shim's own stdio ([`run_stdio`]),
-//! the driver steps aside: the stdin thread writes each line into the
-//! child and a thread per child writes its answers to stdout, the path a
-//! bare relay takes (see `Lane`).
+//! On the shim's own stdio ([`run_stdio`]) the driver steps aside once the
+//! first message has chosen the mode (see `Lane`): the stdin thread takes
+//! each client line where it goes, and a thread per child reads the
+//! child's output. Pass-through lines are relayed as read; a translating
+//! session's engine is fed on the stdin thread, which translates a request
+//! and writes it upstream before it first waits, and the answer finishes
+//! the request on the child's reader thread (`src/inline.rs`). Either
+//! way a round trip crosses the two threads a bare relay has, and the
+//! client's lines are written to stdout by whichever thread has them
+//! ([`crate::transport::stdout`]).
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;

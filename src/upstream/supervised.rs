@@ -270,7 +270,7 @@ impl Supervised {
     /// Has the child's output read by a thread per child with blocking
     /// reads, instead of a task: answers to the shim's own requests are
     /// delivered from there, and the request futures they wake (started
-    /// with [`crate::inline::start_here`]) continue there too, with no
+    /// with `inline::start_here`) continue there too, with no
     /// runtime worker woken. For a translating session on stdio.
     pub fn read_on_thread(&self) {
         self.threaded
