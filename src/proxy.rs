@@ -144,7 +144,7 @@ where
 /// child writes its answers straight to stdout, as a bare relay would);
 /// translated sessions get each message fed to their engine on the stdin
 /// thread, which translates a request and writes it upstream before it
-/// first waits (see [`crate::bridge::start_here`]). Anything that needs the
+/// first waits (see `inline::start_here`). Anything that needs the
 /// driver (a malformed line, an upstream being restarted) goes the usual
 /// way, and lines never overtake one another.
 #[derive(Debug)]
@@ -259,7 +259,8 @@ pub async fn run_stdio(
         })?;
     let to_client = spawn_client_writer(
         opts.record.clone(),
-        ClientSide::<tokio::io::Stdout>::Stdout(lane.out.clone()),
+        // (`Sink`: no byte stream; stdout is written through `lane.out`.)
+        ClientSide::<tokio::io::Sink>::Stdout(lane.out.clone()),
     )?;
     drive(
         client_rx,

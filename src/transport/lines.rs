@@ -126,15 +126,6 @@ impl<R: std::io::Read> BlockingLines<R> {
         }
     }
 
-    /// The next non-blank line, parsed, with its bytes as read (newline
-    /// included when there was one); `None` at the end of the stream.
-    pub fn next_line(&mut self) -> std::io::Result<Option<(Inbound, &[u8])>> {
-        let max = self.max_bytes;
-        Ok(self
-            .next_raw()?
-            .map(|line| (classify(line, max).expect("not blank"), line)))
-    }
-
     /// The next non-blank line's bytes as read, unparsed (see
     /// [`classify`]); `None` at the end of the stream.
     pub fn next_raw(&mut self) -> std::io::Result<Option<&[u8]>> {
@@ -153,23 +144,6 @@ impl<R: std::io::Read> BlockingLines<R> {
             }
         }
     }
-}
-
-/// [`read_lines`] with plain blocking reads, for a dedicated thread: on the
-/// process's own stdin this costs one wake-up per message, where tokio's
-/// `Stdin` hands every read to its blocking pool and back.
-pub fn read_lines_blocking<R: std::io::Read>(
-    reader: R,
-    tx: &mpsc::UnboundedSender<Inbound>,
-    max_bytes: usize,
-) -> std::io::Result<()> {
-    let mut lines = BlockingLines::new(reader, max_bytes);
-    while let Some((inbound, _)) = lines.next_line()? {
-        if tx.send(inbound).is_err() {
-            break;
-        }
-    }
-    Ok(())
 }
 
 /// What one raw line (as read, newline included) amounts to; `None` for a
@@ -297,32 +271,6 @@ pub async fn write_lines<W: AsyncWrite + Unpin>(
     writer.flush().await
 }
 
-/// [`write_lines`] with plain blocking writes, for a dedicated thread (see
-/// [`read_lines_blocking`]). Everything queued is written with one `write`:
-/// `writer` should be unbuffered (a `File`), so nothing waits for a flush.
-pub fn write_lines_blocking<W: std::io::Write>(
-    mut writer: W,
-    mut rx: mpsc::UnboundedReceiver<Message>,
-) -> std::io::Result<()> {
-    let mut buf = Vec::with_capacity(4096);
-    while let Some(msg) = rx.blocking_recv() {
-        buf.clear();
-        msg.write_json(&mut buf);
-        buf.push(b'\n');
-        while let Ok(more) = rx.try_recv() {
-            more.write_json(&mut buf);
-            buf.push(b'\n');
-        }
-        writer.write_all(&buf)?;
-        writer.flush()?;
-        if buf.capacity() > 1 << 20 {
-            // One huge answer must not pin its buffer for the session.
-            buf = Vec::with_capacity(4096);
-        }
-    }
-    writer.flush()
-}
-
 /// Writes raw lines (pass-through keeps the peer's bytes untouched).
 pub async fn write_raw_lines<W: AsyncWrite + Unpin>(
     mut writer: W,
@@ -405,9 +353,10 @@ mod handover_tests {
         let mut whole = rest;
         whole.extend_from_slice(b"\"method\":\"b\"}\n");
         let mut blocking = BlockingLines::new(&whole[..], 1 << 20);
-        let (second, raw) = blocking.next_line().unwrap().unwrap();
-        assert!(matches!(second, Inbound::Message(m) if m.method() == Some("b")));
-        assert_eq!(raw, &whole[..]);
-        assert!(blocking.next_line().unwrap().is_none());
+        let raw = blocking.next_raw().unwrap().unwrap().to_vec();
+        assert_eq!(raw, whole);
+        let second = classify(&raw, 1 << 20);
+        assert!(matches!(second, Some(Inbound::Message(m)) if m.method() == Some("b")));
+        assert!(blocking.next_raw().unwrap().is_none());
     }
 }
