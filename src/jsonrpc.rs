@@ -299,6 +299,14 @@ impl Message {
         let _ = serde_json::to_writer(out, &env);
     }
 
+    /// The message as one line of the line transport, newline included.
+    pub fn to_line(&self) -> Vec<u8> {
+        let mut line = Vec::with_capacity(256);
+        self.write_json(&mut line);
+        line.push(b'\n');
+        line
+    }
+
     /// The id, for requests and responses.
     pub fn id(&self) -> Option<&Id> {
         match self {

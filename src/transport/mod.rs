@@ -62,12 +62,7 @@ impl Outbox {
     pub fn send(&self, msg: Message) -> Result<(), PeerGone> {
         match &self.0 {
             OutboxKind::Channel(tx) => tx.send(msg).map_err(|_| PeerGone),
-            OutboxKind::Lines(out) => {
-                let mut line = Vec::with_capacity(256);
-                msg.write_json(&mut line);
-                line.push(b'\n');
-                out.0.write_line(&line).map_err(|_| PeerGone)
-            }
+            OutboxKind::Lines(out) => out.0.write_line(&msg.to_line()).map_err(|_| PeerGone),
         }
     }
 }

@@ -314,10 +314,7 @@ impl Connection {
         match (out.as_ref(), &self.lines) {
             (Some(_), Some(lines)) if !self.is_closed() => {
                 drop(out);
-                let mut line = Vec::with_capacity(256);
-                msg.write_json(&mut line);
-                line.push(b'\n');
-                match lines.write_line(&line) {
+                match lines.write_line(&msg.to_line()) {
                     Ok(()) => Ok(()),
                     Err(_) if self.is_closed() => Err(self.closed_error()),
                     Err(e) => {
