@@ -63,8 +63,15 @@ impl Wake for Deferred {
         match std::mem::replace(&mut *slot, Slot::Gone) {
             Slot::Polling { .. } => *slot = Slot::Polling { woken: true },
             Slot::Parked(work) => {
+                // (`try_with`: a thread tearing down its locals spawns.)
                 let queued = WOKEN_HERE
-                    .with_borrow_mut(|q| q.as_mut().map(|q| q.push(self.clone())).is_some());
+                    .try_with(|q| {
+                        q.try_borrow_mut()
+                            .ok()
+                            .and_then(|mut q| q.as_mut().map(|q| q.push(self.clone())))
+                            .is_some()
+                    })
+                    .unwrap_or(false);
                 if queued {
                     *slot = Slot::Queued(work);
                 } else {
@@ -132,7 +139,9 @@ pub(crate) struct InlineWakes(());
 impl InlineWakes {
     /// Starts keeping this thread's wake-ups.
     pub(crate) fn start() -> InlineWakes {
-        WOKEN_HERE.with_borrow_mut(|q| q.get_or_insert_with(Vec::new).clear());
+        WOKEN_HERE.with_borrow_mut(|q| {
+            q.get_or_insert_with(Vec::new);
+        });
         InlineWakes(())
     }
 

@@ -155,7 +155,11 @@ fn write_nowait(file: &File, bytes: &[u8]) -> std::io::Result<usize> {
     }
     let e = std::io::Error::last_os_error();
     match e.raw_os_error() {
-        Some(libc::EOPNOTSUPP) => Err(std::io::ErrorKind::Unsupported.into()),
+        // Not on this descriptor; EINVAL/ENOSYS: a kernel without the
+        // flag or without pwritev2.
+        Some(libc::EOPNOTSUPP | libc::EINVAL | libc::ENOSYS) => {
+            Err(std::io::ErrorKind::Unsupported.into())
+        }
         _ => Err(e),
     }
 }
