@@ -8,11 +8,10 @@
 //! or a bounded backlog until one opens.
 
 use std::collections::{HashMap, VecDeque};
-use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
-use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::sse::{KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use tokio::sync::mpsc;
 use tokio_stream::StreamExt;
@@ -227,17 +226,14 @@ async fn exchange(s: &Arc<HttpSession>, msg: Message, sse: bool) -> Response {
         return json_response(StatusCode::OK, &first);
     }
     // The stream ends right after the answer to this request.
-    let first = futures_util::stream::once(std::future::ready(Ok::<_, Infallible>(
-        Event::default().event("message").data(first.to_json()),
-    )));
+    let first = futures_util::stream::once(std::future::ready(super::sse_event(&first)));
     let rest = futures_util::stream::unfold(Some(rx), move |state| {
         let id = id.clone();
         async move {
             let mut rx = state?;
             let m = rx.recv().await?;
             let next = (!is_answer_to(&m, &id)).then_some(rx);
-            let ev = Event::default().event("message").data(m.to_json());
-            Some((Ok::<_, Infallible>(ev), next))
+            Some((super::sse_event(&m), next))
         }
     });
     let events = futures_util::StreamExt::chain(first, rest);
@@ -263,8 +259,7 @@ pub(super) fn get_stream(app: Arc<App>, sid: &str) -> Response {
         }
         r.get_stream = Some(tx);
     }
-    let events = UnboundedReceiverStream::new(rx)
-        .map(|m| Ok::<_, Infallible>(Event::default().event("message").data(m.to_json())));
+    let events = UnboundedReceiverStream::new(rx).map(|m| super::sse_event(&m));
     Sse::new(events)
         .keep_alive(KeepAlive::default())
         .into_response()

@@ -328,6 +328,15 @@ fn headers_iter(headers: &HeaderMap) -> impl Iterator<Item = (&str, &str)> {
 }
 
 /// A JSON body response.
+/// One message as an SSE `message` event (the form both revisions use).
+pub(crate) fn sse_event(
+    msg: &Message,
+) -> Result<axum::response::sse::Event, std::convert::Infallible> {
+    Ok(axum::response::sse::Event::default()
+        .event("message")
+        .data(msg.to_json()))
+}
+
 pub(crate) fn json_response(status: StatusCode, msg: &Message) -> Response {
     (
         status,

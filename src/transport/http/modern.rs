@@ -1,12 +1,11 @@
 //! Modern (2026-07-28) requests: stateless, one engine session per POST,
 //! scoped to the caller's principal.
 
-use std::convert::Infallible;
 use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::http::{HeaderMap, StatusCode};
-use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::sse::{KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use tokio::sync::mpsc;
 use tokio_stream::StreamExt;
@@ -88,8 +87,7 @@ async fn answer(mut rx: mpsc::UnboundedReceiver<Message>, id: Id) -> Response {
 
 /// A long-lived SSE stream (`subscriptions/listen`).
 fn stream(rx: mpsc::UnboundedReceiver<Message>) -> Response {
-    let events = UnboundedReceiverStream::new(rx)
-        .map(|m| Ok::<_, Infallible>(Event::default().event("message").data(m.to_json())));
+    let events = UnboundedReceiverStream::new(rx).map(|m| super::sse_event(&m));
     let mut resp = Sse::new(events)
         .keep_alive(KeepAlive::default())
         .into_response();
