@@ -92,8 +92,7 @@ impl LegacyFront {
         let s = Arc::new(LegacySession {
             front: self.clone(),
             scope,
-            client: Mutex::new(None),
-            modern_meta: Mutex::new(Arc::new(tsession::modern_meta(&default_client()))),
+            client: Mutex::new(Declared::new(None)),
             out: out.into(),
             asks: Mutex::new(HashMap::new()),
             next_ask: AtomicI64::new(1),
@@ -188,9 +187,7 @@ impl LegacyFront {
 pub struct LegacySession {
     front: Arc<LegacyFront>,
     scope: String,
-    client: Mutex<Option<LegacyClient>>,
-    /// [`tsession::modern_meta`] of `client`, kept with it.
-    modern_meta: Mutex<Arc<Map<String, Value>>>,
+    client: Mutex<Declared>,
     out: Outbox,
     asks: Mutex<HashMap<Id, oneshot::Sender<RpcResult>>>,
     next_ask: AtomicI64,
@@ -310,35 +307,36 @@ impl LegacySession {
     /// Records what the client declared, and the modern `_meta` that
     /// follows from it: built here, once, not for every request.
     fn set_client(&self, client: LegacyClient) {
-        let meta = Arc::new(tsession::modern_meta(&client));
-        let mut guard = lock(&self.client);
-        *guard = Some(client);
-        *lock(&self.modern_meta) = meta;
+        *lock(&self.client) = Declared::new(Some(client));
     }
 
     /// The client as declared; a client that skipped `initialize` is
     /// treated as one that declared nothing.
     fn client(&self) -> LegacyClient {
-        lock(&self.client).clone().unwrap_or_else(default_client)
+        lock(&self.client)
+            .client
+            .clone()
+            .unwrap_or_else(default_client)
     }
 
     /// Whether the client declared capability `name`.
     fn client_declares(&self, name: &str) -> bool {
         // A client that skipped `initialize` declared nothing.
         lock(&self.client)
+            .client
             .as_ref()
             .is_some_and(|c| c.declares(name))
     }
 
     /// The modern `_meta` for requests on this session's behalf.
     fn meta(&self) -> Map<String, Value> {
-        Map::clone(&lock(&self.modern_meta))
+        Map::clone(&lock(&self.client).modern_meta)
     }
 
     /// Sends a legacy-shaped request upstream as a modern one; transport
     /// failures become `-32603` answers.
     async fn call(&self, req: Request) -> RpcResult {
-        let meta = lock(&self.modern_meta).clone();
+        let meta = lock(&self.client).modern_meta.clone();
         let modern = tsession::request_to_modern_with_meta(req, &meta);
         drop(meta);
         let params = modern.params.unwrap_or_else(|| json!({}));
@@ -392,6 +390,27 @@ impl LegacySession {
     fn send(&self, msg: Message) {
         if self.out.send(msg).is_err() {
             tracing::debug!("client outbox closed; message dropped");
+        }
+    }
+}
+
+/// What the client declared (`None` before `initialize`), and the modern
+/// `_meta` that follows from it, built once per declaration rather than
+/// per request.
+#[derive(Debug)]
+struct Declared {
+    client: Option<LegacyClient>,
+    modern_meta: Arc<Map<String, Value>>,
+}
+
+impl Declared {
+    fn new(client: Option<LegacyClient>) -> Declared {
+        let modern_meta = Arc::new(tsession::modern_meta(
+            client.as_ref().unwrap_or(&default_client()),
+        ));
+        Declared {
+            client,
+            modern_meta,
         }
     }
 }
