@@ -198,12 +198,7 @@ impl Lane {
         let Some(head) = crate::jsonrpc::peek(line) else {
             return false;
         };
-        if line.ends_with(b"\n") {
-            upstream.relay_now(&head, line)
-        } else {
-            // The last line of the input, without its newline.
-            upstream.relay_now(&head, &[line, b"\n"].concat())
-        }
+        upstream.relay_now(&head, &transport::lines::with_newline(line))
     }
 }
 

@@ -286,6 +286,16 @@ pub async fn write_raw_lines<W: AsyncWrite + Unpin>(
     Ok(())
 }
 
+/// `line` as a whole line: with its newline, added when it was the last
+/// line of a stream that ended without one.
+pub fn with_newline(line: &[u8]) -> std::borrow::Cow<'_, [u8]> {
+    if line.ends_with(b"\n") {
+        std::borrow::Cow::Borrowed(line)
+    } else {
+        std::borrow::Cow::Owned([line, b"\n"].concat())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -836,12 +836,7 @@ impl Upstream for Supervised {
 /// Writes a line the child wrote to a pass-through client, newline
 /// included even for a last line without one.
 fn forward(sink: &dyn LineSink, line: &[u8]) {
-    let written = if line.ends_with(b"\n") {
-        sink.write_line(line)
-    } else {
-        sink.write_line(&[line, b"\n"].concat())
-    };
-    if let Err(e) = written {
+    if let Err(e) = sink.write_line(&transport::lines::with_newline(line)) {
         // The client is gone; its end of stdin ends the session.
         tracing::debug!(error = %e, "writing to the client failed");
     }
