@@ -86,7 +86,9 @@ fn stalled_reader_gets_every_answer(client: Revision) {
     let hello = lines
         .recv_timeout(Duration::from_secs(20))
         .expect("a handshake answer");
-    assert!(hello.contains("\"result\""), "{hello}");
+    let hello: Value = serde_json::from_str(&hello).expect("a JSON handshake answer");
+    assert!(hello.get("result").is_some(), "{hello}");
+    assert_valid(client, &hello, first["method"].as_str());
     if client == Revision::Legacy {
         writeln!(
             stdin,
