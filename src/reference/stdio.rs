@@ -1,9 +1,16 @@
 //! Newline-delimited JSON-RPC on stdin/stdout; logs go to stderr.
+//!
+//! stdin and stdout are read and written with blocking calls on two threads
+//! of their own. tokio's `stdin()`/`stdout()` hand every read and every
+//! write to its blocking pool, a thread hop each way per message: that made
+//! this fixture cost more CPU per request than the shim in front of it, and
+//! on a 2-CPU machine that cost landed in every latency the overhead bench
+//! measures (docs/performance.md).
 
+use std::io::{BufRead, BufWriter, Write};
 use std::time::Duration;
 
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 use super::ReferenceServer;
 use crate::jsonrpc::{Message, salvage_id};
@@ -19,12 +26,41 @@ const DRAIN_MAX: Duration = Duration::from_secs(3);
 pub(crate) async fn serve(revision: Revision) -> std::io::Result<()> {
     let (tx, rx) = mpsc::unbounded_channel();
     let server = ReferenceServer::new(revision, tx.clone());
-    let (eof_tx, eof_rx) = tokio::sync::oneshot::channel::<()>();
+    let rt = tokio::runtime::Handle::current();
+    let (eof_tx, eof_rx) = oneshot::channel::<()>();
     let writer = tokio::spawn(write_loop(rx, eof_rx));
     tracing::info!(%revision, "reference server listening on stdio");
 
-    let mut lines = BufReader::new(tokio::io::stdin()).lines();
-    while let Some(line) = lines.next_line().await? {
+    let (read_tx, read_rx) = oneshot::channel();
+    std::thread::Builder::new()
+        .name("stdin".into())
+        .spawn(move || {
+            // The server spawns its tool runs and timers onto the runtime.
+            let _in_runtime = rt.enter();
+            let read = read_loop(&server, &tx);
+            // In-flight work keeps its own senders; the writer drains them.
+            drop(server);
+            drop(tx);
+            let _ = read_tx.send(read);
+        })?;
+    let read = read_rx
+        .await
+        .unwrap_or_else(|_| Err(std::io::Error::other("the stdin thread panicked")));
+    tracing::info!("stdin closed; draining output");
+    let _ = eof_tx.send(());
+    let written = writer.await.map_err(std::io::Error::other)?;
+    read.and(written)
+}
+
+/// Feeds each stdin line to the server until end of input.
+fn read_loop(server: &ReferenceServer, tx: &mpsc::UnboundedSender<Message>) -> std::io::Result<()> {
+    let mut input = std::io::stdin().lock();
+    let mut line = String::new();
+    loop {
+        line.clear();
+        if input.read_line(&mut line)? == 0 {
+            return Ok(());
+        }
         let line = line.trim();
         if line.is_empty() {
             continue;
@@ -42,18 +78,17 @@ pub(crate) async fn serve(revision: Revision) -> std::io::Result<()> {
             }
         }
     }
-    tracing::info!("stdin closed; draining output");
-    let _ = eof_tx.send(());
-    drop(server);
-    drop(tx);
-    writer.await.map_err(std::io::Error::other)?
 }
 
+/// Writes the server's messages until every sender is gone, or, once
+/// stdin closed, until the drain's idle or overall bound.
 async fn write_loop(
     mut rx: mpsc::UnboundedReceiver<Message>,
-    mut eof: tokio::sync::oneshot::Receiver<()>,
+    mut eof: oneshot::Receiver<()>,
 ) -> std::io::Result<()> {
-    let mut out = tokio::io::stdout();
+    // Blocking writes on the runtime's one thread: a client that stops
+    // reading stalls this fixture, as it would most stdio servers.
+    let mut out = BufWriter::new(std::io::stdout());
     let mut buf = Vec::with_capacity(1024);
     let mut draining = None;
     loop {
@@ -78,10 +113,13 @@ async fn write_loop(
         tracing::debug!(target: "mcp_tasks_shim::reference::wire", dir = "out",
             line = %String::from_utf8_lossy(&buf));
         buf.push(b'\n');
-        out.write_all(&buf).await?;
-        out.flush().await?;
+        out.write_all(&buf)?;
+        // Lines already queued go out in the same write.
+        if rx.is_empty() {
+            out.flush()?;
+        }
     }
-    Ok(())
+    out.flush()
 }
 
 /// Serialises one message. An error whose request id could not be read
