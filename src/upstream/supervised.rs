@@ -630,6 +630,25 @@ impl Supervised {
         if !first {
             return;
         }
+        let was_live = matches!(&*self.state.borrow(), State::Up(g) if Arc::ptr_eq(g, generation));
+        let stopping = self.stopping.load(Ordering::SeqCst);
+        let restart = self.opts.restart && !stopping;
+        // The state changes before anyone hears of the fault: a client
+        // told below that its request failed may send the next one at
+        // once, and that one must wait for the successor (or fail with
+        // this reason), not reach the dead connection.
+        if was_live {
+            let state = if restart {
+                State::Restarting(reason.clone())
+            } else if stopping {
+                State::Down(reason.clone())
+            } else {
+                State::Down(format!(
+                    "{reason}; it was not restarted (see --restart-upstream)"
+                ))
+            };
+            self.state.send_replace(state);
+        }
         generation.conn.close(&reason);
         // Relayed requests are answered here, before `Closed`, so a client
         // hears why its request failed whichever way the answer would
@@ -642,26 +661,13 @@ impl Supervised {
         // A hung or garbling child must not linger; for an exited one this
         // is a no-op.
         generation.kill.notify_one();
-        let was_live = matches!(&*self.state.borrow(), State::Up(g) if Arc::ptr_eq(g, generation));
         if !was_live {
             tracing::debug!(generation = generation.n, %reason, "retired upstream ended");
             return;
         }
-        let stopping = self.stopping.load(Ordering::SeqCst);
         if !stopping {
             tracing::error!(generation = generation.n, %reason, "upstream failed");
         }
-        let restart = self.opts.restart && !stopping;
-        let state = if restart {
-            State::Restarting(reason.clone())
-        } else if stopping {
-            State::Down(reason.clone())
-        } else {
-            State::Down(format!(
-                "{reason}; it was not restarted (see --restart-upstream)"
-            ))
-        };
-        self.state.send_replace(state);
         self.emit(UpstreamEvent::Closed(reason.clone()));
         if restart {
             tokio::spawn(self.clone().restart(reason));
