@@ -38,10 +38,11 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
     if args.no_listen {
         crate::reference::disable_listen();
     }
-    // Over stdio, one runtime thread runs the tools and timers beside the
-    // stdin and stdout threads: with a pool of workers, each tiny tool run
-    // also woke an idle worker to look for work, a few µs of CPU per
-    // request that a 2-CPU machine pays in every latency it measures.
+    // Over stdio, one runtime thread runs the tools, the timers and the
+    // stdout writer beside the stdin thread: with a pool of workers, each
+    // tiny tool run also woke an idle worker to look for work, a few µs of
+    // CPU per request that a 2-CPU machine pays in every latency it
+    // measures.
     // HTTP keeps the pool: many connections share the server there.
     let rt = match args.http {
         Some(_) => tokio::runtime::Runtime::new(),

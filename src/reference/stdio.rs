@@ -1,8 +1,10 @@
 //! Newline-delimited JSON-RPC on stdin/stdout; logs go to stderr.
 //!
-//! stdin and stdout are read and written with blocking calls on two threads
-//! of their own. tokio's `stdin()`/`stdout()` hand every read and every
-//! write to its blocking pool, a thread hop each way per message: that made
+//! stdin is read with blocking reads on a thread of its own, and stdout
+//! written with blocking writes on the runtime's thread (`reference-server`
+//! gives stdio a current-thread runtime). tokio's `stdin()`/`stdout()` hand
+//! every read and every write to its blocking pool, a thread hop each way
+//! per message: that made
 //! this fixture cost more CPU per request than the shim in front of it, and
 //! on a 2-CPU machine that cost landed in every latency the overhead bench
 //! measures (docs/performance.md).
