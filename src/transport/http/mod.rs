@@ -327,7 +327,6 @@ fn headers_iter(headers: &HeaderMap) -> impl Iterator<Item = (&str, &str)> {
         .filter_map(|(k, v)| v.to_str().ok().map(|v| (k.as_str(), v)))
 }
 
-/// A JSON body response.
 /// One message as an SSE `message` event (the form both revisions use).
 pub(crate) fn sse_event(
     msg: &Message,
@@ -337,6 +336,7 @@ pub(crate) fn sse_event(
         .data(msg.to_json()))
 }
 
+/// A JSON body response.
 pub(crate) fn json_response(status: StatusCode, msg: &Message) -> Response {
     (
         status,
