@@ -285,7 +285,7 @@ impl LegacySession {
             version = client.negotiated_version(),
             "legacy client initialized"
         );
-        self.set_client(client);
+        self.update_client(|declared| *declared = client);
         Ok(result)
     }
 
@@ -298,25 +298,19 @@ impl LegacySession {
             .ok_or_else(|| {
                 ShimError::InvalidParams("logging/setLevel needs params.level".into())
             })?;
-        let mut client = self.client();
-        client.log_level = Some(level.to_owned());
-        self.set_client(client);
+        self.update_client(|client| client.log_level = Some(level.to_owned()));
         Ok(json!({}))
     }
 
-    /// Records what the client declared, and the modern `_meta` that
-    /// follows from it: built here, once, not for every request.
-    fn set_client(&self, client: LegacyClient) {
-        *lock(&self.client) = Declared::new(Some(client));
-    }
-
-    /// The client as declared; a client that skipped `initialize` is
-    /// treated as one that declared nothing.
-    fn client(&self) -> LegacyClient {
-        lock(&self.client)
-            .client
-            .clone()
-            .unwrap_or_else(default_client)
+    /// Changes what the client declared (one that skipped `initialize`
+    /// starts as one that declared nothing) and rebuilds the modern `_meta`
+    /// that follows from it: built here, once, not for every request. One
+    /// lock throughout, so a concurrent change is not lost.
+    fn update_client(&self, change: impl FnOnce(&mut LegacyClient)) {
+        let mut declared = lock(&self.client);
+        let mut client = declared.client.take().unwrap_or_else(default_client);
+        change(&mut client);
+        *declared = Declared::new(Some(client));
     }
 
     /// Whether the client declared capability `name`.
