@@ -164,9 +164,9 @@ pub struct Supervised {
     events: Mutex<Option<mpsc::UnboundedSender<UpstreamEvent>>>,
     stopping: AtomicBool,
     generations: AtomicU64,
-    /// Set once a pass-through session wants the child's output untouched.
     /// Set once the child's output should be read on a thread (see
-    /// [`Supervised::read_on_thread`]).
+    /// [`Supervised::read_on_thread`]); with the sink of a pass-through
+    /// client that wants its lines untouched.
     threaded: watch::Sender<Option<OnThread>>,
 }
 
