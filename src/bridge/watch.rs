@@ -200,7 +200,7 @@ impl Watchers {
                 .max(started + period / 2)
                 .max(tokio::time::Instant::now());
             tokio::select! {
-                _ = tokio::time::sleep_until(due) => {}
+                _ = tokio::time::sleep_until(armed_for(due)) => {}
                 _ = w.wake.notified() => {
                     // An early read restarts the grid from itself.
                     due = tokio::time::Instant::now();
@@ -214,6 +214,19 @@ impl Watchers {
             map.remove(&task_id);
         }
     }
+}
+
+/// tokio's timer rounds a deadline up to its next millisecond tick, so
+/// a sleep until `due` wakes up to a millisecond after it, and a read
+/// that saw a completion would carry that lateness on top of its wait.
+/// Armed this much early, reads land in the millisecond before their due
+/// time instead of the one after: centred on the grid, still one read per
+/// interval on average.
+const TIMER_LEAD: Duration = Duration::from_millis(1);
+
+/// When to arm the timer for a read due at `due` (see [`TIMER_LEAD`]).
+fn armed_for(due: tokio::time::Instant) -> tokio::time::Instant {
+    due.checked_sub(TIMER_LEAD).unwrap_or(due)
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
