@@ -72,6 +72,13 @@ pub enum ShimError {
     /// The upstream failed (exited, timed out, sent garbage).
     #[error("Upstream error: {0}")]
     Upstream(String),
+    /// The upstream answered that it has no such task, for one the shim
+    /// holds as still running: it restarted, or dropped the task early.
+    /// Carries the upstream's own message.
+    #[error(
+        "Upstream error: the upstream no longer knows this task (it restarted, or dropped the task before its TTL): {0}"
+    )]
+    TaskLost(String),
     /// A bug or resource limit inside the shim.
     #[error("Internal error: {0}")]
     Internal(String),
@@ -92,7 +99,9 @@ impl ShimError {
             ShimError::HeaderMismatch(_) => HEADER_MISMATCH,
             ShimError::TasksExtensionRequired => MISSING_CAPABILITY,
             ShimError::UnsupportedVersion { .. } => UNSUPPORTED_VERSION,
-            ShimError::Upstream(_) | ShimError::Internal(_) => INTERNAL_ERROR,
+            ShimError::Upstream(_) | ShimError::TaskLost(_) | ShimError::Internal(_) => {
+                INTERNAL_ERROR
+            }
         }
     }
 

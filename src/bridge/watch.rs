@@ -28,8 +28,11 @@ pub(crate) enum Seen {
     Nothing,
     /// The latest upstream snapshot.
     Task(Box<DetailedTask>),
-    /// Polling stopped on an error (upstream gone, task unknown upstream).
+    /// Polling stopped on an error (upstream gone, garbled answer).
     Gone(ErrorObject),
+    /// The upstream answered that it has no such task (`-32602`): it
+    /// restarted, or dropped the task. Carries its error.
+    Lost(ErrorObject),
 }
 
 /// The shared state of one watched task.
@@ -172,6 +175,7 @@ impl Watchers {
                     Ok(d) => Seen::Task(Box::new(d)),
                     Err(e) => Seen::Gone(e.to_error_object()),
                 },
+                Ok(Err(e)) if e.code == crate::error::codes::INVALID_PARAMS => Seen::Lost(e),
                 Ok(Err(e)) => Seen::Gone(e),
                 Err(e) => Seen::Gone(e.to_error_object()),
             };

@@ -296,6 +296,18 @@ pub fn cancelled_view(t: &legacy::Task, now: &str) -> legacy::Task {
     t
 }
 
+/// `t` as a task its upstream lost (see [`ShimError::TaskLost`]): failed,
+/// with the reason as its status message, unless it had already ended.
+pub fn lost_view(t: &legacy::Task, reason: &ErrorObject, now: &str) -> legacy::Task {
+    let mut t = t.clone();
+    if !t.status.is_terminal() {
+        t.status = TaskStatus::Failed;
+        t.status_message = Some(reason.message.clone());
+        t.last_updated_at = now.to_owned();
+    }
+    t
+}
+
 /// A `tasks/list` page.
 pub fn list_page(tasks: &[legacy::Task], next_cursor: Option<String>) -> Value {
     to_value(&legacy::ListTasksResult {

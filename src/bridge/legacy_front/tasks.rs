@@ -41,16 +41,60 @@ impl LegacySession {
     /// Reads the task upstream and stores what was seen.
     async fn refresh(&self, rec: TaskRecord) -> Result<TaskRecord, ErrorObject> {
         let params = json!({"taskId": rec.id(), "_meta": self.meta()});
-        let result = self
+        let answer = self
             .front
             .upstream
             .request("tasks/get", params)
             .await
-            .map_err(ErrorObject::from)?
-            // The upstream forgot the task (expired): so does the client's view.
-            .map_err(|_| ErrorObject::from(ShimError::UnknownTask))?;
+            .map_err(ErrorObject::from)?;
+        let result = match answer {
+            Ok(result) => result,
+            // A task this client holds as running that the upstream does
+            // not know (it restarted, or dropped it early) has failed: the
+            // client learns why, and `tasks/list` stops calling it working.
+            Err(e) if e.code == crate::error::codes::INVALID_PARAMS => {
+                return self
+                    .record_lost(rec.id(), &e)?
+                    .ok_or_else(|| ShimError::UnknownTask.into());
+            }
+            Err(e) => {
+                return Err(ShimError::Upstream(format!("tasks/get: {}", e.message)).into());
+            }
+        };
         let d = DetailedTask::from_value(&result)?;
         Ok(self.record_seen(&d).unwrap_or(rec))
+    }
+
+    /// Marks a task the upstream no longer knows as failed, its error
+    /// cached for `tasks/result` (unless it ended or was cancelled first),
+    /// and tells the client. Returns the record as it now stands.
+    pub(super) fn record_lost(
+        &self,
+        task_id: &str,
+        upstream: &ErrorObject,
+    ) -> Result<Option<TaskRecord>, ErrorObject> {
+        let reason = ShimError::TaskLost(upstream.message.clone()).to_error_object();
+        let now = self.front.clock.now_iso();
+        let mut changed = false;
+        let rec = self
+            .front
+            .ledger
+            .try_update(&self.scope, task_id, self.front.clock.now_ms(), &mut |r| {
+                if r.is_terminal() {
+                    return;
+                }
+                r.task = ttask::lost_view(&r.task, &reason, &now);
+                r.payload = Payload::Error(reason.clone());
+                changed = true;
+            })
+            .map_err(ShimError::from)?;
+        if changed {
+            tracing::warn!(task = task_id, upstream = %upstream.message, "the upstream lost a running task; it reads as failed");
+            if let Some(rec) = &rec {
+                self.send(Message::notification(LEGACY_STATUS, to_value(&rec.task)));
+            }
+        }
+        Ok(rec)
     }
 
     /// Stores an upstream snapshot in this session's ledger scope (if the
@@ -113,6 +157,11 @@ impl LegacySession {
             match seen {
                 Seen::Nothing => {}
                 Seen::Gone(e) => return Err(e),
+                Seen::Lost(e) => {
+                    // Stored as failed: `tasks/result` answers from the record.
+                    self.record_lost(task_id, &e)?;
+                    return Err(ShimError::TaskLost(e.message).into());
+                }
                 Seen::Task(d) => {
                     self.record_seen(&d);
                     if d.task.status.is_terminal() {

@@ -291,6 +291,37 @@ impl ModernSession {
         }
     }
 
+    /// A running task the legacy upstream no longer knows (it restarted,
+    /// or dropped the task early) has failed: stored so, its error cached,
+    /// listen streams told, and answered as such. A task that had already
+    /// ended, its outcome not fetched, stays unknown.
+    fn lost(&self, id: &str, upstream: &ErrorObject) -> RpcResult {
+        let reason = ShimError::TaskLost(upstream.message.clone()).to_error_object();
+        let now = self.front.clock.now_iso();
+        let mut changed = false;
+        let rec = self
+            .front
+            .ledger
+            .try_update(&self.scope, id, self.front.clock.now_ms(), &mut |r| {
+                if r.is_terminal() {
+                    return;
+                }
+                r.task = ttask::lost_view(&r.task, &reason, &now);
+                r.payload = Payload::Error(reason.clone());
+                changed = true;
+            })
+            .map_err(ShimError::from)?
+            .filter(|r| matches!(r.payload, Payload::Error(_)))
+            .ok_or(ShimError::UnknownTask)?;
+        if changed {
+            tracing::warn!(task = id, upstream = %upstream.message, "the upstream lost a running task; it reads as failed");
+            self.front.notify_subscribers(&self.scope, id, None);
+        }
+        let mut task = rec.task;
+        task.extra.remove("_meta");
+        Ok(ttask::get_result_to_modern(&task, &rec.payload))
+    }
+
     fn record(&self, params: &Value) -> Result<TaskRecord, ErrorObject> {
         let id = ttask::task_id_param(Some(params))?;
         self.front
@@ -318,7 +349,7 @@ impl ModernSession {
         let task: legacy::Task = match fresh {
             Ok(v) => from_value("task", &v)?,
             Err(e) if e.code == crate::error::codes::INVALID_PARAMS => {
-                return Err(ShimError::UnknownTask.into());
+                return self.lost(&id, &e);
             }
             Err(e) => return Err(e),
         };
