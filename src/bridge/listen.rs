@@ -206,7 +206,7 @@ impl Listens {
                         return Ending::Done;
                     }
                 },
-                MODERN_STATUS => match n.params.as_ref().map(DetailedTask::from_value) {
+                MODERN_STATUS => match n.params.map(DetailedTask::from_owned_value) {
                     Some(Ok(mut d)) => {
                         d.task.extra.remove("_meta");
                         watchers.publish(d);

@@ -171,7 +171,7 @@ impl Watchers {
             }
             let started = tokio::time::Instant::now();
             let seen = match self.upstream.request("tasks/get", params.clone()).await {
-                Ok(Ok(v)) => match DetailedTask::from_value(&v) {
+                Ok(Ok(v)) => match DetailedTask::from_owned_value(v) {
                     Ok(d) => Seen::Task(Box::new(d)),
                     Err(e) => Seen::Gone(e.to_error_object()),
                 },

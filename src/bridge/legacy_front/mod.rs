@@ -111,13 +111,15 @@ impl LegacyFront {
             UpstreamEvent::Notification(n)
                 if n.method == crate::translate::notify::MODERN_STATUS =>
             {
-                match n.params.as_ref().map(DetailedTask::from_value) {
+                // Owned: a completed task's result moves through, uncopied.
+                match n.params.map(DetailedTask::from_owned_value) {
                     Some(Ok(mut d)) => {
                         d.task.extra.remove("_meta");
-                        self.watchers.publish(d.clone());
+                        // Stored before the waiters wake, so they read it.
                         for s in self.live_sessions() {
                             s.record_seen(&d);
                         }
+                        self.watchers.publish(d);
                     }
                     _ => tracing::warn!("malformed notifications/tasks from upstream"),
                 }

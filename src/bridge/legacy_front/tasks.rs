@@ -61,7 +61,7 @@ impl LegacySession {
                 return Err(ShimError::Upstream(format!("tasks/get: {}", e.message)).into());
             }
         };
-        let d = DetailedTask::from_value(&result)?;
+        let d = DetailedTask::from_owned_value(result)?;
         Ok(self.record_seen(&d).unwrap_or(rec))
     }
 
@@ -265,7 +265,7 @@ impl LegacySession {
         let mut tasks: Vec<_> = page.records.iter().map(|r| r.task.clone()).collect();
         while let Some(Ok((i, outcome))) = refreshes.join_next().await {
             if let Ok(Ok(v)) = outcome
-                && let Ok(d) = DetailedTask::from_value(&v)
+                && let Ok(d) = DetailedTask::from_owned_value(v)
                 && let Some(rec) = self.record_seen(&d)
             {
                 tasks[i] = rec.task;
