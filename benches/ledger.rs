@@ -149,6 +149,7 @@ fn main() {
         black_box(redis.list("big", None, 50, 0).unwrap());
     });
     row("list: first page of 50 (scope of 2000)", m, d, r);
+    big_result(&mem);
     let open = time(5, |_| {
         drop(DiskLedger::open(&dir.path().join("reopen.redb"), 10).expect("open"));
     });
@@ -156,4 +157,39 @@ fn main() {
         "{:<44} {:>10} {open:>10.0}",
         "open (and close) a ledger file", "-"
     );
+}
+
+/// `tasks/get` of a task that finished with a 1 MiB result reads the
+/// record without its payload (`try_get_task`); `tasks/result` needs the
+/// payload (`get`). The memory ledger keeps a result as JSON text, so the
+/// second decodes 1 MiB and the first should cost what a small record does.
+fn big_result(mem: &MemoryLedger) {
+    let text = "x".repeat(1 << 20);
+    let mut r = record("res", "res-1");
+    r.task.status = TaskStatus::Completed;
+    r.payload = Payload::Result(json!({"content": [{"type": "text", "text": text}]}));
+    mem.insert(r, 0).expect("insert");
+    let small = time(2_000, |i| {
+        black_box(
+            mem.try_get_task("big", &format!("big-{}", i % BIG), 0)
+                .unwrap(),
+        );
+    });
+    let task_only = time(2_000, |_| {
+        black_box(mem.try_get_task("res", "res-1", 0).unwrap());
+    });
+    let full = time(20, |_| {
+        black_box(mem.get("res", "res-1", 0));
+    });
+    println!();
+    println!("a completed task holding a 1 MiB result (memory ledger)");
+    println!(
+        "  task only (tasks/get)      {task_only:>10.0} ns  {:>6.2}× a small record's ({small:.0} ns)",
+        task_only / small
+    );
+    println!(
+        "  with its result (tasks/result) {full:>10.0} ns  {:>8.0}× the task only",
+        full / task_only
+    );
+    println!();
 }

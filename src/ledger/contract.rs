@@ -123,6 +123,18 @@ fn updates_keep_payloads(l: &dyn TaskLedger) {
     let got = l.get("a", "t1", 1).unwrap();
     assert!(got.cancel_pinned && got.is_terminal());
     assert_eq!(got.payload, Payload::Result(result));
+    // The same record without its payload; the payload stays cached.
+    let task_only = l.try_get_task("a", "t1", 1).unwrap().unwrap();
+    assert_eq!(task_only.payload, Payload::None);
+    assert_eq!(
+        task_only,
+        TaskRecord {
+            payload: Payload::None,
+            ..got.clone()
+        }
+    );
+    assert_eq!(l.try_get_task("b", "t1", 1).unwrap(), None);
+    assert_eq!(l.get("a", "t1", 1).unwrap(), got);
     assert_eq!(got.task.extra["x-vendor"], 7);
     assert_eq!(l.get("b", "t1", 1), None);
     // An unchanged update answers the record as is.

@@ -127,6 +127,13 @@ impl Stored {
     }
 
     fn to_record(&self, id: &str) -> TaskRecord {
+        let mut r = self.to_record_without_payload(id);
+        r.payload = self.payload.to_payload();
+        r
+    }
+
+    /// The record with [`Payload::None`]: a cached result is left as text.
+    fn to_record_without_payload(&self, id: &str) -> TaskRecord {
         TaskRecord {
             scope: self.scope.to_string(),
             task: legacy::Task {
@@ -139,7 +146,7 @@ impl Stored {
                 poll_interval: self.poll_interval,
                 extra: self.extra.as_deref().cloned().unwrap_or_else(Map::new),
             },
-            payload: self.payload.to_payload(),
+            payload: Payload::None,
             cancel_pinned: self.cancel_pinned,
             synthetic: self.synthetic,
             expires_at: self.expires_at,
@@ -247,6 +254,18 @@ impl TaskLedger for MemoryLedger {
 
     fn contains(&self, scope: &str, task_id: &str, now: Millis) -> bool {
         self.lock().live(scope, task_id, now).is_some()
+    }
+
+    fn try_get_task(
+        &self,
+        scope: &str,
+        task_id: &str,
+        now: Millis,
+    ) -> Result<Option<TaskRecord>, LedgerError> {
+        Ok(self
+            .lock()
+            .live(scope, task_id, now)
+            .map(|r| r.to_record_without_payload(task_id)))
     }
 
     /// `change` may not move a record: edits to its id or scope are dropped.

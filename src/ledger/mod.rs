@@ -126,6 +126,25 @@ pub trait TaskLedger: Send + Sync + std::fmt::Debug {
         Ok(self.get(scope, task_id, now))
     }
 
+    /// [`TaskLedger::try_get`] for callers that need the task and its
+    /// flags, not its cached outcome: the record comes back with
+    /// [`Payload::None`](crate::wire::modern::Payload::None) whatever is
+    /// cached, so a `tasks/get` of a task that finished with a 1 MiB
+    /// result does not copy (or, where stored as text, parse) that result.
+    /// Stores that keep the payload apart override this; the default reads
+    /// the whole record and drops the payload.
+    fn try_get_task(
+        &self,
+        scope: &str,
+        task_id: &str,
+        now: Millis,
+    ) -> Result<Option<TaskRecord>, LedgerError> {
+        Ok(self.try_get(scope, task_id, now)?.map(|mut r| {
+            r.payload = crate::wire::modern::Payload::None;
+            r
+        }))
+    }
+
     /// [`TaskLedger::update`] that tells a storage failure from a miss
     /// (see [`TaskLedger::try_get`]).
     fn try_update(

@@ -28,8 +28,20 @@ impl LegacySession {
             .ok_or_else(|| ShimError::UnknownTask.into())
     }
 
+    /// [`Self::record`] without the cached outcome (see
+    /// [`TaskLedger::try_get_task`](crate::ledger::TaskLedger::try_get_task)):
+    /// for the methods that answer with the task, not its result.
+    fn task_record(&self, req: &Request) -> Result<TaskRecord, ErrorObject> {
+        let id = ttask::task_id_param(req.params.as_ref())?;
+        self.front
+            .ledger
+            .try_get_task(&self.scope, id, self.front.clock.now_ms())
+            .map_err(ShimError::from)?
+            .ok_or_else(|| ShimError::UnknownTask.into())
+    }
+
     pub(super) async fn tasks_get(&self, req: &Request) -> RpcResult {
-        let rec = self.record(req)?;
+        let rec = self.task_record(req)?;
         let rec = if rec.synthetic || rec.is_terminal() {
             rec
         } else {
@@ -275,7 +287,7 @@ impl LegacySession {
     }
 
     pub(super) async fn tasks_cancel(&self, req: &Request) -> RpcResult {
-        let rec = self.record(req)?;
+        let rec = self.task_record(req)?;
         if rec.is_terminal() {
             let status = if rec.cancel_pinned {
                 TaskStatus::Cancelled
