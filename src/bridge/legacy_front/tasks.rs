@@ -150,7 +150,8 @@ impl LegacySession {
         if rec.cancel_pinned {
             return Err(ShimError::TaskCancelled.into());
         }
-        ttask::task_result_to_legacy(rec.id(), rec.task.status, &rec.payload)
+        // Moved out of the record this request owns: a big result is not copied.
+        ttask::task_result_to_legacy_owned(&rec.task.task_id, rec.task.status, rec.payload)
     }
 
     /// Waits until the upstream task is terminal, bridging input requests

@@ -319,7 +319,7 @@ impl ModernSession {
         }
         let mut task = rec.task;
         task.extra.remove("_meta");
-        Ok(ttask::get_result_to_modern(&task, &rec.payload))
+        Ok(ttask::get_result_to_modern_owned(&task, rec.payload))
     }
 
     fn record(&self, params: &Value) -> Result<TaskRecord, ErrorObject> {
@@ -340,7 +340,7 @@ impl ModernSession {
             // a restart (durable ledger) the upstream may have forgotten it.
             let mut task = rec.task;
             task.extra.remove("_meta");
-            return Ok(ttask::get_result_to_modern(&task, &rec.payload));
+            return Ok(ttask::get_result_to_modern_owned(&task, rec.payload));
         }
         if rec.payload == Payload::None {
             self.reattach(&id);
@@ -392,7 +392,7 @@ impl ModernSession {
         {
             task.status = crate::wire::TaskStatus::InputRequired;
         }
-        Ok(ttask::get_result_to_modern(&task, &payload))
+        Ok(ttask::get_result_to_modern_owned(&task, payload))
     }
 
     pub(super) fn tasks_update(&self, params: &Value, meta: &RequestMeta) -> RpcResult {
