@@ -269,6 +269,17 @@ impl DiskLedger {
     }
 
     fn fetch(&self, scope: &str, id: &str, now: Millis) -> Result<Option<Stored>, LedgerError> {
+        self.fetch_with(scope, id, now, Stored::decode)
+    }
+
+    /// [`Self::fetch`] reading the record with `decode`.
+    fn fetch_with(
+        &self,
+        scope: &str,
+        id: &str,
+        now: Millis,
+        decode: fn(&[u8]) -> Result<Stored, LedgerError>,
+    ) -> Result<Option<Stored>, LedgerError> {
         let txn = self.db.begin_read().map_err(storage)?;
         let records = match txn.open_table(RECORDS) {
             Ok(t) => t,
@@ -278,7 +289,7 @@ impl DiskLedger {
         let Some(g) = records.get(id).map_err(storage)? else {
             return Ok(None);
         };
-        let s = Stored::decode(g.value())?;
+        let s = decode(g.value())?;
         Ok((s.scope == scope && !s.expired(now)).then_some(s))
     }
 
@@ -411,6 +422,17 @@ impl TaskLedger for DiskLedger {
         now: Millis,
     ) -> Result<Option<TaskRecord>, LedgerError> {
         Ok(self.fetch(scope, task_id, now)?.map(Stored::into_record))
+    }
+
+    fn try_get_task(
+        &self,
+        scope: &str,
+        task_id: &str,
+        now: Millis,
+    ) -> Result<Option<TaskRecord>, LedgerError> {
+        Ok(self
+            .fetch_with(scope, task_id, now, Stored::decode_without_payload)?
+            .map(Stored::into_record))
     }
 
     fn try_update(

@@ -227,9 +227,20 @@ impl RedisLedger {
     }
 
     fn fetch(&self, scope: &str, id: &str, now: Millis) -> Result<Option<Stored>, LedgerError> {
+        self.fetch_with(scope, id, now, Stored::decode)
+    }
+
+    /// [`Self::fetch`] reading the record with `decode`.
+    fn fetch_with(
+        &self,
+        scope: &str,
+        id: &str,
+        now: Millis,
+        decode: fn(&[u8]) -> Result<Stored, LedgerError>,
+    ) -> Result<Option<Stored>, LedgerError> {
         let raw: Option<Vec<u8>> = self.with_conn(|c| c.get(self.rec_key(id)))?;
         let Some(raw) = raw else { return Ok(None) };
-        let s = Stored::decode(&raw)?;
+        let s = decode(&raw)?;
         Ok((s.scope == scope && !s.expired(now)).then_some(s))
     }
 
@@ -424,6 +435,17 @@ impl TaskLedger for RedisLedger {
         now: Millis,
     ) -> Result<Option<TaskRecord>, LedgerError> {
         Ok(self.fetch(scope, task_id, now)?.map(Stored::into_record))
+    }
+
+    fn try_get_task(
+        &self,
+        scope: &str,
+        task_id: &str,
+        now: Millis,
+    ) -> Result<Option<TaskRecord>, LedgerError> {
+        Ok(self
+            .fetch_with(scope, task_id, now, Stored::decode_without_payload)?
+            .map(Stored::into_record))
     }
 
     fn try_update(

@@ -85,6 +85,36 @@ impl Stored {
         }
     }
 
+    /// [`Stored::decode`] leaving the payload out (as
+    /// [`Payload::None`]): serde steps over its bytes without building a
+    /// value, so reading the task of a big cached result stays cheap.
+    pub(super) fn decode_without_payload(bytes: &[u8]) -> Result<Stored, LedgerError> {
+        /// `Stored` minus `payload`, which serde then skips as unknown.
+        #[derive(Deserialize)]
+        struct Head {
+            seq: u64,
+            scope: String,
+            task: legacy::Task,
+            #[serde(default)]
+            cancel_pinned: bool,
+            #[serde(default)]
+            synthetic: bool,
+            #[serde(default)]
+            expires_at: Option<Millis>,
+        }
+        let h: Head = serde_json::from_slice(bytes)
+            .map_err(|e| LedgerError::Storage(format!("unreadable ledger record: {e}")))?;
+        Ok(Stored {
+            seq: h.seq,
+            scope: h.scope,
+            task: h.task,
+            payload: StoredPayload::None,
+            cancel_pinned: h.cancel_pinned,
+            synthetic: h.synthetic,
+            expires_at: h.expires_at,
+        })
+    }
+
     pub(super) fn decode(bytes: &[u8]) -> Result<Stored, LedgerError> {
         serde_json::from_slice(bytes)
             .map_err(|e| LedgerError::Storage(format!("unreadable ledger record: {e}")))
