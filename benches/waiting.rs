@@ -603,9 +603,19 @@ async fn fan_in(rig: &Rig, sessions: usize, tasks: usize, window_intervals: u64)
     let done: Vec<Instant> = ids.iter().map(|t| rig.fixture.complete(t)).collect();
     let mut latencies = Vec::with_capacity(waiters);
     let mut answered = 0;
-    for (c, asked) in clients.iter_mut().zip(&pending) {
+    // Every client drained at once: each answer is stamped when it reaches
+    // its client's outbox. (Drained one client after another, the later
+    // clients' answers waited in their queues while the first client's
+    // last answers came in, and were stamped up to an interval late.)
+    let collected = futures_util::future::join_all(
+        clients
+            .iter_mut()
+            .zip(&pending)
+            .map(|(c, asked)| c.answers(asked.len())),
+    )
+    .await;
+    for (mut got, asked) in collected.into_iter().zip(&pending) {
         // Answers come in any order: collect them all, then match.
-        let mut got = c.answers(asked.len()).await;
         for (i, id) in asked.iter().enumerate() {
             let (answer, at) = got.remove(id).expect("an answer to every waiter");
             if answer.get("result").is_some() {
