@@ -83,3 +83,33 @@ impl Default for BridgeConfig {
         }
     }
 }
+
+/// Marks `scope`'s task `id`, which the upstream answered it does not know
+/// (`upstream`, a `-32602`), as failed: the error that says so, `-32603`
+/// [`ShimError::TaskLost`](crate::error::ShimError::TaskLost), becomes its
+/// status message and its cached outcome. A task that had ended (or was
+/// cancelled) is left as it was. Returns the record as it now stands, and
+/// whether this call changed it (the caller then tells the client).
+pub(crate) fn mark_lost(
+    ledger: &dyn crate::ledger::TaskLedger,
+    clock: &Clock,
+    scope: &str,
+    id: &str,
+    upstream: &crate::jsonrpc::ErrorObject,
+) -> Result<(Option<crate::ledger::TaskRecord>, bool), crate::error::ShimError> {
+    let reason = crate::error::ShimError::TaskLost(upstream.message.clone()).to_error_object();
+    let now = clock.now_iso();
+    let mut changed = false;
+    let rec = ledger.try_update(scope, id, clock.now_ms(), &mut |r| {
+        if r.is_terminal() {
+            return;
+        }
+        r.task = crate::translate::task::lost_view(&r.task, &reason, &now);
+        r.payload = crate::wire::modern::Payload::Error(reason.clone());
+        changed = true;
+    })?;
+    if changed {
+        tracing::warn!(task = id, upstream = %upstream.message, "the upstream lost a running task; it reads as failed");
+    }
+    Ok((rec, changed))
+}

@@ -85,26 +85,15 @@ impl LegacySession {
         task_id: &str,
         upstream: &ErrorObject,
     ) -> Result<Option<TaskRecord>, ErrorObject> {
-        let reason = ShimError::TaskLost(upstream.message.clone()).to_error_object();
-        let now = self.front.clock.now_iso();
-        let mut changed = false;
-        let rec = self
-            .front
-            .ledger
-            .try_update(&self.scope, task_id, self.front.clock.now_ms(), &mut |r| {
-                if r.is_terminal() {
-                    return;
-                }
-                r.task = ttask::lost_view(&r.task, &reason, &now);
-                r.payload = Payload::Error(reason.clone());
-                changed = true;
-            })
-            .map_err(ShimError::from)?;
-        if changed {
-            tracing::warn!(task = task_id, upstream = %upstream.message, "the upstream lost a running task; it reads as failed");
-            if let Some(rec) = &rec {
-                self.send(Message::notification(LEGACY_STATUS, to_value(&rec.task)));
-            }
+        let (rec, changed) = crate::bridge::mark_lost(
+            &*self.front.ledger,
+            &self.front.clock,
+            &self.scope,
+            task_id,
+            upstream,
+        )?;
+        if let (Some(rec), true) = (&rec, changed) {
+            self.send(Message::notification(LEGACY_STATUS, to_value(&rec.task)));
         }
         Ok(rec)
     }

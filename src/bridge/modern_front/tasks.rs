@@ -296,25 +296,17 @@ impl ModernSession {
     /// listen streams told, and answered as such. A task that had already
     /// ended, its outcome not fetched, stays unknown.
     fn lost(&self, id: &str, upstream: &ErrorObject) -> RpcResult {
-        let reason = ShimError::TaskLost(upstream.message.clone()).to_error_object();
-        let now = self.front.clock.now_iso();
-        let mut changed = false;
-        let rec = self
-            .front
-            .ledger
-            .try_update(&self.scope, id, self.front.clock.now_ms(), &mut |r| {
-                if r.is_terminal() {
-                    return;
-                }
-                r.task = ttask::lost_view(&r.task, &reason, &now);
-                r.payload = Payload::Error(reason.clone());
-                changed = true;
-            })
-            .map_err(ShimError::from)?
+        let (rec, changed) = crate::bridge::mark_lost(
+            &*self.front.ledger,
+            &self.front.clock,
+            &self.scope,
+            id,
+            upstream,
+        )?;
+        let rec = rec
             .filter(|r| matches!(r.payload, Payload::Error(_)))
             .ok_or(ShimError::UnknownTask)?;
         if changed {
-            tracing::warn!(task = id, upstream = %upstream.message, "the upstream lost a running task; it reads as failed");
             self.front.notify_subscribers(&self.scope, id, None);
         }
         let mut task = rec.task;
