@@ -94,6 +94,17 @@ fn stdio_shim(flags: &[&str], upstream: &[String], rev: Revision, stamp: &Stamp)
     Wire::from_command(cmd, rev)
 }
 
+/// A `--restart-upstream` stdio shim over a reference server of
+/// `upstream` revision that exits on the FAULT call; `client` speaks.
+fn restarting_shim(upstream: &str, client: Revision, stamp: &Stamp) -> Wire {
+    stdio_shim(
+        &["--restart-upstream"],
+        &relay("exit", upstream),
+        client,
+        stamp,
+    )
+}
+
 fn modern_params(mut params: Value, ext: bool) -> Value {
     params["_meta"] = h::modern_meta(ext);
     params
@@ -247,12 +258,7 @@ fn waiting_call_fails_with_the_cause_for_each_fault() {
 #[test]
 fn modern_client_task_reads_failed_after_a_restart() {
     let stamp = Stamp::new("modern-task-kill");
-    let mut shim = stdio_shim(
-        &["--restart-upstream"],
-        &relay("exit", "2025-11-25"),
-        Revision::Modern,
-        &stamp,
-    );
+    let mut shim = restarting_shim("2025-11-25", Revision::Modern, &stamp);
     shim.ok("server/discover", modern_params(json!({}), true));
     let created = shim.ok("tools/call", modern_params(fault_call(), true));
     assert_eq!(created["resultType"], "task", "{created}");
@@ -300,23 +306,26 @@ fn modern_client_task_reads_failed_after_a_restart() {
     assert!(text_of(&r).contains("later"), "{r}");
 }
 
-/// The other direction: a legacy client's task on a modern upstream that
+/// The other direction: a legacy client's tasks on a modern upstream that
 /// dies and is restarted. A blocking `tasks/result` asked after the fault
 /// answers the loss as `-32603`; from then on `tasks/get` reads the task
-/// failed and `tasks/list` no longer calls it working.
+/// failed, and `tasks/list` lists it, and the other task the old child
+/// ran, as failed rather than working.
 #[test]
 fn legacy_client_task_reads_failed_after_a_restart() {
     let stamp = Stamp::new("legacy-task-kill");
-    let mut shim = stdio_shim(
-        &["--restart-upstream"],
-        &relay("exit", "2026-07-28"),
-        Revision::Legacy,
-        &stamp,
-    );
+    let mut shim = restarting_shim("2026-07-28", Revision::Legacy, &stamp);
     shim.initialize();
-    let mut call = fault_call();
-    call["task"] = json!({"ttl": 60_000});
-    let created = shim.ok("tools/call", call);
+    let as_task = |mut call: Value| {
+        call["task"] = json!({"ttl": 60_000});
+        call
+    };
+    let other = json!({"name": "slow_compute", "arguments": {"seconds": 30, "label": "other"}});
+    let other = shim.ok("tools/call", as_task(other))["task"]["taskId"]
+        .as_str()
+        .expect("a task")
+        .to_owned();
+    let created = shim.ok("tools/call", as_task(fault_call()));
     let task_id = created["task"]["taskId"]
         .as_str()
         .expect("a task")
@@ -364,6 +373,22 @@ fn legacy_client_task_reads_failed_after_a_restart() {
         .collect();
     assert_eq!(mine.len(), 1, "{listed}");
     assert_eq!(mine[0]["status"], "failed", "{listed}");
+    // Never read since the restart, it was found lost by the listing.
+    let lost: Vec<_> = listed["tasks"]
+        .as_array()
+        .expect("tasks")
+        .iter()
+        .filter(|t| t["taskId"] == other.as_str())
+        .collect();
+    assert_eq!(lost.len(), 1, "{listed}");
+    assert_eq!(lost[0]["status"], "failed", "{listed}");
+    let message = lost[0]["statusMessage"].as_str().unwrap_or_default();
+    assert!(message.contains("no longer knows this task"), "{listed}");
+    support::schema::assert_valid(
+        Revision::Legacy,
+        &json!({"jsonrpc": "2.0", "id": 1, "result": listed}),
+        Some("tasks/list"),
+    );
 }
 
 /// With `--restart-upstream`, each direction (and pass-through) fails the
@@ -377,12 +402,7 @@ fn restart_upstream_serves_new_requests_after_a_kill() {
     ] {
         let label = format!("{client:?} client, {upstream} upstream");
         let stamp = Stamp::new(&format!("restart-{client:?}-{upstream}"));
-        let mut shim = stdio_shim(
-            &["--restart-upstream"],
-            &relay("exit", upstream),
-            client,
-            &stamp,
-        );
+        let mut shim = restarting_shim(upstream, client, &stamp);
         let modern = client == Revision::Modern;
         let wrap = |p: Value| if modern { modern_params(p, false) } else { p };
         if modern {

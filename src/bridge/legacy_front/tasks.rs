@@ -9,35 +9,43 @@ use super::LegacySession;
 use crate::bridge::watch::Seen;
 use crate::error::ShimError;
 use crate::jsonrpc::{ErrorObject, Message, Request};
-use crate::ledger::TaskRecord;
+use crate::ledger::{LedgerError, Millis, TaskLedger, TaskRecord};
 use crate::translate::notify::LEGACY_STATUS;
 use crate::translate::task as ttask;
 use crate::upstream::RpcResult;
 use crate::wire::modern::{DetailedTask, Payload};
 use crate::wire::{TaskStatus, to_value};
 
+/// A [`TaskLedger`] read of one task: `try_get` or `try_get_task`.
+type LedgerRead =
+    fn(&dyn TaskLedger, &str, &str, Millis) -> Result<Option<TaskRecord>, LedgerError>;
+
 impl LegacySession {
     /// The record of `task_id` in this session's scope, or the one answer
     /// given for unknown and foreign ids alike.
     fn record(&self, req: &Request) -> Result<TaskRecord, ErrorObject> {
-        let id = ttask::task_id_param(req.params.as_ref())?;
-        self.front
-            .ledger
-            .try_get(&self.scope, id, self.front.clock.now_ms())
-            .map_err(ShimError::from)?
-            .ok_or_else(|| ShimError::UnknownTask.into())
+        self.read_record(req, |l, scope, id, now| l.try_get(scope, id, now))
     }
 
     /// [`Self::record`] without the cached outcome (see
-    /// [`TaskLedger::try_get_task`](crate::ledger::TaskLedger::try_get_task)):
-    /// for the methods that answer with the task, not its result.
+    /// [`TaskLedger::try_get_task`]): for the methods that answer with the
+    /// task, not its result.
     fn task_record(&self, req: &Request) -> Result<TaskRecord, ErrorObject> {
+        self.read_record(req, |l, scope, id, now| l.try_get_task(scope, id, now))
+    }
+
+    /// The record of the request's `taskId` in this session's scope, read
+    /// by `read`; a miss of any kind is "unknown task".
+    fn read_record(&self, req: &Request, read: LedgerRead) -> Result<TaskRecord, ErrorObject> {
         let id = ttask::task_id_param(req.params.as_ref())?;
-        self.front
-            .ledger
-            .try_get_task(&self.scope, id, self.front.clock.now_ms())
-            .map_err(ShimError::from)?
-            .ok_or_else(|| ShimError::UnknownTask.into())
+        read(
+            &*self.front.ledger,
+            &self.scope,
+            id,
+            self.front.clock.now_ms(),
+        )
+        .map_err(ShimError::from)?
+        .ok_or_else(|| ShimError::UnknownTask.into())
     }
 
     pub(super) async fn tasks_get(&self, req: &Request) -> RpcResult {
@@ -266,10 +274,18 @@ impl LegacySession {
         }
         let mut tasks: Vec<_> = page.records.iter().map(|r| r.task.clone()).collect();
         while let Some(Ok((i, outcome))) = refreshes.join_next().await {
-            if let Ok(Ok(v)) = outcome
-                && let Ok(d) = DetailedTask::from_owned_value(v)
-                && let Some(rec) = self.record_seen(&d)
-            {
+            let seen = match outcome {
+                Ok(Ok(v)) => DetailedTask::from_owned_value(v)
+                    .ok()
+                    .and_then(|d| self.record_seen(&d)),
+                // Lost upstream: listed as failed, as `tasks/get` would say.
+                Ok(Err(e)) if e.code == crate::error::codes::INVALID_PARAMS => {
+                    self.record_lost(page.records[i].id(), &e).ok().flatten()
+                }
+                // Anything else: the page shows the last status seen.
+                _ => None,
+            };
+            if let Some(rec) = seen {
                 tasks[i] = rec.task;
             }
         }
