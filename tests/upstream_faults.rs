@@ -365,24 +365,18 @@ fn legacy_client_task_reads_failed_after_a_restart() {
         "{got}"
     );
     let listed = shim.ok("tasks/list", json!({}));
-    let mine: Vec<_> = listed["tasks"]
-        .as_array()
-        .expect("tasks")
-        .iter()
-        .filter(|t| t["taskId"] == task_id.as_str())
-        .collect();
-    assert_eq!(mine.len(), 1, "{listed}");
-    assert_eq!(mine[0]["status"], "failed", "{listed}");
+    // The one listed, by id.
+    let entry = |id: &str| -> Value {
+        let all = listed["tasks"].as_array().expect("tasks");
+        let found: Vec<_> = all.iter().filter(|t| t["taskId"] == id).collect();
+        assert_eq!(found.len(), 1, "{id} once in {listed}");
+        found[0].clone()
+    };
+    assert_eq!(entry(&task_id)["status"], "failed", "{listed}");
     // Never read since the restart, it was found lost by the listing.
-    let lost: Vec<_> = listed["tasks"]
-        .as_array()
-        .expect("tasks")
-        .iter()
-        .filter(|t| t["taskId"] == other.as_str())
-        .collect();
-    assert_eq!(lost.len(), 1, "{listed}");
-    assert_eq!(lost[0]["status"], "failed", "{listed}");
-    let message = lost[0]["statusMessage"].as_str().unwrap_or_default();
+    let lost = entry(&other);
+    assert_eq!(lost["status"], "failed", "{listed}");
+    let message = lost["statusMessage"].as_str().unwrap_or_default();
     assert!(message.contains("no longer knows this task"), "{listed}");
     support::schema::assert_valid(
         Revision::Legacy,
