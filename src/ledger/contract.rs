@@ -134,6 +134,9 @@ fn updates_keep_payloads(l: &dyn TaskLedger) {
         }
     );
     assert_eq!(l.try_get_task("b", "t1", 1).unwrap(), None);
+    // A page lists tasks without their payloads, the same way.
+    let page = l.list("a", None, 10, 1).unwrap();
+    assert_eq!(page.records, std::slice::from_ref(&task_only));
     assert_eq!(l.get("a", "t1", 1).unwrap(), got);
     assert_eq!(got.task.extra["x-vendor"], 7);
     assert_eq!(l.get("b", "t1", 1), None);

@@ -363,7 +363,7 @@ impl DiskLedger {
             let Some(g) = records.get(v.value()).map_err(storage)? else {
                 continue;
             };
-            let s = Stored::decode(g.value())?;
+            let s = Stored::decode_without_payload(g.value())?;
             if s.expired(now) {
                 continue;
             }

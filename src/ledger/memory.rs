@@ -316,7 +316,7 @@ impl TaskLedger for MemoryLedger {
                 more = true;
                 break;
             }
-            records.push(r.to_record(id));
+            records.push(r.to_record_without_payload(id));
             last_seq = Some(*seq);
         }
         let next_cursor = match (more, last_seq) {
@@ -435,6 +435,8 @@ mod tests {
         r.payload = Payload::Error(crate::jsonrpc::ErrorObject::new(-32603, "boom"));
         let stored = l.update("a", "t1", 0, &mut |x| x.payload = r.payload.clone());
         assert_eq!(stored, Some(r.clone()));
+        // Listed without the payload (see `TaskLedger::list`).
+        r.payload = Payload::None;
         assert_eq!(l.list("a", None, 5, 0).unwrap().records, vec![r]);
     }
 

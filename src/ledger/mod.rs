@@ -172,7 +172,10 @@ pub trait TaskLedger: Send + Sync + std::fmt::Debug {
         change: &mut dyn FnMut(&mut TaskRecord),
     ) -> Option<TaskRecord>;
 
-    /// A page of `scope`'s records, newest first, `limit` at most.
+    /// A page of `scope`'s records, newest first, `limit` at most, each
+    /// without its payload, as [`TaskLedger::try_get_task`] reads it: a
+    /// page lists tasks, and decoding fifty cached results to list them
+    /// cost more than the rest of the page.
     fn list(
         &self,
         scope: &str,

@@ -358,7 +358,7 @@ impl RedisLedger {
                 self.with_conn(|c| redis::cmd("MGET").arg(&keys).query(c))?;
             for ((_, seq), body) in entries.iter().zip(bodies) {
                 let Some(body) = body else { continue };
-                let s = Stored::decode(&body)?;
+                let s = Stored::decode_without_payload(&body)?;
                 if s.expired(now) || s.scope != scope {
                     continue;
                 }
