@@ -268,12 +268,9 @@ impl DiskLedger {
         Ok(out)
     }
 
-    fn fetch(&self, scope: &str, id: &str, now: Millis) -> Result<Option<Stored>, LedgerError> {
-        self.fetch_with(scope, id, now, Stored::decode)
-    }
-
-    /// [`Self::fetch`] reading the record with `decode`.
-    fn fetch_with(
+    /// The record of `id` if it is `scope`'s and alive, read with `decode`
+    /// ([`Stored::decode`], or [`Stored::decode_without_payload`]).
+    fn fetch(
         &self,
         scope: &str,
         id: &str,
@@ -421,7 +418,9 @@ impl TaskLedger for DiskLedger {
         task_id: &str,
         now: Millis,
     ) -> Result<Option<TaskRecord>, LedgerError> {
-        Ok(self.fetch(scope, task_id, now)?.map(Stored::into_record))
+        Ok(self
+            .fetch(scope, task_id, now, Stored::decode)?
+            .map(Stored::into_record))
     }
 
     fn try_get_task(
@@ -431,7 +430,7 @@ impl TaskLedger for DiskLedger {
         now: Millis,
     ) -> Result<Option<TaskRecord>, LedgerError> {
         Ok(self
-            .fetch_with(scope, task_id, now, Stored::decode_without_payload)?
+            .fetch(scope, task_id, now, Stored::decode_without_payload)?
             .map(Stored::into_record))
     }
 

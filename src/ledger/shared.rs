@@ -226,12 +226,9 @@ impl RedisLedger {
         format!("{}:scope:{scope}", self.prefix)
     }
 
-    fn fetch(&self, scope: &str, id: &str, now: Millis) -> Result<Option<Stored>, LedgerError> {
-        self.fetch_with(scope, id, now, Stored::decode)
-    }
-
-    /// [`Self::fetch`] reading the record with `decode`.
-    fn fetch_with(
+    /// The record of `id` if it is `scope`'s and alive, read with `decode`
+    /// ([`Stored::decode`], or [`Stored::decode_without_payload`]).
+    fn fetch(
         &self,
         scope: &str,
         id: &str,
@@ -257,7 +254,7 @@ impl RedisLedger {
         // GET instead of WATCH/GET/UNWATCH. A change found here is applied
         // again below on a watched read, so nothing is written from an
         // unwatched one.
-        let Some(stored) = self.fetch(scope, id, now)? else {
+        let Some(stored) = self.fetch(scope, id, now, Stored::decode)? else {
             return Ok(None);
         };
         let (after, changed) = apply_change(&stored.into_record(), change);
@@ -434,7 +431,9 @@ impl TaskLedger for RedisLedger {
         task_id: &str,
         now: Millis,
     ) -> Result<Option<TaskRecord>, LedgerError> {
-        Ok(self.fetch(scope, task_id, now)?.map(Stored::into_record))
+        Ok(self
+            .fetch(scope, task_id, now, Stored::decode)?
+            .map(Stored::into_record))
     }
 
     fn try_get_task(
@@ -444,7 +443,7 @@ impl TaskLedger for RedisLedger {
         now: Millis,
     ) -> Result<Option<TaskRecord>, LedgerError> {
         Ok(self
-            .fetch_with(scope, task_id, now, Stored::decode_without_payload)?
+            .fetch(scope, task_id, now, Stored::decode_without_payload)?
             .map(Stored::into_record))
     }
 

@@ -102,8 +102,7 @@ impl Stored {
             #[serde(default)]
             expires_at: Option<Millis>,
         }
-        let h: Head = serde_json::from_slice(bytes)
-            .map_err(|e| LedgerError::Storage(format!("unreadable ledger record: {e}")))?;
+        let h: Head = read_json(bytes)?;
         Ok(Stored {
             seq: h.seq,
             scope: h.scope,
@@ -116,8 +115,7 @@ impl Stored {
     }
 
     pub(super) fn decode(bytes: &[u8]) -> Result<Stored, LedgerError> {
-        serde_json::from_slice(bytes)
-            .map_err(|e| LedgerError::Storage(format!("unreadable ledger record: {e}")))
+        read_json(bytes)
     }
 
     pub(super) fn encode(&self) -> Result<Vec<u8>, LedgerError> {
@@ -128,4 +126,10 @@ impl Stored {
     pub(super) fn expired(&self, now: Millis) -> bool {
         self.expires_at.is_some_and(|t| t <= now)
     }
+}
+
+/// A stored record's JSON read as `T`; unreadable bytes are a storage error.
+fn read_json<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, LedgerError> {
+    serde_json::from_slice(bytes)
+        .map_err(|e| LedgerError::Storage(format!("unreadable ledger record: {e}")))
 }
