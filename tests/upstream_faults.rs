@@ -275,6 +275,7 @@ fn modern_client_task_reads_failed_after_a_restart() {
             stamp.report("stdio modern→legacy kill + restart (tasks/get)");
             break r;
         } else {
+            support::schema::assert_valid(Revision::Modern, &r, Some("tasks/get"));
             assert_eq!(r["result"]["status"], "working", "{r}");
         }
         assert!(Instant::now() < deadline, "the task never read failed: {r}");
@@ -292,9 +293,10 @@ fn modern_client_task_reads_failed_after_a_restart() {
     );
     assert_eq!(result["statusMessage"], error["message"], "{failed}");
     // It stays failed: the ledger holds the outcome now.
-    let again = shim.ok("tasks/get", get());
-    assert_eq!(again["status"], "failed", "{again}");
-    assert_eq!(again["error"], *error, "{again}");
+    let again = shim.call("tasks/get", get());
+    support::schema::assert_valid(Revision::Modern, &again, Some("tasks/get"));
+    assert_eq!(again["result"]["status"], "failed", "{again}");
+    assert_eq!(again["result"]["error"], *error, "{again}");
     // And the restarted upstream serves new work.
     let r = shim.ok(
         "tools/call",
