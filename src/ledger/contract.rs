@@ -35,6 +35,7 @@ fn contract(make: &dyn Fn(usize) -> Box<dyn TaskLedger>) {
     paging(&*make(100));
     expiry_and_caps(&*make(2));
     updates_keep_payloads(&*make(100));
+    updates_cannot_move_a_record(&*make(100));
 }
 
 fn isolation(l: &dyn TaskLedger) {
@@ -96,6 +97,25 @@ fn expiry_and_caps(l: &dyn TaskLedger) {
     assert_eq!(l.evict_expired(100), 0);
     l.drop_scope("a");
     assert!(l.is_empty());
+}
+
+/// A change to the id or scope is dropped, and the record answered is the
+/// one stored: no client can hand its task to another principal.
+fn updates_cannot_move_a_record(l: &dyn TaskLedger) {
+    l.insert(rec("a", "t1", None), 0).unwrap();
+    let updated = l
+        .update("a", "t1", 1, &mut |r| {
+            r.scope = "b".into();
+            r.task.task_id = "t2".into();
+            r.task.status = TaskStatus::Completed;
+        })
+        .unwrap();
+    assert_eq!((updated.scope.as_str(), updated.id()), ("a", "t1"));
+    assert_eq!(updated.task.status, TaskStatus::Completed);
+    assert_eq!(l.get("a", "t1", 1).unwrap(), updated);
+    assert_eq!(l.get("b", "t1", 1), None);
+    assert_eq!(l.get("b", "t2", 1), None);
+    assert_eq!(l.get("a", "t2", 1), None);
 }
 
 fn updates_keep_payloads(l: &dyn TaskLedger) {

@@ -62,14 +62,14 @@ enum StoredPayload {
 }
 
 impl StoredPayload {
-    fn new(p: Payload) -> Self {
+    fn new(p: &Payload) -> Self {
         match p {
             Payload::None => StoredPayload::None,
-            Payload::Result(v) => match serde_json::to_string(&v) {
+            Payload::Result(v) => match serde_json::to_string(v) {
                 Ok(s) => StoredPayload::Result(s.into_boxed_str()),
-                Err(_) => StoredPayload::Other(Box::new(Payload::Result(v))),
+                Err(_) => StoredPayload::Other(Box::new(p.clone())),
             },
-            other => StoredPayload::Other(Box::new(other)),
+            other => StoredPayload::Other(Box::new(other.clone())),
         }
     }
 
@@ -106,21 +106,23 @@ impl Stored {
             payload: StoredPayload::None,
             expires_at: None,
         };
-        s.absorb(r);
+        s.absorb(&r);
         s
     }
 
-    /// Takes every field of `r` but its id and scope, which never change.
-    fn absorb(&mut self, r: TaskRecord) {
-        let t = r.task;
+    /// Copies every field of `r` but its id and scope, which never change.
+    /// (By reference: `update` hands the caller the record it stored, so
+    /// it must not be rebuilt from here, decoding a cached result again.)
+    fn absorb(&mut self, r: &TaskRecord) {
+        let t = &r.task;
         self.status = t.status;
-        self.status_message = t.status_message.map(String::into_boxed_str);
-        self.created_at = t.created_at.into_boxed_str();
-        self.last_updated_at = t.last_updated_at.into_boxed_str();
+        self.status_message = t.status_message.as_deref().map(Box::from);
+        self.created_at = t.created_at.as_str().into();
+        self.last_updated_at = t.last_updated_at.as_str().into();
         self.ttl = t.ttl;
         self.poll_interval = t.poll_interval;
-        self.extra = (!t.extra.is_empty()).then(|| Box::new(t.extra));
-        self.payload = StoredPayload::new(r.payload);
+        self.extra = (!t.extra.is_empty()).then(|| Box::new(t.extra.clone()));
+        self.payload = StoredPayload::new(&r.payload);
         self.cancel_pinned = r.cancel_pinned;
         self.synthetic = r.synthetic;
         self.expires_at = r.expires_at;
@@ -280,8 +282,16 @@ impl TaskLedger for MemoryLedger {
         let mut rec = inner.live(scope, task_id, now)?.to_record(task_id);
         change(&mut rec);
         let stored = inner.records.get_mut(task_id)?;
-        stored.absorb(rec);
-        Some(stored.to_record(task_id))
+        stored.absorb(&rec);
+        // What was stored, without reading it back: only a moved id or
+        // scope differs, and those edits were dropped.
+        if rec.task.task_id != task_id {
+            rec.task.task_id = task_id.to_owned();
+        }
+        if *rec.scope != *stored.scope {
+            rec.scope = stored.scope.to_string();
+        }
+        Some(rec)
     }
 
     fn list(

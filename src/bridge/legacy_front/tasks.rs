@@ -55,7 +55,7 @@ impl LegacySession {
         } else {
             self.refresh(rec).await?
         };
-        Ok(to_value(&rec.task))
+        Ok(rec.task.into_value())
     }
 
     /// Reads the task upstream and stores what was seen.
