@@ -226,7 +226,7 @@ async fn read_bounded_line<R: AsyncBufReadExt + Unpin>(
 /// async reader: stores what fits under `max` into `out`; returns how many
 /// bytes to consume and whether the line ended.
 fn take_line_chunk(buf: &[u8], out: &mut Vec<u8>, max: usize) -> (usize, bool) {
-    let (chunk, done) = match buf.iter().position(|&b| b == b'\n') {
+    let (chunk, done) = match memchr::memchr(b'\n', buf) {
         Some(i) => (&buf[..=i], true),
         None => (buf, false),
     };
