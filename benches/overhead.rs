@@ -9,6 +9,12 @@
 //!   `OVERHEAD_ROLE`, see `overhead/relay.rs`): the cost of any extra hop;
 //! - **shim**: the same client through `mcp-tasks-shim stdio` / `http`.
 //!
+//! The translating scenarios add a fourth, **upstream**: a 2026-07-28
+//! client talking directly to the 2026-07-28 server the shim forwards to.
+//! Direct and relay talk to the 2025-11-25 server, as the target says, so
+//! the shim/relay ratio also counts what the newer server costs more; the
+//! run prints that part beside the verdict.
+//!
 //! Scenarios: pass-through (modern client, modern server) and translating
 //! (legacy client; the shim in front of a modern server, direct and relay
 //! talking to the legacy reference server), each over stdio and HTTP, each
@@ -191,6 +197,10 @@ fn shim_cmd(cfg: &Config, args: &[&str], upstream: &[String]) -> Vec<String> {
 }
 
 const QUIET: (&str, &str) = ("MCP_SHIM_LOG", "warn");
+/// In the translating scenarios: a 2026-07-28 client talking directly to
+/// the 2026-07-28 server the shim forwards to, so the run shows how much
+/// more that server costs than the 2025-11-25 one behind direct and relay.
+const UPSTREAM: &str = "upstream";
 
 async fn stdio_targets(cfg: &Config, rev: Revision) -> Result<Vec<Target>> {
     let (server, shim_upstream) = match rev {
@@ -199,21 +209,31 @@ async fn stdio_targets(cfg: &Config, rev: Revision) -> Result<Vec<Target>> {
     };
     let mut shim_upstream_args = vec!["--".to_owned()];
     shim_upstream_args.extend(shim_upstream);
-    let cmds = [
-        ("direct", server.clone(), vec![QUIET]),
+    let mut cmds = vec![
+        ("direct", server.clone(), vec![QUIET], rev),
         (
             "relay",
             relay_cmd(&server)?,
             vec![QUIET, (ROLE, "stdio-relay")],
+            rev,
         ),
         (
             "shim",
             shim_cmd(cfg, &["stdio"], &shim_upstream_args),
             vec![QUIET],
+            rev,
         ),
     ];
+    if rev == Revision::Legacy {
+        cmds.push((
+            UPSTREAM,
+            ref_cmd("2026-07-28"),
+            vec![QUIET],
+            Revision::Modern,
+        ));
+    }
     let mut targets = Vec::new();
-    for (label, cmd, envs) in cmds {
+    for (label, cmd, envs, rev) in cmds {
         let (peer, ops) = StdioPeer::start(&cmd, &envs, rev)
             .await
             .map_err(|e| format!("{label}: {e}"))?;
@@ -334,12 +354,16 @@ async fn http_targets(
         &[],
     );
     let shim_url = fleet.spawn(&shim, &[QUIET]).await?;
+    let mut urls = vec![
+        ("direct", server.clone(), rev),
+        ("relay", relay_url, rev),
+        ("shim", shim_url, rev),
+    ];
+    if rev == Revision::Legacy {
+        urls.push((UPSTREAM, servers.modern.clone(), Revision::Modern));
+    }
     let mut targets = Vec::new();
-    for (label, url) in [
-        ("direct", server.clone()),
-        ("relay", relay_url),
-        ("shim", shim_url),
-    ] {
+    for (label, url, rev) in urls {
         let (peer, ops) = HttpPeer::start(&url, rev)
             .await
             .map_err(|e| format!("{label} ({url}): {e}"))?;
@@ -424,7 +448,7 @@ fn print_machine(cfg: &Config) {
 async fn measure(cfg: &Config, name: &str, targets: &mut [Target]) -> Result<Vec<Verdict>> {
     println!("\n## {name}\n");
     println!(
-        "{:<11} {:<7} {:>9} {:>9} {:>10}",
+        "{:<11} {:<8} {:>9} {:>9} {:>10}",
         "request", "target", "p50 µs", "p99 µs", "req/s"
     );
     let mut verdicts = Vec::new();
@@ -465,7 +489,7 @@ async fn measure(cfg: &Config, name: &str, targets: &mut [Target]) -> Result<Vec
             let (a, b) = (percentile(s, 0.50), percentile(s, 0.99));
             p50.push(a);
             println!(
-                "{:<11} {:<7} {:>9.1} {:>9.1} {:>10.0}",
+                "{:<11} {:<8} {:>9.1} {:>9.1} {:>10.0}",
                 which,
                 t.label,
                 a,
@@ -489,6 +513,18 @@ async fn measure(cfg: &Config, name: &str, targets: &mut [Target]) -> Result<Vec
                 relay / direct
             );
             verdicts.push(Verdict { pass });
+            if let Some(upstream) = at(UPSTREAM) {
+                // What the shim's upstream costs beyond the relay's: the
+                // ratio above counts it against the shim.
+                let gap = upstream - direct;
+                println!(
+                    "{which}: the shim adds {:.1} µs to the relay; {gap:+.1} µs of that is the 2026-07-28 \
+                     server's own cost over the 2025-11-25 one ({UPSTREAM} − direct); net of it, shim/relay \
+                     {:.2}× (not the verdict)",
+                    shim - relay,
+                    (shim - gap) / relay
+                );
+            }
         }
     }
     Ok(verdicts)
