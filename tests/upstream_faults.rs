@@ -424,6 +424,46 @@ fn restart_upstream_serves_new_requests_after_a_kill() {
     }
 }
 
+/// The `debug` log messages the reference server sent while answering.
+fn debug_logs(shim: &mut Wire) -> Vec<Value> {
+    shim.take_backlog()
+        .into_iter()
+        .filter(|m| m["method"] == "notifications/message" && m["params"]["level"] == "debug")
+        .collect()
+}
+
+/// A pass-through legacy session keeps its log level across a restart:
+/// the new child is sent the client's `logging/setLevel` again after
+/// `initialize`, as a legacy server keeps it per session.
+#[test]
+fn restart_upstream_replays_the_clients_log_level() {
+    let stamp = Stamp::new("restart-log-level");
+    let mut shim = restarting_shim("2025-11-25", Revision::Legacy, &stamp);
+    shim.initialize();
+    let greet = json!({"name": "greet", "arguments": {"name": "Ada"}});
+    shim.ok("tools/call", greet.clone());
+    assert_eq!(
+        debug_logs(&mut shim),
+        Vec::<Value>::new(),
+        "no level asked, no logs"
+    );
+    shim.ok("logging/setLevel", json!({"level": "debug"}));
+    shim.ok("tools/call", greet.clone());
+    let before = debug_logs(&mut shim);
+    assert_eq!(before.len(), 1, "{before:?}");
+    assert_eq!(before[0]["params"]["data"], "tools/call greet");
+
+    let r = shim.call("tools/call", fault_call());
+    assert_upstream_error(&r, "upstream exited");
+    shim.take_backlog();
+    shim.ok("tools/call", greet);
+    assert_eq!(
+        debug_logs(&mut shim),
+        before,
+        "the restarted child logs at the level the client set"
+    );
+}
+
 // ----------------------------------------------------------------- HTTP --
 
 fn http_shim(flags: &[&str], upstream: &[String], stamp: &Stamp) -> HttpShim {

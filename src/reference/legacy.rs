@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use tokio::task::AbortHandle;
 
 use super::legacy_wire::{final_result, initialize, task_json};
+use super::lock;
 use super::peer::{Outbox, Peer, param_str};
 use super::tasks::{CancelError, Outcome, TaskCtx, TaskStore, TaskView};
 use super::tools::{self, Call};
@@ -33,7 +34,22 @@ struct Shared {
     store: Arc<TaskStore>,
     /// Requests being worked on, so `notifications/cancelled` can stop them.
     inflight: Mutex<HashMap<Id, AbortHandle>>,
+    /// The level the client asked for with `logging/setLevel`; none asked,
+    /// no log messages.
+    log_level: Mutex<Option<String>>,
 }
+
+/// RFC 5424 severities, least severe first, as `logging/setLevel` names them.
+const LOG_LEVELS: [&str; 8] = [
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+];
 
 impl LegacyServer {
     pub(crate) fn new(out: Outbox) -> Self {
@@ -49,6 +65,7 @@ impl LegacyServer {
             peer: Peer::new(out),
             store,
             inflight: Mutex::new(HashMap::new()),
+            log_level: Mutex::new(None),
         };
         Self { s: Arc::new(s) }
     }
@@ -77,8 +94,12 @@ impl LegacyServer {
         let answer = match r.method.as_str() {
             "initialize" => Ok(initialize(p)),
             "ping" => Ok(json!({})),
+            "logging/setLevel" => self.set_level(p),
             "tools/list" => Ok(json!({"tools": tools::list(true)})),
-            "tools/call" => return self.tools_call(r),
+            "tools/call" => {
+                self.log("debug", || format!("tools/call {}", tool_name(p)));
+                return self.tools_call(r);
+            }
             "tasks/get" => self.task(p).map(|v| task_json(&v)),
             "tasks/result" => return self.tasks_result(r),
             "tasks/list" => self.tasks_list(p),
@@ -86,6 +107,31 @@ impl LegacyServer {
             m => Err(ShimError::MethodNotFound(m.to_owned())),
         };
         self.s.peer.respond(r.id, answer);
+    }
+
+    fn set_level(&self, p: Option<&Value>) -> Result<Value, ShimError> {
+        let level = param_str(p, "level")?;
+        if !LOG_LEVELS.contains(&level) {
+            return Err(ShimError::InvalidParams(format!(
+                "unknown log level {level:?}"
+            )));
+        }
+        *lock(&self.s.log_level) = Some(level.to_owned());
+        Ok(json!({}))
+    }
+
+    /// Sends `notifications/message` when the client asked for messages of
+    /// `level` or more severe. (The fixture logs each tool call at
+    /// `debug`: enough to show which level a session has.)
+    fn log(&self, level: &str, data: impl FnOnce() -> String) {
+        let rank = |l: &str| LOG_LEVELS.iter().position(|x| *x == l);
+        let wanted = lock(&self.s.log_level).as_deref().and_then(rank);
+        if wanted.is_some_and(|w| rank(level).is_some_and(|r| r >= w)) {
+            self.s.peer.send(Message::notification(
+                "notifications/message",
+                json!({"level": level, "logger": "reference-server", "data": data()}),
+            ));
+        }
     }
 
     /// Runs `work` off the read loop; its outcome answers request `id`
@@ -103,7 +149,7 @@ impl LegacyServer {
     }
 
     fn inflight(&self) -> std::sync::MutexGuard<'_, HashMap<Id, AbortHandle>> {
-        self.s.inflight.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.s.inflight)
     }
 
     fn tools_call(&self, r: Request) {
@@ -288,4 +334,11 @@ impl LegacyServer {
             Err(CancelError::Terminal(s)) => Err(ShimError::TaskTerminal(s.to_string())),
         }
     }
+}
+
+/// `params.name` of a `tools/call`, for logs ("?" when missing).
+fn tool_name(p: Option<&Value>) -> &str {
+    p.and_then(|p| p.get("name"))
+        .and_then(Value::as_str)
+        .unwrap_or("?")
 }

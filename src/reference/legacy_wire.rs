@@ -21,6 +21,7 @@ pub(crate) fn initialize(p: Option<&Value>) -> Value {
         "protocolVersion": version,
         "capabilities": {
             "tools": {"listChanged": false},
+            "logging": {},
             "tasks": {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}},
         },
         "serverInfo": super::server_info(),

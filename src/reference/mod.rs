@@ -109,6 +109,12 @@ pub async fn serve_stdio(revision: Revision) -> std::io::Result<()> {
     stdio::serve(revision).await
 }
 
+/// A lock that a panicked holder did not poison for good: the tables it
+/// guards stay consistent between statements.
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 /// `Implementation` of the reference servers.
 fn server_info() -> Value {
     json!({

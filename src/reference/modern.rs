@@ -5,11 +5,12 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use super::lock;
 use super::modern_wire::{
     check_meta, create_result, detailed, discover, finish_result, task_notification,
 };
@@ -61,10 +62,6 @@ struct Shared {
     subs: Subs,
     /// Outstanding MRTR `requestState` tokens and when they were minted.
     states: Mutex<HashMap<String, Instant>>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl ModernServer {

@@ -17,7 +17,8 @@
 //! restart, ends the event stream; later requests fail at once with the
 //! same reason. With restart, requests made while the successor starts
 //! wait for it (bounded) and the client `initialize` seen earlier (a
-//! legacy upstream's session) is replayed to it, its answer swallowed.
+//! legacy upstream's session) is replayed to it, its answer swallowed,
+//! followed by the last `logging/setLevel`, if the client sent one.
 
 use std::collections::HashSet;
 use std::ops::ControlFlow;
@@ -143,11 +144,18 @@ enum State {
     Down(String),
 }
 
+/// Client requests whose params a restarted child is sent again, in this
+/// order, after its probe: the session a legacy server keeps.
+const REPLAYED: [&str; 2] = ["initialize", "logging/setLevel"];
+
 /// What a client said to open its session, replayed to a restarted child.
 #[derive(Debug, Default)]
 struct Handshake {
     initialize: Option<Value>,
     initialized: bool,
+    /// Params of the last `logging/setLevel`: session state a legacy
+    /// server keeps, which a new child would otherwise not have.
+    log_level: Option<Value>,
 }
 
 /// An [`Upstream`] over a child process that is watched and may be
@@ -227,9 +235,7 @@ impl Supervised {
         line.push(b'\n');
         let id = match &msg {
             Message::Request(r) => {
-                if r.method == "initialize" {
-                    self.remember_initialize(r.params.clone());
-                }
+                self.remember_session_state(&r.method, r.params.as_ref());
                 Some(&r.id)
             }
             _ => None,
@@ -239,13 +245,14 @@ impl Supervised {
 
     /// [`Supervised::send_raw`] from a thread, with `line` (newline
     /// included) the bytes `head` was peeked from, written untouched. Only
-    /// while a child is up, and not for `initialize` (its params are kept
-    /// for restarts): `false` means nothing was sent, and the caller should
+    /// while a child is up, and not for `initialize` or `logging/setLevel`
+    /// (their params are kept for restarts): `false` means nothing was
+    /// sent, and the caller should
     /// parse the line and take the `send_raw` way, which waits for a
     /// restart and says what failed.
     pub fn relay_now(&self, head: &Peeked, line: &[u8]) -> bool {
         let (id, method) = match head {
-            Peeked::Request { method, .. } if method == "initialize" => return false,
+            Peeked::Request { method, .. } if REPLAYED.contains(&method.as_str()) => return false,
             Peeked::Request { id, method } => (Some(id), Some(method.as_str())),
             Peeked::Notification { method } => (None, Some(method.as_str())),
             Peeked::Response { .. } => (None, None),
@@ -312,8 +319,15 @@ impl Supervised {
         }
     }
 
-    fn remember_initialize(&self, params: Option<Value>) {
-        lock(&self.handshake).initialize = Some(params.unwrap_or_else(|| json!({})));
+    /// Keeps the params of a client request a restarted child must see
+    /// again (see [`REPLAYED`]).
+    fn remember_session_state(&self, method: &str, params: Option<&Value>) {
+        let params = || Some(params.cloned().unwrap_or_else(|| json!({})));
+        match method {
+            "initialize" => lock(&self.handshake).initialize = params(),
+            "logging/setLevel" => lock(&self.handshake).log_level = params(),
+            _ => {}
+        }
     }
 
     /// The live generation, or why there is none (without waiting).
@@ -738,9 +752,9 @@ impl Supervised {
                 expected.map_or_else(String::new, |r| r.to_string())
             ));
         }
-        let (initialize, initialized) = {
+        let (initialize, initialized, log_level) = {
             let h = lock(&self.handshake);
-            (h.initialize.clone(), h.initialized)
+            (h.initialize.clone(), h.initialized, h.log_level.clone())
         };
         if let Some(params) = initialize {
             // The answer is the client's business only the first time.
@@ -761,6 +775,19 @@ impl Supervised {
                     .input
                     .write_line(&line)
                     .map_err(|e| format!("replaying notifications/initialized failed: {e}"))?;
+            }
+        }
+        if let Some(params) = log_level {
+            let ask = generation.conn.request("logging/setLevel", params);
+            match tokio::time::timeout(self.opts.probe_timeout, ask).await {
+                Ok(Ok(Ok(_))) => {}
+                // The client heard the first answer; a refusal now changes
+                // nothing it can act on, and the child is otherwise fine.
+                Ok(Ok(Err(e))) => {
+                    tracing::warn!(error = %e.message, "the restarted upstream refused the replayed logging/setLevel");
+                }
+                Ok(Err(e)) => return Err(format!("replaying logging/setLevel failed: {e}")),
+                Err(_) => return Err("no answer to the replayed logging/setLevel".into()),
             }
         }
         Ok(())
@@ -788,9 +815,7 @@ fn probe_params() -> Value {
 #[async_trait]
 impl Upstream for Supervised {
     async fn request(&self, method: &str, params: Value) -> Result<RpcResult, ShimError> {
-        if method == "initialize" {
-            self.remember_initialize(Some(params.clone()));
-        }
+        self.remember_session_state(method, Some(&params));
         self.live().await?.conn.request(method, params).await
     }
 
