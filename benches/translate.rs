@@ -29,9 +29,9 @@ use mcp_tasks_shim::jsonrpc::{Id, Message, Notification, Request, Response};
 use mcp_tasks_shim::revision::{
     META_PROTOCOL_VERSION, META_RELATED_TASK, META_SUBSCRIPTION_ID, MODERN_VERSION,
 };
-use mcp_tasks_shim::translate::session::LegacyClient;
+use mcp_tasks_shim::translate::session::{LegacyClient, ModernMeta};
 use mcp_tasks_shim::translate::tools::TaskPolicy;
-use mcp_tasks_shim::translate::{input, notify, session, task, tools};
+use mcp_tasks_shim::translate::{input, notify, task, tools};
 use mcp_tasks_shim::wire::legacy::TaskSupport;
 use mcp_tasks_shim::wire::modern::Payload;
 use mcp_tasks_shim::wire::{from_value, legacy};
@@ -54,8 +54,9 @@ struct Case {
 
 /// Per-session state the row functions take as arguments.
 struct Ctx {
-    /// `session::modern_meta(&client)`, computed once per session.
-    modern_meta: serde_json::Map<String, Value>,
+    /// The session's modern `_meta`, built once per session, as the
+    /// legacy front holds it.
+    modern_meta: ModernMeta,
     policy: TaskPolicy,
 }
 
@@ -123,17 +124,18 @@ fn tr_create_to_modern(_: &Ctx, bytes: &[u8], out: &mut Vec<u8>) {
 }
 
 /// Downstream legacy `tools/call` with `params.task` → upstream modern
-/// request (`task` removed, modern `_meta` injected).
+/// request (`task` removed, modern `_meta` written in, as the upstream
+/// connections write it: `ModernMeta::write_request`).
 #[inline(never)]
 fn tr_call_request(ctx: &Ctx, bytes: &[u8], out: &mut Vec<u8>) {
     let mut req = request(Message::parse(bytes).expect("parses"));
     let (params, task_meta) =
         tools::call_params_to_modern_owned(req.params.take().expect("has params"));
     black_box(&task_meta);
-    req.params = Some(params);
-    let req = session::request_to_modern_with_meta(req, &ctx.modern_meta);
     out.clear();
-    emit(&Message::Request(req), out);
+    ctx.modern_meta
+        .write_request(out, &req.id, &req.method, Some(&params));
+    out.push(b'\n');
 }
 
 /// Upstream modern `notifications/tasks` → legacy `notifications/tasks/status`.
@@ -485,7 +487,7 @@ fn main() {
     })))
     .expect("valid initialize");
     let ctx = Ctx {
-        modern_meta: session::modern_meta(&client),
+        modern_meta: ModernMeta::for_client(&client),
         policy,
     };
     let cases = cases();

@@ -409,6 +409,40 @@ proptest! {
         wire_agree(&v)?;
     }
 
+    /// A request written with the session's `_meta` spliced in is, byte
+    /// for byte, the request with the members merged into its params.
+    #[test]
+    fn spliced_meta_is_the_merged_request(
+        params in prop_oneof![arb_payload(), arb_json()],
+        own_meta in prop_oneof![arb_object(), arb_json()],
+        overlap in any::<bool>(),
+        with_meta in any::<bool>(),
+        level in prop::option::of(arb_string()),
+    ) {
+        let mut client = LegacyClient::from_initialize(Some(&json!({
+            "protocolVersion": "2025-11-25",
+            "capabilities": {"elicitation": {"form": {}, "url": {}}, "sampling": {}},
+            "clientInfo": {"name": "fuzz", "version": "1"}
+        })))
+        .expect("valid initialize");
+        client.log_level = level;
+        let meta = session::ModernMeta::for_client(&client);
+        let mut params = params;
+        if with_meta && let Value::Object(p) = &mut params {
+            let mut own = own_meta;
+            if overlap && let Value::Object(o) = &mut own {
+                o.insert("io.modelcontextprotocol/clientInfo".into(), json!("the client's"));
+            }
+            p.insert("_meta".into(), own);
+        }
+        let id = Id::Num(41);
+        let mut spliced = Vec::new();
+        meta.write_request(&mut spliced, &id, "tools/call", Some(&params));
+        let mut merged = Vec::new();
+        Message::request(id, "tools/call", meta.merge_into(Some(params))).write_json(&mut merged);
+        prop_assert_eq!(String::from_utf8(spliced).unwrap(), String::from_utf8(merged).unwrap());
+    }
+
     /// Every remaining row on arbitrary input: no panic, objects out.
     #[test]
     fn remaining_rows_never_panic(v in arb_payload(), w in arb_payload(), s in arb_string()) {

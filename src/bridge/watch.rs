@@ -12,12 +12,13 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde_json::{Map, Value, json};
+use serde_json::json;
 use tokio::sync::{Notify, watch};
 
 use super::BridgeConfig;
 use super::listen::{ListenGuard, Listens};
 use crate::jsonrpc::ErrorObject;
+use crate::translate::session::ModernMeta;
 use crate::upstream::Upstream;
 use crate::wire::modern::DetailedTask;
 
@@ -99,7 +100,7 @@ impl Watchers {
     pub(crate) fn subscribe(
         self: &Arc<Self>,
         task_id: &str,
-        meta: Map<String, Value>,
+        meta: Arc<ModernMeta>,
     ) -> (Arc<Watcher>, watch::Receiver<Seen>) {
         let mut map = self.lock();
         if let Some(w) = map.get(task_id) {
@@ -116,7 +117,9 @@ impl Watchers {
         map.insert(task_id.to_owned(), w.clone());
         drop(map);
         // Before the poller starts, so the poller's exit always closes it.
-        *lock(&w.listen) = self.listens.open(task_id, &meta, Arc::downgrade(self));
+        *lock(&w.listen) = self
+            .listens
+            .open(task_id, meta.members(), Arc::downgrade(self));
         tokio::spawn(self.clone().poll(task_id.to_owned(), w.clone(), meta));
         (w, rx)
     }
@@ -157,8 +160,8 @@ impl Watchers {
         self.listens.open_streams()
     }
 
-    async fn poll(self: Arc<Self>, task_id: String, w: Arc<Watcher>, meta: Map<String, Value>) {
-        let params = json!({"taskId": task_id, "_meta": meta});
+    async fn poll(self: Arc<Self>, task_id: String, w: Arc<Watcher>, meta: Arc<ModernMeta>) {
+        let params = json!({"taskId": task_id});
         // When this read is due. Reads are due on a fixed grid (previous due
         // time + interval), not "previous start + interval": the timer wakes
         // up to a millisecond late, and measuring from the late start added
@@ -170,7 +173,10 @@ impl Watchers {
                 break;
             }
             let started = tokio::time::Instant::now();
-            let seen = match self.upstream.request("tasks/get", params.clone()).await {
+            let read = self
+                .upstream
+                .request_with_meta("tasks/get", params.clone(), &meta);
+            let seen = match read.await {
                 Ok(Ok(v)) => match DetailedTask::from_owned_value(v) {
                     Ok(d) => Seen::Task(Box::new(d)),
                     Err(e) => Seen::Gone(e.to_error_object()),

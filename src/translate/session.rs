@@ -1,11 +1,13 @@
 //! Session rows: `initialize` ↔ `server/discover`, capabilities, the
 //! per-request `_meta` of 2026-07-28, and `resultType` on results.
 
+use serde::ser::{Serialize, SerializeMap, Serializer};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 use super::{as_object, meta_mut};
 use crate::error::ShimError;
-use crate::jsonrpc::Request;
+use crate::jsonrpc::{Id, Request};
 use crate::revision::{
     LEGACY_VERSION, LEGACY_VERSIONS, META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_LOG_LEVEL,
     META_PROTOCOL_VERSION, META_SERVER_INFO, MODERN_VERSION, TASKS_EXTENSION,
@@ -142,7 +144,19 @@ pub fn request_to_modern_owned(req: Request, client: &LegacyClient) -> Request {
 /// the caller, once per client (and again after `logging/setLevel`),
 /// instead of once per request.
 pub fn request_to_modern_with_meta(req: Request, modern: &Map<String, Value>) -> Request {
-    let mut params = match req.params {
+    Request {
+        id: req.id,
+        method: req.method,
+        params: Some(merge_meta(req.params, modern)),
+    }
+}
+
+/// `params` (an object; anything else counts as `{}`) with `modern` merged
+/// into its `_meta` (created at the end if missing, made an object if it
+/// was not one): the client's members first, in order, those the shim
+/// also sets taking the shim's value in place, then the shim's others.
+fn merge_meta(params: Option<Value>, modern: &Map<String, Value>) -> Value {
+    let mut params = match params {
         Some(Value::Object(m)) => m,
         _ => Map::new(),
     };
@@ -159,10 +173,168 @@ pub fn request_to_modern_with_meta(req: Request, modern: &Map<String, Value>) ->
         merged.insert(k.clone(), v.clone());
     }
     *meta = merged;
-    Request {
-        id: req.id,
-        method: req.method,
-        params: Some(Value::Object(params)),
+    Value::Object(params)
+}
+
+/// The modern `_meta` members a legacy session adds to each of its
+/// upstream requests ([`modern_meta`]), kept as values and pre-serialised.
+///
+/// Every request on the session's behalf carries them, and they are the
+/// larger part of a small request: copying the values into each request's
+/// tree, then writing and freeing them, was most of what translating a
+/// `tools/call` cost beyond parsing it. [`ModernMeta::write_request`]
+/// writes them from their serialised form instead.
+///
+/// ```
+/// use mcp_tasks_shim::jsonrpc::{Id, Message};
+/// use mcp_tasks_shim::translate::session::{LegacyClient, ModernMeta};
+/// use serde_json::json;
+///
+/// let client = LegacyClient::from_initialize(Some(&json!({
+///     "protocolVersion": "2025-11-25", "capabilities": {},
+///     "clientInfo": {"name": "c", "version": "1"}}))).unwrap();
+/// let meta = ModernMeta::for_client(&client);
+/// let params = json!({"taskId": "t1", "_meta": {"progressToken": 7}});
+/// let mut spliced = Vec::new();
+/// meta.write_request(&mut spliced, &Id::Num(3), "tasks/get", Some(&params));
+/// let merged = Message::request(Id::Num(3), "tasks/get", meta.merge_into(Some(params)));
+/// assert_eq!(spliced, merged.to_line().strip_suffix(b"\n").unwrap());
+/// ```
+#[derive(Debug, Clone)]
+pub struct ModernMeta {
+    members: Map<String, Value>,
+    raw: Vec<(String, Box<RawValue>)>,
+}
+
+impl ModernMeta {
+    /// Pre-serialises `members`.
+    pub fn new(members: Map<String, Value>) -> ModernMeta {
+        let raw = members
+            .iter()
+            .filter_map(|(k, v)| Some((k.clone(), serde_json::value::to_raw_value(v).ok()?)))
+            .collect();
+        ModernMeta { members, raw }
+    }
+
+    /// [`modern_meta`] of `client`, pre-serialised.
+    pub fn for_client(client: &LegacyClient) -> ModernMeta {
+        ModernMeta::new(modern_meta(client))
+    }
+
+    /// The members as values.
+    pub fn members(&self) -> &Map<String, Value> {
+        &self.members
+    }
+
+    /// `params` with the members merged into `params._meta`, as
+    /// [`request_to_modern_with_meta`] does.
+    pub fn merge_into(&self, params: Option<Value>) -> Value {
+        merge_meta(params, &self.members)
+    }
+
+    /// Writes the request `{"jsonrpc":"2.0","id":…,"method":…,"params":…}`
+    /// with the members merged into `params._meta`: the same bytes as
+    /// writing `Message::request(id, method, self.merge_into(params))`,
+    /// without copying the members into `params`.
+    pub fn write_request(&self, out: &mut Vec<u8>, id: &Id, method: &str, params: Option<&Value>) {
+        let request = SplicedRequest {
+            id,
+            method,
+            params: SplicedParams {
+                params: params.and_then(Value::as_object),
+                meta: self,
+            },
+        };
+        // Serialising values and raw JSON into a Vec cannot fail.
+        let _ = serde_json::to_writer(out, &request);
+    }
+
+    fn raw(&self, key: &str) -> Option<&RawValue> {
+        self.raw.iter().find(|(k, _)| k == key).map(|(_, v)| &**v)
+    }
+}
+
+/// The same members (their serialised form follows from them).
+impl PartialEq for ModernMeta {
+    fn eq(&self, other: &Self) -> bool {
+        self.members == other.members
+    }
+}
+
+/// A request as [`crate::jsonrpc::Message::write_json`] writes it, with
+/// `params` spliced.
+struct SplicedRequest<'a> {
+    id: &'a Id,
+    method: &'a str,
+    params: SplicedParams<'a>,
+}
+
+impl Serialize for SplicedRequest<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(4))?;
+        m.serialize_entry("jsonrpc", "2.0")?;
+        m.serialize_entry("id", self.id)?;
+        m.serialize_entry("method", self.method)?;
+        m.serialize_entry("params", &self.params)?;
+        m.end()
+    }
+}
+
+/// `params` with the session's members merged into its `_meta`, in the
+/// order [`merge_meta`] gives them.
+struct SplicedParams<'a> {
+    params: Option<&'a Map<String, Value>>,
+    meta: &'a ModernMeta,
+}
+
+impl Serialize for SplicedParams<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let own_meta = self.params.and_then(|p| p.get("_meta"));
+        let mut m = s.serialize_map(None)?;
+        for (k, v) in self.params.into_iter().flatten() {
+            if k == "_meta" {
+                m.serialize_entry(k, &self.merged(v.as_object()))?;
+            } else {
+                m.serialize_entry(k, v)?;
+            }
+        }
+        if own_meta.is_none() {
+            m.serialize_entry("_meta", &self.merged(None))?;
+        }
+        m.end()
+    }
+}
+
+impl<'a> SplicedParams<'a> {
+    fn merged(&self, own: Option<&'a Map<String, Value>>) -> SplicedMeta<'a> {
+        SplicedMeta {
+            own,
+            meta: self.meta,
+        }
+    }
+}
+
+/// The client's own `_meta` members, then the session's.
+struct SplicedMeta<'a> {
+    own: Option<&'a Map<String, Value>>,
+    meta: &'a ModernMeta,
+}
+
+impl Serialize for SplicedMeta<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(None)?;
+        for (k, v) in self.own.into_iter().flatten() {
+            match self.meta.raw(k) {
+                Some(raw) => m.serialize_entry(k, raw)?,
+                None => m.serialize_entry(k, v)?,
+            }
+        }
+        for (k, raw) in &self.meta.raw {
+            if !self.own.is_some_and(|o| o.contains_key(k)) {
+                m.serialize_entry(k, &**raw)?;
+            }
+        }
+        m.end()
     }
 }
 
@@ -381,6 +553,64 @@ pub fn result_to_legacy_owned(result: Value, method: &str) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Writing a request with the session's `_meta` spliced in gives the
+    /// bytes of the merged request, member order included, whatever shape
+    /// the params and the client's own `_meta` have.
+    #[test]
+    fn spliced_meta_writes_the_merged_request() {
+        use crate::jsonrpc::Message;
+        let mut client = LegacyClient::from_initialize(Some(&json!({
+            "protocolVersion": "2025-11-25",
+            "capabilities": {"elicitation": {"form": {}}, "sampling": {}},
+            "clientInfo": {"name": "c", "version": "1", "title": "ünïcode \"quoted\""}
+        })))
+        .unwrap();
+        let plain = ModernMeta::for_client(&client);
+        client.log_level = Some("debug".into());
+        let with_level = ModernMeta::for_client(&client);
+        let params = [
+            None,
+            Some(json!({})),
+            Some(json!({"taskId": "t1"})),
+            Some(json!({"a": 1, "_meta": {"progressToken": 5}, "z": [2]})),
+            Some(json!({"_meta": {META_PROTOCOL_VERSION: "stale", "k": {"x": 1}}, "b": null})),
+            Some(json!({"_meta": 5, "name": "greet"})),
+            Some(json!({"_meta": {}})),
+            Some(json!([1, 2])),
+            Some(json!("text")),
+        ];
+        for meta in [&plain, &with_level] {
+            for id in [Id::Num(7), Id::Str("s-1".into())] {
+                for p in &params {
+                    let mut spliced = Vec::new();
+                    meta.write_request(&mut spliced, &id, "tools/call", p.as_ref());
+                    let mut merged = Vec::new();
+                    let request =
+                        Message::request(id.clone(), "tools/call", meta.merge_into(p.clone()));
+                    request.write_json(&mut merged);
+                    assert_eq!(
+                        String::from_utf8_lossy(&spliced),
+                        String::from_utf8_lossy(&merged),
+                        "params {p:?}"
+                    );
+                }
+            }
+        }
+        // The shim's members win over the client's, in the client's place.
+        let mut out = Vec::new();
+        plain.write_request(&mut out, &Id::Num(1), "m", params[4].as_ref());
+        let v: Value = serde_json::from_slice(&out).unwrap();
+        let keys: Vec<_> = v["params"]["_meta"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect();
+        assert_eq!(keys[0], META_PROTOCOL_VERSION);
+        assert_eq!(v["params"]["_meta"][META_PROTOCOL_VERSION], MODERN_VERSION);
+        assert_eq!(v["params"]["_meta"]["k"], json!({"x": 1}));
+    }
 
     #[test]
     fn a_modern_servers_stray_tasks_member_does_not_reach_legacy_clients() {

@@ -20,6 +20,7 @@ use super::{RawAnswer, RpcResult, StreamEvent, Upstream, UpstreamEvent, Upstream
 use crate::error::ShimError;
 use crate::jsonrpc::{Id, Message, Peeked};
 use crate::revision::{self, LEGACY_VERSION, MODERN_VERSION, ProbeVerdict, Revision};
+use crate::translate::session::ModernMeta;
 use crate::transport::http::headers;
 
 /// A Streamable HTTP upstream.
@@ -175,7 +176,15 @@ impl HttpUpstream {
     /// POSTs one message; returns the answer to it (for requests), sending
     /// everything else that arrives on the stream out as events.
     async fn post(&self, msg: &Message) -> Result<Option<Message>, ShimError> {
-        let resp = self.send_post(msg, None).await?;
+        self.post_as(msg, msg.to_json().into_bytes()).await
+    }
+
+    /// [`HttpUpstream::post`] of `body`, the encoding of `msg` (which gives
+    /// the headers and the id whose answer is awaited).
+    async fn post_as(&self, msg: &Message, body: Vec<u8>) -> Result<Option<Message>, ShimError> {
+        let method = msg.method().unwrap_or_default();
+        let name = headers::name_source(method, msg.params());
+        let resp = self.send_body(method, name, body.into(), None).await?;
         let status = resp.status();
         if status == reqwest::StatusCode::ACCEPTED || msg.id().is_none() {
             return Ok(None);
@@ -372,15 +381,29 @@ impl HttpUpstream {
     }
 }
 
-#[async_trait]
-impl Upstream for Arc<HttpUpstream> {
-    async fn request(&self, method: &str, params: Value) -> Result<RpcResult, ShimError> {
+impl HttpUpstream {
+    /// One request and its answer; with `meta`, its members are written
+    /// into `params._meta` from their serialised form.
+    async fn exchange(
+        self: &Arc<Self>,
+        method: &str,
+        params: Value,
+        meta: Option<&ModernMeta>,
+    ) -> Result<RpcResult, ShimError> {
         let id = Id::Num(
             self.next_id
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         );
         let msg = Message::request(id, method, params);
-        let answer = self.watched(self.post(&msg)).await?;
+        let body = match (meta, &msg) {
+            (Some(meta), Message::Request(r)) => {
+                let mut body = Vec::with_capacity(512);
+                meta.write_request(&mut body, &r.id, method, r.params.as_ref());
+                body
+            }
+            _ => msg.to_json().into_bytes(),
+        };
+        let answer = self.watched(self.post_as(&msg, body)).await?;
         if method == "initialize" && self.revision == Revision::Legacy {
             self.open_get_stream();
         }
@@ -391,6 +414,22 @@ impl Upstream for Arc<HttpUpstream> {
                 "the HTTP upstream gave no answer to {method}"
             ))),
         }
+    }
+}
+
+#[async_trait]
+impl Upstream for Arc<HttpUpstream> {
+    async fn request(&self, method: &str, params: Value) -> Result<RpcResult, ShimError> {
+        self.exchange(method, params, None).await
+    }
+
+    async fn request_with_meta(
+        &self,
+        method: &str,
+        params: Value,
+        meta: &ModernMeta,
+    ) -> Result<RpcResult, ShimError> {
+        self.exchange(method, params, Some(meta)).await
     }
 
     async fn open_stream(&self, method: &str, params: Value) -> Result<UpstreamStream, ShimError> {

@@ -25,6 +25,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::error::ShimError;
 use crate::jsonrpc::{ErrorObject, Id, Message, Notification, Request};
+use crate::translate::session::ModernMeta;
 use crate::transport::LineSink;
 
 /// Messages for the upstream, drained by its writer.
@@ -58,6 +59,19 @@ pub enum UpstreamEvent {
 pub trait Upstream: Send + Sync + 'static {
     /// Sends a request and waits for its answer.
     async fn request(&self, method: &str, params: Value) -> Result<RpcResult, ShimError>;
+    /// [`Upstream::request`] with `meta`'s members merged into
+    /// `params._meta` (a legacy session's requests to a 2026-07-28
+    /// upstream). The default merges them into `params`; an upstream that
+    /// writes JSON writes them from their serialised form instead
+    /// ([`ModernMeta::write_request`]), which is the same on the wire.
+    async fn request_with_meta(
+        &self,
+        method: &str,
+        params: Value,
+        meta: &ModernMeta,
+    ) -> Result<RpcResult, ShimError> {
+        self.request(method, meta.merge_into(Some(params))).await
+    }
     /// Sends a long-lived request (`subscriptions/listen`) and hands back
     /// its stream at once; see [`stream`]. `Err` means it could not be
     /// sent. The default refuses with [`ShimError::MethodNotFound`], so an
@@ -310,11 +324,24 @@ impl Connection {
 
     /// Writes one message as it is (no id bookkeeping).
     pub fn send(&self, msg: Message) -> Result<(), ShimError> {
+        if self.lines.is_some() {
+            return self.send_line(&msg.to_line());
+        }
+        let out = self.out.lock().unwrap_or_else(|p| p.into_inner());
+        match out.as_ref() {
+            Some(tx) if !self.is_closed() => tx.send(msg).map_err(|_| self.closed_error()),
+            _ => Err(self.closed_error()),
+        }
+    }
+
+    /// Writes one encoded message (newline included) to the upstream, on a
+    /// connection that writes its lines itself.
+    fn send_line(&self, line: &[u8]) -> Result<(), ShimError> {
         let out = self.out.lock().unwrap_or_else(|p| p.into_inner());
         match (out.as_ref(), &self.lines) {
             (Some(_), Some(lines)) if !self.is_closed() => {
                 drop(out);
-                match lines.write_line(&msg.to_line()) {
+                match lines.write_line(line) {
                     Ok(()) => Ok(()),
                     Err(_) if self.is_closed() => Err(self.closed_error()),
                     Err(e) => {
@@ -326,8 +353,35 @@ impl Connection {
                     }
                 }
             }
-            (Some(tx), None) if !self.is_closed() => tx.send(msg).map_err(|_| self.closed_error()),
             _ => Err(self.closed_error()),
+        }
+    }
+
+    /// Sends a request with a fresh id (`send` writes it) and waits for
+    /// its answer, within the request timeout.
+    async fn exchange(
+        &self,
+        method: &str,
+        send: impl FnOnce(&Connection, &Id) -> Result<(), ShimError>,
+    ) -> Result<RpcResult, ShimError> {
+        let id = self.next_request_id();
+        let (tx, rx) = oneshot::channel();
+        self.lock().insert(id.clone(), tx);
+        if let Err(e) = send(self, &id) {
+            self.lock().remove(&id);
+            return Err(e);
+        }
+        let _guard = Abandon {
+            conn: self,
+            id: &id,
+        };
+        match tokio::time::timeout(self.timeout, rx).await {
+            Ok(Ok(outcome)) => outcome,
+            Ok(Err(_)) => Err(self.closed_error()),
+            Err(_) => Err(ShimError::Upstream(format!(
+                "no answer to {method} within {} s",
+                self.timeout.as_secs_f64()
+            ))),
         }
     }
 
@@ -345,25 +399,29 @@ impl Connection {
 #[async_trait]
 impl Upstream for Connection {
     async fn request(&self, method: &str, params: Value) -> Result<RpcResult, ShimError> {
-        let id = self.next_request_id();
-        let (tx, rx) = oneshot::channel();
-        self.lock().insert(id.clone(), tx);
-        if let Err(e) = self.send(Message::request(id.clone(), method, params)) {
-            self.lock().remove(&id);
-            return Err(e);
+        self.exchange(method, |conn, id| {
+            conn.send(Message::request(id.clone(), method, params))
+        })
+        .await
+    }
+
+    async fn request_with_meta(
+        &self,
+        method: &str,
+        params: Value,
+        meta: &ModernMeta,
+    ) -> Result<RpcResult, ShimError> {
+        if self.lines.is_none() {
+            // Messages go to a channel, not out as JSON: merge.
+            return self.request(method, meta.merge_into(Some(params))).await;
         }
-        let _guard = Abandon {
-            conn: self,
-            id: &id,
-        };
-        match tokio::time::timeout(self.timeout, rx).await {
-            Ok(Ok(outcome)) => outcome,
-            Ok(Err(_)) => Err(self.closed_error()),
-            Err(_) => Err(ShimError::Upstream(format!(
-                "no answer to {method} within {} s",
-                self.timeout.as_secs_f64()
-            ))),
-        }
+        self.exchange(method, |conn, id| {
+            let mut line = Vec::with_capacity(512);
+            meta.write_request(&mut line, id, method, Some(&params));
+            line.push(b'\n');
+            conn.send_line(&line)
+        })
+        .await
     }
 
     async fn open_stream(&self, method: &str, params: Value) -> Result<UpstreamStream, ShimError> {

@@ -37,6 +37,7 @@ use crate::error::ShimError;
 use crate::inline::InlineWakes;
 use crate::jsonrpc::{Id, Message, Peeked};
 use crate::revision::{self, ProbeVerdict, Revision};
+use crate::translate::session::ModernMeta;
 use crate::transport::child::ChildInput;
 use crate::transport::lines::{BlockingLines, LineReader};
 use crate::transport::{self, Inbound, LineSink};
@@ -817,6 +818,21 @@ impl Upstream for Supervised {
     async fn request(&self, method: &str, params: Value) -> Result<RpcResult, ShimError> {
         self.remember_session_state(method, Some(&params));
         self.live().await?.conn.request(method, params).await
+    }
+
+    async fn request_with_meta(
+        &self,
+        method: &str,
+        params: Value,
+        meta: &ModernMeta,
+    ) -> Result<RpcResult, ShimError> {
+        // Only legacy sessions over a 2026-07-28 child get here, which has
+        // no session state to replay.
+        let generation = self.live().await?;
+        generation
+            .conn
+            .request_with_meta(method, params, meta)
+            .await
     }
 
     /// On the live child. Its streams end with it (a fault closes its

@@ -25,7 +25,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
 use super::watch::Watchers;
@@ -33,7 +33,7 @@ use super::{BridgeConfig, Clock};
 use crate::error::ShimError;
 use crate::jsonrpc::{ErrorObject, Id, Message, Request};
 use crate::ledger::TaskLedger;
-use crate::translate::session::{self as tsession, LegacyClient};
+use crate::translate::session::{self as tsession, LegacyClient, ModernMeta};
 use crate::translate::tools::TaskPolicy;
 use crate::transport::Outbox;
 use crate::upstream::{RpcResult, Upstream, UpstreamEvent};
@@ -325,20 +325,17 @@ impl LegacySession {
     }
 
     /// The modern `_meta` for requests on this session's behalf.
-    fn meta(&self) -> Map<String, Value> {
-        Map::clone(&lock(&self.client).modern_meta)
+    fn meta(&self) -> Arc<ModernMeta> {
+        lock(&self.client).modern_meta.clone()
     }
 
     /// Sends a legacy-shaped request upstream as a modern one; transport
     /// failures become `-32603` answers.
     async fn call(&self, req: Request) -> RpcResult {
-        let meta = lock(&self.client).modern_meta.clone();
-        let modern = tsession::request_to_modern_with_meta(req, &meta);
-        drop(meta);
-        let params = modern.params.unwrap_or_else(|| json!({}));
+        let params = req.params.unwrap_or_else(|| json!({}));
         self.front
             .upstream
-            .request(&modern.method, params)
+            .request_with_meta(&req.method, params, &self.meta())
             .await
             .map_err(ErrorObject::from)?
     }
@@ -396,12 +393,12 @@ impl LegacySession {
 #[derive(Debug)]
 struct Declared {
     client: Option<LegacyClient>,
-    modern_meta: Arc<Map<String, Value>>,
+    modern_meta: Arc<ModernMeta>,
 }
 
 impl Declared {
     fn new(client: Option<LegacyClient>) -> Declared {
-        let modern_meta = Arc::new(tsession::modern_meta(
+        let modern_meta = Arc::new(ModernMeta::for_client(
             client.as_ref().unwrap_or(&default_client()),
         ));
         Declared {

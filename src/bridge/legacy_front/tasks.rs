@@ -60,11 +60,10 @@ impl LegacySession {
 
     /// Reads the task upstream and stores what was seen.
     async fn refresh(&self, rec: TaskRecord) -> Result<TaskRecord, ErrorObject> {
-        let params = json!({"taskId": rec.id(), "_meta": self.meta()});
         let answer = self
             .front
             .upstream
-            .request("tasks/get", params)
+            .request_with_meta("tasks/get", json!({"taskId": rec.id()}), &self.meta())
             .await
             .map_err(ErrorObject::from)?;
         let result = match answer {
@@ -225,9 +224,13 @@ impl LegacySession {
             if let Some(answer) = answer {
                 let mut responses = serde_json::Map::new();
                 responses.insert(key.clone(), answer);
-                let mut params = crate::translate::input::update_params(&task_id, responses);
-                params["_meta"] = Value::Object(this.meta());
-                match this.front.upstream.request("tasks/update", params).await {
+                let params = crate::translate::input::update_params(&task_id, responses);
+                let meta = this.meta();
+                let update = this
+                    .front
+                    .upstream
+                    .request_with_meta("tasks/update", params, &meta);
+                match update.await {
                     Ok(Ok(_)) => {}
                     Ok(Err(e)) => {
                         tracing::warn!(%task_id, %key, code = e.code, "upstream refused tasks/update")
@@ -267,9 +270,12 @@ impl LegacySession {
         let mut refreshes = JoinSet::new();
         for (i, rec) in page.records.iter().enumerate() {
             if !rec.synthetic && !rec.is_terminal() {
-                let params = json!({"taskId": rec.id(), "_meta": self.meta()});
-                let upstream = self.front.upstream.clone();
-                refreshes.spawn(async move { (i, upstream.request("tasks/get", params).await) });
+                let params = json!({"taskId": rec.id()});
+                let (upstream, meta) = (self.front.upstream.clone(), self.meta());
+                refreshes.spawn(async move {
+                    let seen = upstream.request_with_meta("tasks/get", params, &meta);
+                    (i, seen.await)
+                });
             }
         }
         let mut tasks: Vec<_> = page.records.iter().map(|r| r.task.clone()).collect();
@@ -302,8 +308,13 @@ impl LegacySession {
             };
             return Err(ShimError::TaskTerminal(status.to_string()).into());
         }
-        let params = json!({"taskId": rec.id(), "_meta": self.meta()});
-        match self.front.upstream.request("tasks/cancel", params).await {
+        let params = json!({"taskId": rec.id()});
+        let meta = self.meta();
+        let cancel = self
+            .front
+            .upstream
+            .request_with_meta("tasks/cancel", params, &meta);
+        match cancel.await {
             Ok(Ok(_)) => {}
             Ok(Err(e)) => tracing::info!(
                 task = rec.id(),
