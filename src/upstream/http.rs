@@ -182,9 +182,7 @@ impl HttpUpstream {
     /// [`HttpUpstream::post`] of `body`, the encoding of `msg` (which gives
     /// the headers and the id whose answer is awaited).
     async fn post_as(&self, msg: &Message, body: Vec<u8>) -> Result<Option<Message>, ShimError> {
-        let method = msg.method().unwrap_or_default();
-        let name = headers::name_source(method, msg.params());
-        let resp = self.send_body(method, name, body.into(), None).await?;
+        let resp = self.send_post(msg, body, None).await?;
         let status = resp.status();
         if status == reqwest::StatusCode::ACCEPTED || msg.id().is_none() {
             return Ok(None);
@@ -196,17 +194,18 @@ impl HttpUpstream {
         read_json(resp).await.map(Some)
     }
 
-    /// Sends one POST of `msg` (a longer `timeout` than the client's for
-    /// long-lived requests) and keeps the session id it may mint.
+    /// Sends one POST of `body`, the encoding of `msg` (a longer `timeout`
+    /// than the client's for long-lived requests), with the headers `msg`
+    /// calls for, and keeps the session id it may mint.
     async fn send_post(
         &self,
         msg: &Message,
+        body: Vec<u8>,
         timeout: Option<Duration>,
     ) -> Result<reqwest::Response, ShimError> {
         let method = msg.method().unwrap_or_default();
         let name = headers::name_source(method, msg.params());
-        self.send_body(method, name, msg.to_json().into(), timeout)
-            .await
+        self.send_body(method, name, body.into(), timeout).await
     }
 
     /// Sends one POST of an encoded body with the headers of the revision
@@ -266,7 +265,8 @@ impl HttpUpstream {
     /// `tx`, and so does how it ended. Whatever else the stream carries
     /// becomes an event, as on any other stream.
     async fn run_stream(&self, msg: Message, tx: mpsc::UnboundedSender<StreamEvent>) {
-        let ended = match self.send_post(&msg, Some(STREAM_TIMEOUT)).await {
+        let body = msg.to_json().into_bytes();
+        let ended = match self.send_post(&msg, body, Some(STREAM_TIMEOUT)).await {
             Err(e) => Err(e),
             Ok(resp) if is_sse(&resp) => {
                 let on_other = |m| match m {
