@@ -329,13 +329,21 @@ impl LegacySession {
         lock(&self.client).modern_meta.clone()
     }
 
+    /// Sends `method` upstream on this session's behalf: `params` with the
+    /// session's modern `_meta`.
+    async fn upstream_request(&self, method: &str, params: Value) -> Result<RpcResult, ShimError> {
+        let meta = self.meta();
+        self.front
+            .upstream
+            .request_with_meta(method, params, &meta)
+            .await
+    }
+
     /// Sends a legacy-shaped request upstream as a modern one; transport
     /// failures become `-32603` answers.
     async fn call(&self, req: Request) -> RpcResult {
         let params = req.params.unwrap_or_else(|| json!({}));
-        self.front
-            .upstream
-            .request_with_meta(&req.method, params, &self.meta())
+        self.upstream_request(&req.method, params)
             .await
             .map_err(ErrorObject::from)?
     }

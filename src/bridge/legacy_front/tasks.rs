@@ -61,9 +61,7 @@ impl LegacySession {
     /// Reads the task upstream and stores what was seen.
     async fn refresh(&self, rec: TaskRecord) -> Result<TaskRecord, ErrorObject> {
         let answer = self
-            .front
-            .upstream
-            .request_with_meta("tasks/get", json!({"taskId": rec.id()}), &self.meta())
+            .upstream_request("tasks/get", json!({"taskId": rec.id()}))
             .await
             .map_err(ErrorObject::from)?;
         let result = match answer {
@@ -225,12 +223,7 @@ impl LegacySession {
                 let mut responses = serde_json::Map::new();
                 responses.insert(key.clone(), answer);
                 let params = crate::translate::input::update_params(&task_id, responses);
-                let meta = this.meta();
-                let update = this
-                    .front
-                    .upstream
-                    .request_with_meta("tasks/update", params, &meta);
-                match update.await {
+                match this.upstream_request("tasks/update", params).await {
                     Ok(Ok(_)) => {}
                     Ok(Err(e)) => {
                         tracing::warn!(%task_id, %key, code = e.code, "upstream refused tasks/update")
@@ -309,12 +302,7 @@ impl LegacySession {
             return Err(ShimError::TaskTerminal(status.to_string()).into());
         }
         let params = json!({"taskId": rec.id()});
-        let meta = self.meta();
-        let cancel = self
-            .front
-            .upstream
-            .request_with_meta("tasks/cancel", params, &meta);
-        match cancel.await {
+        match self.upstream_request("tasks/cancel", params).await {
             Ok(Ok(_)) => {}
             Ok(Err(e)) => tracing::info!(
                 task = rec.id(),
