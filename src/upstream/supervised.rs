@@ -248,9 +248,8 @@ impl Supervised {
     /// included) the bytes `head` was peeked from, written untouched. Only
     /// while a child is up, and not for `initialize` or `logging/setLevel`
     /// (their params are kept for restarts): `false` means nothing was
-    /// sent, and the caller should
-    /// parse the line and take the `send_raw` way, which waits for a
-    /// restart and says what failed.
+    /// sent, and the caller should parse the line and take the `send_raw`
+    /// way, which waits for a restart and says what failed.
     pub fn relay_now(&self, head: &Peeked, line: &[u8]) -> bool {
         let (id, method) = match head {
             Peeked::Request { method, .. } if REPLAYED.contains(&method.as_str()) => return false,
