@@ -16,9 +16,6 @@
 //! `LEDGER_BENCH_DIR` puts the file elsewhere than the temp dir (the fsync
 //! cost is the file system's).
 
-#[path = "support/allocator.rs"]
-mod allocator;
-
 use std::hint::black_box;
 use std::time::Instant;
 

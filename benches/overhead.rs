@@ -37,9 +37,6 @@
 //! loops, 16), `OVERHEAD_SHIM_PREFIX` (a command the shim runs under, e.g.
 //! `valgrind --tool=callgrind`, for profiling).
 
-#[path = "support/allocator.rs"]
-mod allocator;
-
 #[path = "overhead/client.rs"]
 mod client;
 #[path = "overhead/relay.rs"]

@@ -19,9 +19,6 @@
 //! (or `translate::tr_*`), whose instruction counts do not depend on the
 //! load of the machine.
 
-#[path = "support/allocator.rs"]
-mod allocator;
-
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 

@@ -32,9 +32,6 @@
 //! samples per latency phase (default 200); `WAITING_POLL_MS=<ms>` the poll
 //! interval of phases 2 and 3 (default 50).
 
-#[path = "support/allocator.rs"]
-mod allocator;
-
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
