@@ -674,13 +674,13 @@ fn other_rows(v: &Value, w: &Value, s: &str) -> Result<(), TestCaseError> {
     if let Ok(c) = session::LegacyClient::from_initialize(Some(v)) {
         let _ = c.negotiated_version();
         let _ = session::discover_to_initialize(w, &c);
-        let meta = session::modern_meta(&c);
+        let meta = session::ModernMeta::for_client(&c);
         let req = Request {
             id: Id::Str(s.to_owned()),
             method: s.to_owned(),
-            params: Some(w.clone()),
+            params: Some(meta.merge_into(Some(w.clone()))),
         };
-        let out = Message::Request(session::request_to_modern_with_meta(req, &meta)).to_value();
+        let out = Message::Request(req).to_value();
         check_jsonrpc(&out).map_err(TestCaseError::fail)?;
     }
     if let Ok(meta) = session::check_modern_meta(Some(v)) {

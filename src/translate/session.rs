@@ -136,18 +136,12 @@ pub fn request_to_modern(req: &Request, client: &LegacyClient) -> Request {
 }
 
 /// [`request_to_modern`] consuming the request (params moved, not copied).
+/// A session that sends many requests keeps a [`ModernMeta`] instead.
 pub fn request_to_modern_owned(req: Request, client: &LegacyClient) -> Request {
-    request_to_modern_with_meta(req, &modern_meta(client))
-}
-
-/// [`request_to_modern_owned`] with the [`modern_meta`] members computed by
-/// the caller, once per client (and again after `logging/setLevel`),
-/// instead of once per request.
-pub fn request_to_modern_with_meta(req: Request, modern: &Map<String, Value>) -> Request {
     Request {
         id: req.id,
         method: req.method,
-        params: Some(merge_meta(req.params, modern)),
+        params: Some(merge_meta(req.params, &modern_meta(client))),
     }
 }
 
@@ -227,7 +221,7 @@ impl ModernMeta {
     }
 
     /// `params` with the members merged into `params._meta`, as
-    /// [`request_to_modern_with_meta`] does.
+    /// [`request_to_modern`] does.
     pub fn merge_into(&self, params: Option<Value>) -> Value {
         merge_meta(params, &self.members)
     }
