@@ -394,15 +394,13 @@ impl HttpUpstream {
             self.next_id
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         );
+        let spliced = meta.map(|meta| {
+            let mut body = Vec::with_capacity(512);
+            meta.write_request(&mut body, &id, method, Some(&params));
+            body
+        });
         let msg = Message::request(id, method, params);
-        let body = match (meta, &msg) {
-            (Some(meta), Message::Request(r)) => {
-                let mut body = Vec::with_capacity(512);
-                meta.write_request(&mut body, &r.id, method, r.params.as_ref());
-                body
-            }
-            _ => msg.to_json().into_bytes(),
-        };
+        let body = spliced.unwrap_or_else(|| msg.to_json().into_bytes());
         let answer = self.watched(self.post_as(&msg, body)).await?;
         if method == "initialize" && self.revision == Revision::Legacy {
             self.open_get_stream();
