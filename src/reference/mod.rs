@@ -115,11 +115,15 @@ fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// `Implementation` of the reference servers.
+/// `Implementation` of the reference servers. (Built once: the modern
+/// server puts it in the `_meta` of every result.)
 fn server_info() -> Value {
-    json!({
-        "name": "mcp-tasks-shim-reference",
-        "title": "mcp-tasks-shim reference server",
-        "version": env!("CARGO_PKG_VERSION"),
-    })
+    static INFO: std::sync::LazyLock<Value> = std::sync::LazyLock::new(|| {
+        json!({
+            "name": "mcp-tasks-shim-reference",
+            "title": "mcp-tasks-shim reference server",
+            "version": env!("CARGO_PKG_VERSION"),
+        })
+    });
+    INFO.clone()
 }

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use super::lock;
 use super::modern_wire::{
-    check_meta, create_result, detailed, discover, finish_result, task_notification,
+    CheckedMeta, check_meta, create_result, detailed, discover, finish_result, task_notification,
 };
 use super::peer::{Outbox, Peer, param_str};
 use super::tasks::{CancelError, TaskCtx, TaskStore, TaskView};
@@ -22,7 +22,7 @@ use crate::ids::random_id;
 use crate::jsonrpc::{Id, Message, Request};
 use crate::revision::META_SUBSCRIPTION_ID;
 use crate::wire::legacy::TaskSupport;
-use crate::wire::modern::{RequestMeta, result_type};
+use crate::wire::modern::result_type;
 use crate::wire::{TaskStatus, from_value};
 
 /// How long an MRTR `requestState` stays redeemable.
@@ -128,15 +128,15 @@ impl ModernServer {
             "tools/list" => {
                 Ok(json!({"tools": tools::list(false), "ttlMs": 0, "cacheScope": "public"}))
             }
-            "tools/call" => return self.tools_call(&r, &meta).transpose(),
+            "tools/call" => return self.tools_call(&r, meta).transpose(),
             "tasks/get" => self.task(p).map(|v| detailed(&v)),
             "tasks/update" => self.tasks_update(p),
             "tasks/cancel" => self.tasks_cancel(p),
-            _ => return self.listen(&r, &meta).err().map(Err),
+            _ => return self.listen(&r, meta).err().map(Err),
         })
     }
 
-    fn tools_call(&self, r: &Request, meta: &RequestMeta) -> Result<Option<Value>, ShimError> {
+    fn tools_call(&self, r: &Request, meta: CheckedMeta) -> Result<Option<Value>, ShimError> {
         let p = r.params.as_ref();
         let name = param_str(p, "name")?;
         let support = tools::task_support(name)
@@ -271,7 +271,7 @@ impl ModernServer {
 
     /// Opens a listen stream: acknowledge first, then register, then push
     /// the current state of each task (so a change between the two is not lost).
-    fn listen(&self, r: &Request, meta: &RequestMeta) -> Result<(), ShimError> {
+    fn listen(&self, r: &Request, meta: CheckedMeta) -> Result<(), ShimError> {
         let filter = r
             .params
             .as_ref()

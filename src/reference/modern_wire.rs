@@ -6,34 +6,62 @@ use serde_json::{Value, json};
 use super::tasks::TaskView;
 use crate::error::ShimError;
 use crate::jsonrpc::{Id, Message};
-use crate::revision::{META_SERVER_INFO, META_SUBSCRIPTION_ID, MODERN_VERSION, TASKS_EXTENSION};
-use crate::wire::modern::{RequestMeta, result_type};
-use crate::wire::{TaskStatus, from_value};
+use crate::revision::{
+    META_CLIENT_CAPABILITIES, META_LOG_LEVEL, META_PROTOCOL_VERSION, META_SERVER_INFO,
+    META_SUBSCRIPTION_ID, MODERN_VERSION, TASKS_EXTENSION,
+};
+use crate::wire::TaskStatus;
+use crate::wire::modern::result_type;
 
-/// The `_meta` every 2026-07-28 request must carry.
-pub(crate) fn check_meta(p: Option<&Value>) -> Result<RequestMeta, ShimError> {
-    let raw = p
+/// What the server keeps of a request's `_meta` once checked.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CheckedMeta {
+    tasks: bool,
+}
+
+impl CheckedMeta {
+    /// True when the request declared the tasks extension.
+    pub(crate) fn declares_tasks(self) -> bool {
+        self.tasks
+    }
+}
+
+/// The `_meta` every 2026-07-28 request must carry, checked where it lies:
+/// reading it into a [`crate::wire::modern::RequestMeta`] would copy the
+/// client's capabilities and info out of every request, to keep one bit.
+pub(crate) fn check_meta(p: Option<&Value>) -> Result<CheckedMeta, ShimError> {
+    let meta = p
         .and_then(|p| p.get("_meta"))
-        .ok_or_else(|| ShimError::InvalidParams("params._meta is required in 2026-07-28".into()))?;
-    let meta: RequestMeta = from_value("params._meta", raw)?;
-    let version = meta.protocol_version.as_deref().ok_or_else(|| {
+        .ok_or_else(|| ShimError::InvalidParams("params._meta is required in 2026-07-28".into()))?
+        .as_object()
+        .ok_or_else(|| ShimError::InvalidParams("params._meta must be an object".into()))?;
+    let string = |key: &str| match meta.get(key) {
+        None => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.as_str())),
+        Some(_) => Err(ShimError::InvalidParams(format!(
+            "_meta[{key:?}] must be a string"
+        ))),
+    };
+    let version = string(META_PROTOCOL_VERSION)?;
+    string(META_LOG_LEVEL)?;
+    let version = version.ok_or_else(|| {
         ShimError::InvalidParams(
             "_meta[\"io.modelcontextprotocol/protocolVersion\"] is required".into(),
         )
     })?;
-    if !meta
-        .client_capabilities
-        .as_ref()
-        .is_some_and(Value::is_object)
-    {
+    let Some(Value::Object(caps)) = meta.get(META_CLIENT_CAPABILITIES) else {
         return Err(ShimError::InvalidParams(
             "_meta[\"io.modelcontextprotocol/clientCapabilities\"] must be an object".into(),
         ));
-    }
+    };
     if version != MODERN_VERSION {
         return Err(ShimError::unsupported_version(version));
     }
-    Ok(meta)
+    let tasks = caps
+        .get("extensions")
+        .and_then(|e| e.get(TASKS_EXTENSION))
+        .is_some();
+    Ok(CheckedMeta { tasks })
 }
 
 pub(crate) fn discover() -> Value {
@@ -99,4 +127,64 @@ pub(crate) fn task_notification(sub: &Id, v: &TaskView) -> Message {
     let mut params = detailed(v);
     params["_meta"] = json!({META_SUBSCRIPTION_ID: sub});
     Message::notification("notifications/tasks", params)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::error::codes;
+
+    fn params(meta: Value) -> Value {
+        json!({"name": "greet", "_meta": meta})
+    }
+
+    fn good() -> Value {
+        json!({
+            META_PROTOCOL_VERSION: MODERN_VERSION,
+            META_CLIENT_CAPABILITIES: {"extensions": {TASKS_EXTENSION: {}}},
+            "io.modelcontextprotocol/clientInfo": {"name": "c", "version": "1"},
+        })
+    }
+
+    #[test]
+    fn a_complete_meta_passes_and_says_whether_tasks_were_declared() {
+        let checked = check_meta(Some(&params(good()))).expect("valid");
+        assert!(checked.declares_tasks());
+        let mut bare = good();
+        bare[META_CLIENT_CAPABILITIES] = json!({"elicitation": {}});
+        let checked = check_meta(Some(&params(bare))).expect("valid");
+        assert!(!checked.declares_tasks());
+    }
+
+    #[test]
+    fn every_malformed_meta_is_invalid_params_and_a_wrong_version_is_unsupported() {
+        let with = |key: &str, v: Value| {
+            let mut m = good();
+            m[key] = v;
+            params(m)
+        };
+        let without = |key: &str| {
+            let mut m = good();
+            m.as_object_mut().unwrap().shift_remove(key);
+            params(m)
+        };
+        let invalid = [
+            json!({"name": "greet"}),
+            params(json!([1])),
+            without(META_PROTOCOL_VERSION),
+            with(META_PROTOCOL_VERSION, json!(20260728)),
+            without(META_CLIENT_CAPABILITIES),
+            with(META_CLIENT_CAPABILITIES, json!("all")),
+            with(META_LOG_LEVEL, json!(7)),
+        ];
+        for p in invalid {
+            let e = check_meta(Some(&p)).expect_err("refused");
+            assert_eq!(e.code(), codes::INVALID_PARAMS, "{p}: {e}");
+        }
+        assert_eq!(check_meta(None).unwrap_err().code(), codes::INVALID_PARAMS);
+        let old = check_meta(Some(&with(META_PROTOCOL_VERSION, json!("2025-11-25"))));
+        assert!(matches!(old, Err(ShimError::UnsupportedVersion { .. })));
+    }
 }
