@@ -27,6 +27,8 @@ pub mod codes {
     pub const MISSING_CAPABILITY: i64 = -32021;
     /// 2026-07-28: unsupported protocol version.
     pub const UNSUPPORTED_VERSION: i64 = -32022;
+    /// MCP: no resource has this URI.
+    pub const RESOURCE_NOT_FOUND: i64 = -32002;
 }
 
 /// Everything that can go wrong, sorted by who is at fault.
@@ -79,6 +81,9 @@ pub enum ShimError {
         "Upstream error: the upstream no longer knows this task (it restarted, or dropped the task before its TTL): {0}"
     )]
     TaskLost(String),
+    /// No resource has this URI (the reference servers' `resources/*`).
+    #[error("Resource not found")]
+    ResourceNotFound(String),
     /// A bug or resource limit inside the shim.
     #[error("Internal error: {0}")]
     Internal(String),
@@ -99,6 +104,7 @@ impl ShimError {
             ShimError::HeaderMismatch(_) => HEADER_MISMATCH,
             ShimError::TasksExtensionRequired => MISSING_CAPABILITY,
             ShimError::UnsupportedVersion { .. } => UNSUPPORTED_VERSION,
+            ShimError::ResourceNotFound(_) => RESOURCE_NOT_FOUND,
             ShimError::Upstream(_) | ShimError::TaskLost(_) | ShimError::Internal(_) => {
                 INTERNAL_ERROR
             }
@@ -115,6 +121,7 @@ impl ShimError {
                 requested,
                 supported,
             } => Some(json!({"supported": supported, "requested": requested})),
+            ShimError::ResourceNotFound(uri) => Some(json!({"uri": uri})),
             _ => None,
         }
     }

@@ -33,6 +33,7 @@ fn ts_sdk_client_drives_the_legacy_reference_server() {
     let run = run_legacy_client("reference", &transcript, &command, TIMEOUT);
     run.assert_checks(&[
         "initialize",
+        "resource subscription",
         "create + poll + result",
         "tasks/result blocks",
         "elicitation during input_required",

@@ -2,8 +2,9 @@
 //! core, client-chosen task augmentation, blocking `tasks/result`, and
 //! mid-task input as real `elicitation/create` requests.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
@@ -37,7 +38,16 @@ struct Shared {
     /// The level the client asked for with `logging/setLevel`; none asked,
     /// no log messages.
     log_level: Mutex<Option<String>>,
+    /// `greet` calls answered: the text of [`GREETINGS_URI`].
+    greetings: AtomicU64,
+    /// Resource URIs the client subscribed to (`resources/subscribe`).
+    subscribed: Mutex<HashSet<String>>,
 }
+
+/// The one resource: a count that each `greet` call changes, so a
+/// subscriber has updates to hear about (and a restarted server's
+/// subscriptions can be seen).
+pub(crate) const GREETINGS_URI: &str = "mcp-tasks-shim://reference/greetings";
 
 /// RFC 5424 severities, least severe first, as `logging/setLevel` names them.
 const LOG_LEVELS: [&str; 8] = [
@@ -66,6 +76,8 @@ impl LegacyServer {
             store,
             inflight: Mutex::new(HashMap::new()),
             log_level: Mutex::new(None),
+            greetings: AtomicU64::new(0),
+            subscribed: Mutex::new(HashSet::new()),
         };
         Self { s: Arc::new(s) }
     }
@@ -98,8 +110,29 @@ impl LegacyServer {
             "tools/list" => Ok(json!({"tools": tools::list(true)})),
             "tools/call" => {
                 self.log("debug", || format!("tools/call {}", tool_name(p)));
+                if tool_name(p) == "greet" {
+                    self.greeted();
+                }
                 return self.tools_call(r);
             }
+            "resources/list" => Ok(json!({"resources": [{
+                "uri": GREETINGS_URI,
+                "name": "greetings",
+                "description": "How many greet calls this server has answered.",
+                "mimeType": "text/plain",
+            }]})),
+            "resources/read" => resource_uri(p).map(|uri| {
+                let n = self.s.greetings.load(Ordering::Relaxed);
+                json!({"contents": [{"uri": uri, "mimeType": "text/plain", "text": format!("{n} greetings")}]})
+            }),
+            "resources/subscribe" => resource_uri(p).map(|uri| {
+                lock(&self.s.subscribed).insert(uri.to_owned());
+                json!({})
+            }),
+            "resources/unsubscribe" => resource_uri(p).map(|uri| {
+                lock(&self.s.subscribed).remove(uri);
+                json!({})
+            }),
             "tasks/get" => self.task(p).map(|v| task_json(&v)),
             "tasks/result" => return self.tasks_result(r),
             "tasks/list" => self.tasks_list(p),
@@ -118,6 +151,17 @@ impl LegacyServer {
         }
         *lock(&self.s.log_level) = Some(level.to_owned());
         Ok(json!({}))
+    }
+
+    /// Counts a `greet` call and tells a subscriber that the count changed.
+    fn greeted(&self) {
+        self.s.greetings.fetch_add(1, Ordering::Relaxed);
+        if lock(&self.s.subscribed).contains(GREETINGS_URI) {
+            self.s.peer.send(Message::notification(
+                "notifications/resources/updated",
+                json!({"uri": GREETINGS_URI}),
+            ));
+        }
     }
 
     /// Sends `notifications/message` when the client asked for messages of
@@ -341,4 +385,14 @@ fn tool_name(p: Option<&Value>) -> &str {
     p.and_then(|p| p.get("name"))
         .and_then(Value::as_str)
         .unwrap_or("?")
+}
+
+/// The `uri` of a `resources/*` request, if it names the one resource.
+fn resource_uri(p: Option<&Value>) -> Result<&str, ShimError> {
+    let uri = param_str(p, "uri")?;
+    if uri == GREETINGS_URI {
+        Ok(uri)
+    } else {
+        Err(ShimError::ResourceNotFound(uri.to_owned()))
+    }
 }

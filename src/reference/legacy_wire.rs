@@ -22,6 +22,7 @@ pub(crate) fn initialize(p: Option<&Value>) -> Value {
         "capabilities": {
             "tools": {"listChanged": false},
             "logging": {},
+            "resources": {"subscribe": true, "listChanged": false},
             "tasks": {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}},
         },
         "serverInfo": super::server_info(),

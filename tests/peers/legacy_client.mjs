@@ -31,6 +31,7 @@ import {
   CreateTaskResultSchema,
   ElicitRequestSchema,
   McpError,
+  ResourceUpdatedNotificationSchema,
   TaskStatusNotificationSchema,
 } from '@modelcontextprotocol/sdk/types.js';
 
@@ -140,6 +141,8 @@ client.setRequestHandler(ElicitRequestSchema, async (req) => {
 });
 const statusNotes = [];
 client.setNotificationHandler(TaskStatusNotificationSchema, (n) => { statusNotes.push(n.params); });
+const resourceUpdates = [];
+client.setNotificationHandler(ResourceUpdatedNotificationSchema, (n) => { resourceUpdates.push(n.params.uri); });
 
 const created = [];
 async function createTask(name, args, ttl = 60_000) {
@@ -192,6 +195,31 @@ await check('plain call', async () => {
   const s = await client.callTool({ name: 'slow_compute', arguments: { seconds: 0.1, label: 'plain' } });
   assert(textOf(s).includes('plain'), 'optional tool runs plain without params.task');
 });
+
+// The legacy reference server's one resource, a count each greet changes
+// (what the shim's restart replay of subscriptions is tested with).
+if (!SHIM) {
+  await check('resource subscription', async () => {
+    const GREETINGS = 'mcp-tasks-shim://reference/greetings';
+    assert(client.getServerCapabilities()?.resources?.subscribe === true, 'resources.subscribe advertised');
+    const { resources } = await client.listResources();
+    assert(resources.some((r) => r.uri === GREETINGS), `listed: ${resources.map((r) => r.uri)}`);
+    const count = async () => parseInt((await client.readResource({ uri: GREETINGS })).contents[0].text, 10);
+    const updates = () => resourceUpdates.filter((u) => u === GREETINGS).length;
+    const before = await count();
+    await client.subscribeResource({ uri: GREETINGS });
+    await client.callTool({ name: 'greet', arguments: { name: 'Sub' } });
+    for (let i = 0; i < 100 && updates() === 0; i += 1) await sleep(20);
+    assert(updates() === 1, `updates after one greet: ${updates()}`);
+    assert((await count()) === before + 1, 'the count went up by one');
+    await client.unsubscribeResource({ uri: GREETINGS });
+    await client.callTool({ name: 'greet', arguments: { name: 'Unsub' } });
+    await sleep(200);
+    assert(updates() === 1, `updates after unsubscribing: ${updates()}`);
+    await expectError(client.readResource({ uri: 'mcp-tasks-shim://reference/nothing' }), -32002, 'unknown resource');
+    return { updates: updates() };
+  });
+}
 
 if (SHIM) {
   // The modern upstream answers these with a task; the shim drives it to its
