@@ -464,6 +464,65 @@ fn restart_upstream_replays_the_clients_log_level() {
     );
 }
 
+/// The reference legacy server's one resource, which each `greet` changes.
+const GREETINGS: &str = "mcp-tasks-shim://reference/greetings";
+
+/// How many `notifications/resources/updated` for [`GREETINGS`] arrived.
+fn greeting_updates(shim: &mut Wire) -> usize {
+    shim.take_backlog()
+        .into_iter()
+        .filter(|m| {
+            m["method"] == "notifications/resources/updated" && m["params"]["uri"] == GREETINGS
+        })
+        .count()
+}
+
+/// A pass-through legacy session keeps its resource subscriptions across
+/// restarts: the new child is sent each `resources/subscribe` the client
+/// has not taken back, and not the ones it has.
+#[test]
+fn restart_upstream_replays_the_clients_resource_subscriptions() {
+    let stamp = Stamp::new("restart-subscriptions");
+    let mut shim = restarting_shim("2025-11-25", Revision::Legacy, &stamp);
+    shim.initialize();
+    let greet = json!({"name": "greet", "arguments": {"name": "Ada"}});
+    let restart = |shim: &mut Wire| {
+        let r = shim.call("tools/call", fault_call());
+        assert_upstream_error(&r, "upstream exited");
+        shim.take_backlog();
+    };
+    // Refused by the server: kept anyway, and refused again on replay
+    // without failing the restart.
+    let unknown = shim.call(
+        "resources/subscribe",
+        json!({"uri": "mcp-tasks-shim://reference/nothing"}),
+    );
+    assert_eq!(error_of(&unknown)["code"], -32002, "{unknown}");
+    shim.ok("tools/call", greet.clone());
+    assert_eq!(greeting_updates(&mut shim), 0, "not subscribed, no updates");
+
+    shim.ok("resources/subscribe", json!({"uri": GREETINGS}));
+    shim.ok("tools/call", greet.clone());
+    assert_eq!(greeting_updates(&mut shim), 1, "subscribed");
+
+    restart(&mut shim);
+    shim.ok("tools/call", greet.clone());
+    assert_eq!(
+        greeting_updates(&mut shim),
+        1,
+        "the restarted child was subscribed again"
+    );
+
+    shim.ok("resources/unsubscribe", json!({"uri": GREETINGS}));
+    restart(&mut shim);
+    shim.ok("tools/call", greet);
+    assert_eq!(
+        greeting_updates(&mut shim),
+        0,
+        "an unsubscribed resource stays unsubscribed after a restart"
+    );
+}
+
 // ----------------------------------------------------------------- HTTP --
 
 fn http_shim(flags: &[&str], upstream: &[String], stamp: &Stamp) -> HttpShim {

@@ -18,7 +18,8 @@
 //! same reason. With restart, requests made while the successor starts
 //! wait for it (bounded) and the client `initialize` seen earlier (a
 //! legacy upstream's session) is replayed to it, its answer swallowed,
-//! followed by the last `logging/setLevel`, if the client sent one.
+//! followed by the last `logging/setLevel`, if the client sent one, and
+//! each `resources/subscribe` the client has not unsubscribed.
 
 use std::collections::HashSet;
 use std::ops::ControlFlow;
@@ -146,8 +147,14 @@ enum State {
 }
 
 /// Client requests whose params a restarted child is sent again, in this
-/// order, after its probe: the session a legacy server keeps.
-const REPLAYED: [&str; 2] = ["initialize", "logging/setLevel"];
+/// order, after its probe: the session a legacy server keeps. (An
+/// unsubscribe is not sent again; it takes its subscribe off the list.)
+const REPLAYED: [&str; 4] = [
+    "initialize",
+    "logging/setLevel",
+    "resources/subscribe",
+    "resources/unsubscribe",
+];
 
 /// What a client said to open its session, replayed to a restarted child.
 #[derive(Debug, Default)]
@@ -157,6 +164,27 @@ struct Handshake {
     /// Params of the last `logging/setLevel`: session state a legacy
     /// server keeps, which a new child would otherwise not have.
     log_level: Option<Value>,
+    /// Params of each `resources/subscribe` not since unsubscribed, by
+    /// URI, in the order first asked.
+    subscriptions: Vec<(String, Value)>,
+}
+
+impl Handshake {
+    /// Keeps a subscription (the latest params for its URI).
+    fn subscribe(&mut self, params: Value) {
+        let Some(uri) = params.get("uri").and_then(Value::as_str) else {
+            return; // The child refuses it; nothing to replay.
+        };
+        match self.subscriptions.iter_mut().find(|(u, _)| u == uri) {
+            Some((_, kept)) => *kept = params,
+            None => self.subscriptions.push((uri.to_owned(), params)),
+        }
+    }
+
+    fn unsubscribe(&mut self, params: Option<&Value>) {
+        let uri = params.and_then(|p| p.get("uri")).and_then(Value::as_str);
+        self.subscriptions.retain(|(u, _)| Some(u.as_str()) != uri);
+    }
 }
 
 /// An [`Upstream`] over a child process that is watched and may be
@@ -246,8 +274,8 @@ impl Supervised {
 
     /// [`Supervised::send_raw`] from a thread, with `line` (newline
     /// included) the bytes `head` was peeked from, written untouched. Only
-    /// while a child is up, and not for `initialize` or `logging/setLevel`
-    /// (their params are kept for restarts): `false` means nothing was
+    /// while a child is up, and not for the [`REPLAYED`] methods (their
+    /// params are kept for restarts): `false` means nothing was
     /// sent, and the caller should parse the line and take the `send_raw`
     /// way, which waits for a restart and says what failed.
     pub fn relay_now(&self, head: &Peeked, line: &[u8]) -> bool {
@@ -322,10 +350,12 @@ impl Supervised {
     /// Keeps the params of a client request a restarted child must see
     /// again (see [`REPLAYED`]).
     fn remember_session_state(&self, method: &str, params: Option<&Value>) {
-        let params = || Some(params.cloned().unwrap_or_else(|| json!({})));
+        let owned = || params.cloned().unwrap_or_else(|| json!({}));
         match method {
-            "initialize" => lock(&self.handshake).initialize = params(),
-            "logging/setLevel" => lock(&self.handshake).log_level = params(),
+            "initialize" => lock(&self.handshake).initialize = Some(owned()),
+            "logging/setLevel" => lock(&self.handshake).log_level = Some(owned()),
+            "resources/subscribe" => lock(&self.handshake).subscribe(owned()),
+            "resources/unsubscribe" => lock(&self.handshake).unsubscribe(params),
             _ => {}
         }
     }
@@ -752,9 +782,19 @@ impl Supervised {
                 expected.map_or_else(String::new, |r| r.to_string())
             ));
         }
-        let (initialize, initialized, log_level) = {
+        let (initialize, initialized, state) = {
             let h = lock(&self.handshake);
-            (h.initialize.clone(), h.initialized, h.log_level.clone())
+            let state: Vec<(&str, Value)> = h
+                .log_level
+                .iter()
+                .map(|p| ("logging/setLevel", p.clone()))
+                .chain(
+                    h.subscriptions
+                        .iter()
+                        .map(|(_, p)| ("resources/subscribe", p.clone())),
+                )
+                .collect();
+            (h.initialize.clone(), h.initialized, state)
         };
         if let Some(params) = initialize {
             // The answer is the client's business only the first time.
@@ -777,17 +817,17 @@ impl Supervised {
                     .map_err(|e| format!("replaying notifications/initialized failed: {e}"))?;
             }
         }
-        if let Some(params) = log_level {
-            let ask = generation.conn.request("logging/setLevel", params);
+        for (method, params) in state {
+            let ask = generation.conn.request(method, params);
             match tokio::time::timeout(self.opts.probe_timeout, ask).await {
                 Ok(Ok(Ok(_))) => {}
                 // The client heard the first answer; a refusal now changes
                 // nothing it can act on, and the child is otherwise fine.
                 Ok(Ok(Err(e))) => {
-                    tracing::warn!(error = %e.message, "the restarted upstream refused the replayed logging/setLevel");
+                    tracing::warn!(method, error = %e.message, "the restarted upstream refused a replayed request");
                 }
-                Ok(Err(e)) => return Err(format!("replaying logging/setLevel failed: {e}")),
-                Err(_) => return Err("no answer to the replayed logging/setLevel".into()),
+                Ok(Err(e)) => return Err(format!("replaying {method} failed: {e}")),
+                Err(_) => return Err(format!("no answer to the replayed {method}")),
             }
         }
         Ok(())
