@@ -11,6 +11,11 @@ use crate::wire::{TaskStatus, legacy, to_value};
 
 /// `ttlMs`/`pollIntervalMs` → `ttl`/`pollInterval`; everything else kept.
 pub fn task_to_legacy(t: &modern::Task) -> legacy::Task {
+    legacy_with_extra(t, without_shadows(t.extra.clone(), LEGACY_ONLY))
+}
+
+/// The members of `t` in 2025-11-25 shape, with `extra` as given.
+fn legacy_with_extra(t: &modern::Task, extra: crate::wire::Extra) -> legacy::Task {
     legacy::Task {
         task_id: t.task_id.clone(),
         status: t.status,
@@ -19,7 +24,7 @@ pub fn task_to_legacy(t: &modern::Task) -> legacy::Task {
         last_updated_at: t.last_updated_at.clone(),
         ttl: t.ttl_ms,
         poll_interval: t.poll_interval_ms,
-        extra: without_shadows(t.extra.clone(), LEGACY_ONLY),
+        extra,
     }
 }
 
@@ -111,6 +116,23 @@ pub fn legacy_status(d: &DetailedTask) -> TaskStatus {
 /// cache it and serve it through `tasks/result`).
 pub fn detailed_to_legacy(d: &DetailedTask) -> legacy::Task {
     let mut t = task_to_legacy(&d.task);
+    t.status = legacy_status(d);
+    t
+}
+
+/// [`detailed_to_legacy`] as the ledger keeps it: without the answer's
+/// `_meta`, which describes that answer, not the task. It is skipped, not
+/// copied and removed: a server's `_meta` (its `serverInfo`, say) can be
+/// the larger part of the task.
+pub fn detailed_to_legacy_record(d: &DetailedTask) -> legacy::Task {
+    let extra = d
+        .task
+        .extra
+        .iter()
+        .filter(|(k, _)| k.as_str() != "_meta" && !LEGACY_ONLY.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let mut t = legacy_with_extra(&d.task, extra);
     t.status = legacy_status(d);
     t
 }
@@ -361,6 +383,34 @@ mod tests {
     fn modern_task(status: &str) -> Value {
         json!({"taskId":"t1","status":status,"createdAt":"2026-01-01T00:00:00Z",
                "lastUpdatedAt":"2026-01-01T00:00:01Z","ttlMs":60000,"pollIntervalMs":500})
+    }
+
+    #[test]
+    fn the_stored_task_is_the_translated_one_without_the_answers_meta() {
+        let mut v = modern_task("completed");
+        v["a"] = json!(1);
+        v["_meta"] = json!({"io.modelcontextprotocol/serverInfo": {"name": "s", "version": "1"}});
+        v["b"] = json!(2);
+        v["ttl"] = json!(7); // shadows the translated member: dropped
+        v["result"] = json!({"content": [], "isError": true});
+        let d = DetailedTask::from_value(&v).unwrap();
+        let stored = to_value(&detailed_to_legacy_record(&d));
+        let mut expected = to_value(&detailed_to_legacy(&d));
+        expected.as_object_mut().unwrap().shift_remove("_meta");
+        assert_eq!(stored, expected);
+        assert_eq!(stored["status"], "failed", "an error result fails the task");
+        let keys: Vec<&str> = stored
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        let (a, b) = (
+            keys.iter().position(|k| *k == "a"),
+            keys.iter().position(|k| *k == "b"),
+        );
+        assert!(a < b, "members keep their order: {keys:?}");
+        assert_eq!(stored["ttl"], 60000);
     }
 
     #[test]

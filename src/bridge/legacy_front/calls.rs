@@ -63,8 +63,7 @@ impl LegacySession {
             tracing::info!(task = %d.task.task_id, "upstream made a task of a plain call; driving it");
             return self.drive(&d.task.task_id).await;
         }
-        let mut task = ttask::detailed_to_legacy(&d);
-        task.extra.remove("_meta");
+        let task = ttask::detailed_to_legacy_record(&d);
         let record = TaskRecord {
             scope: self.scope.clone(),
             task,

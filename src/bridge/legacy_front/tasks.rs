@@ -116,9 +116,7 @@ impl LegacySession {
                 if rec.cancel_pinned {
                     return;
                 }
-                let mut seen = ttask::detailed_to_legacy(d);
-                // A result's `_meta` describes that answer, not the task.
-                seen.extra.remove("_meta");
+                let seen = ttask::detailed_to_legacy_record(d);
                 changed = seen.status != rec.task.status;
                 rec.task = seen;
                 if d.task.status.is_terminal() {
