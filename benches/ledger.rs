@@ -149,6 +149,7 @@ fn main() {
         black_box(redis.list("big", None, 50, 0).unwrap());
     });
     row("list: first page of 50 (scope of 2000)", m, d, r);
+    concurrent_redis(&server.url());
     big_result(&mem);
     let open = time(5, |_| {
         drop(DiskLedger::open(&dir.path().join("reopen.redb"), 10).expect("open"));
@@ -156,6 +157,46 @@ fn main() {
     println!(
         "{:<44} {:>10} {open:>10.0}",
         "open (and close) a ledger file", "-"
+    );
+}
+
+/// Threads calling one Redis ledger at once, as tokio workers and stdio
+/// readers do: calls per second with a single connection (the ledger
+/// before it pooled them: calls queued for it) and with the default pool,
+/// in the same run. The median of `BATCHES` rounds each.
+fn concurrent_redis(url: &str) {
+    use mcp_tasks_shim::ledger::shared::DEFAULT_CONNECTIONS;
+    const THREADS: usize = 8;
+    const CALLS: usize = 300;
+    let rate = |connections: usize| {
+        let l =
+            RedisLedger::open_with_connections(url, "bench", 100_000, connections).expect("redis");
+        let mut rates: Vec<f64> = (0..BATCHES)
+            .map(|_| {
+                let start = Instant::now();
+                std::thread::scope(|s| {
+                    for t in 0..THREADS {
+                        let l = &l;
+                        s.spawn(move || {
+                            for i in 0..CALLS {
+                                let id = format!("big-{}", (t * CALLS + i) % BIG);
+                                black_box(l.try_get("big", &id, 0).unwrap());
+                            }
+                        });
+                    }
+                });
+                (THREADS * CALLS) as f64 / start.elapsed().as_secs_f64()
+            })
+            .collect();
+        rates.sort_by(f64::total_cmp);
+        rates[BATCHES / 2]
+    };
+    let single = rate(1);
+    let pooled = rate(DEFAULT_CONNECTIONS);
+    println!(
+        "redis get from {THREADS} threads at once: {single:.0} calls/s on 1 connection, \
+         {pooled:.0} on a pool of {DEFAULT_CONNECTIONS}: {:.2}×",
+        pooled / single
     );
 }
 

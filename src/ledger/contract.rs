@@ -331,6 +331,51 @@ fn redis_updates_from_many_threads_all_land() {
     assert_eq!(msg.matches(';').count(), 100, "{msg}");
 }
 
+/// Clients connected to `url`'s server, this probe included.
+fn redis_clients(url: &str) -> usize {
+    let mut c = redis::Client::open(url).unwrap().get_connection().unwrap();
+    let info: String = redis::cmd("INFO").arg("clients").query(&mut c).unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("connected_clients:"))
+        .and_then(|n| n.trim().parse().ok())
+        .expect("INFO clients names connected_clients")
+}
+
+#[test]
+fn redis_calls_from_many_threads_share_a_bounded_pool() {
+    let mut server = redis_server::RedisServer::start();
+    let url = server.url();
+    let l = RedisLedger::open_with_connections(&url, "pool", 1_000, 3).unwrap();
+    let threads = 8;
+    std::thread::scope(|s| {
+        for t in 0..threads {
+            let l = &l;
+            s.spawn(move || {
+                for j in 0..40 {
+                    let id = format!("t{t}-{j}");
+                    l.insert(rec("alice", &id, None), 0).unwrap();
+                    assert!(l.try_get("alice", &id, 0).unwrap().is_some());
+                }
+            });
+        }
+    });
+    assert_eq!(l.len(), threads * 40, "every call landed");
+    let open = redis_clients(&url) - 1;
+    assert!(
+        (1..=3).contains(&open),
+        "{open} connections for a pool of 3"
+    );
+
+    // A restart breaks every pooled connection: one call may fail on a
+    // dead one, which drops them all, and the next works.
+    server.restart();
+    let failed = (0..5)
+        .take_while(|_| l.insert(rec("alice", "after", None), 0).is_err())
+        .count();
+    assert!(failed <= 1, "{failed} calls failed after the restart");
+    assert_eq!(l.len(), 1, "the restarted (empty) server took the insert");
+}
+
 #[test]
 fn a_dead_redis_is_an_error_not_a_hang() {
     let server = redis_server::RedisServer::start();

@@ -26,16 +26,19 @@
 //! reference every instance shares with its clients.
 //!
 //! The trait is synchronous, so each call is a blocking round trip on the
-//! calling (tokio worker) thread, over one connection per instance guarded
-//! by a mutex; a lost connection is re-opened on the next call. Reads and
-//! writes time out after [`IO_TIMEOUT`], so a dead Redis turns into errors
-//! (`-32603` where the trait can report them), never into a hang.
+//! calling (tokio worker) thread. Calls from different threads run at once
+//! on a pool of connections ([`DEFAULT_CONNECTIONS`] at most, opened as
+//! needed and kept), instead of queueing for one; a connection that failed
+//! is dropped, with every idle one (a Redis restart breaks them all), and
+//! a new one opened on the next call. Reads and writes time out after
+//! [`IO_TIMEOUT`], so a dead Redis turns into errors (`-32603` where the
+//! trait can report them), never into a hang.
 //!
 //! The key layout assumes one Redis node (or one hash slot): the scripts
 //! build key names from their arguments.
 
-use std::sync::Mutex;
-use std::time::Duration;
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use redis::{Commands, Connection, Script};
 
@@ -44,6 +47,10 @@ use super::{LedgerError, Millis, Page, TaskLedger, TaskRecord};
 
 /// Bound on every Redis read or write.
 pub const IO_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Connections an instance opens at most: calls beyond that many at once
+/// wait (at most [`IO_TIMEOUT`]) for one to come back.
+pub const DEFAULT_CONNECTIONS: usize = 8;
 
 /// `update` gives up after this many conflicting writes by other instances
 /// (each retry means somebody else's change to the same task landed).
@@ -136,7 +143,7 @@ return #ids
 /// ```
 pub struct RedisLedger {
     client: redis::Client,
-    conn: Mutex<Option<Connection>>,
+    pool: Pool,
     prefix: String,
     per_scope_cap: usize,
     insert: Script,
@@ -153,7 +160,72 @@ impl std::fmt::Debug for RedisLedger {
             )
             .field("prefix", &self.prefix)
             .field("per_scope_cap", &self.per_scope_cap)
+            .field("max_connections", &self.pool.max)
             .finish_non_exhaustive()
+    }
+}
+
+/// The instance's connections: idle ones, and how many exist in all.
+struct Pool {
+    state: Mutex<PoolState>,
+    returned: Condvar,
+    max: usize,
+}
+
+struct PoolState {
+    idle: Vec<Connection>,
+    open: usize,
+}
+
+impl Pool {
+    fn lock(&self) -> MutexGuard<'_, PoolState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// An idle connection, or leave to open one (`None`), waiting while
+    /// `max` are in use.
+    fn take(&self) -> Result<Option<Connection>, LedgerError> {
+        let deadline = Instant::now() + IO_TIMEOUT;
+        let mut state = self.lock();
+        loop {
+            if let Some(c) = state.idle.pop() {
+                return Ok(Some(c));
+            }
+            if state.open < self.max {
+                state.open += 1;
+                return Ok(None);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(LedgerError::Storage(format!(
+                    "redis: all {} connections busy for {IO_TIMEOUT:?}",
+                    self.max
+                )));
+            }
+            state = self
+                .returned
+                .wait_timeout(state, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+    }
+
+    /// Hands a connection back after a call; `None` when it failed, which
+    /// also drops the idle ones when the failure was the link's.
+    fn give_back(&self, conn: Option<Connection>, link_failed: bool) {
+        let mut state = self.lock();
+        match conn {
+            Some(c) => state.idle.push(c),
+            None => {
+                state.open -= 1;
+                if link_failed {
+                    state.open -= state.idle.len();
+                    state.idle.clear();
+                }
+            }
+        }
+        drop(state);
+        self.returned.notify_all();
     }
 }
 
@@ -174,13 +246,31 @@ impl RedisLedger {
     /// named `{prefix}:…`: instances meant to share tasks use the same
     /// prefix, unrelated deployments on one server use different ones.
     pub fn open(url: &str, prefix: &str, per_scope_cap: usize) -> Result<Self, LedgerError> {
+        Self::open_with_connections(url, prefix, per_scope_cap, DEFAULT_CONNECTIONS)
+    }
+
+    /// [`RedisLedger::open`] with at most `max_connections` (at least 1)
+    /// open at once.
+    pub fn open_with_connections(
+        url: &str,
+        prefix: &str,
+        per_scope_cap: usize,
+        max_connections: usize,
+    ) -> Result<Self, LedgerError> {
         if prefix.is_empty() {
             return Err(LedgerError::Storage("redis key prefix is empty".into()));
         }
         let client = redis::Client::open(url).map_err(storage)?;
         let ledger = RedisLedger {
             client,
-            conn: Mutex::new(None),
+            pool: Pool {
+                state: Mutex::new(PoolState {
+                    idle: Vec::new(),
+                    open: 0,
+                }),
+                returned: Condvar::new(),
+                max: max_connections.max(1),
+            },
             prefix: prefix.to_owned(),
             per_scope_cap,
             insert: Script::new(&format!("{EVICT_LUA}{INSERT_LUA}")),
@@ -191,31 +281,41 @@ impl RedisLedger {
         Ok(ledger)
     }
 
-    /// Runs `f` on the instance's connection, opening it first if needed.
-    /// A failed call drops the connection so the next call starts afresh
-    /// (a Redis restart costs the calls made while it was down, no more).
+    /// Runs `f` on a connection of the pool, opened first if none is idle.
+    /// A connection whose call failed is not kept: a failure of the link
+    /// drops the idle ones too, so the next call starts afresh (a Redis
+    /// restart costs the calls made while it was down, no more); any other
+    /// error may have left it mid-transaction.
     fn with_conn<T>(
         &self,
         f: impl FnOnce(&mut Connection) -> redis::RedisResult<T>,
     ) -> Result<T, LedgerError> {
-        let mut slot = self.conn.lock().unwrap_or_else(|p| p.into_inner());
-        if slot.is_none() {
-            let c = self
-                .client
-                .get_connection_with_timeout(IO_TIMEOUT)
-                .map_err(storage)?;
-            c.set_read_timeout(Some(IO_TIMEOUT)).map_err(storage)?;
-            c.set_write_timeout(Some(IO_TIMEOUT)).map_err(storage)?;
-            *slot = Some(c);
-        }
-        let conn = slot.as_mut().expect("connection opened above");
-        let out = f(conn);
-        if let Err(e) = &out
-            && (e.is_io_error() || e.is_timeout() || e.is_connection_dropped())
-        {
-            *slot = None;
+        let mut conn = match self.pool.take()? {
+            Some(c) => c,
+            None => match self.connect() {
+                Ok(c) => c,
+                Err(e) => {
+                    self.pool.give_back(None, true);
+                    return Err(storage(e));
+                }
+            },
+        };
+        let out = f(&mut conn);
+        match &out {
+            Ok(_) => self.pool.give_back(Some(conn), false),
+            Err(e) => self.pool.give_back(
+                None,
+                e.is_io_error() || e.is_timeout() || e.is_connection_dropped(),
+            ),
         }
         out.map_err(storage)
+    }
+
+    fn connect(&self) -> redis::RedisResult<Connection> {
+        let c = self.client.get_connection_with_timeout(IO_TIMEOUT)?;
+        c.set_read_timeout(Some(IO_TIMEOUT))?;
+        c.set_write_timeout(Some(IO_TIMEOUT))?;
+        Ok(c)
     }
 
     fn rec_key(&self, id: &str) -> String {
