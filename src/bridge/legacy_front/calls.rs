@@ -23,8 +23,9 @@ impl LegacySession {
     pub(super) async fn tools_call(self: &Arc<Self>, req: Request) -> RpcResult {
         let name = ttools::tool_name(req.params.as_ref())?.to_owned();
         let support = self.front.policy.for_tool(&name);
-        let (mut params, task) =
-            ttools::call_params_to_modern(req.params.as_ref().unwrap_or(&json!({})));
+        let empty = json!({});
+        let asked = req.params.as_ref().unwrap_or(&empty);
+        let (mut params, task) = ttools::call_params_to_modern(asked);
         if support == TaskSupport::Required && task.is_none() {
             return Err(ShimError::MethodNotFound(format!(
                 "tool {name:?} requires task augmentation (params.task)"
@@ -37,12 +38,17 @@ impl LegacySession {
             let upstream_req = Request {
                 id: req.id.clone(),
                 method: req.method.clone(),
-                params: Some(params.clone()),
+                params: Some(params),
             };
             let result = self.call(upstream_req).await?;
             match result_type_of(&result) {
                 result_type::TASK => return self.created(result, task.as_ref()).await,
                 result_type::INPUT_REQUIRED => {
+                    // The retry is the call as asked plus this round's
+                    // answers (each round's replace the last's), so it is
+                    // built again here rather than every call keeping a
+                    // copy of what it sent.
+                    params = ttools::call_params_to_modern(asked).0;
                     self.answer_round(&mut params, &result).await?;
                 }
                 _ => return self.plain(result, task.as_ref()),
