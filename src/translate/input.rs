@@ -54,34 +54,48 @@ pub fn input_request_to_legacy_owned(
     task_id: &str,
     id: Id,
 ) -> Result<Request, ShimError> {
-    let mut obj = match input {
+    let obj = match input {
         Value::Object(m) => m,
         other => return Err(as_object("input request", &other).unwrap_err()),
     };
-    // Moved out, not copied: the rest of the input object is dropped.
-    let method = match obj.remove("method") {
-        Some(Value::String(m)) => m,
-        _ => {
-            return Err(ShimError::InvalidParams(format!(
-                "input request {key:?} has no method"
-            )));
+    // Moved out, not copied, in one walk instead of a hashed lookup each;
+    // the rest of the input object is dropped.
+    let (mut method, mut params) = (None, None);
+    for (k, v) in obj {
+        match k.as_str() {
+            "method" => method = Some(v),
+            "params" => params = Some(v),
+            _ => {}
         }
+    }
+    let Some(Value::String(method)) = method else {
+        return Err(ShimError::InvalidParams(format!(
+            "input request {key:?} has no method"
+        )));
     };
-    let mut params = match obj.remove("params") {
+    let mut params = match params {
         Some(Value::Object(m)) => m,
         _ => Map::new(),
     };
-    if method == "elicitation/create"
-        && params.get("mode").and_then(Value::as_str) == Some("url")
-        && !params.contains_key("elicitationId")
-    {
+    let (mut url_mode, mut has_elicitation_id, mut has_meta) = (false, false, false);
+    for (k, v) in &params {
+        match k.as_str() {
+            "mode" => url_mode = v.as_str() == Some("url"),
+            "elicitationId" => has_elicitation_id = true,
+            "_meta" => has_meta = true,
+            _ => {}
+        }
+    }
+    if method == "elicitation/create" && url_mode && !has_elicitation_id {
         params.insert(
             "elicitationId".into(),
             Value::from(format!("{task_id}/{key}")),
         );
     }
-    let related = json!({"taskId": task_id});
-    if params.contains_key("_meta") {
+    let mut related = Map::with_capacity(1);
+    related.insert("taskId".into(), Value::from(task_id));
+    let related = Value::Object(related);
+    if has_meta {
         meta_mut(&mut params).insert(META_RELATED_TASK.into(), related);
     } else {
         // The usual case: `_meta` made whole and added once, instead of
