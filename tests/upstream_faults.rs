@@ -536,6 +536,41 @@ fn http_shim(flags: &[&str], upstream: &[String], stamp: &Stamp) -> HttpShim {
     HttpShim::spawn(flags, &cmd)
 }
 
+/// A 2025-11-25 HTTP upstream restarted in place no longer knows the
+/// shim's session and answers 404. As the spec has a client do, the shim
+/// opens a new session (its `initialize` again, then `initialized`) and
+/// sends the request again in it: the client never sees the 404.
+#[test]
+fn http_legacy_upstream_restarted_in_place_gets_a_new_session() {
+    block_on(async {
+        let upstream = h::HttpReference::start("2025-11-25", &[]);
+        let addr = upstream.addr;
+        let shim = HttpShim::spawn(&["--upstream-url", &upstream.url], &[] as &[&str]);
+        let c = h::client();
+        let greet = |id: i64, name: &str| {
+            h::modern(
+                &c,
+                &shim.url,
+                id,
+                "tools/call",
+                json!({"name": "greet", "arguments": {"name": name}}),
+            )
+        };
+        let (status, body, _) = h::send(greet(1, "before")).await;
+        assert_eq!(status, 200, "{body}");
+        assert!(text_of(&body["result"]).contains("before"), "{body}");
+
+        drop(upstream);
+        let _restarted = h::HttpReference::start_at("2025-11-25", &[], addr);
+        for (id, name) in [(2, "after"), (3, "again")] {
+            let (status, body, _) = h::send(greet(id, name)).await;
+            assert_eq!(status, 200, "{body}");
+            support::schema::assert_valid(Revision::Modern, &body, Some("tools/call"));
+            assert!(text_of(&body["result"]).contains(name), "{body}");
+        }
+    });
+}
+
 /// One legacy HTTP session's upstream dies mid-call: that call fails, the
 /// other session (and a modern client) get fast, clear errors, the shim
 /// still serves HTTP; with `--restart-upstream` they are served again.

@@ -16,7 +16,7 @@ use futures_util::StreamExt;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use super::{RawAnswer, RpcResult, StreamEvent, Upstream, UpstreamEvent, UpstreamStream};
+use super::{RawAnswer, RpcResult, StreamEvent, Upstream, UpstreamEvent, UpstreamStream, lock};
 use crate::error::ShimError;
 use crate::jsonrpc::{Id, Message, Peeked};
 use crate::revision::{self, LEGACY_VERSION, MODERN_VERSION, ProbeVerdict, Revision};
@@ -31,6 +31,15 @@ pub struct HttpUpstream {
     client: reqwest::Client,
     revision: Revision,
     session: Mutex<Option<String>>,
+    /// Legacy: the `initialize` params last sent, to open a new session
+    /// with when the server no longer knows ours (see
+    /// [`HttpUpstream::renew_session`]).
+    handshake: Mutex<Option<Value>>,
+    /// Legacy: `notifications/initialized` was sent in the session.
+    initialized: std::sync::atomic::AtomicBool,
+    /// One session renewal at a time: requests that hit the same stale
+    /// session wait for it, then retry in the new one.
+    renewal: tokio::sync::Mutex<()>,
     events: mpsc::UnboundedSender<UpstreamEvent>,
     next_id: std::sync::atomic::AtomicI64,
     /// Client requests waiting on an answer: liveness is checked only
@@ -86,6 +95,9 @@ pub async fn connect(url: &str, request_timeout: Duration) -> Result<HttpLink, S
         client,
         revision: Revision::Modern,
         session: Mutex::new(None),
+        handshake: Mutex::new(None),
+        initialized: false.into(),
+        renewal: tokio::sync::Mutex::new(()),
         events: tx,
         next_id: 1.into(),
         in_flight: 0.into(),
@@ -183,6 +195,16 @@ impl HttpUpstream {
     /// the headers and the id whose answer is awaited).
     async fn post_as(&self, msg: &Message, body: Vec<u8>) -> Result<Option<Message>, ShimError> {
         let resp = self.send_post(msg, body, None).await?;
+        self.answer_of(msg, resp).await
+    }
+
+    /// The answer to `msg` in `resp`: `None` for a notification or an
+    /// accepted message.
+    async fn answer_of(
+        &self,
+        msg: &Message,
+        resp: reqwest::Response,
+    ) -> Result<Option<Message>, ShimError> {
         let status = resp.status();
         if status == reqwest::StatusCode::ACCEPTED || msg.id().is_none() {
             return Ok(None);
@@ -233,11 +255,7 @@ impl HttpUpstream {
                 }
             }
             Revision::Legacy => {
-                let sid = self
-                    .session
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .clone();
+                let sid = self.session_id();
                 let r = req.header("mcp-protocol-version", LEGACY_VERSION);
                 match sid {
                     Some(s) => r.header("mcp-session-id", s),
@@ -256,7 +274,7 @@ impl HttpUpstream {
             .get("mcp-session-id")
             .and_then(|v| v.to_str().ok())
         {
-            *self.session.lock().unwrap_or_else(|p| p.into_inner()) = Some(sid.to_owned());
+            *lock(&self.session) = Some(sid.to_owned());
         }
         Ok(resp)
     }
@@ -354,11 +372,7 @@ impl HttpUpstream {
     fn open_get_stream(self: &Arc<Self>) {
         let this = self.clone();
         tokio::spawn(async move {
-            let sid = this
-                .session
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .clone();
+            let sid = this.session_id();
             let Some(sid) = sid else { return };
             let resp = this
                 .client
@@ -382,6 +396,81 @@ impl HttpUpstream {
 }
 
 impl HttpUpstream {
+    fn session_id(&self) -> Option<String> {
+        lock(&self.session).clone()
+    }
+
+    /// [`HttpUpstream::post_as`] for a client request. A 2025-11-25 server
+    /// answers 404 to a session it no longer knows (it restarted, or ended
+    /// the session); the spec has the client start a new one, so the shim
+    /// does (see [`HttpUpstream::renew_session`]) and sends the request
+    /// again, once, in it.
+    async fn post_in_session(
+        self: &Arc<Self>,
+        msg: &Message,
+        body: Vec<u8>,
+    ) -> Result<Option<Message>, ShimError> {
+        let stale = self.session_id();
+        if self.revision != Revision::Legacy
+            || stale.is_none()
+            || msg.method() == Some("initialize")
+        {
+            return self.post_as(msg, body).await;
+        }
+        let resp = self.send_post(msg, body.clone(), None).await?;
+        if resp.status() != reqwest::StatusCode::NOT_FOUND {
+            return self.answer_of(msg, resp).await;
+        }
+        self.renew_session(stale.as_deref()).await?;
+        self.post_as(msg, body).await
+    }
+
+    /// Opens a new legacy session in place of `stale`: the `initialize`
+    /// sent before (its answer is the client's business only the first
+    /// time), `notifications/initialized` if it followed, and a new GET
+    /// stream. Tasks of the old session are gone with it: asked about
+    /// them, the server answers "unknown task", which the fronts report
+    /// as lost tasks. A renewal another request already made counts.
+    async fn renew_session(self: &Arc<Self>, stale: Option<&str>) -> Result<(), ShimError> {
+        let _one = self.renewal.lock().await;
+        if self.session_id().as_deref() != stale {
+            return Ok(());
+        }
+        let params = lock(&self.handshake).clone().ok_or_else(|| {
+            ShimError::Upstream(
+                "the HTTP upstream no longer knows the session (404), and the shim has no \
+                 initialize to open a new one with"
+                    .into(),
+            )
+        })?;
+        tracing::warn!(url = %self.url, "the HTTP upstream no longer knows the session (404: it restarted?); opening a new one");
+        *lock(&self.session) = None;
+        let id = Id::Num(
+            self.next_id
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+        );
+        let refused = |why: String| {
+            ShimError::Upstream(format!(
+                "the HTTP upstream no longer knows the session (404), and opening a new one failed: {why}"
+            ))
+        };
+        match self.post(&Message::request(id, "initialize", params)).await {
+            Ok(Some(Message::Response(_))) if self.session_id().is_some() => {}
+            Ok(Some(Message::Error(e))) => return Err(refused(e.error.message)),
+            Ok(_) => return Err(refused("no session in the answer to initialize".into())),
+            Err(e) => return Err(refused(e.to_string())),
+        }
+        if self.initialized.load(std::sync::atomic::Ordering::SeqCst) {
+            let note = Message::notification("notifications/initialized", json!({}));
+            self.post(&note).await.map_err(|e| refused(e.to_string()))?;
+        }
+        self.open_get_stream();
+        tracing::info!(url = %self.url, "new session with the HTTP upstream");
+        Ok(())
+    }
+}
+
+impl HttpUpstream {
     /// One request and its answer; with `meta`, its members are written
     /// into `params._meta` from their serialised form.
     async fn exchange(
@@ -401,8 +490,9 @@ impl HttpUpstream {
         });
         let msg = Message::request(id, method, params);
         let body = spliced.unwrap_or_else(|| msg.to_json().into_bytes());
-        let answer = self.watched(self.post_as(&msg, body)).await?;
+        let answer = self.watched(self.post_in_session(&msg, body)).await?;
         if method == "initialize" && self.revision == Revision::Legacy {
+            *lock(&self.handshake) = msg.params().cloned();
             self.open_get_stream();
         }
         match answer {
@@ -452,6 +542,10 @@ impl Upstream for Arc<HttpUpstream> {
     }
 
     fn notify(&self, method: &str, params: Value) -> Result<(), ShimError> {
+        if method == "notifications/initialized" {
+            self.initialized
+                .store(true, std::sync::atomic::Ordering::SeqCst);
+        }
         let this = self.clone();
         let msg = Message::notification(method, params);
         tokio::spawn(async move {

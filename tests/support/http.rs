@@ -360,9 +360,15 @@ pub struct HttpReference {
 impl HttpReference {
     /// Starts one and waits (bounded by [`STEP`]) for its address.
     pub fn start(revision: &str, flags: &[&str]) -> HttpReference {
+        Self::start_at(revision, flags, "127.0.0.1:0".parse().expect("an address"))
+    }
+
+    /// [`HttpReference::start`] on `addr` (say, where one ran before: a
+    /// server restarted in place).
+    pub fn start_at(revision: &str, flags: &[&str], addr: std::net::SocketAddr) -> HttpReference {
         let mut child = Command::new(shim_bin())
             .args(["reference-server", "--revision", revision])
-            .args(["--http", "127.0.0.1:0"])
+            .args(["--http", &addr.to_string()])
             .args(flags)
             .env("MCP_SHIM_LOG", "warn")
             .stdin(Stdio::null())
