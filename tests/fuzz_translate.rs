@@ -443,11 +443,90 @@ proptest! {
         prop_assert_eq!(String::from_utf8(spliced).unwrap(), String::from_utf8(merged).unwrap());
     }
 
+    /// A modern request made legacy reads its `_meta` as serde reads it,
+    /// with the same members left behind in the same order, on valid
+    /// `_meta` objects with arbitrary other members (and `null` or absent
+    /// optional ones) and on anything at all.
+    #[test]
+    fn request_meta_is_taken_out_as_serde_reads_it(
+        params in arb_object(),
+        extra in arb_object(),
+        info in prop_oneof![Just(None), Just(Some(Value::Null)), arb_json().prop_map(Some)],
+        level in prop_oneof![Just(None), Just(Some(Value::Null)), Just(Some(json!("debug"))), arb_json().prop_map(Some)],
+        valid in any::<bool>(),
+        known_first in any::<bool>(),
+        any_params in arb_payload(),
+    ) {
+        let mut p = params;
+        let extra = extra.as_object().cloned().unwrap_or_default();
+        // Where the members sit decides what a swapping removal reorders.
+        let mut meta = if known_first { serde_json::Map::new() } else { extra.clone() };
+        meta.insert("io.modelcontextprotocol/protocolVersion".into(), json!("2026-07-28"));
+        meta.insert(
+            "io.modelcontextprotocol/clientCapabilities".into(),
+            json!({"extensions": {"io.modelcontextprotocol/tasks": {}}}),
+        );
+        if let Some(info) = info {
+            meta.insert("io.modelcontextprotocol/clientInfo".into(), info);
+        }
+        if let Some(level) = level {
+            meta.insert("io.modelcontextprotocol/logLevel".into(), level);
+        }
+        if known_first {
+            for (k, v) in extra {
+                meta.entry(k).or_insert(v);
+            }
+        }
+        if let Some(o) = p.as_object_mut() {
+            o.insert("_meta".into(), Value::Object(meta));
+        }
+        let params = if valid { p } else { any_params };
+        let req = Request { id: Id::Num(1), method: "tools/call".into(), params: Some(params) };
+        // Compared as printed: `Map` equality ignores member order.
+        prop_assert_eq!(
+            format!("{:?}", session::request_to_legacy_owned(req.clone())),
+            format!("{:?}", request_to_legacy_through_serde(&req))
+        );
+    }
+
     /// Every remaining row on arbitrary input: no panic, objects out.
     #[test]
     fn remaining_rows_never_panic(v in arb_payload(), w in arb_payload(), s in arb_string()) {
         other_rows(&v, &w, &s)?;
     }
+}
+
+/// What `request_to_legacy_owned` answered before it read the usual
+/// `_meta` by hand: the check through serde, then each per-request member
+/// removed in turn (`_meta` too once emptied).
+fn request_to_legacy_through_serde(
+    req: &Request,
+) -> Result<(Request, modern::RequestMeta), mcp_tasks_shim::error::ShimError> {
+    let meta = session::check_modern_meta(req.params.as_ref())?;
+    let mut params = match req.params.clone() {
+        Some(Value::Object(m)) => m,
+        _ => serde_json::Map::new(),
+    };
+    for key in [
+        "io.modelcontextprotocol/protocolVersion",
+        "io.modelcontextprotocol/clientCapabilities",
+        "io.modelcontextprotocol/clientInfo",
+        "io.modelcontextprotocol/logLevel",
+    ] {
+        if let Some(Value::Object(m)) = params.get_mut("_meta") {
+            m.remove(key);
+            if m.is_empty() {
+                params.remove("_meta");
+            }
+        }
+    }
+    let params = (!params.is_empty() || req.params.is_some()).then_some(Value::Object(params));
+    let legacy = Request {
+        id: req.id.clone(),
+        method: req.method.clone(),
+        params,
+    };
+    Ok((legacy, meta))
 }
 
 /// Payload-shaped JSON: mutated corpus params/results, or anything.

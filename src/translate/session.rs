@@ -361,45 +361,116 @@ pub fn check_modern_meta(params: Option<&Value>) -> Result<RequestMeta, ShimErro
 /// usual valid `_meta` is judged in place, without copying it; any other
 /// shape takes the full check, so every error reads the same.
 pub fn validate_modern_meta(params: Option<&Value>) -> Result<(), ShimError> {
-    if let Some(Value::Object(meta)) = params.and_then(|p| p.get("_meta")) {
-        let version_ok = matches!(meta.get(META_PROTOCOL_VERSION),
-            Some(Value::String(v)) if v == MODERN_VERSION);
-        let caps_ok = matches!(meta.get(META_CLIENT_CAPABILITIES), Some(Value::Object(_)));
-        let level_ok = matches!(
-            meta.get(META_LOG_LEVEL),
-            None | Some(Value::Null | Value::String(_))
-        );
-        if version_ok && caps_ok && level_ok {
-            return Ok(());
-        }
+    if let Some(Value::Object(meta)) = params.and_then(|p| p.get("_meta"))
+        && usual_valid_meta(meta)
+    {
+        return Ok(());
     }
     check_modern_meta(params).map(|_| ())
+}
+
+/// The usual valid `_meta`, judged in place: one [`check_modern_meta`]
+/// accepts, and whose members read the same taken out by hand as through
+/// [`RequestMeta`]'s serde (a `null` member is an absent one).
+fn usual_valid_meta(meta: &Map<String, Value>) -> bool {
+    let version_ok = matches!(meta.get(META_PROTOCOL_VERSION),
+        Some(Value::String(v)) if v == MODERN_VERSION);
+    let caps_ok = matches!(meta.get(META_CLIENT_CAPABILITIES), Some(Value::Object(_)));
+    let level_ok = matches!(
+        meta.get(META_LOG_LEVEL),
+        None | Some(Value::Null | Value::String(_))
+    );
+    version_ok && caps_ok && level_ok
+}
+
+/// The per-request members moved out of a `_meta` that
+/// [`usual_valid_meta`] accepted, in the order and with the removals
+/// (swapping) that [`request_to_legacy_owned`] has always made; the other
+/// members stay, and are copied into [`RequestMeta::extra`] in their
+/// order, as serde's `flatten` reads them.
+fn take_usual_meta(meta: &mut Map<String, Value>) -> RequestMeta {
+    const PER_REQUEST: [&str; 4] = [
+        META_PROTOCOL_VERSION,
+        META_CLIENT_CAPABILITIES,
+        META_CLIENT_INFO,
+        META_LOG_LEVEL,
+    ];
+    let extra = meta
+        .iter()
+        .filter(|(k, _)| !PER_REQUEST.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let string = |v: Option<Value>| match v {
+        Some(Value::String(s)) => Some(s),
+        _ => None,
+    };
+    let present = |v: Option<Value>| v.filter(|v| !v.is_null());
+    let protocol_version = string(meta.remove(META_PROTOCOL_VERSION));
+    let client_capabilities = present(meta.remove(META_CLIENT_CAPABILITIES));
+    let client_info = present(meta.remove(META_CLIENT_INFO));
+    let log_level = string(meta.remove(META_LOG_LEVEL));
+    RequestMeta {
+        protocol_version,
+        client_capabilities,
+        client_info,
+        log_level,
+        extra,
+    }
 }
 
 /// A modern request made legacy: its `_meta` is checked, the
 /// `io.modelcontextprotocol/*` per-request members are taken out and
 /// returned; other `_meta` members stay.
 pub fn request_to_legacy(req: &Request) -> Result<(Request, RequestMeta), ShimError> {
-    check_modern_meta(req.params.as_ref())?;
+    validate_modern_meta(req.params.as_ref())?;
     request_to_legacy_owned(req.clone())
 }
 
 /// [`request_to_legacy`] consuming the request (params moved, not copied).
+/// The usual valid `_meta` has its members moved out where it lies,
+/// instead of checked through a copy first.
 pub fn request_to_legacy_owned(req: Request) -> Result<(Request, RequestMeta), ShimError> {
-    let meta = check_modern_meta(req.params.as_ref())?;
     let had_params = req.params.is_some();
     let mut params = match req.params {
         Some(Value::Object(m)) => m,
-        _ => Map::new(),
+        other => {
+            // No object, no `_meta`: this fails, saying so.
+            check_modern_meta(other.as_ref())?;
+            Map::new()
+        }
     };
-    for key in [
-        META_PROTOCOL_VERSION,
-        META_CLIENT_CAPABILITIES,
-        META_CLIENT_INFO,
-        META_LOG_LEVEL,
-    ] {
-        super::remove_meta_key(&mut params, key);
-    }
+    let usual = match params.get_mut("_meta") {
+        Some(Value::Object(meta)) if usual_valid_meta(meta) => {
+            let taken = take_usual_meta(meta);
+            let emptied = meta.is_empty();
+            Some((taken, emptied))
+        }
+        _ => None,
+    };
+    let meta = match usual {
+        Some((taken, emptied)) => {
+            if emptied {
+                params.remove("_meta");
+            }
+            taken
+        }
+        None => {
+            let params_value = Value::Object(std::mem::take(&mut params));
+            let meta = check_modern_meta(Some(&params_value))?;
+            if let Value::Object(m) = params_value {
+                params = m;
+            }
+            for key in [
+                META_PROTOCOL_VERSION,
+                META_CLIENT_CAPABILITIES,
+                META_CLIENT_INFO,
+                META_LOG_LEVEL,
+            ] {
+                super::remove_meta_key(&mut params, key);
+            }
+            meta
+        }
+    };
     let params = (!params.is_empty() || had_params).then_some(Value::Object(params));
     Ok((
         Request {

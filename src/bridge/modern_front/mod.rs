@@ -312,7 +312,7 @@ impl ModernSession {
             Ok(x) => x,
             Err(e) => return Some(Err(e.into())),
         };
-        let params = legacy_req.params.clone().unwrap_or_else(|| json!({}));
+        let params = legacy_req.params.unwrap_or_else(|| json!({}));
         Some(match req.method.as_str() {
             "server/discover" => self.discover().await,
             "tools/list" => self.tools_list(params).await,
