@@ -424,12 +424,19 @@ fn restart_upstream_serves_new_requests_after_a_kill() {
     }
 }
 
-/// The `debug` log messages the reference server sent while answering.
-fn debug_logs(shim: &mut Wire) -> Vec<Value> {
+/// The messages waiting unread in the shim's output that `keep` keeps.
+fn backlog_where(shim: &mut Wire, keep: impl Fn(&Value) -> bool) -> Vec<Value> {
     shim.take_backlog()
         .into_iter()
-        .filter(|m| m["method"] == "notifications/message" && m["params"]["level"] == "debug")
+        .filter(|m| keep(m))
         .collect()
+}
+
+/// The `debug` log messages the reference server sent while answering.
+fn debug_logs(shim: &mut Wire) -> Vec<Value> {
+    backlog_where(shim, |m| {
+        m["method"] == "notifications/message" && m["params"]["level"] == "debug"
+    })
 }
 
 /// A pass-through legacy session keeps its log level across a restart:
@@ -469,12 +476,10 @@ const GREETINGS: &str = "mcp-tasks-shim://reference/greetings";
 
 /// How many `notifications/resources/updated` for [`GREETINGS`] arrived.
 fn greeting_updates(shim: &mut Wire) -> usize {
-    shim.take_backlog()
-        .into_iter()
-        .filter(|m| {
-            m["method"] == "notifications/resources/updated" && m["params"]["uri"] == GREETINGS
-        })
-        .count()
+    backlog_where(shim, |m| {
+        m["method"] == "notifications/resources/updated" && m["params"]["uri"] == GREETINGS
+    })
+    .len()
 }
 
 /// A pass-through legacy session keeps its resource subscriptions across
