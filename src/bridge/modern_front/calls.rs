@@ -116,7 +116,12 @@ impl ModernSession {
         });
         let (dtx, drx) = oneshot::channel();
         let upstream = self.front.upstream.clone();
-        tokio::spawn(async move {
+        // Its own future, not part of this request's: a call parked for
+        // input outlives the client request that started it. Started here
+        // rather than spawned, so the upstream request is written before
+        // this returns, and the answer continues on the thread that reads
+        // it (see `inline`), instead of waking a runtime worker each way.
+        crate::inline::start_here(async move {
             let outcome = upstream
                 .request("tools/call", params)
                 .await
