@@ -35,8 +35,9 @@ pub(crate) fn check_meta(p: Option<&Value>) -> Result<CheckedMeta, ShimError> {
         .ok_or_else(|| ShimError::InvalidParams("params._meta is required in 2026-07-28".into()))?
         .as_object()
         .ok_or_else(|| ShimError::InvalidParams("params._meta must be an object".into()))?;
+    // `null` reads as absent, as it does for every optional member.
     let string = |key: &str| match meta.get(key) {
-        None => Ok(None),
+        None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s.as_str())),
         Some(_) => Err(ShimError::InvalidParams(format!(
             "_meta[{key:?}] must be a string"
@@ -156,6 +157,12 @@ mod tests {
         bare[META_CLIENT_CAPABILITIES] = json!({"elicitation": {}});
         let checked = check_meta(Some(&params(bare))).expect("valid");
         assert!(!checked.declares_tasks());
+        let mut quiet = good();
+        quiet[META_LOG_LEVEL] = Value::Null;
+        assert!(
+            check_meta(Some(&params(quiet))).is_ok(),
+            "a null level is none"
+        );
     }
 
     #[test]
