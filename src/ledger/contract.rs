@@ -366,6 +366,29 @@ fn redis_calls_from_many_threads_share_a_bounded_pool() {
         "{open} connections for a pool of 3"
     );
 
+    // A call that panics mid-way gives its place back: more panics than
+    // the pool has places, then a call that must not wait for a free one.
+    // (`update` applies the change once to see whether it changes
+    // anything, then again on the connection, between WATCH and EXEC:
+    // the second one panics.)
+    for _ in 0..5 {
+        let mut calls = 0;
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _ = l.update("alice", "t0-0", 0, &mut |r| {
+                calls += 1;
+                assert!(calls < 2, "a bug in a change");
+                r.cancel_pinned = !r.cancel_pinned;
+            });
+        }));
+        assert!(panicked.is_err(), "the change ran on the connection");
+    }
+    let started = std::time::Instant::now();
+    assert!(l.try_get("alice", "t0-0", 0).unwrap().is_some());
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(1),
+        "the pool was used up by panics"
+    );
+
     // A restart breaks every pooled connection: one call may fail on a
     // dead one, which drops them all, and the next works.
     server.restart();

@@ -229,6 +229,22 @@ impl Pool {
     }
 }
 
+/// A place in the pool taken by a call. A call that panics (in an
+/// `update` closure, say) never hands its connection back; dropping the
+/// lease then frees the place, so panics cannot use the pool up.
+struct Lease<'a> {
+    pool: &'a Pool,
+    settled: bool,
+}
+
+impl Drop for Lease<'_> {
+    fn drop(&mut self) {
+        if !self.settled {
+            self.pool.give_back(None, false);
+        }
+    }
+}
+
 fn storage(e: redis::RedisError) -> LedgerError {
     LedgerError::Storage(format!("redis: {e}"))
 }
@@ -300,7 +316,12 @@ impl RedisLedger {
                 }
             },
         };
+        let mut lease = Lease {
+            pool: &self.pool,
+            settled: false,
+        };
         let out = f(&mut conn);
+        lease.settled = true;
         match &out {
             Ok(_) => self.pool.give_back(Some(conn), false),
             Err(e) => self.pool.give_back(
