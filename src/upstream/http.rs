@@ -222,7 +222,7 @@ impl HttpUpstream {
     async fn send_post(
         &self,
         msg: &Message,
-        body: Vec<u8>,
+        body: impl Into<reqwest::Body>,
         timeout: Option<Duration>,
     ) -> Result<reqwest::Response, ShimError> {
         let method = msg.method().unwrap_or_default();
@@ -417,12 +417,14 @@ impl HttpUpstream {
         {
             return self.post_as(msg, body).await;
         }
-        let resp = self.send_post(msg, body.clone(), None).await?;
-        if resp.status() != reqwest::StatusCode::NOT_FOUND {
-            return self.answer_of(msg, resp).await;
+        // Shared, so keeping it for the rare retry copies nothing.
+        let body = axum::body::Bytes::from(body);
+        let mut resp = self.send_post(msg, body.clone(), None).await?;
+        if resp.status() == reqwest::StatusCode::NOT_FOUND {
+            self.renew_session(stale.as_deref()).await?;
+            resp = self.send_post(msg, body, None).await?;
         }
-        self.renew_session(stale.as_deref()).await?;
-        self.post_as(msg, body).await
+        self.answer_of(msg, resp).await
     }
 
     /// Opens a new legacy session in place of `stale`: the `initialize`
