@@ -422,7 +422,6 @@ fn take_usual_meta(meta: &mut Map<String, Value>) -> RequestMeta {
 /// `io.modelcontextprotocol/*` per-request members are taken out and
 /// returned; other `_meta` members stay.
 pub fn request_to_legacy(req: &Request) -> Result<(Request, RequestMeta), ShimError> {
-    validate_modern_meta(req.params.as_ref())?;
     request_to_legacy_owned(req.clone())
 }
 
