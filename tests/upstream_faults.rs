@@ -424,6 +424,16 @@ fn restart_upstream_serves_new_requests_after_a_kill() {
     }
 }
 
+/// An initialized pass-through session of a legacy client over a
+/// 2025-11-25 child that the shim restarts after a fault. (The stamp must
+/// live as long as the session: the fault relay writes it.)
+fn restarting_legacy_session(name: &str) -> (Stamp, Wire) {
+    let stamp = Stamp::new(name);
+    let mut shim = restarting_shim("2025-11-25", Revision::Legacy, &stamp);
+    shim.initialize();
+    (stamp, shim)
+}
+
 /// The messages waiting unread in the shim's output that `keep` keeps.
 fn backlog_where(shim: &mut Wire, keep: impl Fn(&Value) -> bool) -> Vec<Value> {
     shim.take_backlog()
@@ -444,9 +454,7 @@ fn debug_logs(shim: &mut Wire) -> Vec<Value> {
 /// `initialize`, as a legacy server keeps it per session.
 #[test]
 fn restart_upstream_replays_the_clients_log_level() {
-    let stamp = Stamp::new("restart-log-level");
-    let mut shim = restarting_shim("2025-11-25", Revision::Legacy, &stamp);
-    shim.initialize();
+    let (_stamp, mut shim) = restarting_legacy_session("restart-log-level");
     let greet = json!({"name": "greet", "arguments": {"name": "Ada"}});
     shim.ok("tools/call", greet.clone());
     assert_eq!(
@@ -487,9 +495,7 @@ fn greeting_updates(shim: &mut Wire) -> usize {
 /// has not taken back, and not the ones it has.
 #[test]
 fn restart_upstream_replays_the_clients_resource_subscriptions() {
-    let stamp = Stamp::new("restart-subscriptions");
-    let mut shim = restarting_shim("2025-11-25", Revision::Legacy, &stamp);
-    shim.initialize();
+    let (_stamp, mut shim) = restarting_legacy_session("restart-subscriptions");
     let greet = json!({"name": "greet", "arguments": {"name": "Ada"}});
     let restart = |shim: &mut Wire| {
         let r = shim.call("tools/call", fault_call());
