@@ -569,6 +569,7 @@ fn http_legacy_upstream_restarted_in_place_gets_a_new_session() {
         };
         let (status, body, _) = h::send(greet(1, "before")).await;
         assert_eq!(status, 200, "{body}");
+        support::schema::assert_valid(Revision::Modern, &body, Some("tools/call"));
         assert!(text_of(&body["result"]).contains("before"), "{body}");
 
         drop(upstream);
