@@ -176,6 +176,81 @@ impl Drop for InlineWakes {
     }
 }
 
+/// `work` run as part of the caller's future, as `.await` would run it,
+/// except that a caller dropped before `work` finished (an HTTP client
+/// that hung up) leaves the rest of it to run as a task of the runtime,
+/// as if spawned. That is what `tokio::spawn(work).await` gives, without
+/// handing every request to the scheduler and waking the caller back: on
+/// a two-core machine that round trip, often through the other core, cost
+/// more than the work. A panic in `work` is caught as a task's would be.
+pub(crate) fn finish_even_if_dropped<F>(work: F) -> FinishEvenIfDropped<F>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    FinishEvenIfDropped {
+        work: Some(Box::pin(work)),
+    }
+}
+
+/// The future of [`finish_even_if_dropped`]: `Err` if `work` panicked.
+pub(crate) struct FinishEvenIfDropped<F>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    work: Option<Pin<Box<F>>>,
+}
+
+/// `work` panicked (see [`finish_even_if_dropped`]).
+#[derive(Debug)]
+pub(crate) struct Panicked;
+
+impl<F> Future for FinishEvenIfDropped<F>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    type Output = Result<F::Output, Panicked>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let Some(work) = self.work.as_mut() else {
+            return Poll::Ready(Err(Panicked));
+        };
+        let polled =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work.as_mut().poll(cx)));
+        match polled {
+            Ok(Poll::Pending) => Poll::Pending,
+            Ok(Poll::Ready(v)) => {
+                self.work = None;
+                Poll::Ready(Ok(v))
+            }
+            Err(_) => {
+                self.work = None;
+                tracing::error!("handling a client request panicked; it gets no answer");
+                Poll::Ready(Err(Panicked))
+            }
+        }
+    }
+}
+
+impl<F> Drop for FinishEvenIfDropped<F>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    fn drop(&mut self) {
+        if let Some(work) = self.work.take() {
+            match tokio::runtime::Handle::try_current() {
+                Ok(rt) => {
+                    rt.spawn(work);
+                }
+                Err(_) => tracing::warn!("no runtime to finish an abandoned request on"),
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -190,6 +265,37 @@ mod tests {
             let _ = tx.send(std::thread::current().id());
         });
         assert_eq!(rx.try_recv().ok(), Some(caller));
+    }
+
+    /// Awaited, the work's output comes back on the caller's task; the
+    /// caller dropped halfway, the rest still runs; a panic is an error.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn work_outlives_a_caller_that_goes_away() {
+        let (tx, rx) = tokio::sync::oneshot::channel::<u32>();
+        let caller = std::thread::current().id();
+        let answered = finish_even_if_dropped(async move {
+            let n = rx.await.unwrap_or(0);
+            (n, std::thread::current().id())
+        });
+        let _ = tx.send(7);
+        let (n, thread) = answered.await.expect("no panic");
+        assert_eq!((n, thread), (7, caller), "polled on the caller's task");
+
+        // The caller stops waiting before the work is done.
+        let (release, wait) = tokio::sync::oneshot::channel::<()>();
+        let (done_tx, done) = tokio::sync::oneshot::channel::<&str>();
+        let abandoned = finish_even_if_dropped(async move {
+            let _ = wait.await;
+            let _ = done_tx.send("finished");
+        });
+        let gave_up = tokio::time::timeout(Duration::from_millis(20), abandoned).await;
+        assert!(gave_up.is_err(), "the work waits for its release");
+        let _ = release.send(());
+        let finished = tokio::time::timeout(Duration::from_secs(5), done).await;
+        assert_eq!(finished.ok().and_then(Result::ok), Some("finished"));
+
+        let panicked = finish_even_if_dropped(async { panic!("engine bug") }).await;
+        assert!(matches!(panicked, Err(Panicked)));
     }
 
     /// Work that waits resumes when woken, from another thread or from a

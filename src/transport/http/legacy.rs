@@ -169,12 +169,12 @@ async fn exchange(s: &Arc<HttpSession>, msg: Message, sse: bool) -> Response {
     let streams = sse && matches!(req.method.as_str(), "tasks/result" | "tools/call");
     if !streams {
         // A JSON answer carries only the answer: it comes straight back from
-        // the engine instead of through the session's router. Spawned, so a
-        // client that hangs up does not cut the engine's work short.
+        // the engine instead of through the session's router. A client that
+        // hangs up does not cut the engine's work short.
         let Message::Request(req) = msg else {
             unreachable!("matched above")
         };
-        let answer = tokio::spawn(s.engine.clone().answer(req)).await;
+        let answer = crate::inline::finish_even_if_dropped(s.engine.clone().answer(req)).await;
         // What routing an answer did: forget streams that have ended.
         s.routes
             .lock()
