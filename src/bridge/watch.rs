@@ -173,9 +173,7 @@ impl Watchers {
                 break;
             }
             let started = tokio::time::Instant::now();
-            let read = self
-                .upstream
-                .request_with_meta("tasks/get", params.clone(), &meta);
+            let read = self.upstream.request_with_meta("tasks/get", &params, &meta);
             let seen = match read.await {
                 Ok(Ok(v)) => match DetailedTask::from_owned_value(v) {
                     Ok(d) => Seen::Task(Box::new(d)),

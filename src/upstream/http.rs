@@ -516,10 +516,12 @@ impl Upstream for Arc<HttpUpstream> {
     async fn request_with_meta(
         &self,
         method: &str,
-        params: Value,
+        params: &Value,
         meta: &ModernMeta,
     ) -> Result<RpcResult, ShimError> {
-        self.exchange(method, params, Some(meta)).await
+        // The request is kept as a message for its headers and a renewed
+        // session's retry, so it owns a copy.
+        self.exchange(method, params.clone(), Some(meta)).await
     }
 
     async fn open_stream(&self, method: &str, params: Value) -> Result<UpstreamStream, ShimError> {

@@ -61,16 +61,19 @@ pub trait Upstream: Send + Sync + 'static {
     async fn request(&self, method: &str, params: Value) -> Result<RpcResult, ShimError>;
     /// [`Upstream::request`] with `meta`'s members merged into
     /// `params._meta` (a legacy session's requests to a 2026-07-28
-    /// upstream). The default merges them into `params`; an upstream that
-    /// writes JSON writes them from their serialised form instead
-    /// ([`ModernMeta::write_request`]), which is the same on the wire.
+    /// upstream). The params are borrowed: an upstream that writes JSON
+    /// writes them, with `meta`'s members from their serialised form
+    /// ([`ModernMeta::write_request`], the same on the wire), and the
+    /// caller keeps them (a `tools/call` retried with input answers needs
+    /// them again). The default merges a copy.
     async fn request_with_meta(
         &self,
         method: &str,
-        params: Value,
+        params: &Value,
         meta: &ModernMeta,
     ) -> Result<RpcResult, ShimError> {
-        self.request(method, meta.merge_into(Some(params))).await
+        self.request(method, meta.merge_into(Some(params.clone())))
+            .await
     }
     /// Sends a long-lived request (`subscriptions/listen`) and hands back
     /// its stream at once; see [`stream`]. `Err` means it could not be
@@ -408,16 +411,18 @@ impl Upstream for Connection {
     async fn request_with_meta(
         &self,
         method: &str,
-        params: Value,
+        params: &Value,
         meta: &ModernMeta,
     ) -> Result<RpcResult, ShimError> {
         if self.lines.is_none() {
             // Messages go to a channel, not out as JSON: merge.
-            return self.request(method, meta.merge_into(Some(params))).await;
+            return self
+                .request(method, meta.merge_into(Some(params.clone())))
+                .await;
         }
         self.exchange(method, |conn, id| {
             let mut line = Vec::with_capacity(512);
-            meta.write_request(&mut line, id, method, Some(&params));
+            meta.write_request(&mut line, id, method, Some(params));
             line.push(b'\n');
             conn.send_line(&line)
         })

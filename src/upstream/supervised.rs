@@ -862,7 +862,7 @@ impl Upstream for Supervised {
     async fn request_with_meta(
         &self,
         method: &str,
-        params: Value,
+        params: &Value,
         meta: &ModernMeta,
     ) -> Result<RpcResult, ShimError> {
         // Only legacy sessions over a 2026-07-28 child get here, which has

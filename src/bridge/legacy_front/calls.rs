@@ -20,12 +20,13 @@ use crate::wire::{TaskStatus, to_value};
 const SYNTHETIC_TTL_MS: i64 = 3_600_000;
 
 impl LegacySession {
-    pub(super) async fn tools_call(self: &Arc<Self>, req: Request) -> RpcResult {
+    pub(super) async fn tools_call(self: &Arc<Self>, mut req: Request) -> RpcResult {
         let name = ttools::tool_name(req.params.as_ref())?.to_owned();
         let support = self.front.policy.for_tool(&name);
-        let empty = json!({});
-        let asked = req.params.as_ref().unwrap_or(&empty);
-        let (mut params, task) = ttools::call_params_to_modern(asked);
+        let asked = req.params.take().unwrap_or_else(|| json!({}));
+        // The call as asked, made modern; kept (the upstream only borrows
+        // it) for an input round's retry, which adds that round's answers.
+        let (mut params, task) = ttools::call_params_to_modern_owned(asked);
         if support == TaskSupport::Required && task.is_none() {
             return Err(ShimError::MethodNotFound(format!(
                 "tool {name:?} requires task augmentation (params.task)"
@@ -35,20 +36,12 @@ impl LegacySession {
         // A forbidden tool called with params.task runs as a plain call.
         let task = task.filter(|_| support != TaskSupport::Forbidden);
         for _ in 0..=self.front.config.max_input_rounds {
-            let upstream_req = Request {
-                id: req.id.clone(),
-                method: req.method.clone(),
-                params: Some(params),
-            };
-            let result = self.call(upstream_req).await?;
+            let result = self.call_with(&req.method, &params).await?;
             match result_type_of(&result) {
                 result_type::TASK => return self.created(result, task.as_ref()).await,
                 result_type::INPUT_REQUIRED => {
-                    // The retry is the call as asked plus this round's
-                    // answers (each round's replace the last's), so it is
-                    // built again here rather than every call keeping a
-                    // copy of what it sent.
-                    params = ttools::call_params_to_modern(asked).0;
+                    // The retry is the call plus this round's answers,
+                    // which replace the last round's.
                     self.answer_round(&mut params, &result).await?;
                 }
                 _ => return self.plain(result, task.as_ref()),

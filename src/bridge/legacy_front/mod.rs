@@ -331,7 +331,7 @@ impl LegacySession {
 
     /// Sends `method` upstream on this session's behalf: `params` with the
     /// session's modern `_meta`.
-    async fn upstream_request(&self, method: &str, params: Value) -> Result<RpcResult, ShimError> {
+    async fn upstream_request(&self, method: &str, params: &Value) -> Result<RpcResult, ShimError> {
         let meta = self.meta();
         self.front
             .upstream
@@ -343,7 +343,12 @@ impl LegacySession {
     /// failures become `-32603` answers.
     async fn call(&self, req: Request) -> RpcResult {
         let params = req.params.unwrap_or_else(|| json!({}));
-        self.upstream_request(&req.method, params)
+        self.call_with(&req.method, &params).await
+    }
+
+    /// [`Self::call`] of `method` with `params`, which the caller keeps.
+    async fn call_with(&self, method: &str, params: &Value) -> RpcResult {
+        self.upstream_request(method, params)
             .await
             .map_err(ErrorObject::from)?
     }

@@ -61,7 +61,7 @@ impl LegacySession {
     /// Reads the task upstream and stores what was seen.
     async fn refresh(&self, rec: TaskRecord) -> Result<TaskRecord, ErrorObject> {
         let answer = self
-            .upstream_request("tasks/get", json!({"taskId": rec.id()}))
+            .upstream_request("tasks/get", &json!({"taskId": rec.id()}))
             .await
             .map_err(ErrorObject::from)?;
         let result = match answer {
@@ -221,7 +221,7 @@ impl LegacySession {
                 let mut responses = serde_json::Map::new();
                 responses.insert(key.clone(), answer);
                 let params = crate::translate::input::update_params(&task_id, responses);
-                match this.upstream_request("tasks/update", params).await {
+                match this.upstream_request("tasks/update", &params).await {
                     Ok(Ok(_)) => {}
                     Ok(Err(e)) => {
                         tracing::warn!(%task_id, %key, code = e.code, "upstream refused tasks/update")
@@ -264,7 +264,7 @@ impl LegacySession {
                 let params = json!({"taskId": rec.id()});
                 let (upstream, meta) = (self.front.upstream.clone(), self.meta());
                 refreshes.spawn(async move {
-                    let seen = upstream.request_with_meta("tasks/get", params, &meta);
+                    let seen = upstream.request_with_meta("tasks/get", &params, &meta);
                     (i, seen.await)
                 });
             }
@@ -300,7 +300,7 @@ impl LegacySession {
             return Err(ShimError::TaskTerminal(status.to_string()).into());
         }
         let params = json!({"taskId": rec.id()});
-        match self.upstream_request("tasks/cancel", params).await {
+        match self.upstream_request("tasks/cancel", &params).await {
             Ok(Ok(_)) => {}
             Ok(Err(e)) => tracing::info!(
                 task = rec.id(),
