@@ -106,25 +106,34 @@ pub(crate) fn start_here(work: impl Future<Output = ()> + Send + 'static) {
 /// One poll of `work` (whose slot says `Polling`) on this thread.
 fn poll_here(deferred: &Arc<Deferred>, mut work: Work) {
     let waker = Waker::from(deferred.clone());
-    let polled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        work.as_mut().poll(&mut Context::from_waker(&waker))
-    }));
+    let polled = poll_catching(work.as_mut(), &mut Context::from_waker(&waker));
     let mut slot = deferred.lock();
     match (polled, &*slot) {
-        (Ok(Poll::Pending), Slot::Polling { woken: false }) => *slot = Slot::Parked(work),
+        (Some(Poll::Pending), Slot::Polling { woken: false }) => *slot = Slot::Parked(work),
         // Woken while polled: it wants polling again at once, which is
         // the runtime's job (a future that keeps waking itself must not
         // hold this thread).
-        (Ok(Poll::Pending), _) => {
+        (Some(Poll::Pending), _) => {
             *slot = Slot::Gone;
             drop(slot);
             deferred.rt.spawn(work);
         }
-        (Ok(Poll::Ready(())), _) => *slot = Slot::Gone,
-        // A spawned task's panic would end that task alone; so here.
-        (Err(_), _) => {
-            *slot = Slot::Gone;
+        (Some(Poll::Ready(())), _) | (None, _) => *slot = Slot::Gone,
+    }
+}
+
+/// One poll of a client request's work; `None` if it panicked. A spawned
+/// task's panic would end that task alone, so a request polled outside
+/// one ends the same way: logged here, and no answer from it.
+fn poll_catching<F: Future + ?Sized>(
+    work: Pin<&mut F>,
+    cx: &mut Context<'_>,
+) -> Option<Poll<F::Output>> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work.poll(cx))) {
+        Ok(polled) => Some(polled),
+        Err(_) => {
             tracing::error!("handling a client request panicked; it gets no answer");
+            None
         }
     }
 }
@@ -217,17 +226,14 @@ where
         let Some(work) = self.work.as_mut() else {
             return Poll::Ready(Err(Panicked));
         };
-        let polled =
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work.as_mut().poll(cx)));
-        match polled {
-            Ok(Poll::Pending) => Poll::Pending,
-            Ok(Poll::Ready(v)) => {
+        match poll_catching(work.as_mut(), cx) {
+            Some(Poll::Pending) => Poll::Pending,
+            Some(Poll::Ready(v)) => {
                 self.work = None;
                 Poll::Ready(Ok(v))
             }
-            Err(_) => {
+            None => {
                 self.work = None;
-                tracing::error!("handling a client request panicked; it gets no answer");
                 Poll::Ready(Err(Panicked))
             }
         }
