@@ -383,18 +383,21 @@ fn usual_valid_meta(meta: &Map<String, Value>) -> bool {
     version_ok && caps_ok && level_ok
 }
 
+/// The `_meta` members a 2026-07-28 request carries for itself (what a
+/// 2025-11-25 session declares once), taken out when it is made legacy.
+const PER_REQUEST: [&str; 4] = [
+    META_PROTOCOL_VERSION,
+    META_CLIENT_CAPABILITIES,
+    META_CLIENT_INFO,
+    META_LOG_LEVEL,
+];
+
 /// The per-request members moved out of a `_meta` that
 /// [`usual_valid_meta`] accepted, in the order and with the removals
 /// (swapping) that [`request_to_legacy_owned`] has always made; the other
 /// members stay, and are copied into [`RequestMeta::extra`] in their
 /// order, as serde's `flatten` reads them.
 fn take_usual_meta(meta: &mut Map<String, Value>) -> RequestMeta {
-    const PER_REQUEST: [&str; 4] = [
-        META_PROTOCOL_VERSION,
-        META_CLIENT_CAPABILITIES,
-        META_CLIENT_INFO,
-        META_LOG_LEVEL,
-    ];
     let extra = meta
         .iter()
         .filter(|(k, _)| !PER_REQUEST.contains(&k.as_str()))
@@ -459,12 +462,7 @@ pub fn request_to_legacy_owned(req: Request) -> Result<(Request, RequestMeta), S
             if let Value::Object(m) = params_value {
                 params = m;
             }
-            for key in [
-                META_PROTOCOL_VERSION,
-                META_CLIENT_CAPABILITIES,
-                META_CLIENT_INFO,
-                META_LOG_LEVEL,
-            ] {
+            for key in PER_REQUEST {
                 super::remove_meta_key(&mut params, key);
             }
             meta
