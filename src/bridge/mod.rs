@@ -17,8 +17,9 @@ pub use clock::Clock;
 
 use crate::translate::tools::TaskPolicy;
 
-/// How often a running shim drops expired tasks from memory. Lookups never
-/// see an expired task anyway; this only bounds how long its memory is held.
+/// How often a running shim drops expired tasks (and idle legacy HTTP
+/// sessions) from memory. Lookups never see an expired task anyway; this
+/// only bounds how long its memory is held.
 pub const SWEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Calls `sweep` on `front` every [`SWEEP_EVERY`] until the front is gone.
@@ -34,7 +35,7 @@ pub fn spawn_sweeper<F: Send + Sync + 'static>(
             let Some(front) = front.upgrade() else { break };
             let evicted = sweep(&front);
             if evicted > 0 {
-                tracing::debug!(evicted, "expired tasks dropped");
+                tracing::debug!(evicted, "sweep: expired entries dropped");
             }
         }
     })

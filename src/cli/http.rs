@@ -32,6 +32,16 @@ pub struct Args {
     /// loopback origins are always allowed, others get 403. Repeatable.
     #[arg(long = "allow-origin", value_name = "ORIGIN")]
     pub allowed_origins: Vec<String>,
+    /// End a 2025-11-25 session after this many seconds with no request
+    /// being answered and no stream open, as if the client had sent DELETE
+    /// (its later requests get 404, and it initializes again). 0: never.
+    #[arg(long, value_name = "SECONDS", default_value_t = 1800)]
+    pub session_idle_timeout_s: u64,
+    /// Most 2025-11-25 sessions open at once; one more `initialize` gets
+    /// HTTP 503.
+    #[arg(long, value_name = "N", default_value_t = 10_000,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_sessions: u64,
     /// Bridge options.
     #[command(flatten)]
     pub shim: ShimArgs,
@@ -67,6 +77,9 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
         max_body_bytes: args.max_body_bytes,
         require_principal: args.require_principal,
         allowed_origins: args.allowed_origins.clone(),
+        session_idle_timeout: (args.session_idle_timeout_s > 0)
+            .then(|| std::time::Duration::from_secs(args.session_idle_timeout_s)),
+        max_sessions: usize::try_from(args.max_sessions).unwrap_or(usize::MAX),
         bridge: proxy.bridge.clone(),
     };
     let resolver = Arc::new(ConfiguredPrincipals {

@@ -6,8 +6,14 @@
 //! the SSE stream of a pending `tasks/result` for that task; other
 //! requests to a pending `tools/call` stream; the rest to the GET stream,
 //! or a bounded backlog until one opens.
+//!
+//! A session ends with DELETE, or when it has been idle for the configured
+//! time: no request being answered, no open stream. Clients that vanish
+//! without DELETE would otherwise keep their session, its engine and its
+//! anonymous tasks for the life of the process.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
@@ -34,6 +40,10 @@ type Tx = mpsc::UnboundedSender<Message>;
 pub(crate) struct HttpSession {
     engine: Arc<LegacySession>,
     routes: Mutex<Routes>,
+    /// Requests of this session being answered now.
+    in_flight: AtomicUsize,
+    /// When the session was last in use ([`App::now_ms`]).
+    last_used_ms: AtomicU64,
 }
 
 #[derive(Debug, Default)]
@@ -46,8 +56,25 @@ struct Routes {
 }
 
 impl HttpSession {
+    fn touch(&self, now_ms: u64) {
+        self.last_used_ms.store(now_ms, Ordering::Relaxed);
+    }
+
+    /// A request being answered, or a stream open to the client (the GET
+    /// stream, an SSE answer in progress), keeps a session from expiring.
+    fn busy(&self) -> bool {
+        if self.in_flight.load(Ordering::Acquire) > 0 {
+            return true;
+        }
+        let r = lock(&self.routes);
+        let open = |tx: &Tx| !tx.is_closed();
+        r.get_stream.as_ref().is_some_and(open)
+            || r.by_id.values().any(open)
+            || r.by_task.values().any(open)
+    }
+
     fn route(&self, msg: Message) {
-        let mut r = self.routes.lock().unwrap_or_else(|p| p.into_inner());
+        let mut r = lock(&self.routes);
         let target = match &msg {
             Message::Response(_) | Message::Error(_) => msg.id().and_then(|id| r.by_id.remove(id)),
             Message::Request(req) => match related_task_of(req.params.as_ref()) {
@@ -84,12 +111,52 @@ impl HttpSession {
     }
 }
 
+/// Marks a session in use while one of its requests is answered; idle
+/// time counts from when the last one ends.
+struct InUse<'a> {
+    session: &'a HttpSession,
+    app: &'a App,
+}
+
+impl<'a> InUse<'a> {
+    fn new(session: &'a HttpSession, app: &'a App) -> Self {
+        session.in_flight.fetch_add(1, Ordering::AcqRel);
+        InUse { session, app }
+    }
+}
+
+impl Drop for InUse<'_> {
+    fn drop(&mut self) {
+        self.session.touch(self.app.now_ms());
+        self.session.in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+fn too_many_sessions(app: &App, id: Option<Id>) -> Response {
+    tracing::warn!(
+        max = app.opts.max_sessions,
+        "refusing a new legacy HTTP session: the limit is reached"
+    );
+    let e = ShimError::Internal(format!(
+        "too many open sessions ({}); retry later, or end unused ones with DELETE",
+        app.opts.max_sessions
+    ));
+    error_response(StatusCode::SERVICE_UNAVAILABLE, id, e)
+}
+
 pub(super) async fn initialize(app: Arc<App>, msg: Message, hdrs: &HeaderMap) -> Response {
     app.metrics.count(Revision::Legacy, "initialize");
+    let Message::Request(req) = msg else {
+        let e = ShimError::InvalidRequest("initialize must be a request (with an id)".into());
+        return error_response(StatusCode::BAD_REQUEST, None, e);
+    };
+    if lock(&app.sessions).len() >= app.opts.max_sessions {
+        return too_many_sessions(&app, Some(req.id));
+    }
     let Some(front) = &app.legacy else {
         return error_response(
             StatusCode::OK,
-            msg.id().cloned(),
+            Some(req.id),
             ShimError::Internal(
                 "the upstream speaks 2025-11-25 too; pass-through of legacy HTTP sessions to a stdio upstream is not supported, connect the client to the server directly".into(),
             ),
@@ -103,6 +170,8 @@ pub(super) async fn initialize(app: Arc<App>, msg: Message, hdrs: &HeaderMap) ->
     let session = Arc::new(HttpSession {
         engine: front.session(scope, tx),
         routes: Mutex::new(Routes::default()),
+        in_flight: AtomicUsize::new(0),
+        last_used_ms: AtomicU64::new(app.now_ms()),
     });
     // Weak: the engine holds this channel's sender, so a strong reference
     // here would keep the session (and the task) alive after DELETE.
@@ -113,24 +182,50 @@ pub(super) async fn initialize(app: Arc<App>, msg: Message, hdrs: &HeaderMap) ->
             s.route(m);
         }
     });
-    app.sessions
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .insert(sid.clone(), session.clone());
+    // The session exists for the client only once `initialize` succeeded:
+    // a refused one leaves nothing behind to expire or leak.
+    let id = req.id.clone();
+    let Ok(answer) =
+        crate::inline::finish_even_if_dropped(session.engine.clone().answer(req)).await
+    else {
+        return error_response(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            Some(id),
+            ShimError::Internal("no answer".into()),
+        );
+    };
+    if matches!(answer, Message::Error(_)) {
+        return json_response(StatusCode::OK, &answer);
+    }
+    {
+        let mut sessions = lock(&app.sessions);
+        if sessions.len() >= app.opts.max_sessions {
+            drop(sessions);
+            return too_many_sessions(&app, Some(id));
+        }
+        session.touch(app.now_ms());
+        sessions.insert(sid.clone(), session);
+    }
     tracing::info!(session = %sid, "legacy HTTP session opened");
-    let mut resp = exchange(&session, msg, false).await;
+    let mut resp = json_response(StatusCode::OK, &answer);
     if let Ok(v) = HeaderValue::from_str(&sid) {
         resp.headers_mut().insert("mcp-session-id", v);
     }
     resp
 }
 
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Looks a session up and marks it used, under the sessions lock: the
+/// idle sweep, which decides under the same lock, cannot end a session a
+/// request has just found.
 fn session(app: &App, sid: &str) -> Option<Arc<HttpSession>> {
-    app.sessions
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .get(sid)
-        .cloned()
+    let sessions = lock(&app.sessions);
+    let s = sessions.get(sid)?;
+    s.touch(app.now_ms());
+    Some(s.clone())
 }
 
 fn unknown_session() -> Response {
@@ -156,6 +251,7 @@ pub(super) async fn post(app: Arc<App>, sid: &str, msg: Message, hdrs: &HeaderMa
         .get("accept")
         .and_then(|v| v.to_str().ok())
         .is_some_and(|a| a.contains("text/event-stream"));
+    let _in_use = InUse::new(&s, &app);
     exchange(&s, msg, sse).await
 }
 
@@ -176,11 +272,7 @@ async fn exchange(s: &Arc<HttpSession>, msg: Message, sse: bool) -> Response {
         };
         let answer = crate::inline::finish_even_if_dropped(s.engine.clone().answer(req)).await;
         // What routing an answer did: forget streams that have ended.
-        s.routes
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .by_task
-            .retain(|_, tx| !tx.is_closed());
+        lock(&s.routes).by_task.retain(|_, tx| !tx.is_closed());
         return match answer {
             Ok(m) => json_response(StatusCode::OK, &m),
             Err(_) => error_response(
@@ -192,7 +284,7 @@ async fn exchange(s: &Arc<HttpSession>, msg: Message, sse: bool) -> Response {
     }
     let (tx, rx) = mpsc::unbounded_channel();
     {
-        let mut r = s.routes.lock().unwrap_or_else(|p| p.into_inner());
+        let mut r = lock(&s.routes);
         r.by_id.insert(id.clone(), tx.clone());
         match req.method.as_str() {
             "tasks/result" => {
@@ -253,7 +345,7 @@ pub(super) fn get_stream(app: Arc<App>, sid: &str) -> Response {
     };
     let (tx, rx) = mpsc::unbounded_channel();
     {
-        let mut r = s.routes.lock().unwrap_or_else(|p| p.into_inner());
+        let mut r = lock(&s.routes);
         for m in r.backlog.drain(..) {
             let _ = tx.send(m);
         }
@@ -267,19 +359,53 @@ pub(super) fn get_stream(app: Arc<App>, sid: &str) -> Response {
 
 pub(super) fn delete(app: Arc<App>, sid: &str) -> Response {
     app.metrics.count(Revision::Legacy, "DELETE");
-    let removed = app
-        .sessions
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .remove(sid);
+    let removed = lock(&app.sessions).remove(sid);
     let Some(s) = removed else {
         return unknown_session();
     };
-    s.engine.fail_asks("the session was deleted");
+    end(&app, &s, "the session was deleted");
+    tracing::info!(session = %sid, "legacy HTTP session deleted");
+    StatusCode::OK.into_response()
+}
+
+/// What ending a session (removed from the map already) takes with it.
+fn end(app: &App, s: &HttpSession, why: &str) {
+    s.engine.fail_asks(why);
     // Session-scoped tasks go with the session; principal-scoped ones stay.
     if s.engine.scope().starts_with(super::SESSION_SCOPE_PREFIX) {
         app.ledger.drop_scope(s.engine.scope());
     }
-    tracing::info!(session = %sid, "legacy HTTP session deleted");
-    StatusCode::OK.into_response()
+}
+
+/// Ends the sessions idle for longer than the configured time; returns
+/// how many. Run by the sweeper every second.
+pub(super) fn expire_idle(app: &App) -> usize {
+    let Some(idle) = app.opts.session_idle_timeout else {
+        return 0;
+    };
+    let idle_ms = u64::try_from(idle.as_millis()).unwrap_or(u64::MAX);
+    let now = app.now_ms();
+    let expired: Vec<(String, Arc<HttpSession>)> = {
+        let mut sessions = lock(&app.sessions);
+        let ids: Vec<String> = sessions
+            .iter()
+            .filter_map(|(sid, s)| {
+                if s.busy() {
+                    // Idle time counts from the end of the last stream.
+                    s.touch(now);
+                    return None;
+                }
+                let since = now.saturating_sub(s.last_used_ms.load(Ordering::Relaxed));
+                (since >= idle_ms).then(|| sid.clone())
+            })
+            .collect();
+        ids.into_iter()
+            .filter_map(|sid| sessions.remove(&sid).map(|s| (sid, s)))
+            .collect()
+    };
+    for (sid, s) in &expired {
+        end(app, s, "the session expired");
+        tracing::info!(session = %sid, idle_s = idle.as_secs(), "idle legacy HTTP session expired");
+    }
+    expired.len()
 }

@@ -53,6 +53,12 @@ pub struct HttpOptions {
     /// Origins allowed besides loopback ones (`http://host:port`). A request
     /// with any other `Origin` is refused with 403 (DNS-rebinding defence).
     pub allowed_origins: Vec<String>,
+    /// A legacy session with no request being answered and no stream open
+    /// for this long is ended, as if the client had sent DELETE; `None`
+    /// keeps sessions until DELETE.
+    pub session_idle_timeout: Option<std::time::Duration>,
+    /// Most legacy sessions open at once; `initialize` beyond it answers 503.
+    pub max_sessions: usize,
     /// Engine settings.
     pub bridge: BridgeConfig,
 }
@@ -69,6 +75,8 @@ pub(crate) struct App {
     sessions: Mutex<HashMap<String, Arc<legacy::HttpSession>>>,
     resolver: Arc<dyn PrincipalResolver>,
     metrics: metrics::Metrics,
+    /// The zero of [`App::now_ms`].
+    started: std::time::Instant,
 }
 
 /// Serves the endpoint until `shutdown` resolves, then stops the upstream.
@@ -112,6 +120,7 @@ pub async fn serve(
         sessions: Mutex::new(HashMap::new()),
         resolver,
         metrics: metrics::Metrics::default(),
+        started: std::time::Instant::now(),
     });
     let pump = app.clone();
     tokio::spawn(async move {
@@ -130,6 +139,9 @@ pub async fn serve(
         )),
         _ => None,
     };
+    let session_sweeper = opts
+        .session_idle_timeout
+        .map(|_| crate::bridge::spawn_sweeper(Arc::downgrade(&app), legacy::expire_idle));
     let router = Router::new()
         .route(
             &opts.path,
@@ -177,7 +189,7 @@ pub async fn serve(
         } => tracing::info!("open streams cut after the shutdown grace period"),
     }
     app.upstream.shutdown("the shim is shutting down");
-    if let Some(sweeper) = sweeper {
+    for sweeper in [sweeper, session_sweeper].into_iter().flatten() {
         sweeper.abort();
     }
     app.upstream.finish().await;
@@ -205,6 +217,11 @@ impl App {
 
     fn principal(&self, headers: &HeaderMap) -> Option<String> {
         self.resolver.resolve(headers)
+    }
+
+    /// Monotonic milliseconds since the front started.
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
 }
 
