@@ -43,6 +43,9 @@ pub enum ShimError {
     /// The method does not exist in the revision spoken.
     #[error("Method not found: {0}")]
     MethodNotFound(String),
+    /// Credentials the shim refuses (HTTP 401).
+    #[error("Unauthorized: {0}")]
+    Unauthorized(String),
     /// The params are malformed.
     #[error("Invalid params: {0}")]
     InvalidParams(String),
@@ -95,7 +98,7 @@ impl ShimError {
         use codes::*;
         match self {
             ShimError::Parse(_) => PARSE_ERROR,
-            ShimError::InvalidRequest(_) => INVALID_REQUEST,
+            ShimError::InvalidRequest(_) | ShimError::Unauthorized(_) => INVALID_REQUEST,
             ShimError::MethodNotFound(_) => METHOD_NOT_FOUND,
             ShimError::InvalidParams(_)
             | ShimError::UnknownTask
@@ -152,6 +155,7 @@ impl ShimError {
             | ShimError::Parse(_)
             | ShimError::InvalidRequest(_) => 400,
             ShimError::MethodNotFound(_) => 404,
+            ShimError::Unauthorized(_) => 401,
             _ => 200,
         }
     }

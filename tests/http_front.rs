@@ -524,8 +524,16 @@ async fn principals_see_only_their_own_tasks() {
         assert_eq!(body["result"]["status"], "cancelled", "{body}");
     }
 
-    // Principal-scoped tasks outlive the session that created them.
+    // Principal-scoped tasks outlive the session that created them (which
+    // only its principal may end).
     let (s, _, _) = send(c.delete(url).header("mcp-session-id", &a1)).await;
+    assert_eq!(s, StatusCode::NOT_FOUND, "DELETE without alice's token");
+    let (s, _, _) = send(
+        c.delete(url)
+            .header("mcp-session-id", &a1)
+            .bearer_auth("alice-secret"),
+    )
+    .await;
     assert_eq!(s, StatusCode::OK);
     assert_eq!(
         listed(&c, url, &a2, Some("alice-secret")).await,
@@ -552,11 +560,11 @@ async fn require_principal_refuses_anonymous_tasks_list() {
     assert_eq!(s, StatusCode::FORBIDDEN, "{body}");
     assert_eq!(body["error"]["code"], -32600, "{body}");
     assert_valid(Revision::Legacy, &body, Some("tasks/list"));
-    // A wrong token is no principal either.
+    // A wrong token is refused outright.
     let (s, _, _) =
         send(legacy(&c, url, Some(&anon), &rpc(2, "tasks/list", json!({}))).bearer_auth("wrong"))
             .await;
-    assert_eq!(s, StatusCode::FORBIDDEN);
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
     let (alice, _) = initialize(&c, url, Some("alice-secret")).await;
     assert!(
         listed(&c, url, &alice, Some("alice-secret"))

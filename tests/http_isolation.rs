@@ -461,3 +461,122 @@ async fn modern_clients() {
         r.expect("owner check");
     }
 }
+
+/// A session id is not a credential: every request on a legacy session
+/// must come from the principal that opened it, a token the shim does not
+/// know is refused (not served as anonymous), and the 2026-07-28
+/// `tasks/update` cannot reach a task from a legacy session.
+#[tokio::test(flavor = "multi_thread")]
+async fn legacy_sessions_stay_with_their_principal() {
+    let shim = HttpShim::spawn(
+        &["--token", "ta=alice", "--token", "tb=bob"],
+        &modern_reference(),
+    );
+    let c = client();
+    let url = shim.url.as_str();
+    let alice = Principal {
+        token: "ta".into(),
+        sessions: Vec::new(),
+        tasks: Vec::new(),
+    };
+    let (sid, _) = initialize(&c, url, Some("ta")).await;
+    let task = legacy_create(&c, url, &alice, &sid, "mine").await;
+
+    // A wrong token: 401 with a bearer challenge, whatever the session.
+    for sid in [Some(sid.as_str()), None] {
+        let get = rpc(2, "tasks/get", json!({"taskId": task}));
+        let (s, body, h) = send(legacy(&c, url, sid, &get).bearer_auth("typo")).await;
+        assert_eq!(s, 401, "{body}");
+        assert!(
+            h["www-authenticate"]
+                .to_str()
+                .unwrap()
+                .starts_with("Bearer"),
+            "{h:?}"
+        );
+        assert_valid(Revision::Legacy, &body, None);
+    }
+
+    // Another principal, or no credentials, on alice's session: exactly
+    // what an unknown session gets, and alice's task is untouched.
+    let unknown = observe(
+        legacy(
+            &c,
+            url,
+            Some("no-such-session"),
+            &rpc(3, "tasks/get", json!({"taskId": task})),
+        )
+        .bearer_auth("tb"),
+        Revision::Legacy,
+        "tasks/get",
+    )
+    .await;
+    assert_eq!(unknown.status, 404);
+    for token in [Some("tb"), None] {
+        for (id, method) in [(3, "tasks/get"), (3, "tasks/cancel")] {
+            let mut req = legacy(
+                &c,
+                url,
+                Some(&sid),
+                &rpc(id, method, json!({"taskId": task})),
+            );
+            if let Some(t) = token {
+                req = req.bearer_auth(t);
+            }
+            let seen = observe(req, Revision::Legacy, method).await;
+            assert_eq!(seen, unknown, "{method} on another's session as {token:?}");
+        }
+        let mut del = c.delete(url).header("mcp-session-id", &sid);
+        if let Some(t) = token {
+            del = del.bearer_auth(t);
+        }
+        let (s, _, _) = send(del).await;
+        assert_eq!(s, 404, "DELETE of another's session as {token:?}");
+    }
+
+    // `tasks/update` is not a 2025-11-25 method: refused in the session,
+    // for its own task and for any other id alike.
+    let update = |id: &str| {
+        rpc(
+            4,
+            "tasks/update",
+            json!({"taskId": id,
+            "inputResponses": {"x": {"action": "accept", "content": {}}}}),
+        )
+    };
+    let own = observe(
+        legacy(&c, url, Some(&sid), &update(&task)).bearer_auth("ta"),
+        Revision::Legacy,
+        "tasks/update",
+    )
+    .await;
+    assert_eq!(own.body["error"]["code"], -32601, "{:?}", own.body);
+    let other = observe(
+        legacy(
+            &c,
+            url,
+            Some(&sid),
+            &update("0123456789abcdef0123456789abcdef"),
+        )
+        .bearer_auth("ta"),
+        Revision::Legacy,
+        "tasks/update",
+    )
+    .await;
+    assert_eq!(own.status, other.status);
+    assert_eq!(own.body["error"]["code"], other.body["error"]["code"]);
+
+    // Alice still has her session and her task, still working.
+    let (s, body, _) = send(
+        legacy(
+            &c,
+            url,
+            Some(&sid),
+            &rpc(5, "tasks/get", json!({"taskId": task})),
+        )
+        .bearer_auth("ta"),
+    )
+    .await;
+    assert_eq!(s, 200, "{body}");
+    assert_eq!(body["result"]["status"], "working", "{body}");
+}

@@ -18,6 +18,7 @@ use super::tools::{self, Call};
 use crate::error::ShimError;
 use crate::jsonrpc::{Id, Message, Notification, Request};
 use crate::revision::META_RELATED_TASK;
+use crate::wire::LOG_LEVELS;
 use crate::wire::TaskStatus;
 use crate::wire::legacy::TaskSupport;
 
@@ -48,18 +49,6 @@ struct Shared {
 /// subscriber has updates to hear about (and a restarted server's
 /// subscriptions can be seen).
 pub(crate) const GREETINGS_URI: &str = "mcp-tasks-shim://reference/greetings";
-
-/// RFC 5424 severities, least severe first, as `logging/setLevel` names them.
-const LOG_LEVELS: [&str; 8] = [
-    "debug",
-    "info",
-    "notice",
-    "warning",
-    "error",
-    "critical",
-    "alert",
-    "emergency",
-];
 
 impl LegacyServer {
     pub(crate) fn new(out: Outbox) -> Self {

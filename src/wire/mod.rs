@@ -11,6 +11,20 @@ pub mod modern;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+/// RFC 5424 severities, least severe first: the `LoggingLevel` of both
+/// revisions (`logging/setLevel` in 2025-11-25, the per-request
+/// `io.modelcontextprotocol/logLevel` in 2026-07-28).
+pub const LOG_LEVELS: [&str; 8] = [
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+];
+
 /// Unknown members of a wire object, kept verbatim.
 pub type Extra = Map<String, Value>;
 

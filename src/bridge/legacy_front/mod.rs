@@ -37,6 +37,7 @@ use crate::translate::session::{self as tsession, LegacyClient, ModernMeta};
 use crate::translate::tools::TaskPolicy;
 use crate::transport::Outbox;
 use crate::upstream::{RpcResult, Upstream, UpstreamEvent};
+use crate::wire::LOG_LEVELS;
 use crate::wire::legacy::TaskSupport;
 use crate::wire::modern::DetailedTask;
 
@@ -259,6 +260,17 @@ impl LegacySession {
             "tasks/result" => self.tasks_result(&req).await,
             "tasks/list" => self.tasks_list(&req).await,
             "tasks/cancel" => self.tasks_cancel(&req).await,
+            // 2026-07-28 methods 2025-11-25 does not have. Forwarded, a
+            // `tasks/update` would reach any task by id, past the ledger's
+            // scope check, and a `subscriptions/listen` would wait for an
+            // answer that never comes.
+            "tasks/update" | "subscriptions/listen" | "server/discover" => {
+                Err(ShimError::MethodNotFound(format!(
+                    "{} is a 2026-07-28 method; this session speaks 2025-11-25",
+                    req.method
+                ))
+                .into())
+            }
             _ => self.forward(req).await,
         }
     }
@@ -300,6 +312,15 @@ impl LegacySession {
             .ok_or_else(|| {
                 ShimError::InvalidParams("logging/setLevel needs params.level".into())
             })?;
+        // Every later upstream request carries the level in its `_meta`,
+        // where the 2026-07-28 schema allows only these.
+        if !LOG_LEVELS.contains(&level) {
+            return Err(ShimError::InvalidParams(format!(
+                "unknown log level {level:?}; one of {}",
+                LOG_LEVELS.join(", ")
+            ))
+            .into());
+        }
         self.update_client(|client| client.log_level = Some(level.to_owned()));
         Ok(json!({}))
     }

@@ -40,6 +40,10 @@ type Tx = mpsc::UnboundedSender<Message>;
 pub(crate) struct HttpSession {
     engine: Arc<LegacySession>,
     routes: Mutex<Routes>,
+    /// Who opened it: every later request must come from the same
+    /// principal (or be anonymous like it), as MCP's security practices
+    /// require; a session id is not a credential.
+    principal: Option<String>,
     /// Requests of this session being answered now.
     in_flight: AtomicUsize,
     /// When the session was last in use ([`App::now_ms`]).
@@ -163,13 +167,15 @@ pub(super) async fn initialize(app: Arc<App>, msg: Message, hdrs: &HeaderMap) ->
         );
     };
     let sid = crate::ids::random_id();
-    let scope = app
-        .principal(hdrs)
+    let principal = app.principal(hdrs);
+    let scope = principal
+        .clone()
         .unwrap_or_else(|| format!("{}{sid}", super::SESSION_SCOPE_PREFIX));
     let (tx, mut rx) = mpsc::unbounded_channel();
     let session = Arc::new(HttpSession {
         engine: front.session(scope, tx),
         routes: Mutex::new(Routes::default()),
+        principal,
         in_flight: AtomicUsize::new(0),
         last_used_ms: AtomicU64::new(app.now_ms()),
     });
@@ -218,12 +224,18 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Looks a session up and marks it used, under the sessions lock: the
-/// idle sweep, which decides under the same lock, cannot end a session a
-/// request has just found.
-fn session(app: &App, sid: &str) -> Option<Arc<HttpSession>> {
+/// Looks a session up for a request and marks it used, under the
+/// sessions lock: the idle sweep, which decides under the same lock,
+/// cannot end a session a request has just found. A session of another
+/// principal is not found, exactly like an unknown one.
+fn session(app: &App, sid: &str, hdrs: &HeaderMap) -> Option<Arc<HttpSession>> {
+    let principal = app.principal(hdrs);
     let sessions = lock(&app.sessions);
     let s = sessions.get(sid)?;
+    if s.principal != principal {
+        tracing::info!(session = %sid, "refused: a request for a session another principal opened");
+        return None;
+    }
     s.touch(app.now_ms());
     Some(s.clone())
 }
@@ -236,7 +248,7 @@ fn unknown_session() -> Response {
 pub(super) async fn post(app: Arc<App>, sid: &str, msg: Message, hdrs: &HeaderMap) -> Response {
     app.metrics
         .count(Revision::Legacy, msg.method().unwrap_or("(response)"));
-    let Some(s) = session(&app, sid) else {
+    let Some(s) = session(&app, sid, hdrs) else {
         return unknown_session();
     };
     if msg.method() == Some("tasks/list")
@@ -338,9 +350,9 @@ fn is_answer_to(m: &Message, id: &Id) -> bool {
     matches!(m, Message::Response(_) | Message::Error(_)) && m.id() == Some(id)
 }
 
-pub(super) fn get_stream(app: Arc<App>, sid: &str) -> Response {
+pub(super) fn get_stream(app: Arc<App>, sid: &str, hdrs: &HeaderMap) -> Response {
     app.metrics.count(Revision::Legacy, "GET");
-    let Some(s) = session(&app, sid) else {
+    let Some(s) = session(&app, sid, hdrs) else {
         return unknown_session();
     };
     let (tx, rx) = mpsc::unbounded_channel();
@@ -357,8 +369,11 @@ pub(super) fn get_stream(app: Arc<App>, sid: &str) -> Response {
         .into_response()
 }
 
-pub(super) fn delete(app: Arc<App>, sid: &str) -> Response {
+pub(super) fn delete(app: Arc<App>, sid: &str, hdrs: &HeaderMap) -> Response {
     app.metrics.count(Revision::Legacy, "DELETE");
+    if session(&app, sid, hdrs).is_none() {
+        return unknown_session();
+    }
     let removed = lock(&app.sessions).remove(sid);
     let Some(s) = removed else {
         return unknown_session();

@@ -250,9 +250,28 @@ fn forbidden_origin() -> Response {
     error_response(StatusCode::FORBIDDEN, None, e)
 }
 
+/// 401 for credentials the resolver refuses.
+fn unauthorized(why: String) -> Response {
+    let mut resp = error_response(StatusCode::UNAUTHORIZED, None, ShimError::Unauthorized(why));
+    resp.headers_mut().insert(
+        "www-authenticate",
+        axum::http::HeaderValue::from_static("Bearer error=\"invalid_token\""),
+    );
+    resp
+}
+
+/// What every request passes before anything else: the Origin rule and
+/// the credentials check. `Some` is the refusal.
+fn refusal(app: &App, headers: &HeaderMap) -> Option<Response> {
+    if !origin_ok(app, headers) {
+        return Some(forbidden_origin());
+    }
+    app.resolver.authenticate(headers).err().map(unauthorized)
+}
+
 async fn post_endpoint(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) -> Response {
-    if !origin_ok(&app, &headers) {
-        return forbidden_origin();
+    if let Some(refused) = refusal(&app, &headers) {
+        return refused;
     }
     let msg = match Message::parse_bounded(&body, app.opts.max_body_bytes) {
         Ok(m) => m,
@@ -282,21 +301,21 @@ async fn post_endpoint(State(app): State<Arc<App>>, headers: HeaderMap, body: By
 }
 
 async fn get_endpoint(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
-    if !origin_ok(&app, &headers) {
-        return forbidden_origin();
+    if let Some(refused) = refusal(&app, &headers) {
+        return refused;
     }
     match headers::header(&headers, "mcp-session-id") {
-        Some(sid) => legacy::get_stream(app, sid),
+        Some(sid) => legacy::get_stream(app, sid, &headers),
         None => method_not_allowed(),
     }
 }
 
 async fn delete_endpoint(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
-    if !origin_ok(&app, &headers) {
-        return forbidden_origin();
+    if let Some(refused) = refusal(&app, &headers) {
+        return refused;
     }
     match headers::header(&headers, "mcp-session-id") {
-        Some(sid) => legacy::delete(app, sid),
+        Some(sid) => legacy::delete(app, sid, &headers),
         None => method_not_allowed(),
     }
 }

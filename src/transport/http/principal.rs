@@ -14,6 +14,14 @@ use axum::http::HeaderMap;
 pub trait PrincipalResolver: Send + Sync + std::fmt::Debug {
     /// The principal, or `None` for an anonymous request.
     fn resolve(&self, headers: &HeaderMap) -> Option<String>;
+
+    /// The principal of a request whose credentials are acceptable, or
+    /// why they are not (the request is answered 401, as MCP's
+    /// authorization spec requires for an invalid token). The default
+    /// refuses nothing.
+    fn authenticate(&self, headers: &HeaderMap) -> Result<Option<String>, String> {
+        Ok(self.resolve(headers))
+    }
 }
 
 /// Configured bearer tokens and/or a trusted header.
@@ -31,16 +39,9 @@ impl PrincipalResolver for ConfiguredPrincipals {
             .get("authorization")
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "))
+            && let Some(principal) = self.bearer(bearer)
         {
-            let mut found = None;
-            for (token, principal) in &self.tokens {
-                if constant_time_eq(token.as_bytes(), bearer.as_bytes()) {
-                    found = Some(principal.clone());
-                }
-            }
-            if found.is_some() {
-                return found;
-            }
+            return Some(principal);
         }
         let name = self.trusted_header.as_deref()?;
         headers
@@ -48,6 +49,42 @@ impl PrincipalResolver for ConfiguredPrincipals {
             .and_then(|v| v.to_str().ok())
             .filter(|v| !v.is_empty())
             .map(|v| format!("header:{v}"))
+    }
+
+    /// With tokens configured, an `Authorization` header must carry one
+    /// of them: a mistyped or revoked token is refused rather than served
+    /// as anonymous, which would put the client's tasks in the scope every
+    /// anonymous caller shares.
+    fn authenticate(&self, headers: &HeaderMap) -> Result<Option<String>, String> {
+        let Some(auth) = headers.get("authorization") else {
+            return Ok(self.resolve(headers));
+        };
+        if self.tokens.is_empty() {
+            return Ok(self.resolve(headers));
+        }
+        let bearer = auth
+            .to_str()
+            .ok()
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .ok_or("the Authorization header is not a bearer token")?;
+        match self.bearer(bearer) {
+            Some(principal) => Ok(Some(principal)),
+            None => Err("invalid bearer token".into()),
+        }
+    }
+}
+
+impl ConfiguredPrincipals {
+    /// The principal of a bearer token, comparing with every configured
+    /// token.
+    fn bearer(&self, token: &str) -> Option<String> {
+        let mut found = None;
+        for (known, principal) in &self.tokens {
+            if constant_time_eq(known.as_bytes(), token.as_bytes()) {
+                found = Some(principal.clone());
+            }
+        }
+        found
     }
 }
 
@@ -75,5 +112,25 @@ mod tests {
         assert_eq!(p.resolve(&h), None);
         h.insert("x-principal", "bob".parse().unwrap());
         assert_eq!(p.resolve(&h).as_deref(), Some("header:bob"));
+    }
+
+    #[test]
+    fn a_wrong_token_is_refused_not_anonymous() {
+        let p = ConfiguredPrincipals {
+            tokens: HashMap::from([("s3cret".into(), "alice".into())]),
+            trusted_header: None,
+        };
+        let mut h = HeaderMap::new();
+        assert_eq!(p.authenticate(&h), Ok(None), "no credentials: anonymous");
+        h.insert("authorization", "Bearer s3cret".parse().unwrap());
+        assert_eq!(p.authenticate(&h), Ok(Some("alice".into())));
+        for bad in ["Bearer s3cre", "Bearer s3cret2", "Basic czNjcmV0", "s3cret"] {
+            h.insert("authorization", bad.parse().unwrap());
+            assert!(p.authenticate(&h).is_err(), "{bad} is refused");
+        }
+        // Without configured tokens the shim does not judge credentials
+        // (an authenticating proxy in front may, or the upstream).
+        let open = ConfiguredPrincipals::default();
+        assert_eq!(open.authenticate(&h), Ok(None));
     }
 }
