@@ -127,13 +127,25 @@ pub enum Message {
     Error(ErrorResponse),
 }
 
+/// Deserialises a member that is there, `null` included, as `Some`
+/// (`Option`'s own reading makes `null` `None`).
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(d).map(Some)
+}
+
 /// The envelope as it is on the wire; every member optional so the shape
 /// can be judged after parsing, with a precise complaint.
 #[derive(Serialize, Deserialize)]
 struct Envelope {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     jsonrpc: Option<Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `Some(Null)` for `"id": null`, which is not the absent id of a
+    /// notification.
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     id: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     method: Option<Value>,
@@ -197,6 +209,14 @@ impl Message {
         }
         let id = match env.id {
             None => None,
+            // A request with a null id is no notification (that has no id
+            // at all): taken for one, its sender would wait forever.
+            Some(Value::Null) if env.method.is_some() => {
+                return Err(ShimError::InvalidRequest(
+                    "a request id must be a string or an integer, not null".into(),
+                ));
+            }
+            // How JSON-RPC answers a request whose id could not be read.
             Some(Value::Null) => None,
             Some(v) => Some(parse_id(v)?),
         };
@@ -426,6 +446,11 @@ impl<'de> Deserialize<'de> for FastEnvelope {
                 };
                 while let Some(key) = map.next_key::<EnvelopeKey>()? {
                     let value: Value = map.next_value()?;
+                    if let EnvelopeKey::Id = key {
+                        // Kept, as `present` keeps it in the two-step path.
+                        env.id = Some(value);
+                        continue;
+                    }
                     // `Option<Value>` reads `null` as `None` in the two-step path.
                     let value = (!value.is_null()).then_some(value);
                     match key {
@@ -495,7 +520,9 @@ pub fn peek(bytes: &[u8]) -> Option<Peeked> {
         return None;
     }
     let id = match id {
-        None | Some(Value::Null) => None,
+        None => None,
+        // A null id: the full parse refuses a request with one.
+        Some(Value::Null) => return None,
         Some(v) => Some(parse_id(v).ok()?),
     };
     match (method, result, id) {
@@ -614,7 +641,9 @@ impl<'de> Deserialize<'de> for PeekEnvelope {
                 while let Some(key) = map.next_key::<EnvelopeKey>()? {
                     match key {
                         EnvelopeKey::Jsonrpc => env.version = map.next_value()?,
-                        EnvelopeKey::Id => env.id = map.next_value()?,
+                        // `Value`, not `Option`: a null id must not read
+                        // as absent.
+                        EnvelopeKey::Id => env.id = Some(map.next_value::<Value>()?),
                         // A method that is not a string (or null) fails
                         // here, and the full parse says why.
                         EnvelopeKey::Method => env.method = map.next_value()?,
@@ -899,6 +928,30 @@ mod tests {
                 .and_then(Message::from_value);
             assert_eq!(Message::parse(text.as_bytes()), two_step, "{text}");
         }
+    }
+
+    #[test]
+    fn a_null_id_is_not_a_notification() {
+        for text in [
+            r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","method":"ping","id":null,"params":{}}"#,
+        ] {
+            let m = Message::parse(text.as_bytes());
+            assert!(
+                matches!(&m, Err(ShimError::InvalidRequest(e)) if e.contains("null")),
+                "{text}: {m:?}"
+            );
+            assert_eq!(peek(text.as_bytes()), None, "{text}");
+            let v: Value = serde_json::from_str(text).unwrap();
+            assert_eq!(Message::from_value(v), m, "{text}: both paths agree");
+        }
+        // How JSON-RPC answers a request whose id could not be read.
+        let e =
+            Message::parse(br#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"x"}}"#);
+        assert!(
+            matches!(e, Ok(Message::Error(ErrorResponse { id: None, .. }))),
+            "{e:?}"
+        );
     }
 
     #[test]

@@ -285,11 +285,38 @@ async fn modern_error_paths(upstream: Vec<String>) {
 #[tokio::test(flavor = "multi_thread")]
 async fn modern_error_paths_in_front_of_a_legacy_server() {
     modern_error_paths(legacy_reference()).await;
+    // A listen the bridge refuses is refused like any request: JSON with
+    // the error's status, not an SSE stream that starts with the error.
+    let shim = HttpShim::spawn::<String>(&[], &legacy_reference());
+    let c = client();
+    let p = json!({"notifications": {"taskIds": ["x"]}, "_meta": modern_meta(false)});
+    let (s, body, h) = send(modern(&c, &shim.url, 1, "subscriptions/listen", p)).await;
+    assert!(!is_sse(&h), "{h:?}");
+    expect_error(
+        "listen without the extension",
+        &(s, body),
+        StatusCode::BAD_REQUEST,
+        -32021,
+        "subscriptions/listen",
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn modern_error_paths_in_front_of_a_modern_server() {
     modern_error_paths(modern_reference()).await;
+    // Pass-through does not relay listen streams (docs/limits.md): refused
+    // at once, where it used to wait for the request timeout (300 s).
+    let shim = HttpShim::spawn::<String>(&[], &modern_reference());
+    let c = client();
+    let p = json!({"notifications": {"taskIds": ["x"]}});
+    let r = send(modern(&c, &shim.url, 1, "subscriptions/listen", p)).await;
+    expect_error(
+        "listen in pass-through",
+        &(r.0, r.1),
+        StatusCode::NOT_FOUND,
+        -32601,
+        "subscriptions/listen",
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

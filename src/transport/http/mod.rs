@@ -67,7 +67,6 @@ pub struct HttpOptions {
 #[derive(Debug)]
 pub(crate) struct App {
     opts: HttpOptions,
-    upstream_rev: Revision,
     upstream: Arc<dyn Upstream>,
     legacy: Option<Arc<LegacyFront>>,
     modern: Option<Arc<ModernFront>>,
@@ -112,7 +111,6 @@ pub async fn serve(
     };
     let app = Arc::new(App {
         opts: opts.clone(),
-        upstream_rev,
         upstream,
         legacy,
         modern,

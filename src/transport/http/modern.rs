@@ -49,19 +49,24 @@ pub(super) async fn post(app: Arc<App>, msg: Message, body: Bytes, hdrs: &Header
         return error_response(StatusCode::BAD_REQUEST, Some(id), e);
     }
     let listen = req.method == "subscriptions/listen";
-    if app.modern.is_none() && app.upstream_rev == Revision::Modern && !listen {
+    let Some(front) = &app.modern else {
+        // Same revision both sides: relay the request as it is. The
+        // upstream's notifications are not demultiplexed per client, so a
+        // listen stream cannot be relayed; refused at once rather than
+        // left waiting for an answer that never comes.
+        if listen {
+            let e = ShimError::MethodNotFound(
+                "subscriptions/listen is not relayed between two 2026-07-28 peers; poll tasks/get, or connect to the server directly".into(),
+            );
+            return error_response(StatusCode::NOT_FOUND, Some(id), e);
+        }
         return relay_inline(&app, req, body).await;
-    }
+    };
     let scope = app.principal(hdrs).unwrap_or_else(|| ANONYMOUS.to_owned());
     let (tx, rx) = mpsc::unbounded_channel();
-    match (&app.modern, app.upstream_rev) {
-        (Some(front), _) => front.session(scope, tx).handle_client(msg),
-        // Same revision both sides: relay the request as it is.
-        (None, Revision::Modern) => relay(app.clone(), msg, tx),
-        (None, Revision::Legacy) => unreachable!("a legacy upstream always has a modern front"),
-    }
+    front.session(scope, tx).handle_client(msg);
     if listen {
-        return stream(rx);
+        return stream(rx, id).await;
     }
     answer(rx, id).await
 }
@@ -85,9 +90,24 @@ async fn answer(mut rx: mpsc::UnboundedReceiver<Message>, id: Id) -> Response {
     )
 }
 
-/// A long-lived SSE stream (`subscriptions/listen`).
-fn stream(rx: mpsc::UnboundedReceiver<Message>) -> Response {
-    let events = UnboundedReceiverStream::new(rx).map(|m| super::sse_event(&m));
+/// A long-lived SSE stream (`subscriptions/listen`). A listen the front
+/// refuses (its first message is the error answer) is answered as JSON
+/// with that error's HTTP status, as every other refused request is.
+async fn stream(mut rx: mpsc::UnboundedReceiver<Message>, id: Id) -> Response {
+    let Some(first) = rx.recv().await else {
+        let e = ShimError::Internal("the request ended without an answer".into());
+        return error_response(StatusCode::INTERNAL_SERVER_ERROR, Some(id), e);
+    };
+    if let Message::Error(e) = &first
+        && e.id.as_ref() == Some(&id)
+    {
+        return json_response(modern_status(e.error.code), &first);
+    }
+    let events = futures_util::StreamExt::chain(
+        futures_util::stream::once(std::future::ready(first)),
+        UnboundedReceiverStream::new(rx),
+    )
+    .map(|m| super::sse_event(&m));
     let mut resp = Sse::new(events)
         .keep_alive(KeepAlive::default())
         .into_response();
@@ -159,19 +179,4 @@ fn m_code(m: &Message) -> i64 {
 /// A JSON body sent as the upstream wrote it.
 fn raw_json(status: StatusCode, body: Bytes) -> Response {
     (status, [("content-type", "application/json")], body).into_response()
-}
-
-/// Pass-through of a modern request to a modern upstream, answered on a
-/// stream (`subscriptions/listen`).
-fn relay(app: Arc<App>, msg: Message, tx: mpsc::UnboundedSender<Message>) {
-    let Message::Request(req) = msg else { return };
-    tokio::spawn(async move {
-        let params = req.params.clone().unwrap_or_default();
-        let answer = match app.upstream.request(&req.method, params).await {
-            Ok(Ok(result)) => Message::response(req.id, result),
-            Ok(Err(error)) => Message::error(Some(req.id), error),
-            Err(e) => Message::error(Some(req.id), e.into()),
-        };
-        let _ = tx.send(answer);
-    });
 }
