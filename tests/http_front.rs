@@ -266,10 +266,16 @@ async fn modern_error_paths(upstream: Vec<String>) {
         assert_eq!(h.get("allow").map(|v| v.to_str().unwrap()), Some("POST"));
     }
 
-    // A body over --max-body-bytes: 413.
+    // A body over --max-body-bytes: 413, with a JSON-RPC error saying so.
     let big = json!({"name": "greet", "arguments": {"name": "x".repeat(8192)}});
-    let (s, _, _) = send(modern(&c, url, 16, "tools/call", big)).await;
-    assert_eq!(s, StatusCode::PAYLOAD_TOO_LARGE, "oversized body");
+    let r = s2(send(modern(&c, url, 16, "tools/call", big)).await);
+    expect_error(
+        "oversized body",
+        &r,
+        StatusCode::PAYLOAD_TOO_LARGE,
+        -32600,
+        "tools/call",
+    );
 
     // Not JSON at all: 400 + -32700.
     let (s, body, _) = send(
@@ -373,6 +379,19 @@ async fn legacy_session_paths_and_metrics() {
     assert!(!is_sse(&h), "a plain answer on an SSE stream: {h:?}");
     assert_valid(Revision::Legacy, &body, Some("tools/call"));
     assert!(body.to_string().contains("Ada"), "{body}");
+
+    // An unsupported MCP-Protocol-Version: 400 (the 2025-11-25 transport's MUST).
+    for v in ["1999-01-01", "2026-07-28"] {
+        let (s, body, _) = send(set_header(
+            legacy(&c, url, Some(&sid), &rpc(41, "ping", json!({}))),
+            "mcp-protocol-version",
+            Some(v),
+        ))
+        .await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "version {v}: {body}");
+        assert_eq!(body["error"]["code"], -32600, "{body}");
+        assert_valid(Revision::Legacy, &body, Some("ping"));
+    }
 
     // DELETE ends it; every later use is 404.
     let (s, _, _) = send(c.delete(url).header("mcp-session-id", &sid)).await;

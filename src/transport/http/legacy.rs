@@ -251,6 +251,17 @@ pub(super) async fn post(app: Arc<App>, sid: &str, msg: Message, hdrs: &HeaderMa
     let Some(s) = session(&app, sid, hdrs) else {
         return unknown_session();
     };
+    // The 2025-11-25 transport: a server MUST answer 400 to an invalid
+    // or unsupported MCP-Protocol-Version (an absent one means 2025-03-26).
+    if let Some(v) = super::headers::header(hdrs, "mcp-protocol-version")
+        && !crate::revision::LEGACY_VERSIONS.contains(&v)
+    {
+        let e = ShimError::InvalidRequest(format!(
+            "unsupported MCP-Protocol-Version {v:?} in a 2025-11-25 session (one of {})",
+            crate::revision::LEGACY_VERSIONS.join(", ")
+        ));
+        return error_response(StatusCode::BAD_REQUEST, msg.id().cloned(), e);
+    }
     if msg.method() == Some("tasks/list")
         && app.opts.require_principal
         && app.principal(hdrs).is_none()

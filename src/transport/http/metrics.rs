@@ -9,23 +9,57 @@ use crate::revision::Revision;
 /// Request counters.
 #[derive(Debug, Default)]
 pub(crate) struct Metrics {
-    counts: Mutex<BTreeMap<(&'static str, String), u64>>,
+    counts: Mutex<BTreeMap<(&'static str, &'static str), u64>>,
 }
+
+/// The client messages of both revisions, and the HTTP methods and
+/// client answers the legacy front counts.
+const KNOWN: &[&str] = &[
+    "initialize",
+    "ping",
+    "logging/setLevel",
+    "tools/list",
+    "tools/call",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "prompts/list",
+    "prompts/get",
+    "completion/complete",
+    "tasks/get",
+    "tasks/result",
+    "tasks/list",
+    "tasks/cancel",
+    "tasks/update",
+    "server/discover",
+    "subscriptions/listen",
+    "notifications/initialized",
+    "notifications/cancelled",
+    "notifications/progress",
+    "notifications/roots/list_changed",
+    "GET",
+    "DELETE",
+    "(response)",
+];
 
 impl Metrics {
     /// Counts one message of `revision` for `method`.
     pub(crate) fn count(&self, revision: Revision, method: &str) {
-        // Bound the label set: unknown methods share one label.
-        let method = if method.len() <= 64 && method.bytes().all(|b| b.is_ascii_graphic()) {
-            method
-        } else {
-            "(other)"
-        };
+        // Only methods MCP defines get a label of their own: any client
+        // can send any method name, and a label per name would grow the
+        // shim's memory and every scrape without bound.
+        let method = KNOWN
+            .iter()
+            .find(|m| **m == method)
+            .copied()
+            .unwrap_or("(other)");
         *self
             .counts
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .entry((revision.version(), method.to_owned()))
+            .entry((revision.version(), method))
             .or_default() += 1;
     }
 
@@ -37,8 +71,7 @@ impl Metrics {
         );
         for ((rev, method), n) in self.counts.lock().unwrap_or_else(|p| p.into_inner()).iter() {
             out.push_str(&format!(
-                "mcp_shim_requests_total{{revision=\"{rev}\",method=\"{}\"}} {n}\n",
-                method.replace('"', "'")
+                "mcp_shim_requests_total{{revision=\"{rev}\",method=\"{method}\"}} {n}\n"
             ));
         }
         for (name, help, value) in gauges {
@@ -47,5 +80,32 @@ impl Metrics {
             ));
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn made_up_methods_share_one_label() {
+        let m = Metrics::default();
+        m.count(Revision::Legacy, "tools/call");
+        for i in 0..1000 {
+            m.count(Revision::Legacy, &format!("notifications/made-up-{i}"));
+        }
+        m.count(Revision::Modern, "x\"} 1\nfake_metric{a=\"");
+        let text = m.render(&[]);
+        assert!(text.contains(r#"method="tools/call"} 1"#), "{text}");
+        assert!(
+            text.contains(r#"revision="2025-11-25",method="(other)"} 1000"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"revision="2026-07-28",method="(other)"} 1"#),
+            "{text}"
+        );
+        assert!(!text.contains("fake_metric"), "{text}");
+        assert_eq!(text.lines().count(), 2 + 3, "{text}");
     }
 }

@@ -267,10 +267,23 @@ fn refusal(app: &App, headers: &HeaderMap) -> Option<Response> {
     app.resolver.authenticate(headers).err().map(unauthorized)
 }
 
-async fn post_endpoint(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) -> Response {
+async fn post_endpoint(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
+) -> Response {
     if let Some(refused) = refusal(&app, &headers) {
         return refused;
     }
+    // A body that cannot be read (larger than --max-body-bytes: 413) is
+    // still answered in JSON-RPC, so clients can tell what went wrong.
+    let body = match body {
+        Ok(body) => body,
+        Err(rejection) => {
+            let e = ShimError::InvalidRequest(rejection.body_text());
+            return error_response(rejection.status(), None, e);
+        }
+    };
     let msg = match Message::parse_bounded(&body, app.opts.max_body_bytes) {
         Ok(m) => m,
         Err(e) => return error_response(StatusCode::BAD_REQUEST, None, e),
