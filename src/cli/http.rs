@@ -14,7 +14,7 @@ pub struct Args {
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
     /// The MCP endpoint path.
-    #[arg(long, default_value = "/mcp")]
+    #[arg(long, default_value = "/mcp", value_parser = parse_path)]
     pub path: String,
     /// Largest accepted request body in bytes (larger: HTTP 413).
     #[arg(long, default_value_t = 4 * 1024 * 1024)]
@@ -40,7 +40,7 @@ pub struct Args {
     /// Most 2025-11-25 sessions open at once; one more `initialize` gets
     /// HTTP 503.
     #[arg(long, value_name = "N", default_value_t = 10_000,
-          value_parser = clap::value_parser!(u64).range(1..))]
+          value_parser = super::options::at_least_one)]
     pub max_sessions: u64,
     /// Bridge options.
     #[command(flatten)]
@@ -58,6 +58,29 @@ pub struct Args {
     pub upstream: Vec<String>,
 }
 
+/// An endpoint path the router can serve: absolute, plain segments (no
+/// `*`, `:` or `{` pattern syntax), and not the metrics path.
+fn parse_path(s: &str) -> Result<String, String> {
+    let plain = s.len() > 1
+        && s.starts_with('/')
+        && !s.ends_with('/')
+        && s[1..].split('/').all(|seg| {
+            !seg.is_empty()
+                && seg
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-._~".contains(&b))
+        });
+    if !plain {
+        return Err(format!(
+            "expected a path like /mcp (segments of letters, digits, - . _ ~), got {s:?}"
+        ));
+    }
+    if s == "/metrics" {
+        return Err("/metrics is where the shim serves its metrics".into());
+    }
+    Ok(s.to_owned())
+}
+
 fn parse_token(s: &str) -> Result<(String, String), String> {
     match s.split_once('=') {
         Some((_, p)) if p.starts_with(http::SESSION_SCOPE_PREFIX) => Err(format!(
@@ -70,6 +93,11 @@ fn parse_token(s: &str) -> Result<(String, String), String> {
 }
 
 pub(crate) fn run(args: Args) -> Result<(), String> {
+    if args.shim.record.is_some() {
+        return Err(
+            "--record works with `stdio` only; over HTTP, nothing would be recorded".into(),
+        );
+    }
     let proxy = args.shim.proxy_options()?;
     let opts = HttpOptions {
         listen: args.listen,

@@ -55,7 +55,10 @@ pub enum Command {
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging(&cli.log, cli.log_format);
+    if let Err(e) = init_logging(&cli.log, cli.log_format) {
+        eprintln!("mcp-tasks-shim: --log {:?}: {e}", cli.log);
+        return ExitCode::from(2);
+    }
     let result = match cli.command {
         Command::Translate(args) => translate::run(args),
         Command::Demo(args) => demo::run(args),
@@ -81,17 +84,21 @@ pub enum LogFormat {
     Json,
 }
 
-/// Logs go to stderr: stdout carries the protocol.
-fn init_logging(filter: &str, format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_new(filter)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+/// Logs go to stderr: stdout carries the protocol. Colours only on a
+/// terminal (and not with `NO_COLOR`): log files and journald get plain text.
+fn init_logging(filter: &str, format: LogFormat) -> Result<(), String> {
+    use std::io::IsTerminal;
+    let filter = tracing_subscriber::EnvFilter::try_new(filter).map_err(|e| e.to_string())?;
+    let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(colour)
         .with_writer(std::io::stderr);
     let _ = match format {
         LogFormat::Text => builder.try_init(),
         LogFormat::Json => builder.json().try_init(),
     };
+    Ok(())
 }
 
 /// Parses a revision argument for clap.

@@ -23,20 +23,23 @@ pub struct ShimArgs {
     /// TOML config file (see docs/guide.md, "Configuration").
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// `tasks/list` page size.
+    /// `tasks/list` page size [default: 50, or the config file's].
     #[arg(long, value_name = "N")]
     pub page_size: Option<usize>,
     /// Most live tasks one client (session or principal) may hold.
-    #[arg(long, value_name = "N", default_value_t = 10_000)]
-    pub max_tasks_per_client: usize,
+    #[arg(long, value_name = "N", default_value_t = 10_000,
+          value_parser = at_least_one)]
+    pub max_tasks_per_client: u64,
     /// How long to wait for the upstream's answer to `server/discover` (ms).
-    #[arg(long, value_name = "MS", default_value_t = 5_000)]
+    #[arg(long, value_name = "MS", default_value_t = 5_000,
+          value_parser = at_least_one)]
     pub probe_timeout_ms: u64,
     /// How long any upstream request may take (s).
-    #[arg(long, value_name = "S", default_value_t = 300)]
+    #[arg(long, value_name = "S", default_value_t = 300,
+          value_parser = at_least_one)]
     pub request_timeout_s: u64,
     /// Append the client-side conversation to FILE as a JSONL transcript
-    /// (the input format of `translate`).
+    /// (the input format of `translate`). stdio only.
     #[arg(long, value_name = "FILE")]
     pub record: Option<PathBuf>,
     /// Modern clients without the tasks extension calling a legacy tool whose
@@ -82,6 +85,16 @@ pub struct ShimArgs {
     pub max_listen_streams: usize,
 }
 
+/// A count or duration where 0 would make the shim useless (every task
+/// refused, every request timed out at once).
+pub(crate) fn at_least_one(s: &str) -> Result<u64, String> {
+    match s.parse::<u64>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 /// The config file. Every key is optional.
 ///
 /// ```toml
@@ -110,20 +123,20 @@ impl ShimArgs {
     /// an earlier process that no client can reach again (stdio sessions,
     /// HTTP session ids), so they are swept from a durable ledger at start.
     pub fn open_ledger(&self, per_process_prefix: &str) -> Result<Arc<dyn TaskLedger>, String> {
+        let cap = usize::try_from(self.max_tasks_per_client).unwrap_or(usize::MAX);
         let Some(path) = &self.ledger else {
-            return Ok(Arc::new(MemoryLedger::new(self.max_tasks_per_client)));
+            return Ok(Arc::new(MemoryLedger::new(cap)));
         };
         if let Some(url) = path.to_str().filter(|p| shared::is_redis_url(p)) {
             // No sweep here: the per-process scopes in a shared ledger may
             // belong to live sessions of other instances. Their records
             // expire with their TTL like any other.
-            let ledger = RedisLedger::open(url, &self.ledger_prefix, self.max_tasks_per_client)
+            let ledger = RedisLedger::open(url, &self.ledger_prefix, cap)
                 .map_err(|e| format!("--ledger {url}: {e}"))?;
             tracing::info!(prefix = %self.ledger_prefix, "task ledger shared in redis");
             return Ok(Arc::new(ledger));
         }
-        let ledger =
-            DiskLedger::open(path, self.max_tasks_per_client).map_err(|e| e.to_string())?;
+        let ledger = DiskLedger::open(path, cap).map_err(|e| e.to_string())?;
         let swept = ledger
             .drop_scopes_with_prefix(per_process_prefix)
             .map_err(|e| e.to_string())?;
@@ -169,14 +182,15 @@ impl ShimArgs {
         per_tool.extend(self.task_support.iter().cloned());
         if !per_tool.is_empty() || file.default_task_support.is_some() {
             bridge.policy = Some(TaskPolicy {
-                default: file.default_task_support.unwrap_or(TaskSupport::Optional),
+                // Unset: still decided by what the upstream offers.
+                default: file.default_task_support,
                 per_tool,
             });
         }
         Ok(ProxyOptions {
             bridge,
             probe_timeout: Duration::from_millis(self.probe_timeout_ms),
-            request_timeout: Duration::from_secs(self.request_timeout_s.max(1)),
+            request_timeout: Duration::from_secs(self.request_timeout_s),
             record: self.record.clone(),
             ping_interval: (self.upstream_ping_ms > 0)
                 .then(|| Duration::from_millis(self.upstream_ping_ms)),
@@ -184,5 +198,44 @@ impl ShimArgs {
             restart_upstream: self.restart_upstream,
             ..ProxyOptions::default()
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        shim: ShimArgs,
+    }
+
+    fn policy(args: &[&str]) -> Option<TaskPolicy> {
+        let cli = Cli::try_parse_from(std::iter::once("x").chain(args.iter().copied())).unwrap();
+        cli.shim.proxy_options().unwrap().bridge.policy
+    }
+
+    #[test]
+    fn a_rule_for_one_tool_leaves_the_others_to_the_upstream() {
+        assert_eq!(policy(&[]), None);
+        let p = policy(&["--task-support", "b=forbidden"]).unwrap();
+        // Not `optional`: an upstream without tasks still makes it
+        // `forbidden` (the engine decides from server/discover).
+        assert_eq!(p.default, None);
+        assert_eq!(p.per_tool.get("b"), Some(&TaskSupport::Forbidden));
+    }
+
+    #[test]
+    fn zero_where_it_would_break_everything_is_refused() {
+        for flag in [
+            "--request-timeout-s",
+            "--probe-timeout-ms",
+            "--max-tasks-per-client",
+        ] {
+            let e = Cli::try_parse_from(["x", flag, "0"]).unwrap_err();
+            assert!(e.to_string().contains("at least 1"), "{flag}: {e}");
+        }
     }
 }

@@ -12,8 +12,10 @@ use crate::wire::to_value;
 /// Which `execution.taskSupport` a legacy client is told per tool.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct TaskPolicy {
-    /// For tools not named in `per_tool`.
-    pub default: TaskSupport,
+    /// For tools not named in `per_tool`. `None` leaves it to the
+    /// upstream: `optional` when it offers tasks, else `forbidden` (the
+    /// engine settles it from `server/discover`).
+    pub default: Option<TaskSupport>,
     /// Configured overrides.
     pub per_tool: HashMap<String, TaskSupport>,
 }
@@ -22,14 +24,15 @@ impl TaskPolicy {
     /// Every tool `optional` unless configured otherwise.
     pub fn optional() -> Self {
         TaskPolicy {
-            default: TaskSupport::Optional,
+            default: Some(TaskSupport::Optional),
             per_tool: HashMap::new(),
         }
     }
 
     /// The support for one tool.
     pub fn for_tool(&self, name: &str) -> TaskSupport {
-        self.per_tool.get(name).copied().unwrap_or(self.default)
+        let default = self.default.unwrap_or(TaskSupport::Optional);
+        self.per_tool.get(name).copied().unwrap_or(default)
     }
 
     /// Parses `TOOL=required|optional|forbidden`.

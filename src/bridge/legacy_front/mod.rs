@@ -67,13 +67,11 @@ impl LegacyFront {
             .and_then(|c| c.get("extensions"))
             .and_then(|e| e.get(crate::revision::TASKS_EXTENSION))
             .is_some();
-        let policy = config.policy.clone().unwrap_or(TaskPolicy {
-            default: if has_tasks {
-                TaskSupport::Optional
-            } else {
-                TaskSupport::Forbidden
-            },
-            per_tool: HashMap::new(),
+        let mut policy = config.policy.clone().unwrap_or_default();
+        policy.default.get_or_insert(if has_tasks {
+            TaskSupport::Optional
+        } else {
+            TaskSupport::Forbidden
         });
         Arc::new(LegacyFront {
             watchers: Watchers::new(upstream.clone(), config.clone(), has_tasks),
