@@ -12,6 +12,7 @@ use tokio_stream::StreamExt;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 
 use super::{App, error_response, headers, json_response, modern_status};
+use crate::bridge::modern_front::ModernSession;
 use crate::error::ShimError;
 use crate::jsonrpc::{Id, Message, Request};
 use crate::revision::{MODERN_VERSION, Revision};
@@ -54,14 +55,21 @@ pub(super) async fn post(app: Arc<App>, msg: Message, body: Bytes, hdrs: &Header
     }
     let scope = app.principal(hdrs).unwrap_or_else(|| ANONYMOUS.to_owned());
     let (tx, rx) = mpsc::unbounded_channel();
-    match (&app.modern, app.upstream_rev) {
-        (Some(front), _) => front.session(scope, tx).handle_client(msg),
+    let engine = match (&app.modern, app.upstream_rev) {
+        (Some(front), _) => {
+            let session = front.session(scope, tx);
+            session.handle_client(msg);
+            Some(session)
+        }
         // Same revision both sides: relay the request as it is.
-        (None, Revision::Modern) => relay(app.clone(), msg, tx),
+        (None, Revision::Modern) => {
+            relay(app.clone(), msg, tx);
+            None
+        }
         (None, Revision::Legacy) => unreachable!("a legacy upstream always has a modern front"),
-    }
+    };
     if listen {
-        return stream(rx);
+        return stream(rx, engine);
     }
     answer(rx, id).await
 }
@@ -85,9 +93,16 @@ async fn answer(mut rx: mpsc::UnboundedReceiver<Message>, id: Id) -> Response {
     )
 }
 
-/// A long-lived SSE stream (`subscriptions/listen`).
-fn stream(rx: mpsc::UnboundedReceiver<Message>) -> Response {
-    let events = UnboundedReceiverStream::new(rx).map(|m| super::sse_event(&m));
+/// A long-lived SSE stream (`subscriptions/listen`), fed by `engine`.
+fn stream(rx: mpsc::UnboundedReceiver<Message>, engine: Option<Arc<ModernSession>>) -> Response {
+    // The engine holds the stream's subscription and the front holds the
+    // engine only weakly: unless the stream keeps it, it goes once the
+    // acknowledgement is sent, ending the stream before any later status.
+    // Held here, it lives as long as the client reads.
+    let events = UnboundedReceiverStream::new(rx).map(move |m| {
+        let _engine = &engine;
+        super::sse_event(&m)
+    });
     let mut resp = Sse::new(events)
         .keep_alive(KeepAlive::default())
         .into_response();
