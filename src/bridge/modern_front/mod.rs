@@ -91,7 +91,9 @@ impl ModernFront {
         })
     }
 
-    /// Opens a client scope whose outgoing messages go to `out`.
+    /// Opens a client scope whose outgoing messages go to `out`. The front
+    /// holds it weakly: its listen streams are told of task changes only
+    /// while the caller keeps it.
     pub fn session(self: &Arc<Self>, scope: String, out: impl Into<Outbox>) -> Arc<ModernSession> {
         let s = Arc::new(ModernSession {
             front: self.clone(),

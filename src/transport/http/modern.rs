@@ -12,6 +12,7 @@ use tokio_stream::StreamExt;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 
 use super::{App, error_response, headers, json_response, modern_status};
+use crate::bridge::modern_front::ModernSession;
 use crate::error::ShimError;
 use crate::jsonrpc::{Id, Message, Request};
 use crate::revision::{MODERN_VERSION, Revision};
@@ -64,9 +65,10 @@ pub(super) async fn post(app: Arc<App>, msg: Message, body: Bytes, hdrs: &Header
     };
     let scope = app.principal(hdrs).unwrap_or_else(|| ANONYMOUS.to_owned());
     let (tx, rx) = mpsc::unbounded_channel();
-    front.session(scope, tx).handle_client(msg);
+    let session = front.session(scope, tx);
+    session.handle_client(msg);
     if listen {
-        return stream(rx, id).await;
+        return stream(rx, id, session).await;
     }
     answer(rx, id).await
 }
@@ -90,10 +92,15 @@ async fn answer(mut rx: mpsc::UnboundedReceiver<Message>, id: Id) -> Response {
     )
 }
 
-/// A long-lived SSE stream (`subscriptions/listen`). A listen the front
-/// refuses (its first message is the error answer) is answered as JSON
-/// with that error's HTTP status, as every other refused request is.
-async fn stream(mut rx: mpsc::UnboundedReceiver<Message>, id: Id) -> Response {
+/// A long-lived SSE stream (`subscriptions/listen`), fed by `engine`. A
+/// listen the front refuses (its first message is the error answer) is
+/// answered as JSON with that error's HTTP status, as every other refused
+/// request is.
+async fn stream(
+    mut rx: mpsc::UnboundedReceiver<Message>,
+    id: Id,
+    engine: Arc<ModernSession>,
+) -> Response {
     let Some(first) = rx.recv().await else {
         let e = ShimError::Internal("the request ended without an answer".into());
         return error_response(StatusCode::INTERNAL_SERVER_ERROR, Some(id), e);
@@ -103,11 +110,18 @@ async fn stream(mut rx: mpsc::UnboundedReceiver<Message>, id: Id) -> Response {
     {
         return json_response(modern_status(e.error.code), &first);
     }
+    // The engine holds the stream's subscription and the front holds the
+    // engine only weakly: unless the stream keeps it, it goes once the
+    // acknowledgement is sent, ending the stream before any later status.
+    // Held here, it lives as long as the client reads.
     let events = futures_util::StreamExt::chain(
         futures_util::stream::once(std::future::ready(first)),
         UnboundedReceiverStream::new(rx),
     )
-    .map(|m| super::sse_event(&m));
+    .map(move |m| {
+        let _engine = &engine;
+        super::sse_event(&m)
+    });
     let mut resp = Sse::new(events)
         .keep_alive(KeepAlive::default())
         .into_response();

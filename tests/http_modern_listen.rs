@@ -1,0 +1,148 @@
+//! A 2026-07-28 client's `subscriptions/listen` over HTTP, in front of a
+//! 2025-11-25 server, through the real binary: the stream must stay open
+//! and carry the task to its end, with the terminal `notifications/tasks`
+//! holding the result (docs/translation.md, "status notifications").
+//!
+//! The upstream is a child process (`-- reference-server`) in one test and
+//! an HTTP server (`--upstream-url`) in the other. Every message the shim
+//! sends is validated against the 2026-07-28 schemas.
+
+mod support;
+
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use support::http::{HttpReference, HttpShim, LEGACY, STEP, Sse, client, modern, send};
+use support::schema::{Revision, assert_valid};
+use support::wire::shim_bin;
+use tokio::time::timeout;
+
+/// Bound on one whole flow.
+const BOUND: Duration = Duration::from_secs(40);
+/// The id of the `subscriptions/listen` request (its subscription id).
+const LISTEN_ID: i64 = 2;
+
+const SUB: &str = "io.modelcontextprotocol/subscriptionId";
+
+/// Creates a one-second `slow_compute` task, listens to it, and reads the
+/// stream until the task ends there.
+async fn listen_follows_a_task_to_its_end(shim: &HttpShim) {
+    let c = client();
+    let (status, created, _) = send(modern(
+        &c,
+        &shim.url,
+        1,
+        "tools/call",
+        json!({"name": "slow_compute", "arguments": {"seconds": 1, "label": "listened"}}),
+    ))
+    .await;
+    assert_eq!(status, StatusCode::OK, "{created}");
+    assert_valid(Revision::Modern, &created, Some("tools/call"));
+    assert_eq!(created["result"]["resultType"], "task", "{created}");
+    let task_id = created["result"]["taskId"]
+        .as_str()
+        .expect("a task id")
+        .to_owned();
+
+    let resp = timeout(
+        STEP,
+        modern(
+            &c,
+            &shim.url,
+            LISTEN_ID,
+            "subscriptions/listen",
+            json!({"notifications": {"taskIds": [task_id]}}),
+        )
+        .send(),
+    )
+    .await
+    .expect("timed out opening the listen stream")
+    .expect("listen request failed");
+    assert_eq!(resp.status(), StatusCode::OK);
+    let mut sse = Sse::new(resp);
+
+    let mut seen: Vec<Value> = Vec::new();
+    let done = loop {
+        // Each wait is bounded by `STEP`; the task ends after one second.
+        let Some(m) = sse.next().await else {
+            panic!("the listen stream ended before the task did; it carried {seen:#?}");
+        };
+        assert_valid(Revision::Modern, &m, None);
+        assert_eq!(
+            m["params"]["_meta"][SUB],
+            json!(LISTEN_ID),
+            "every stream message names its subscription: {m}"
+        );
+        seen.push(m.clone());
+        if m["method"] == "notifications/tasks" {
+            assert_eq!(m["params"]["taskId"], json!(task_id), "{m}");
+            let status = m["params"]["status"].as_str().unwrap_or_default();
+            if matches!(status, "completed" | "failed" | "cancelled") {
+                break m;
+            }
+            assert_eq!(status, "working", "{m}");
+        }
+    };
+
+    let ack = &seen[0];
+    assert_eq!(
+        ack["method"], "notifications/subscriptions/acknowledged",
+        "{ack}"
+    );
+    assert_eq!(
+        ack["params"]["notifications"]["taskIds"],
+        json!([task_id]),
+        "{ack}"
+    );
+    let terminals = seen
+        .iter()
+        .filter(|m| m["method"] == "notifications/tasks" && m["params"]["status"] != "working")
+        .count();
+    assert_eq!(
+        terminals, 1,
+        "a terminal status is announced once: {seen:#?}"
+    );
+
+    // The terminal notification carries the outcome the schema requires.
+    let p = &done["params"];
+    assert_eq!(p["status"], "completed", "{done}");
+    assert_eq!(
+        p["result"]["content"][0]["text"], "slow_compute 'listened' finished after 1 s",
+        "{done}"
+    );
+    assert_eq!(p["result"]["isError"], false, "{done}");
+
+    // ...and says what tasks/get says.
+    let (status, got, _) = send(modern(
+        &c,
+        &shim.url,
+        3,
+        "tasks/get",
+        json!({"taskId": task_id}),
+    ))
+    .await;
+    assert_eq!(status, StatusCode::OK, "{got}");
+    assert_valid(Revision::Modern, &got, Some("tasks/get"));
+    assert_eq!(got["result"]["status"], "completed", "{got}");
+    assert_eq!(got["result"]["result"], p["result"], "{got}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn listen_over_http_with_a_child_upstream() {
+    let upstream = [shim_bin(), "reference-server", "--revision", LEGACY];
+    let shim = HttpShim::spawn(&[], &upstream);
+    timeout(BOUND, listen_follows_a_task_to_its_end(&shim))
+        .await
+        .expect("listen flow timed out");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn listen_over_http_with_an_http_upstream() {
+    let server = HttpReference::start(LEGACY, &[]);
+    let none: [&str; 0] = [];
+    let shim = HttpShim::spawn(&["--upstream-url", &server.url], &none);
+    timeout(BOUND, listen_follows_a_task_to_its_end(&shim))
+        .await
+        .expect("listen flow timed out");
+}
