@@ -351,7 +351,13 @@ async fn drive(
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         Ending::ClientClosed => {
-            sup.shutdown("the client closed the session");
+            let reason = "the client closed the session";
+            sup.shutdown(reason);
+            // After the shutdown, so that work resumed by a failed question
+            // finds the upstream gone too, and ends instead of asking anew.
+            if let Some(Mode::LegacyFront(_, session)) = &mode {
+                session.client_closed(reason);
+            }
             sup.finish().await;
         }
     }
