@@ -358,7 +358,23 @@ async fn drive(
             if let Some(Mode::LegacyFront(_, session)) = &mode {
                 session.client_closed(reason);
             }
-            sup.finish().await;
+            // The child still answers what the client sent last (a client
+            // may close its side right after writing): relay its output
+            // until it has exited, as the reader thread does with what it
+            // writes to stdout itself.
+            let finish = sup.finish();
+            tokio::pin!(finish);
+            loop {
+                tokio::select! {
+                    () = &mut finish => break,
+                    Some(event) = events.recv() => {
+                        route_upstream(event, mode.as_mut(), &sup, &to_client.outbox);
+                    }
+                }
+            }
+            while let Ok(event) = events.try_recv() {
+                route_upstream(event, mode.as_mut(), &sup, &to_client.outbox);
+            }
         }
     }
     drop(mode);
