@@ -351,8 +351,30 @@ async fn drive(
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         Ending::ClientClosed => {
-            sup.shutdown("the client closed the session");
-            sup.finish().await;
+            let reason = "the client closed the session";
+            sup.shutdown(reason);
+            // After the shutdown, so that work resumed by a failed question
+            // finds the upstream gone too, and ends instead of asking anew.
+            if let Some(Mode::LegacyFront(_, session)) = &mode {
+                session.client_closed(reason);
+            }
+            // The child still answers what the client sent last (a client
+            // may close its side right after writing): relay its output
+            // until it has exited, as the reader thread does with what it
+            // writes to stdout itself.
+            let finish = sup.finish();
+            tokio::pin!(finish);
+            loop {
+                tokio::select! {
+                    () = &mut finish => break,
+                    Some(event) = events.recv() => {
+                        route_upstream(event, mode.as_mut(), &sup, &to_client.outbox);
+                    }
+                }
+            }
+            while let Ok(event) = events.try_recv() {
+                route_upstream(event, mode.as_mut(), &sup, &to_client.outbox);
+            }
         }
     }
     drop(mode);

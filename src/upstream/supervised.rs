@@ -129,6 +129,8 @@ struct Generation {
     relayed: Mutex<HashSet<Id>>,
     /// Why it failed, once it did (first reason wins).
     dead: watch::Sender<Option<String>>,
+    /// Its output has been read to the end.
+    drained: watch::Sender<bool>,
     kill: Notify,
     monitor: Mutex<Option<JoinHandle<()>>>,
 }
@@ -414,6 +416,7 @@ impl Supervised {
             ),
             relayed: Mutex::new(HashSet::new()),
             dead: watch::Sender::new(None),
+            drained: watch::Sender::new(false),
             kill: Notify::new(),
             monitor: Mutex::new(None),
         });
@@ -561,6 +564,7 @@ impl Supervised {
     /// The child's output ended: a fault, named after the exit status when
     /// there is one.
     async fn output_ended(self: Arc<Self>, generation: Arc<Generation>) {
+        generation.drained.send_replace(true);
         // The exit status says more than "EOF": give the monitor a moment.
         let mut dead = generation.dead.subscribe();
         let _ = tokio::time::timeout(EXIT_GRACE, dead.wait_for(Option::is_some)).await;
@@ -600,7 +604,15 @@ impl Supervised {
         mut child: tokio::process::Child,
     ) {
         let status = tokio::select! {
-            s = child.wait() => s,
+            s = child.wait() => {
+                // What it wrote before exiting may still be in the pipe
+                // (answers to a client that has just closed its side,
+                // typically), and the fault below ends the reading: let
+                // the reader reach the end first.
+                let mut drained = generation.drained.subscribe();
+                let _ = tokio::time::timeout(EXIT_GRACE, drained.wait_for(|d| *d)).await;
+                s
+            }
             () = generation.kill.notified() => {
                 let _ = child.start_kill();
                 match tokio::time::timeout(STOP_GRACE, child.wait()).await {

@@ -94,6 +94,7 @@ impl LegacyFront {
             client: Mutex::new(Declared::new(None)),
             out: out.into(),
             asks: Mutex::new(HashMap::new()),
+            client_gone: std::sync::OnceLock::new(),
             next_ask: AtomicI64::new(1),
         });
         let mut sessions = lock(&self.sessions);
@@ -191,6 +192,9 @@ pub struct LegacySession {
     client: Mutex<Declared>,
     out: Outbox,
     asks: Mutex<HashMap<Id, oneshot::Sender<RpcResult>>>,
+    /// Why the client can answer nothing more, once it can't (see
+    /// [`LegacySession::client_closed`]).
+    client_gone: std::sync::OnceLock<String>,
     next_ask: AtomicI64,
 }
 
@@ -245,6 +249,17 @@ impl LegacySession {
         for (_, tx) in asks {
             let _ = tx.send(Err(ShimError::Upstream(reason.to_owned()).to_error_object()));
         }
+    }
+
+    /// The client can answer no more questions (a stdio client closed its
+    /// stdin): those waiting fail with `reason`, and so does every later
+    /// one at once. A question left waiting holds the session, and with it
+    /// the client's outbox, whose last drop is what lets a stdio shim
+    /// exit; and work still finishing (an input round, a task's input
+    /// request) can ask after the waiting ones were failed.
+    pub fn client_closed(&self, reason: &str) {
+        let _ = self.client_gone.set(reason.to_owned());
+        self.fail_asks(reason);
     }
 
     async fn request(self: &Arc<Self>, req: Request) -> RpcResult {
@@ -396,7 +411,15 @@ impl LegacySession {
         ));
         req.id = id.clone();
         let (tx, rx) = oneshot::channel();
-        lock(&self.asks).insert(id, tx);
+        {
+            // Checked under the lock `fail_asks` drains with: an ask either
+            // sees the latch or is drained.
+            let mut asks = lock(&self.asks);
+            if let Some(reason) = self.client_gone.get() {
+                return Err(ShimError::Upstream(reason.clone()).into());
+            }
+            asks.insert(id, tx);
+        }
         self.send(Message::Request(req));
         rx.await.unwrap_or_else(|_| {
             Err(ShimError::Internal("the session closed before the client answered".into()).into())

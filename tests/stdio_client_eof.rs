@@ -1,0 +1,197 @@
+//! A stdio client closing its side (stdin) while the session still has
+//! work: the real shim binary over real pipes, in front of the reference
+//! server as a real child process.
+//!
+//! - Whatever the child answers after the client closed is still relayed,
+//!   and the shim then exits 0 (pass-through, both revisions).
+//! - A question the shim put to the client (`elicitation/create`) that the
+//!   client leaves unanswered does not keep the shim alive: the request
+//!   waiting on it is answered with an error and the shim exits 0.
+//!
+//! Every wait is bounded.
+
+mod support;
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::sync::mpsc::channel;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use support::wire::{REQUEST_TIMEOUT, Wire, shim_bin};
+
+/// How long the shim may take to exit once its client has closed stdin
+/// (the guide: the child gets 3 s before it is killed).
+const EXIT: Duration = Duration::from_secs(6);
+
+/// Runs `mcp-tasks-shim stdio <flags> -- <reference server of revision
+/// rev>`, writes `lines` and closes its stdin at once; returns the shim's
+/// exit status and every line it wrote, or panics if it is still running
+/// after [`EXIT`].
+fn write_and_close(
+    rev: &str,
+    flags: &[&str],
+    lines: &[Value],
+) -> (std::process::ExitStatus, Vec<Value>) {
+    let mut child = Command::new(shim_bin())
+        .arg("stdio")
+        .args(flags)
+        .args(["--", shim_bin(), "reference-server", "--revision", rev])
+        .env("RUST_LOG", "off")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn the shim");
+    let stdout = child.stdout.take().expect("piped stdout");
+    let (tx, rx) = channel();
+    std::thread::spawn(move || {
+        let read: Vec<String> = BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            .collect();
+        let _ = tx.send(read);
+    });
+    let mut stdin = child.stdin.take().expect("piped stdin");
+    let mut all = String::new();
+    for line in lines {
+        all.push_str(&format!("{line}\n"));
+    }
+    stdin.write_all(all.as_bytes()).expect("write to the shim");
+    drop(stdin);
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for the shim") {
+            break status;
+        }
+        if started.elapsed() > EXIT {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the shim was still running {EXIT:?} after its client closed stdin");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let written = rx
+        .recv_timeout(EXIT)
+        .expect("the shim's stdout ends with it");
+    let written = written
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    (status, written)
+}
+
+/// Sends `lines` (requests with ids `ids`) and closes stdin, 20 times:
+/// each time, every request is answered and the shim exits 0.
+fn every_answer_arrives(rev: &str, flags: &[&str], lines: &[Value], ids: &[i64]) {
+    for round in 1..=20 {
+        let (status, written) = write_and_close(rev, flags, lines);
+        let mut answered: Vec<i64> = written.iter().filter_map(|m| m["id"].as_i64()).collect();
+        answered.sort_unstable();
+        assert_eq!(
+            answered, ids,
+            "round {round}: answers lost after the client closed stdin; got {written:#?}"
+        );
+        for m in &written {
+            assert!(m.get("result").is_some(), "round {round}: {m}");
+        }
+        assert!(status.success(), "round {round}: exit status {status}");
+    }
+}
+
+fn legacy_init_and_ping() -> [Value; 2] {
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "eof", "version": "1"}}});
+    let ping = json!({"jsonrpc": "2.0", "id": 1, "method": "ping"});
+    [init, ping]
+}
+
+#[test]
+fn legacy_pass_through_relays_every_answer_after_the_client_closes() {
+    every_answer_arrives("2025-11-25", &[], &legacy_init_and_ping(), &[0, 1]);
+}
+
+/// With a transcript, answers take the driver's way instead of the
+/// reader thread's.
+#[test]
+fn recorded_pass_through_relays_every_answer_after_the_client_closes() {
+    let record = support::wire::temp_path("eof-record.jsonl");
+    let record_arg = record.to_string_lossy().into_owned();
+    every_answer_arrives(
+        "2025-11-25",
+        &["--record", &record_arg],
+        &legacy_init_and_ping(),
+        &[0, 1],
+    );
+    let _ = std::fs::remove_file(&record);
+}
+
+#[test]
+fn modern_pass_through_relays_every_answer_after_the_client_closes() {
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "eof", "version": "1"},
+    });
+    let discover = json!({"jsonrpc": "2.0", "id": 1, "method": "server/discover",
+        "params": {"_meta": meta}});
+    let tools = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list",
+        "params": {"_meta": meta}});
+    every_answer_arrives("2026-07-28", &[], &[discover, tools], &[1, 2]);
+}
+
+/// Legacy client, modern upstream: the client is asked to confirm and
+/// leaves instead of answering, while `waiting` (sent by `start`) waits
+/// for that answer.
+fn leaving_with_an_elicitation_unanswered(start: impl FnOnce(&mut Wire) -> Value) {
+    let mut shim = Wire::legacy_front(&[]);
+    shim.initialize();
+    shim.auto_answer = false;
+    let waiting = start(&mut shim);
+    let deadline = Instant::now() + REQUEST_TIMEOUT;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let m = shim
+            .next(left)
+            .expect("the shim asks the client to confirm");
+        if m["method"] == "elicitation/create" {
+            break;
+        }
+    }
+    shim.close_stdin();
+    let status = shim
+        .wait_exit(EXIT)
+        .expect("the shim exits after its client closed stdin, question unanswered");
+    assert!(status.success(), "exit status {status}");
+    let answer = shim
+        .take_backlog()
+        .into_iter()
+        .find(|m| m["id"] == waiting && m.get("method").is_none())
+        .expect("the waiting request is answered");
+    assert_eq!(answer["error"]["code"], -32603, "{answer}");
+}
+
+#[test]
+fn an_unanswered_elicitation_in_a_call_does_not_keep_the_shim_alive() {
+    leaving_with_an_elicitation_unanswered(|shim| {
+        shim.request(
+            "tools/call",
+            json!({"name": "confirm_delete", "arguments": {"filename": "x"}}),
+        )
+    });
+}
+
+#[test]
+fn an_unanswered_elicitation_in_a_blocking_tasks_result_does_not_keep_the_shim_alive() {
+    leaving_with_an_elicitation_unanswered(|shim| {
+        let created = shim.ok(
+            "tools/call",
+            json!({"name": "confirm_delete", "arguments": {"filename": "x"},
+                "task": {"ttl": 60_000}}),
+        );
+        let id = created["task"]["taskId"].clone();
+        assert!(id.is_string(), "{created}");
+        shim.request("tasks/result", json!({"taskId": id}))
+    });
+}
