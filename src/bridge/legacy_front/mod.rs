@@ -28,6 +28,7 @@ use std::sync::{Arc, Mutex, Weak};
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
+use super::cancel::{CANCELLED, Cancellable};
 use super::watch::Watchers;
 use super::{BridgeConfig, Clock};
 use crate::error::ShimError;
@@ -97,6 +98,7 @@ impl LegacyFront {
             out: out.into(),
             asks: Mutex::new(HashMap::new()),
             next_ask: AtomicI64::new(1),
+            running: Arc::default(),
         });
         let mut sessions = lock(&self.sessions);
         sessions.retain(|w| w.strong_count() > 0);
@@ -194,6 +196,7 @@ pub struct LegacySession {
     out: Outbox,
     asks: Mutex<HashMap<Id, oneshot::Sender<RpcResult>>>,
     next_ask: AtomicI64,
+    running: Arc<Cancellable>,
 }
 
 impl LegacySession {
@@ -209,10 +212,11 @@ impl LegacySession {
         match msg {
             Message::Request(req) => {
                 let this = self.clone();
-                crate::inline::start_here(async move {
+                let id = req.id.clone();
+                crate::inline::start_here(self.running.track(id, async move {
                     let answer = this.clone().answer(req).await;
                     this.send(answer);
-                });
+                }));
             }
             Message::Notification(n) => self.notification(n),
             Message::Response(r) => self.resolve_ask(&r.id, Ok(r.result)),
@@ -279,6 +283,13 @@ impl LegacySession {
         match n.method.as_str() {
             // Session plumbing a modern server has no use for.
             "notifications/initialized" | "notifications/roots/list_changed" => {}
+            // Upstream the request has the shim's id, if it is there at all
+            // (see `bridge::cancel`): never forwarded as it came.
+            CANCELLED => {
+                if !self.running.cancel(n.params.as_ref()) {
+                    tracing::debug!("cancel for no running request; ignored");
+                }
+            }
             _ => {
                 if let Err(e) = self
                     .front
