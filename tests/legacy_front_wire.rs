@@ -12,7 +12,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use support::wire::{Wire, modern_reference, temp_path, text_of};
+use support::wire::{Wire, modern_reference, read_jsonl, recording_upstream, temp_path, text_of};
 
 const RELATED: &str = "io.modelcontextprotocol/related-task";
 
@@ -407,4 +407,111 @@ exit 3
         .wait_exit(Duration::from_secs(6))
         .expect("the shim exits when its upstream is gone");
     assert!(!status.success(), "exit status {status}");
+}
+
+/// Reads what the shim sends until `deadline`; fails if any of it answers
+/// request `id`.
+#[track_caller]
+fn assert_unanswered_until(shim: &mut Wire, id: &Value, deadline: Instant) {
+    while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+        let Some(m) = shim.next(left) else { break };
+        assert!(
+            !(m.get("method").is_none() && m["id"] == *id),
+            "the cancelled request {id} was answered: {m}"
+        );
+    }
+}
+
+/// The first line in the upstream recording `path` that `pred` accepts,
+/// waiting for it until `deadline`.
+#[track_caller]
+fn recorded(path: &std::path::Path, deadline: Instant, pred: impl Fn(&Value) -> bool) -> Value {
+    loop {
+        let lines = read_jsonl(path);
+        if let Some(m) = lines.iter().find(|m| pred(m)) {
+            return m.clone();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not in {}: {lines:#?}",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_cancelled_plain_call_gets_no_answer_and_its_driven_task_is_cancelled() {
+    let (sent, got) = (
+        temp_path("cancel-sent.jsonl"),
+        temp_path("cancel-got.jsonl"),
+    );
+    let mut shim = Wire::spawn(&[], &recording_upstream(&modern_reference(), &sent, &got));
+    shim.initialize();
+    // A plain call the modern server turns into a task, which the shim drives.
+    let started = Instant::now();
+    let id = shim.request(
+        "tools/call",
+        json!({"name": "slow_compute", "arguments": {"seconds": 3, "label": "unwanted"}}),
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    shim.notify(
+        "notifications/cancelled",
+        json!({"requestId": id, "reason": "the user gave up"}),
+    );
+    // Later requests are answered; the cancelled one never is, not even
+    // after the work would have finished.
+    shim.ok("ping", json!({}));
+    let call = recorded(&sent, started + Duration::from_secs(2), |m| {
+        m["method"] == "tools/call"
+    });
+    let created = recorded(&got, started + Duration::from_secs(2), |m| {
+        m["id"] == call["id"] && m.get("method").is_none()
+    });
+    assert_eq!(created["result"]["resultType"], "task", "{created}");
+    // The client could not see that task, so the shim cancels it, while
+    // it still runs (it would end 3 s after the call).
+    let cancel = recorded(&sent, started + Duration::from_secs(2), |m| {
+        m["method"] == "tasks/cancel"
+    });
+    assert_eq!(cancel["params"]["taskId"], created["result"]["taskId"]);
+    let ack = recorded(&got, started + Duration::from_secs(2), |m| {
+        m["id"] == cancel["id"] && m.get("method").is_none()
+    });
+    assert!(ack.get("result").is_some(), "{ack}");
+    assert_unanswered_until(&mut shim, &id, started + Duration::from_millis(3500));
+    // The client's id means nothing upstream: it is never sent there.
+    let upstream_sent = read_jsonl(&sent);
+    assert!(
+        !upstream_sent
+            .iter()
+            .any(|m| m["method"] == "notifications/cancelled" && m["params"]["requestId"] == id),
+        "{upstream_sent:#?}"
+    );
+    drop(shim);
+    let _ = std::fs::remove_file(&sent);
+    let _ = std::fs::remove_file(&got);
+}
+
+#[test]
+fn a_cancelled_tasks_result_gets_no_answer_and_leaves_the_task_running() {
+    let mut shim = Wire::legacy_front(&[]);
+    shim.initialize();
+    let task = create(
+        &mut shim,
+        "slow_compute",
+        json!({"seconds": 2, "label": "kept"}),
+    );
+    let started = Instant::now();
+    let id = shim.request("tasks/result", json!({"taskId": task}));
+    std::thread::sleep(Duration::from_millis(500));
+    shim.notify("notifications/cancelled", json!({"requestId": id}));
+    shim.ok("ping", json!({}));
+    // Past the task's end: the abandoned wait says nothing.
+    assert_unanswered_until(&mut shim, &id, started + Duration::from_millis(2800));
+    // Cancelling the wait is not cancelling the task: it ran to its end.
+    let t = shim.ok("tasks/get", json!({"taskId": task}));
+    assert_eq!(t["status"], "completed", "{t}");
+    let r = shim.ok("tasks/result", json!({"taskId": task}));
+    assert!(text_of(&r).contains("kept"), "{r}");
 }

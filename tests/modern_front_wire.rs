@@ -9,9 +9,12 @@ mod support;
 
 use std::time::Duration;
 
-use modern_front_common::{Raw, has_input, input_keys, legacy_reference, meta, terminal, text};
+use modern_front_common::{
+    Raw, has_input, input_keys, legacy_reference, meta, record_path, terminal, text,
+};
 use serde_json::{Value, json};
-use tokio::time::timeout;
+use support::wire::{read_jsonl, recording_upstream};
+use tokio::time::{Instant, timeout};
 
 const BOUND: Duration = Duration::from_secs(40);
 
@@ -233,4 +236,128 @@ async fn drive_required_tasks_and_task_ttl_flags() {
     })
     .await
     .expect("drive flow timed out");
+}
+
+/// Reads what the shim sends until `deadline`; fails if any of it answers
+/// request `id`.
+async fn assert_unanswered_until(s: &mut Raw, id: i64, deadline: Instant) {
+    let answer = |v: &Value| v["id"] == id && v.get("method").is_none();
+    let left = deadline.saturating_duration_since(Instant::now());
+    if let Ok(m) = timeout(left, s.next_matching(answer)).await {
+        panic!("the cancelled request {id} was answered: {m}");
+    }
+}
+
+/// The first line in the upstream recording `path` that `pred` accepts,
+/// waiting for it until `deadline`.
+async fn recorded(
+    path: &std::path::Path,
+    deadline: Instant,
+    pred: impl Fn(&Value) -> bool,
+) -> Value {
+    loop {
+        let lines = read_jsonl(path);
+        if let Some(m) = lines.iter().find(|m| pred(m)) {
+            return m.clone();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not in {}: {lines:#?}",
+            path.display()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// `notifications/cancelled` for request `id`, as a modern client sends it.
+fn cancel_of(id: i64) -> Value {
+    json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": id, "reason": "the user gave up", "_meta": meta(false)}})
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cancelled_call_is_cancelled_upstream_under_the_shims_id() {
+    let (sent, got) = (record_path("cancel-sent"), record_path("cancel-got"));
+    timeout(BOUND, async {
+        let mut s = Raw::new(&[], &recording_upstream(&legacy_reference(), &sent, &got));
+        let started = Instant::now();
+        let mut p = json!({"name": "slow_compute", "arguments": {"seconds": 3, "label": "unwanted"}});
+        p["_meta"] = meta(false);
+        let id = s.request("tools/call", p).await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        s.send(cancel_of(id)).await;
+        // Later requests are answered.
+        s.ok("tools/list", json!({}), false).await;
+        // Upstream the call has the shim's id; the cancel names that id,
+        // in 2025-11-25 terms (no 2026-07-28 `_meta`).
+        let deadline = started + Duration::from_secs(2);
+        let call = recorded(&sent, deadline, |m| m["method"] == "tools/call").await;
+        let cancel = recorded(&sent, deadline, |m| {
+            m["method"] == "notifications/cancelled" && m["params"]["requestId"] == call["id"]
+        })
+        .await;
+        assert!(cancel["params"].get("_meta").is_none(), "{cancel}");
+        // Nothing answers the cancelled request, even after the call would
+        // have ended: the upstream stopped it (it never answered it) and
+        // the shim sent nothing of its own.
+        assert_unanswered_until(&mut s, id, started + Duration::from_millis(3500)).await;
+        let upstream_got = read_jsonl(&got);
+        assert!(
+            !upstream_got.iter().any(|m| m["id"] == call["id"]),
+            "the upstream finished the cancelled call: {upstream_got:#?}"
+        );
+        let upstream_sent = read_jsonl(&sent);
+        assert!(
+            !upstream_sent
+                .iter()
+                .any(|m| m["method"] == "notifications/cancelled" && m["params"]["requestId"] == id),
+            "the client's id reached the upstream: {upstream_sent:#?}"
+        );
+        s.close().await;
+    })
+    .await
+    .expect("cancel flow timed out");
+    let _ = std::fs::remove_file(&sent);
+    let _ = std::fs::remove_file(&got);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cancelled_driven_call_cancels_its_task_upstream() {
+    let (sent, got) = (record_path("drive-sent"), record_path("drive-got"));
+    timeout(BOUND, async {
+        let mut s = Raw::new(
+            &["--drive-required-tasks"],
+            &recording_upstream(&legacy_reference(), &sent, &got),
+        );
+        // A required tool that waits for a confirmation nobody can give
+        // (the client sees no task): the shim drives it until cancelled.
+        let started = Instant::now();
+        let mut p = json!({"name": "confirm_delete", "arguments": {"filename": "notes.txt"}});
+        p["_meta"] = meta(false);
+        let id = s.request("tools/call", p).await;
+        let deadline = started + Duration::from_secs(5);
+        let call = recorded(&sent, deadline, |m| m["method"] == "tools/call").await;
+        let created = recorded(&got, deadline, |m| {
+            m["id"] == call["id"] && m.get("method").is_none()
+        })
+        .await;
+        let task = created["result"]["task"]["taskId"].clone();
+        assert!(task.is_string(), "{created}");
+        s.send(cancel_of(id)).await;
+        s.ok("tools/list", json!({}), false).await;
+        // The task is cancelled upstream, and ends so.
+        let cancel = recorded(&sent, deadline, |m| m["method"] == "tasks/cancel").await;
+        assert_eq!(cancel["params"]["taskId"], task, "{cancel}");
+        let ack = recorded(&got, deadline, |m| {
+            m["id"] == cancel["id"] && m.get("method").is_none()
+        })
+        .await;
+        assert_eq!(ack["result"]["status"], "cancelled", "{ack}");
+        assert_unanswered_until(&mut s, id, Instant::now() + Duration::from_secs(1)).await;
+        s.close().await;
+    })
+    .await
+    .expect("drive cancel flow timed out");
+    let _ = std::fs::remove_file(&sent);
+    let _ = std::fs::remove_file(&got);
 }

@@ -7,6 +7,7 @@
 //! (`handle_upstream`), and answers through the client's outbox. It never
 //! touches a socket or a pipe: transports feed it (see [`crate::proxy`]).
 
+mod cancel;
 pub mod clock;
 pub mod legacy_front;
 mod listen;

@@ -377,6 +377,8 @@ impl Connection {
         let _guard = Abandon {
             conn: self,
             id: &id,
+            // MCP: `initialize` MUST NOT be cancelled.
+            cancel: method != "initialize",
         };
         match tokio::time::timeout(self.timeout, rx).await {
             Ok(Ok(outcome)) => outcome,
@@ -478,11 +480,21 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 struct Abandon<'a> {
     conn: &'a Connection,
     id: &'a Id,
+    /// Tell the upstream when the request is abandoned unanswered.
+    cancel: bool,
 }
 
 impl Drop for Abandon<'_> {
     fn drop(&mut self) {
-        self.conn.lock().remove(self.id);
+        // Still unanswered: nobody will read the answer (the request timed
+        // out, or whoever waited gave up, as when a client cancels the
+        // request this one serves). Only this id means anything upstream,
+        // so the upstream hears of it here and may stop the work (MCP: the
+        // requester SHOULD send `notifications/cancelled`).
+        if self.conn.lock().remove(self.id).is_some() && self.cancel {
+            let reason = "the requester no longer waits for the answer";
+            let _ = self.conn.send(stream::cancel_message(self.id, reason));
+        }
     }
 }
 
@@ -505,6 +517,8 @@ mod tests {
                 .is_none()
         );
         assert_eq!(call.await.unwrap().unwrap().unwrap()["ok"], 1);
+        // Answered: nothing more to say upstream.
+        assert!(rx.try_recv().is_err());
 
         let c = conn.clone();
         let call = tokio::spawn(async move { c.request("slow", json!({})).await });
@@ -556,10 +570,43 @@ mod tests {
 
     #[tokio::test]
     async fn timeouts_fail_with_upstream_error() {
-        let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let conn = Connection::new(tx, Duration::from_millis(20));
         let err = conn.request("x", json!({})).await.unwrap_err();
         assert!(err.to_string().contains("no answer"));
         assert!(conn.lock().is_empty());
+        // The upstream is told, under the id it knows the request by.
+        let id = rx.recv().await.unwrap().id().cloned().unwrap();
+        let cancel = rx.recv().await.unwrap();
+        assert_eq!(cancel.method(), Some("notifications/cancelled"));
+        assert_eq!(cancel.params().unwrap()["requestId"], json!(id));
+    }
+
+    #[tokio::test]
+    async fn a_dropped_request_is_cancelled_upstream_under_its_own_id() {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let conn = Arc::new(Connection::with_id_prefix(
+            tx,
+            Duration::from_secs(5),
+            "shim-",
+        ));
+        let c = conn.clone();
+        let call = tokio::spawn(async move { c.request("tools/call", json!({})).await });
+        let id = rx.recv().await.unwrap().id().cloned().unwrap();
+        call.abort();
+        let _ = call.await;
+        let cancel = rx.recv().await.unwrap();
+        assert_eq!(cancel.method(), Some("notifications/cancelled"));
+        assert_eq!(cancel.params().unwrap()["requestId"], json!(id));
+        assert_eq!(conn.pending(), 0);
+
+        // Except `initialize`, which MCP says must never be cancelled.
+        let c = conn.clone();
+        let init = tokio::spawn(async move { c.request("initialize", json!({})).await });
+        let _ = rx.recv().await.unwrap();
+        init.abort();
+        let _ = init.await;
+        assert!(rx.try_recv().is_err());
+        assert_eq!(conn.pending(), 0);
     }
 }

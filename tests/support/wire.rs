@@ -364,3 +364,36 @@ pub fn unique() -> u64 {
     static N: AtomicU64 = AtomicU64::new(0);
     N.fetch_add(1, Ordering::Relaxed)
 }
+
+/// `upstream…` behind `sh -c` with `tee`s: every line the shim writes to
+/// it is appended to `sent`, every line it writes back to `got`. The
+/// traffic stays unchanged; a test reads what the upstream was really told.
+pub fn recording_upstream<S: AsRef<str>>(
+    upstream: &[S],
+    sent: &std::path::Path,
+    got: &std::path::Path,
+) -> Vec<String> {
+    let inner = upstream
+        .iter()
+        .map(|a| format!("'{}'", a.as_ref()))
+        .collect::<Vec<_>>()
+        .join(" ");
+    vec![
+        "sh".into(),
+        "-c".into(),
+        format!(
+            "tee -a '{}' | {inner} | tee -a '{}'",
+            sent.display(),
+            got.display()
+        ),
+    ]
+}
+
+/// The JSON lines of a file a [`recording_upstream`] writes (none yet: empty).
+pub fn read_jsonl(path: &std::path::Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 
 use super::LegacySession;
+use crate::bridge::cancel::{IfDropped, spawn_cleanup};
 use crate::error::ShimError;
 use crate::jsonrpc::{ErrorObject, Request};
 use crate::ledger::TaskRecord;
@@ -121,8 +122,13 @@ impl LegacySession {
 
     /// Waits for a task the client never saw and answers with its outcome.
     async fn drive(self: &Arc<Self>, task_id: &str) -> RpcResult {
-        let d = self.await_task(task_id, false).await?;
-        match d.payload {
+        // Only the shim knows this task: if the client cancels the call
+        // (dropping this wait), the task goes with it.
+        let (this, id) = (self.clone(), task_id.to_owned());
+        let unwanted = IfDropped::new(move || spawn_cleanup(this.cancel_driven(id)));
+        let d = self.await_task(task_id, false).await;
+        unwanted.disarm();
+        match d?.payload {
             Payload::Result(r) => {
                 let mut r = tsession::result_to_legacy_owned(r, "tools/call");
                 if let Some(m) = r.as_object_mut() {
@@ -132,6 +138,20 @@ impl LegacySession {
             }
             Payload::Error(e) => Err(e),
             _ => Err(ShimError::TaskCancelled.into()),
+        }
+    }
+
+    /// `tasks/cancel` upstream for a driven task whose call was cancelled.
+    async fn cancel_driven(self: Arc<Self>, task_id: String) {
+        let params = json!({"taskId": task_id});
+        match self.upstream_request("tasks/cancel", &params).await {
+            Ok(Ok(_)) => {
+                tracing::info!(task = %task_id, "call cancelled; its task cancelled upstream")
+            }
+            Ok(Err(e)) => {
+                tracing::info!(task = %task_id, code = e.code, "upstream refused to cancel a driven task")
+            }
+            Err(e) => tracing::warn!(task = %task_id, error = %e, "could not cancel a driven task"),
         }
     }
 

@@ -28,6 +28,7 @@ use std::sync::{Arc, Mutex, Weak};
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
+use super::cancel::{CANCELLED, Cancellable};
 use super::watch::Watchers;
 use super::{BridgeConfig, Clock};
 use crate::error::ShimError;
@@ -96,6 +97,7 @@ impl LegacyFront {
             asks: Mutex::new(HashMap::new()),
             client_gone: std::sync::OnceLock::new(),
             next_ask: AtomicI64::new(1),
+            running: Arc::default(),
         });
         let mut sessions = lock(&self.sessions);
         sessions.retain(|w| w.strong_count() > 0);
@@ -196,6 +198,7 @@ pub struct LegacySession {
     /// [`LegacySession::client_closed`]).
     client_gone: std::sync::OnceLock<String>,
     next_ask: AtomicI64,
+    running: Arc<Cancellable>,
 }
 
 impl LegacySession {
@@ -211,10 +214,11 @@ impl LegacySession {
         match msg {
             Message::Request(req) => {
                 let this = self.clone();
-                crate::inline::start_here(async move {
+                let id = req.id.clone();
+                crate::inline::start_here(self.running.track(id, async move {
                     let answer = this.clone().answer(req).await;
                     this.send(answer);
-                });
+                }));
             }
             Message::Notification(n) => self.notification(n),
             Message::Response(r) => self.resolve_ask(&r.id, Ok(r.result)),
@@ -292,6 +296,13 @@ impl LegacySession {
         match n.method.as_str() {
             // Session plumbing a modern server has no use for.
             "notifications/initialized" | "notifications/roots/list_changed" => {}
+            // Upstream the request has the shim's id, if it is there at all
+            // (see `bridge::cancel`): never forwarded as it came.
+            CANCELLED => {
+                if !self.running.cancel(n.params.as_ref()) {
+                    tracing::debug!("cancel for no running request; ignored");
+                }
+            }
             _ => {
                 if let Err(e) = self
                     .front

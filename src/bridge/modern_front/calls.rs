@@ -7,7 +7,10 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 use tokio::sync::{mpsc, oneshot};
 
+use futures_util::future::{AbortHandle, Abortable};
+
 use super::{ModernFront, ModernSession, lock};
+use crate::bridge::cancel::IfDropped;
 use crate::error::ShimError;
 use crate::jsonrpc::{ErrorObject, Id, Request};
 use crate::translate::{input, session as tsession, task as ttask, tools as ttools};
@@ -41,6 +44,10 @@ struct InFlight {
     interjections: mpsc::UnboundedReceiver<Request>,
     asked_task: bool,
     seq: u64,
+    /// Whoever holds the call last (a client request waiting on it, or
+    /// the MRTR table) dropping it unanswered ends it: its upstream
+    /// request is cancelled there, and it takes no more input.
+    abandon: Option<IfDropped>,
 }
 
 impl ModernFront {
@@ -116,17 +123,26 @@ impl ModernSession {
         });
         let (dtx, drx) = oneshot::channel();
         let upstream = self.front.upstream.clone();
+        let (stop, registration) = AbortHandle::new_pair();
         // Its own future, not part of this request's: a call parked for
         // input outlives the client request that started it. Started here
         // rather than spawned, so the upstream request is written before
         // this returns, and the answer continues on the thread that reads
         // it (see `inline`), instead of waking a runtime worker each way.
         crate::inline::start_here(async move {
-            let outcome = upstream
-                .request("tools/call", params)
-                .await
-                .unwrap_or_else(|e| Err(e.into()));
-            let _ = dtx.send(outcome);
+            let call = upstream.request("tools/call", params);
+            // Aborted: the request was dropped, which cancels it upstream.
+            if let Ok(outcome) = Abortable::new(call, registration).await {
+                let _ = dtx.send(outcome.unwrap_or_else(|e| Err(e.into())));
+            }
+        });
+        // Weak: a parked call is kept by the front it would otherwise keep.
+        let front = Arc::downgrade(&self.front);
+        let abandon = IfDropped::new(move || {
+            stop.abort();
+            if let Some(front) = front.upgrade() {
+                front.close_call(open_id);
+            }
         });
         Ok(InFlight {
             open_id,
@@ -134,6 +150,7 @@ impl ModernSession {
             interjections: irx,
             asked_task,
             seq: 0,
+            abandon: Some(abandon),
         })
     }
 
@@ -144,6 +161,9 @@ impl ModernSession {
             tokio::select! {
                 done = &mut call.done => {
                     self.front.close_call(call.open_id);
+                    if let Some(abandon) = call.abandon.take() {
+                        abandon.disarm();
+                    }
                     let result = done.unwrap_or_else(|_| {
                         Err(ShimError::Upstream("the upstream call was dropped".into()).into())
                     })?;
@@ -195,6 +215,7 @@ impl ModernSession {
             interjections: std::mem::replace(&mut call.interjections, mpsc::unbounded_channel().1),
             asked_task: call.asked_task,
             seq: call.seq,
+            abandon: call.abandon.take(),
         };
         lock(&self.front.held).insert(held_id, Held { call: parked, keys });
         Some(json!({

@@ -21,6 +21,7 @@ use std::sync::{Arc, Mutex, Weak};
 use serde_json::{Value, json};
 use tokio::sync::{OnceCell, watch};
 
+use super::cancel::{CANCELLED, Cancellable};
 use super::{BridgeConfig, Clock};
 use crate::error::ShimError;
 use crate::jsonrpc::{ErrorObject, Id, Message, Request};
@@ -100,6 +101,7 @@ impl ModernFront {
             scope,
             out: out.into(),
             subscriptions: Mutex::new(Vec::new()),
+            running: Arc::default(),
         });
         let mut sessions = lock(&self.sessions);
         sessions.retain(|w| w.strong_count() > 0);
@@ -268,6 +270,7 @@ pub struct ModernSession {
     scope: String,
     out: Outbox,
     subscriptions: Mutex<Vec<tasks::Subscription>>,
+    running: Arc<Cancellable>,
 }
 
 impl ModernSession {
@@ -281,8 +284,8 @@ impl ModernSession {
         match msg {
             Message::Request(req) => {
                 let this = self.clone();
-                crate::inline::start_here(async move {
-                    let id = req.id.clone();
+                let id = req.id.clone();
+                crate::inline::start_here(self.running.track(id.clone(), async move {
                     let Some(outcome) = this.request(req).await else {
                         return; // a listen stream stays open
                     };
@@ -290,7 +293,15 @@ impl ModernSession {
                         Ok(result) => Message::response(id, result),
                         Err(error) => Message::error(Some(id), error),
                     });
-                });
+                }));
+            }
+            // Upstream the request has the shim's id, if it is there at all
+            // (see `bridge::cancel`), and the modern `_meta` a cancel
+            // carries means nothing to a legacy server: never forwarded.
+            Message::Notification(n) if n.method == CANCELLED => {
+                if !self.running.cancel(n.params.as_ref()) && !self.end_listen(n.params.as_ref()) {
+                    tracing::debug!("cancel for no running request; ignored");
+                }
             }
             Message::Notification(n) => {
                 let params = n.params.unwrap_or_else(|| json!({}));

@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use super::{LiveTask, ModernFront, ModernSession, lock, require_tasks};
+use crate::bridge::cancel::{IfDropped, spawn_cleanup};
 use crate::error::ShimError;
 use crate::jsonrpc::{ErrorObject, Id, Message, Request};
 use crate::ledger::TaskRecord;
@@ -131,6 +132,16 @@ impl ModernFront {
             }
             front.notify_subscribers(&scope, &id, None);
         });
+    }
+
+    /// `tasks/cancel` upstream for a driven task whose call was cancelled.
+    async fn cancel_driven(self: Arc<Self>, task_id: String) {
+        match self.call("tasks/cancel", json!({"taskId": task_id})).await {
+            Ok(_) => tracing::info!(task = %task_id, "call cancelled; its task cancelled upstream"),
+            Err(e) => {
+                tracing::info!(task = %task_id, code = e.code, "could not cancel a driven task")
+            }
+        }
     }
 
     /// Sends `notifications/tasks` to the scope's listen streams that
@@ -279,11 +290,14 @@ impl ModernSession {
             .get(task_id)
             .map(|l| l.outcome.subscribe())
             .ok_or(ShimError::UnknownTask)?;
-        let payload = rx
-            .wait_for(Option::is_some)
-            .await
-            .map_err(|_| ShimError::Upstream("the task's result never came".into()))?
-            .clone();
+        // Only the shim knows this task: if the client cancels the call
+        // (dropping this wait), the task goes with it.
+        let (front, id) = (self.front.clone(), task_id.to_owned());
+        let unwanted = IfDropped::new(move || spawn_cleanup(front.cancel_driven(id)));
+        let payload = rx.wait_for(Option::is_some).await.map(|p| p.clone());
+        unwanted.disarm();
+        let payload =
+            payload.map_err(|_| ShimError::Upstream("the task's result never came".into()))?;
         match payload {
             Some(Payload::Result(r)) => Ok(r),
             Some(Payload::Error(e)) => Err(e),
@@ -480,6 +494,21 @@ impl ModernSession {
             }
         }
         None
+    }
+
+    /// Closes the listen stream a `notifications/cancelled` names; false
+    /// if it names none.
+    pub(super) fn end_listen(&self, params: Option<&Value>) -> bool {
+        let Some(id) = params
+            .and_then(|p| p.get("requestId"))
+            .and_then(|v| serde_json::from_value::<Id>(v.clone()).ok())
+        else {
+            return false;
+        };
+        let mut subs = lock(&self.subscriptions);
+        let before = subs.len();
+        subs.retain(|s| s.id != id);
+        subs.len() != before
     }
 
     /// Upstream tools changed: tell the listen streams that asked.
