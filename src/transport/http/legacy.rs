@@ -396,7 +396,9 @@ pub(super) fn delete(app: Arc<App>, sid: &str, hdrs: &HeaderMap) -> Response {
 
 /// What ending a session (removed from the map already) takes with it.
 fn end(app: &App, s: &HttpSession, why: &str) {
-    s.engine.fail_asks(why);
+    // Later questions fail too: nobody is left to answer them, and one
+    // left waiting would keep the session in memory.
+    s.engine.client_closed(why);
     // Session-scoped tasks go with the session; principal-scoped ones stay.
     if s.engine.scope().starts_with(super::SESSION_SCOPE_PREFIX) {
         app.ledger.drop_scope(s.engine.scope());
