@@ -903,3 +903,43 @@ async fn sigterm_stops_the_shim_and_its_upstream() {
         assert_valid(Revision::Legacy, &body, Some("tools/call"));
     }
 }
+
+/// An `--upstream-url` nobody answers at start ends the shim with an
+/// error naming it, within the probe's time, instead of a shim that
+/// believes it is a 2025-11-25 server for the rest of its run.
+#[test]
+fn an_unreachable_upstream_url_at_start_is_an_error() {
+    // A port that was just free: nothing listens there.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let out = tempfile::NamedTempFile::new().unwrap();
+    let mut child = std::process::Command::new(shim_bin())
+        .args(["http", "--listen", "127.0.0.1:0", "--upstream-url", &url])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(out.reopen().unwrap())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the shim kept running with an unreachable upstream");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let stderr = std::fs::read_to_string(out.path()).unwrap();
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("cannot probe") && stderr.contains(&url),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("listening on"), "{stderr}");
+}

@@ -73,6 +73,12 @@ fn bad_input_is_refused_and_the_session_survives() {
         json!({})
     );
     assert_eq!(shim.err("logging/setLevel", json!({}))["code"], -32602);
+    // Every later upstream request would carry it in `_meta`, where the
+    // 2026-07-28 schema allows only the RFC 5424 names.
+    assert_eq!(
+        shim.err("logging/setLevel", json!({"level": "loud"}))["code"],
+        -32602
+    );
 
     // Still alive and useful.
     let tools = shim.ok("tools/list", json!({}));

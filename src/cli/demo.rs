@@ -26,14 +26,23 @@ pub struct Args {
 
 pub(crate) fn run(args: Args) -> Result<(), String> {
     let mut stdout = std::io::stdout().lock();
+    // A reader that stopped (`demo | head`) has seen what it wanted: done.
+    let written = |r: std::io::Result<()>| match r {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(false),
+        Err(e) => Err(format!("writing stdout: {e}")),
+        Ok(()) => Ok(true),
+    };
     if !args.live_only {
         let records = parse_built_in()?;
-        render(&mut stdout, &records, Revision::Legacy)
-            .map_err(|e| format!("writing stdout: {e}"))?;
+        if !written(render(&mut stdout, &records, Revision::Legacy))? {
+            return Ok(());
+        }
     }
     if !args.transcript_only {
         for client in [Revision::Legacy, Revision::Modern] {
-            writeln!(stdout).map_err(|e| e.to_string())?;
+            if !written(writeln!(stdout))? {
+                return Ok(());
+            }
             super::demo_live::run(client, &mut stdout)?;
         }
     }

@@ -105,7 +105,17 @@ pub async fn connect(url: &str, request_timeout: Duration) -> Result<HttpLink, S
     };
     let info = json!({"name": "mcp-tasks-shim", "version": env!("CARGO_PKG_VERSION")});
     let probe = revision::probe_request(Id::Num(0), &info);
-    let answer = up.post(&probe).await.ok().flatten();
+    // Unreachable is not "no answer, so legacy": the revision is learnt
+    // once, here, and a wrong guess would hold for the whole run.
+    let resp = up
+        .send_post(&probe, probe.to_json().into_bytes(), None)
+        .await
+        .map_err(|e| {
+            ShimError::Upstream(format!(
+                "cannot probe {url}: {e}; the shim learns the upstream's revision at start, so start the server first"
+            ))
+        })?;
+    let answer = up.answer_of(&probe, resp).await.ok().flatten();
     let (revision, discover) = match revision::classify_probe(answer.as_ref()) {
         ProbeVerdict::Modern(d) => (Revision::Modern, d),
         ProbeVerdict::ModernRefused(_) => (Revision::Modern, json!({"capabilities": {}})),

@@ -162,7 +162,7 @@ pub(super) async fn initialize(app: Arc<App>, msg: Message, hdrs: &HeaderMap) ->
             StatusCode::OK,
             Some(req.id),
             ShimError::Internal(
-                "the upstream speaks 2025-11-25 too; pass-through of legacy HTTP sessions to a stdio upstream is not supported, connect the client to the server directly".into(),
+                "the upstream speaks 2025-11-25 too (or did not answer the shim's probe at start); the shim does not relay 2025-11-25 HTTP sessions to it: connect the client to the server directly".into(),
             ),
         );
     };
