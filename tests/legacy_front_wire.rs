@@ -12,7 +12,9 @@ mod support;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use support::wire::{Wire, modern_reference, read_jsonl, recording_upstream, temp_path, text_of};
+use support::wire::{
+    Wire, modern_reference, read_jsonl, recorded, recording_upstream, temp_path, text_of,
+};
 
 const RELATED: &str = "io.modelcontextprotocol/related-task";
 
@@ -425,24 +427,6 @@ fn assert_unanswered_until(shim: &mut Wire, id: &Value, deadline: Instant) {
             !(m.get("method").is_none() && m["id"] == *id),
             "the cancelled request {id} was answered: {m}"
         );
-    }
-}
-
-/// The first line in the upstream recording `path` that `pred` accepts,
-/// waiting for it until `deadline`.
-#[track_caller]
-fn recorded(path: &std::path::Path, deadline: Instant, pred: impl Fn(&Value) -> bool) -> Value {
-    loop {
-        let lines = read_jsonl(path);
-        if let Some(m) = lines.iter().find(|m| pred(m)) {
-            return m.clone();
-        }
-        assert!(
-            Instant::now() < deadline,
-            "not in {}: {lines:#?}",
-            path.display()
-        );
-        std::thread::sleep(Duration::from_millis(50));
     }
 }
 

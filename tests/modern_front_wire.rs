@@ -248,25 +248,9 @@ async fn assert_unanswered_until(s: &mut Raw, id: i64, deadline: Instant) {
     }
 }
 
-/// The first line in the upstream recording `path` that `pred` accepts,
-/// waiting for it until `deadline`.
-async fn recorded(
-    path: &std::path::Path,
-    deadline: Instant,
-    pred: impl Fn(&Value) -> bool,
-) -> Value {
-    loop {
-        let lines = read_jsonl(path);
-        if let Some(m) = lines.iter().find(|m| pred(m)) {
-            return m.clone();
-        }
-        assert!(
-            Instant::now() < deadline,
-            "not in {}: {lines:#?}",
-            path.display()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+/// [`support::wire::recorded`] on a multi-thread runtime's worker.
+fn recorded(path: &std::path::Path, deadline: Instant, pred: impl Fn(&Value) -> bool) -> Value {
+    tokio::task::block_in_place(|| support::wire::recorded(path, deadline.into_std(), pred))
 }
 
 /// `notifications/cancelled` for request `id`, as a modern client sends it.
@@ -291,11 +275,10 @@ async fn a_cancelled_call_is_cancelled_upstream_under_the_shims_id() {
         // Upstream the call has the shim's id; the cancel names that id,
         // in 2025-11-25 terms (no 2026-07-28 `_meta`).
         let deadline = started + Duration::from_secs(2);
-        let call = recorded(&sent, deadline, |m| m["method"] == "tools/call").await;
+        let call = recorded(&sent, deadline, |m| m["method"] == "tools/call");
         let cancel = recorded(&sent, deadline, |m| {
             m["method"] == "notifications/cancelled" && m["params"]["requestId"] == call["id"]
-        })
-        .await;
+        });
         assert!(cancel["params"].get("_meta").is_none(), "{cancel}");
         // Nothing answers the cancelled request, even after the call would
         // have ended: the upstream stopped it (it never answered it) and
@@ -336,22 +319,20 @@ async fn a_cancelled_driven_call_cancels_its_task_upstream() {
         p["_meta"] = meta(false);
         let id = s.request("tools/call", p).await;
         let deadline = started + Duration::from_secs(5);
-        let call = recorded(&sent, deadline, |m| m["method"] == "tools/call").await;
+        let call = recorded(&sent, deadline, |m| m["method"] == "tools/call");
         let created = recorded(&got, deadline, |m| {
             m["id"] == call["id"] && m.get("method").is_none()
-        })
-        .await;
+        });
         let task = created["result"]["task"]["taskId"].clone();
         assert!(task.is_string(), "{created}");
         s.send(cancel_of(id)).await;
         s.ok("tools/list", json!({}), false).await;
         // The task is cancelled upstream, and ends so.
-        let cancel = recorded(&sent, deadline, |m| m["method"] == "tasks/cancel").await;
+        let cancel = recorded(&sent, deadline, |m| m["method"] == "tasks/cancel");
         assert_eq!(cancel["params"]["taskId"], task, "{cancel}");
         let ack = recorded(&got, deadline, |m| {
             m["id"] == cancel["id"] && m.get("method").is_none()
-        })
-        .await;
+        });
         assert_eq!(ack["result"]["status"], "cancelled", "{ack}");
         assert_unanswered_until(&mut s, id, Instant::now() + Duration::from_secs(1)).await;
         s.close().await;

@@ -397,3 +397,21 @@ pub fn read_jsonl(path: &std::path::Path) -> Vec<Value> {
         .filter_map(|l| serde_json::from_str(l).ok())
         .collect()
 }
+
+/// The first line in the upstream recording `path` that `pred` accepts,
+/// waiting for it until `deadline`.
+#[track_caller]
+pub fn recorded(path: &std::path::Path, deadline: Instant, pred: impl Fn(&Value) -> bool) -> Value {
+    loop {
+        let lines = read_jsonl(path);
+        if let Some(m) = lines.iter().find(|m| pred(m)) {
+            return m.clone();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not in {}: {lines:#?}",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
