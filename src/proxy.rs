@@ -575,7 +575,10 @@ where
             let file = std::fs::OpenOptions::new()
                 .create(true)
                 .append(true)
-                .open(&path)?;
+                .open(&path)
+                .map_err(|e| {
+                    std::io::Error::new(e.kind(), format!("--record {}: {e}", path.display()))
+                })?;
             let (tx, rx) = mpsc::unbounded_channel();
             (Some(tx), Some(tokio::spawn(write_records(file, rx))))
         }

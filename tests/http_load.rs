@@ -227,7 +227,8 @@ async fn legacy_client(
         );
         record_result(&tally, &label);
     }
-    let (s, _, _) = send(c.delete(&url).header("mcp-session-id", &sid)).await;
+    let del = c.delete(&url).header("mcp-session-id", &sid);
+    let (s, _, _) = send(del.bearer_auth(&token)).await;
     assert_eq!(s, 200, "{name}: DELETE");
     count(&tally, requests + 1, inputs);
 }

@@ -11,7 +11,7 @@ pub struct Args {
     #[arg(long, value_parser = super::parse_revision)]
     pub revision: Revision,
     /// Serve Streamable HTTP at http://ADDR/mcp instead of stdio (port 0
-    /// picks a free port; the URL is printed on stdout).
+    /// picks a free port; stdout gets one line ending in the URL).
     #[arg(long, value_name = "ADDR")]
     pub http: Option<SocketAddr>,
     /// Retention of tasks whose client asks for none (every task of the
@@ -29,6 +29,9 @@ pub struct Args {
 }
 
 pub(crate) fn run(args: Args) -> Result<(), String> {
+    if args.no_listen && args.revision != Revision::Modern {
+        return Err("--no-listen: 2025-11-25 has no subscriptions/listen to turn off".into());
+    }
     if let Some(ms) = args.task_ttl_ms {
         crate::reference::set_task_ttl_ms(ms);
     }

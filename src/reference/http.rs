@@ -39,9 +39,12 @@ pub const ENDPOINT: &str = "/mcp";
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 /// Binds `addr` and serves the reference server of `revision` over
-/// Streamable HTTP until the process ends. Prints the endpoint URL on stdout.
+/// Streamable HTTP until the process ends. Prints a line ending in the
+/// endpoint URL on stdout.
 pub async fn serve_http(revision: Revision, addr: SocketAddr) -> std::io::Result<()> {
-    let listener = TcpListener::bind(addr).await?;
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(|e| std::io::Error::new(e.kind(), format!("{addr}: {e}")))?;
     let local = listener.local_addr()?;
     println!("mcp-tasks-shim reference server ({revision}) listening on http://{local}{ENDPOINT}");
     serve_http_on(revision, listener).await

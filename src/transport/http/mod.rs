@@ -150,7 +150,9 @@ pub async fn serve(
         .route("/metrics", get(metrics_endpoint))
         .layer(DefaultBodyLimit::max(opts.max_body_bytes))
         .with_state(app.clone());
-    let listener = tokio::net::TcpListener::bind(opts.listen).await?;
+    let listener = tokio::net::TcpListener::bind(opts.listen)
+        .await
+        .map_err(|e| std::io::Error::new(e.kind(), format!("--listen {}: {e}", opts.listen)))?;
     tracing::info!(addr = %listener.local_addr()?, path = %opts.path, upstream = %upstream_rev, "listening");
     eprintln!(
         "mcp-tasks-shim: listening on http://{}{}",
