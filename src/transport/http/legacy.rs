@@ -60,6 +60,15 @@ struct Routes {
 }
 
 impl HttpSession {
+    /// Whether a request of `principal` may use this session (`sid`).
+    fn belongs_to(&self, sid: &str, principal: &Option<String>) -> bool {
+        let mine = self.principal == *principal;
+        if !mine {
+            tracing::info!(session = %sid, "refused: a request for a session another principal opened");
+        }
+        mine
+    }
+
     fn touch(&self, now_ms: u64) {
         self.last_used_ms.store(now_ms, Ordering::Relaxed);
     }
@@ -148,7 +157,7 @@ fn too_many_sessions(app: &App, id: Option<Id>) -> Response {
     error_response(StatusCode::SERVICE_UNAVAILABLE, id, e)
 }
 
-pub(super) async fn initialize(app: Arc<App>, msg: Message, hdrs: &HeaderMap) -> Response {
+pub(super) async fn initialize(app: Arc<App>, msg: Message, principal: Option<String>) -> Response {
     app.metrics.count(Revision::Legacy, "initialize");
     let Message::Request(req) = msg else {
         let e = ShimError::InvalidRequest("initialize must be a request (with an id)".into());
@@ -167,7 +176,6 @@ pub(super) async fn initialize(app: Arc<App>, msg: Message, hdrs: &HeaderMap) ->
         );
     };
     let sid = crate::ids::random_id();
-    let principal = app.principal(hdrs);
     let scope = principal
         .clone()
         .unwrap_or_else(|| format!("{}{sid}", super::SESSION_SCOPE_PREFIX));
@@ -224,18 +232,13 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Looks a session up for a request and marks it used, under the
-/// sessions lock: the idle sweep, which decides under the same lock,
-/// cannot end a session a request has just found. A session of another
-/// principal is not found, exactly like an unknown one.
-fn session(app: &App, sid: &str, hdrs: &HeaderMap) -> Option<Arc<HttpSession>> {
-    let principal = app.principal(hdrs);
+/// Looks a session up for a request of `principal` and marks it used,
+/// under the sessions lock: the idle sweep, which decides under the same
+/// lock, cannot end a session a request has just found. A session of
+/// another principal is not found, exactly like an unknown one.
+fn session(app: &App, sid: &str, principal: &Option<String>) -> Option<Arc<HttpSession>> {
     let sessions = lock(&app.sessions);
-    let s = sessions.get(sid)?;
-    if s.principal != principal {
-        tracing::info!(session = %sid, "refused: a request for a session another principal opened");
-        return None;
-    }
+    let s = sessions.get(sid).filter(|s| s.belongs_to(sid, principal))?;
     s.touch(app.now_ms());
     Some(s.clone())
 }
@@ -245,10 +248,16 @@ fn unknown_session() -> Response {
     error_response(StatusCode::NOT_FOUND, None, e)
 }
 
-pub(super) async fn post(app: Arc<App>, sid: &str, msg: Message, hdrs: &HeaderMap) -> Response {
+pub(super) async fn post(
+    app: Arc<App>,
+    sid: &str,
+    msg: Message,
+    hdrs: &HeaderMap,
+    principal: Option<String>,
+) -> Response {
     app.metrics
         .count(Revision::Legacy, msg.method().unwrap_or("(response)"));
-    let Some(s) = session(&app, sid, hdrs) else {
+    let Some(s) = session(&app, sid, &principal) else {
         return unknown_session();
     };
     // The 2025-11-25 transport: a server MUST answer 400 to an invalid
@@ -262,10 +271,7 @@ pub(super) async fn post(app: Arc<App>, sid: &str, msg: Message, hdrs: &HeaderMa
         ));
         return error_response(StatusCode::BAD_REQUEST, msg.id().cloned(), e);
     }
-    if msg.method() == Some("tasks/list")
-        && app.opts.require_principal
-        && app.principal(hdrs).is_none()
-    {
+    if msg.method() == Some("tasks/list") && app.opts.require_principal && principal.is_none() {
         let e =
             ShimError::InvalidRequest("tasks/list needs an authenticated principal here".into());
         return error_response(StatusCode::FORBIDDEN, msg.id().cloned(), e);
@@ -361,9 +367,9 @@ fn is_answer_to(m: &Message, id: &Id) -> bool {
     matches!(m, Message::Response(_) | Message::Error(_)) && m.id() == Some(id)
 }
 
-pub(super) fn get_stream(app: Arc<App>, sid: &str, hdrs: &HeaderMap) -> Response {
+pub(super) fn get_stream(app: Arc<App>, sid: &str, principal: Option<String>) -> Response {
     app.metrics.count(Revision::Legacy, "GET");
-    let Some(s) = session(&app, sid, hdrs) else {
+    let Some(s) = session(&app, sid, &principal) else {
         return unknown_session();
     };
     let (tx, rx) = mpsc::unbounded_channel();
@@ -380,12 +386,15 @@ pub(super) fn get_stream(app: Arc<App>, sid: &str, hdrs: &HeaderMap) -> Response
         .into_response()
 }
 
-pub(super) fn delete(app: Arc<App>, sid: &str, hdrs: &HeaderMap) -> Response {
+pub(super) fn delete(app: Arc<App>, sid: &str, principal: Option<String>) -> Response {
     app.metrics.count(Revision::Legacy, "DELETE");
-    if session(&app, sid, hdrs).is_none() {
-        return unknown_session();
-    }
-    let removed = lock(&app.sessions).remove(sid);
+    let removed = {
+        let mut sessions = lock(&app.sessions);
+        match sessions.get(sid) {
+            Some(s) if s.belongs_to(sid, &principal) => sessions.remove(sid),
+            _ => None,
+        }
+    };
     let Some(s) = removed else {
         return unknown_session();
     };

@@ -215,10 +215,6 @@ impl App {
         }
     }
 
-    fn principal(&self, headers: &HeaderMap) -> Option<String> {
-        self.resolver.resolve(headers)
-    }
-
     /// Monotonic milliseconds since the front started.
     fn now_ms(&self) -> u64 {
         u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
@@ -261,12 +257,15 @@ fn unauthorized(why: String) -> Response {
 }
 
 /// What every request passes before anything else: the Origin rule and
-/// the credentials check. `Some` is the refusal.
-fn refusal(app: &App, headers: &HeaderMap) -> Option<Response> {
+/// the credentials check. The request's principal, resolved here once for
+/// everything that follows, or the refusal.
+fn admit(app: &App, headers: &HeaderMap) -> Result<Option<String>, Box<Response>> {
     if !origin_ok(app, headers) {
-        return Some(forbidden_origin());
+        return Err(Box::new(forbidden_origin()));
     }
-    app.resolver.authenticate(headers).err().map(unauthorized)
+    app.resolver
+        .authenticate(headers)
+        .map_err(|why| Box::new(unauthorized(why)))
 }
 
 async fn post_endpoint(
@@ -274,9 +273,10 @@ async fn post_endpoint(
     headers: HeaderMap,
     body: Result<Bytes, axum::extract::rejection::BytesRejection>,
 ) -> Response {
-    if let Some(refused) = refusal(&app, &headers) {
-        return refused;
-    }
+    let principal = match admit(&app, &headers) {
+        Ok(principal) => principal,
+        Err(refused) => return *refused,
+    };
     // A body that cannot be read (larger than --max-body-bytes: 413) is
     // still answered in JSON-RPC, so clients can tell what went wrong.
     let body = match body {
@@ -292,10 +292,10 @@ async fn post_endpoint(
     };
     if let Some(sid) = headers::header(&headers, "mcp-session-id") {
         let sid = sid.to_owned();
-        return legacy::post(app, &sid, msg, &headers).await;
+        return legacy::post(app, &sid, msg, &headers, principal).await;
     }
     if msg.method() == Some("initialize") {
-        return legacy::initialize(app, msg, &headers).await;
+        return legacy::initialize(app, msg, principal).await;
     }
     let signal = match revision::detect_client(&msg) {
         ClientSignal::Ambiguous => revision::detect_http("POST", headers_iter(&headers)),
@@ -309,26 +309,28 @@ async fn post_endpoint(
                 "missing Mcp-Session-Id: a 2025-11-25 client must initialize first; a 2026-07-28 client must send per-request _meta".into(),
             ),
         ),
-        _ => modern::post(app, msg, body, &headers).await,
+        _ => modern::post(app, msg, body, &headers, principal).await,
     }
 }
 
 async fn get_endpoint(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
-    if let Some(refused) = refusal(&app, &headers) {
-        return refused;
-    }
+    let principal = match admit(&app, &headers) {
+        Ok(principal) => principal,
+        Err(refused) => return *refused,
+    };
     match headers::header(&headers, "mcp-session-id") {
-        Some(sid) => legacy::get_stream(app, sid, &headers),
+        Some(sid) => legacy::get_stream(app, sid, principal),
         None => method_not_allowed(),
     }
 }
 
 async fn delete_endpoint(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
-    if let Some(refused) = refusal(&app, &headers) {
-        return refused;
-    }
+    let principal = match admit(&app, &headers) {
+        Ok(principal) => principal,
+        Err(refused) => return *refused,
+    };
     match headers::header(&headers, "mcp-session-id") {
-        Some(sid) => legacy::delete(app, sid, &headers),
+        Some(sid) => legacy::delete(app, sid, principal),
         None => method_not_allowed(),
     }
 }

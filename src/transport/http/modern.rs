@@ -22,7 +22,13 @@ use crate::upstream::RawAnswer;
 /// Scope of requests that carry no principal.
 const ANONYMOUS: &str = "anonymous";
 
-pub(super) async fn post(app: Arc<App>, msg: Message, body: Bytes, hdrs: &HeaderMap) -> Response {
+pub(super) async fn post(
+    app: Arc<App>,
+    msg: Message,
+    body: Bytes,
+    hdrs: &HeaderMap,
+    principal: Option<String>,
+) -> Response {
     app.metrics
         .count(Revision::Modern, msg.method().unwrap_or("(response)"));
     let Message::Request(req) = &msg else {
@@ -63,7 +69,7 @@ pub(super) async fn post(app: Arc<App>, msg: Message, body: Bytes, hdrs: &Header
         }
         return relay_inline(&app, req, body).await;
     };
-    let scope = app.principal(hdrs).unwrap_or_else(|| ANONYMOUS.to_owned());
+    let scope = principal.unwrap_or_else(|| ANONYMOUS.to_owned());
     let (tx, rx) = mpsc::unbounded_channel();
     let session = front.session(scope, tx);
     session.handle_client(msg);
