@@ -446,20 +446,16 @@ impl<'de> Deserialize<'de> for FastEnvelope {
                 };
                 while let Some(key) = map.next_key::<EnvelopeKey>()? {
                     let value: Value = map.next_value()?;
-                    if let EnvelopeKey::Id = key {
-                        // Kept, as `present` keeps it in the two-step path.
-                        env.id = Some(value);
-                        continue;
-                    }
-                    // `Option<Value>` reads `null` as `None` in the two-step path.
-                    let value = (!value.is_null()).then_some(value);
+                    // `Option<Value>` reads `null` as `None` in the two-step
+                    // path; the id keeps it there (`present`), and here.
+                    let unless_null = |v: Value| (!v.is_null()).then_some(v);
                     match key {
-                        EnvelopeKey::Jsonrpc => env.jsonrpc = value,
-                        EnvelopeKey::Id => env.id = value,
-                        EnvelopeKey::Method => env.method = value,
-                        EnvelopeKey::Params => env.params = value,
-                        EnvelopeKey::Result => env.result = value,
-                        EnvelopeKey::Error => env.error = value,
+                        EnvelopeKey::Jsonrpc => env.jsonrpc = unless_null(value),
+                        EnvelopeKey::Id => env.id = Some(value),
+                        EnvelopeKey::Method => env.method = unless_null(value),
+                        EnvelopeKey::Params => env.params = unless_null(value),
+                        EnvelopeKey::Result => env.result = unless_null(value),
+                        EnvelopeKey::Error => env.error = unless_null(value),
                         EnvelopeKey::Other => {}
                     }
                 }

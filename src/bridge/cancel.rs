@@ -17,6 +17,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures_util::future::{AbortHandle, Abortable};
+use serde::Deserialize;
 use serde_json::Value;
 
 use crate::jsonrpc::Id;
@@ -63,10 +64,7 @@ impl Cancellable {
     /// (its `params.requestId`). False when no such request is running:
     /// already answered, or never seen (the spec lets both be ignored).
     pub(crate) fn cancel(&self, params: Option<&Value>) -> bool {
-        let Some(id) = params
-            .and_then(|p| p.get("requestId"))
-            .and_then(|v| serde_json::from_value::<Id>(v.clone()).ok())
-        else {
+        let Some(id) = cancelled_id(params) else {
             return false;
         };
         match lock(&self.running).remove(&id) {
@@ -77,6 +75,13 @@ impl Cancellable {
             None => false,
         }
     }
+}
+
+/// The request a `notifications/cancelled` names (its `params.requestId`).
+pub(crate) fn cancelled_id(params: Option<&Value>) -> Option<Id> {
+    params
+        .and_then(|p| p.get("requestId"))
+        .and_then(|v| Id::deserialize(v).ok())
 }
 
 /// Runs its closure if dropped before [`IfDropped::disarm`]: clean-up for

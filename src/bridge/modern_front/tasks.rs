@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use super::{LiveTask, ModernFront, ModernSession, lock, require_tasks};
-use crate::bridge::cancel::{IfDropped, spawn_cleanup};
+use crate::bridge::cancel::{IfDropped, cancelled_id, spawn_cleanup};
 use crate::error::ShimError;
 use crate::jsonrpc::{ErrorObject, Id, Message, Request};
 use crate::ledger::TaskRecord;
@@ -499,10 +499,7 @@ impl ModernSession {
     /// Closes the listen stream a `notifications/cancelled` names; false
     /// if it names none.
     pub(super) fn end_listen(&self, params: Option<&Value>) -> bool {
-        let Some(id) = params
-            .and_then(|p| p.get("requestId"))
-            .and_then(|v| serde_json::from_value::<Id>(v.clone()).ok())
-        else {
+        let Some(id) = cancelled_id(params) else {
             return false;
         };
         let mut subs = lock(&self.subscriptions);
