@@ -18,6 +18,7 @@ use std::sync::mpsc::channel;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use support::schema::{Revision, assert_valid};
 use support::wire::{REQUEST_TIMEOUT, Wire, shim_bin};
 
 /// How long the shim may take to exit once its client has closed stdin
@@ -82,7 +83,8 @@ fn write_and_close(
 }
 
 /// Sends `lines` (requests with ids `ids`) and closes stdin, 20 times:
-/// each time, every request is answered and the shim exits 0.
+/// each time, every request is answered (schema-valid) and the shim
+/// exits 0.
 fn every_answer_arrives(rev: &str, flags: &[&str], lines: &[Value], ids: &[i64]) {
     for round in 1..=20 {
         let (status, written) = write_and_close(rev, flags, lines);
@@ -92,8 +94,15 @@ fn every_answer_arrives(rev: &str, flags: &[&str], lines: &[Value], ids: &[i64])
             answered, ids,
             "round {round}: answers lost after the client closed stdin; got {written:#?}"
         );
+        let schema = if rev == "2025-11-25" {
+            Revision::Legacy
+        } else {
+            Revision::Modern
+        };
         for m in &written {
             assert!(m.get("result").is_some(), "round {round}: {m}");
+            let asked = lines.iter().find(|l| l["id"] == m["id"]);
+            assert_valid(schema, m, asked.and_then(|l| l["method"].as_str()));
         }
         assert!(status.success(), "round {round}: exit status {status}");
     }
