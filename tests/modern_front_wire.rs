@@ -80,6 +80,17 @@ async fn envelope_errors_and_mrtr_state() {
             .as_object()
             .and_then(|m| m.keys().next().cloned())
             .expect("one input request");
+        // An answer that is not a result object is refused before the held
+        // round is used up: the corrected retry below still works.
+        let e = s
+            .err(
+                "tools/call",
+                json!({"name": "test_tool_with_task", "requestState": state,
+                    "inputResponses": {key.clone(): "Alice"}}),
+                true,
+            )
+            .await;
+        assert_eq!(e["code"], -32602, "a string as the input response: {e}");
         let retry = json!({"name": "test_tool_with_task", "requestState": state,
             "inputResponses": {key.clone(): {"action": "accept", "content": {"name": "Alice"}}}});
         let created = s.ok("tools/call", retry.clone(), true).await;
@@ -153,6 +164,52 @@ async fn without_the_extension() {
     })
     .await
     .expect("flow timed out");
+}
+
+/// `tasks/update` answers become the legacy server's JSON-RPC results,
+/// which must be objects: anything else is refused, nothing reaches the
+/// server, and the question is still open for a proper answer.
+#[tokio::test(flavor = "multi_thread")]
+async fn input_responses_that_are_not_objects_are_refused() {
+    timeout(BOUND, async {
+        let mut s = Raw::new(&[], &legacy_reference());
+        let id = s
+            .create("confirm_delete", json!({"filename": "notes.txt"}))
+            .await;
+        let asked = s.poll(&id, has_input).await;
+        let key = input_keys(&asked).remove(0);
+        for bad in [json!("yes"), json!(true), json!(null), json!([1])] {
+            let e = s
+                .err(
+                    "tasks/update",
+                    json!({"taskId": id, "inputResponses": {key.clone(): bad.clone()}}),
+                    true,
+                )
+                .await;
+            assert_eq!(e["code"], -32602, "{bad}: {e}");
+            assert!(
+                e["message"].as_str().unwrap_or_default().contains(&key),
+                "the message names the answer: {e}"
+            );
+        }
+        let e = s
+            .err("tasks/update", json!({"taskId": id, "inputResponses": "yes"}), true)
+            .await;
+        assert_eq!(e["code"], -32602, "{e}");
+        let still = s.poll(&id, has_input).await;
+        assert_eq!(still["status"], "input_required", "{still}");
+        s.ok(
+            "tasks/update",
+            json!({"taskId": id, "inputResponses": {key: {"action": "accept", "content": {"confirm": true}}}}),
+            true,
+        )
+        .await;
+        let done = s.poll(&id, terminal).await;
+        assert_eq!(text(&done["result"]), "Deleted notes.txt", "{done}");
+        s.close().await;
+    })
+    .await
+    .expect("update flow timed out");
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -149,6 +149,36 @@ pub fn legacy_answer_to_input_response(result: &Value) -> Value {
     Value::Object(out)
 }
 
+/// A modern client's `inputResponses`, checked before any answer goes to a
+/// legacy server: each value becomes the `result` of a JSON-RPC answer
+/// there, and a result must be an object (`InputResponse` is one of three
+/// result objects), so a string or a number is refused here rather than
+/// forwarded as an invalid answer the server cannot use.
+///
+/// ```
+/// use mcp_tasks_shim::translate::input::input_responses;
+/// use serde_json::json;
+/// let ok = json!({"inputResponses": {"elicit-1": {"action": "accept", "content": {}}}});
+/// assert_eq!(input_responses(Some(&ok)).unwrap().unwrap().len(), 1);
+/// let bad = json!({"inputResponses": {"elicit-1": "yes"}});
+/// assert!(input_responses(Some(&bad)).is_err());
+/// assert!(input_responses(None).unwrap().is_none());
+/// ```
+pub fn input_responses(params: Option<&Value>) -> Result<Option<&Map<String, Value>>, ShimError> {
+    let Some(responses) = params.and_then(|p| p.get("inputResponses")) else {
+        return Ok(None);
+    };
+    let map = responses
+        .as_object()
+        .ok_or_else(|| ShimError::InvalidParams("inputResponses must be an object".into()))?;
+    if let Some((key, _)) = map.iter().find(|(_, answer)| !answer.is_object()) {
+        return Err(ShimError::InvalidParams(format!(
+            "inputResponses.{key} must be an object (the result of the input request)"
+        )));
+    }
+    Ok(Some(map))
+}
+
 /// Input keys the shim assigns (reverse bridge): unique for a task's life
 /// because `seq` never repeats within a task.
 pub fn input_key(method: &str, seq: u64) -> String {

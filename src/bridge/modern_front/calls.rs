@@ -229,16 +229,14 @@ impl ModernSession {
     /// the client's `inputResponses`, then keep waiting on the same call.
     async fn resume(self: &Arc<Self>, state: &str, req: &Request, meta: &RequestMeta) -> RpcResult {
         let held_id = self.front.signer.verify(state, &self.scope)?;
+        // Checked before the held round is taken, so that a client whose
+        // answers are refused can send them again, corrected.
+        let responses = input::input_responses(req.params.as_ref())?
+            .cloned()
+            .unwrap_or_default();
         let held = lock(&self.front.held)
             .remove(&held_id)
             .ok_or_else(|| ShimError::InvalidParams("invalid or expired requestState".into()))?;
-        let responses = req
-            .params
-            .as_ref()
-            .and_then(|p| p.get("inputResponses"))
-            .and_then(Value::as_object)
-            .cloned()
-            .unwrap_or_default();
         for (key, id) in held.keys {
             let Ok(id) = serde_json::from_value::<Id>(id) else {
                 continue;

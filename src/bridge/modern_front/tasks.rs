@@ -404,12 +404,9 @@ impl ModernSession {
     pub(super) fn tasks_update(&self, params: &Value, meta: &RequestMeta) -> RpcResult {
         require_tasks(meta)?;
         let rec = self.record(params)?;
-        let answers = params
-            .get("inputResponses")
-            .and_then(Value::as_object)
-            .ok_or_else(|| {
-                ShimError::InvalidParams("tasks/update needs inputResponses (an object)".into())
-            })?;
+        let answers = input::input_responses(Some(params))?.ok_or_else(|| {
+            ShimError::InvalidParams("tasks/update needs inputResponses (an object)".into())
+        })?;
         let mut tasks = lock(&self.front.tasks);
         if let Some(live) = tasks.get_mut(rec.id()) {
             for (key, answer) in answers {
