@@ -476,6 +476,77 @@ async fn listed(c: &reqwest::Client, url: &str, sid: &str, token: Option<&str>) 
         .collect()
 }
 
+/// A DELETE ends the session's waits too: a blocking `tasks/result` and a
+/// call whose task the shim drives get an error naming the DELETE at once,
+/// instead of waiting out their 30 s tasks to learn "Task not found".
+#[tokio::test(flavor = "multi_thread")]
+async fn waits_end_with_the_session_that_deleted_them() {
+    let shim = HttpShim::spawn(&[], &modern_reference());
+    let c = client();
+    let url = shim.url.as_str();
+    let (sid, _) = initialize(&c, url, None).await;
+    let call = json!({"name": "slow_compute", "arguments": {"seconds": 30, "label": "x"},
+        "task": {"ttl": 60000}});
+    let (s, body, _) = send(legacy(&c, url, Some(&sid), &rpc(1, "tools/call", call))).await;
+    assert_eq!(s, StatusCode::OK, "{body}");
+    let task = body["result"]["task"]["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let waiting = |id: i64, method: &'static str, params: Value, accept: &'static str| {
+        let (c, url, sid) = (c.clone(), url.to_owned(), sid.clone());
+        tokio::spawn(async move {
+            let req = legacy(&c, &url, Some(&sid), &rpc(id, method, params));
+            let resp = set_header(req, "accept", Some(accept))
+                .send()
+                .await
+                .unwrap();
+            (resp.status(), resp.text().await.unwrap())
+        })
+    };
+    let result = waiting(
+        2,
+        "tasks/result",
+        json!({"taskId": task}),
+        "application/json",
+    );
+    let driven = waiting(
+        3,
+        "tools/call",
+        json!({"name": "slow_compute", "arguments": {"seconds": 30, "label": "y"}}),
+        "application/json, text/event-stream",
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!result.is_finished() && !driven.is_finished(), "both wait");
+    let deleted = Instant::now();
+    let (s, _, _) = send(c.delete(url).header("mcp-session-id", &sid)).await;
+    assert_eq!(s, StatusCode::OK);
+    for (what, task) in [("tasks/result", result), ("tools/call", driven)] {
+        let (status, text) = tokio::time::timeout(Duration::from_secs(5), task)
+            .await
+            .unwrap_or_else(|_| panic!("{what} still waits after the DELETE"))
+            .unwrap();
+        assert_eq!(status, StatusCode::OK, "{what}: {text}");
+        // JSON, or the one event of an SSE answer.
+        let body: Value = text
+            .lines()
+            .find_map(|l| l.strip_prefix("data:"))
+            .map_or_else(
+                || serde_json::from_str(&text),
+                |d| serde_json::from_str(d.trim()),
+            )
+            .unwrap_or_else(|e| panic!("{what}: {e}: {text}"));
+        assert_valid(Revision::Legacy, &body, Some(what));
+        assert_eq!(body["error"]["code"], -32603, "{what}: {body}");
+        let message = body["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("deleted"),
+            "{what}: names the DELETE: {body}"
+        );
+    }
+    assert!(deleted.elapsed() < Duration::from_secs(5));
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn principals_see_only_their_own_tasks() {
     let shim = HttpShim::spawn(

@@ -96,6 +96,7 @@ impl LegacyFront {
             out: out.into(),
             asks: Mutex::new(HashMap::new()),
             client_gone: std::sync::OnceLock::new(),
+            ended: tokio::sync::watch::Sender::new(false),
             next_ask: AtomicI64::new(1),
             running: Arc::default(),
         });
@@ -197,6 +198,8 @@ pub struct LegacySession {
     /// Why the client can answer nothing more, once it can't (see
     /// [`LegacySession::client_closed`]).
     client_gone: std::sync::OnceLock<String>,
+    /// Set when the session itself ended (see [`LegacySession::end`]).
+    ended: tokio::sync::watch::Sender<bool>,
     next_ask: AtomicI64,
     running: Arc<Cancellable>,
 }
@@ -264,6 +267,26 @@ impl LegacySession {
     pub fn client_closed(&self, reason: &str) {
         let _ = self.client_gone.set(reason.to_owned());
         self.fail_asks(reason);
+    }
+
+    /// The session itself is over (an HTTP DELETE, or expiry), not just
+    /// the client's side of it: besides [`LegacySession::client_closed`],
+    /// requests waiting on a task (`tasks/result`, a driven `tools/call`)
+    /// end at once with `reason`, instead of waiting for a task whose
+    /// record went with the session. A stdio client that closes its stdin
+    /// may still read its answers, so EOF does not end its waits.
+    pub fn end(&self, reason: &str) {
+        self.client_closed(reason);
+        self.ended.send_replace(true);
+    }
+
+    /// The error a wait cut short by [`LegacySession::end`] answers.
+    pub(crate) fn ended_error(&self, what: &str) -> ErrorObject {
+        let why = self
+            .client_gone
+            .get()
+            .map_or("the session ended", String::as_str);
+        ShimError::Internal(format!("{why} while {what} was waiting")).into()
     }
 
     async fn request(self: &Arc<Self>, req: Request) -> RpcResult {

@@ -137,7 +137,15 @@ impl LegacySession {
         } else {
             self.await_task(rec.id(), true).await?;
             // Re-read: the wait stored the outcome, or a cancel was pinned.
-            self.record(req)?
+            // A session that ended meanwhile (an HTTP DELETE, expiry) took
+            // its tasks with it: say that, not "task not found".
+            self.record(req).map_err(|e| {
+                if *self.ended.borrow() {
+                    self.ended_error("tasks/result")
+                } else {
+                    e
+                }
+            })?
         };
         if rec.cancel_pinned {
             return Err(ShimError::TaskCancelled.into());
@@ -154,6 +162,7 @@ impl LegacySession {
         tagged: bool,
     ) -> Result<DetailedTask, ErrorObject> {
         let (watcher, mut rx) = self.front.watchers.subscribe(task_id, self.meta());
+        let mut ended = self.ended.subscribe();
         loop {
             if self.is_pinned(task_id) {
                 return Err(ShimError::TaskCancelled.into());
@@ -182,7 +191,12 @@ impl LegacySession {
                 }
             }
             // The watcher (and its sender) lives as long as we hold it.
-            let _ = rx.changed().await;
+            tokio::select! {
+                _ = rx.changed() => {}
+                _ = ended.wait_for(|ended| *ended) => {
+                    return Err(self.ended_error("the request"));
+                }
+            }
         }
     }
 

@@ -407,7 +407,7 @@ pub(super) fn delete(app: Arc<App>, sid: &str, principal: Option<String>) -> Res
 fn end(app: &App, s: &HttpSession, why: &str) {
     // Later questions fail too: nobody is left to answer them, and one
     // left waiting would keep the session in memory.
-    s.engine.client_closed(why);
+    s.engine.end(why);
     // Session-scoped tasks go with the session; principal-scoped ones stay.
     if s.engine.scope().starts_with(super::SESSION_SCOPE_PREFIX) {
         app.ledger.drop_scope(s.engine.scope());
