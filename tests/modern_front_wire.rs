@@ -399,3 +399,33 @@ async fn a_cancelled_driven_call_cancels_its_task_upstream() {
     let _ = std::fs::remove_file(&sent);
     let _ = std::fs::remove_file(&got);
 }
+
+/// A modern client's other notifications reach the legacy server without
+/// the 2026-07-28 per-request `_meta` members; its own `_meta` stays.
+#[tokio::test(flavor = "multi_thread")]
+async fn notifications_reach_a_legacy_server_in_its_terms() {
+    let (sent, got) = (record_path("notify-sent"), record_path("notify-got"));
+    timeout(BOUND, async {
+        let mut s = Raw::new(&[], &recording_upstream(&legacy_reference(), &sent, &got));
+        s.ok("server/discover", json!({}), true).await;
+        let mut m = meta(true);
+        m["example.com/trace"] = json!("t-1");
+        s.send(
+            json!({"jsonrpc": "2.0", "method": "notifications/roots/list_changed",
+            "params": {"_meta": m}}),
+        )
+        .await;
+        let n = recorded(&sent, Instant::now() + Duration::from_secs(5), |v| {
+            v["method"] == "notifications/roots/list_changed"
+        });
+        assert_eq!(
+            n["params"],
+            json!({"_meta": {"example.com/trace": "t-1"}}),
+            "{n}"
+        );
+        support::schema::assert_valid(support::schema::Revision::Legacy, &n, None);
+        s.close().await;
+    })
+    .await
+    .expect("notification flow timed out");
+}

@@ -421,6 +421,31 @@ fn take_usual_meta(meta: &mut Map<String, Value>) -> RequestMeta {
     }
 }
 
+/// A modern client's notification params made legacy: the per-request
+/// `io.modelcontextprotocol/*` `_meta` members a 2026-07-28 client puts on
+/// everything it sends mean nothing to a 2025-11-25 server, whose schema
+/// has no place for them. Nothing is checked: a notification has no answer
+/// to carry an error.
+///
+/// ```
+/// use mcp_tasks_shim::translate::session::notification_params_to_legacy;
+/// use serde_json::json;
+/// let modern = json!({"progressToken": 1, "progress": 5,
+///     "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "trace": "x"}});
+/// assert_eq!(notification_params_to_legacy(Some(modern)),
+///     json!({"progressToken": 1, "progress": 5, "_meta": {"trace": "x"}}));
+/// ```
+pub fn notification_params_to_legacy(params: Option<Value>) -> Value {
+    let mut params = match params {
+        Some(Value::Object(m)) => m,
+        _ => Map::new(),
+    };
+    for key in PER_REQUEST {
+        super::remove_meta_key(&mut params, key);
+    }
+    Value::Object(params)
+}
+
 /// A modern request made legacy: its `_meta` is checked, the
 /// `io.modelcontextprotocol/*` per-request members are taken out and
 /// returned; other `_meta` members stay.

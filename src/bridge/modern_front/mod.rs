@@ -304,7 +304,7 @@ impl ModernSession {
                 }
             }
             Message::Notification(n) => {
-                let params = n.params.unwrap_or_else(|| json!({}));
+                let params = tsession::notification_params_to_legacy(n.params);
                 if let Err(e) = self.front.upstream.notify(&n.method, params) {
                     tracing::warn!(error = %e, "could not forward a client notification");
                 }
