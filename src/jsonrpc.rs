@@ -730,10 +730,23 @@ fn id_value(id: &Id) -> Value {
 fn parse_id(v: Value) -> Result<Id, ShimError> {
     match v {
         Value::String(s) => Ok(Id::Str(s)),
-        Value::Number(n) => n
-            .as_i64()
-            .map(Id::Num)
-            .ok_or_else(|| ShimError::InvalidRequest("a numeric id must be an integer".into())),
+        Value::Number(n) => n.as_i64().map(Id::Num).ok_or_else(|| {
+            // Past i64 serde_json reads an integer as u64, then as f64.
+            let too_big = n.is_u64()
+                || n.as_f64()
+                    .is_some_and(|f| f.fract() == 0.0 && f.abs() >= 9.223_372_036_854_775_808e18);
+            ShimError::InvalidRequest(if too_big {
+                format!(
+                    "numeric id {n} is out of range: it must fit a signed 64-bit integer \
+                     (send a string id instead)"
+                )
+            } else {
+                format!(
+                    "numeric id {n} is not written as an integer (no fraction, no exponent): \
+                     an id is a string or an integer"
+                )
+            })
+        }),
         _ => Err(ShimError::InvalidRequest(
             "\"id\" must be a string or an integer".into(),
         )),
@@ -924,6 +937,26 @@ mod tests {
                 .and_then(Message::from_value);
             assert_eq!(Message::parse(text.as_bytes()), two_step, "{text}");
         }
+    }
+
+    #[test]
+    fn numeric_ids_out_of_range_or_fractional_say_which() {
+        for (line, want) in [
+            ("18446744073709551616", "out of range"),
+            ("9223372036854775808", "out of range"),
+            ("-1e300", "out of range"),
+            ("1.5", "not written as an integer"),
+            ("1e3", "not written as an integer"),
+        ] {
+            let bytes = format!(r#"{{"jsonrpc":"2.0","id":{line},"method":"ping"}}"#);
+            let e = Message::parse(bytes.as_bytes()).unwrap_err();
+            assert!(
+                matches!(&e, ShimError::InvalidRequest(m) if m.contains(want)),
+                "{line}: {e}"
+            );
+        }
+        let ok = Message::parse(br#"{"jsonrpc":"2.0","id":-9223372036854775808,"method":"ping"}"#);
+        assert!(ok.is_ok(), "{ok:?}");
     }
 
     #[test]

@@ -465,7 +465,11 @@ impl LegacySession {
             Some(tx) => {
                 let _ = tx.send(outcome);
             }
-            None => tracing::warn!(%id, "client answered a request the shim did not send"),
+            None => tracing::warn!(
+                %id,
+                "client answered a request the shim is not waiting on \
+                 (already answered, given up, or never sent); ignored"
+            ),
         }
     }
 
