@@ -441,6 +441,9 @@ async fn handle_client(
         }
     };
     record(recorder, "c2s", &msg);
+    if mode.is_none() && undecided(&msg, setup.upstream, to_client) {
+        return;
+    }
     let mode = mode.get_or_insert_with(|| choose(&msg, sup, setup, &to_client.outbox));
     match mode {
         Mode::Passthrough => {
@@ -458,6 +461,35 @@ async fn handle_client(
         Mode::LegacyFront(_, session) => session.handle_client(msg),
         Mode::ModernFront(_, session) => session.handle_client(msg),
     }
+}
+
+/// Before the mode is chosen, in front of a 2026-07-28 server: a message
+/// that signals neither revision (no `initialize`, no modern `_meta`) is
+/// answered here and leaves the choice open, instead of making the session
+/// a 2026-07-28 one for good (a legacy client that skipped the handshake
+/// would then have its `initialize` refused). In front of a
+/// 2025-11-25 server such a message is simply passed through, as before.
+/// True when the message was dealt with.
+fn undecided(msg: &Message, upstream: Revision, to_client: &ClientWriter) -> bool {
+    if upstream != Revision::Modern || revision::detect_client(msg) != ClientSignal::Ambiguous {
+        return false;
+    }
+    match msg {
+        Message::Request(r) => {
+            tracing::warn!(method = %r.method, "first request carries no revision; refused, revision still open");
+            let error = ShimError::InvalidRequest(format!(
+                "{} before the shim knows this client's revision: a 2025-11-25 client starts \
+                 with initialize, a 2026-07-28 client puts \
+                 io.modelcontextprotocol/protocolVersion in params._meta",
+                r.method
+            ));
+            to_client.send(Message::error(Some(r.id.clone()), error.into()));
+        }
+        other => {
+            tracing::warn!(method = ?other.method(), "notification before the client's revision is known; dropped");
+        }
+    }
+    true
 }
 
 fn choose(first: &Message, sup: &Arc<Supervised>, setup: &Setup<'_>, outbox: &Outbox) -> Mode {

@@ -30,6 +30,32 @@ fn create(shim: &mut Wire, name: &str, args: Value) -> String {
     r["task"]["taskId"].as_str().expect("taskId").to_owned()
 }
 
+/// In front of a 2026-07-28 server, what comes before `initialize` and
+/// says nothing of the client's revision does not decide it: a request is
+/// refused naming both ways to start, a notification is dropped, and the
+/// `initialize` after them still opens a 2025-11-25 session.
+#[test]
+fn messages_without_a_revision_leave_it_open() {
+    let mut shim = Wire::legacy_front(&[]);
+    shim.notify("notifications/roots/list_changed", json!({}));
+    let e = shim.err("tools/list", json!({}));
+    assert_eq!(e["code"], -32600, "{e}");
+    let message = e["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("initialize") && message.contains("_meta"),
+        "{e}"
+    );
+    let init = shim.initialize();
+    assert_eq!(init["protocolVersion"], "2025-11-25", "{init}");
+    let tools = shim.ok("tools/list", json!({}));
+    assert!(
+        tools["tools"].as_array().is_some_and(|t| !t.is_empty()),
+        "{tools}"
+    );
+    let rest = shim.take_backlog();
+    assert!(rest.is_empty(), "nothing else came: {rest:?}");
+}
+
 #[test]
 fn bad_input_is_refused_and_the_session_survives() {
     let mut shim = Wire::legacy_front(&[]);
