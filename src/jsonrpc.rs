@@ -734,7 +734,7 @@ fn parse_id(v: Value) -> Result<Id, ShimError> {
             // Past i64 serde_json reads an integer as u64, then as f64.
             let too_big = n.is_u64()
                 || n.as_f64()
-                    .is_some_and(|f| f.fract() == 0.0 && f.abs() >= 9.223_372_036_854_775_808e18);
+                    .is_some_and(|f| f.fract() == 0.0 && f.abs() >= 2f64.powi(63));
             ShimError::InvalidRequest(if too_big {
                 format!(
                     "numeric id {n} is out of range: it must fit a signed 64-bit integer \
