@@ -760,6 +760,79 @@ pub fn salvage_id(bytes: &[u8]) -> Option<Id> {
     parse_id(v.get("id")?.clone()).ok()
 }
 
+/// What the first bytes of a message too large to read whole say about
+/// it (see [`salvage_prefix`]).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Prefix {
+    /// The message's `id`, if it comes before the cut.
+    pub id: Option<Id>,
+    /// A `result` or `error` member came before the cut: an answer.
+    pub is_answer: bool,
+}
+
+/// Reads `id` (and whether the message is an answer) from the start of a
+/// message cut short, such as a line over the size limit, so that the
+/// request it belongs to can still be answered instead of left waiting.
+/// Members are read in order and skipped without being kept; reading
+/// stops as soon as the id and the kind are known, or at the cut. An id
+/// written after a large member is not found.
+///
+/// ```
+/// use mcp_tasks_shim::jsonrpc::{salvage_prefix, Id};
+/// let cut = br#"{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"aaaa"#;
+/// let p = salvage_prefix(cut);
+/// assert_eq!(p.id, Some(Id::Num(7)));
+/// assert!(p.is_answer);
+/// ```
+pub fn salvage_prefix(bytes: &[u8]) -> Prefix {
+    use serde::de::{DeserializeSeed, Error as _, IgnoredAny, MapAccess, Visitor};
+
+    struct Seed<'a>(&'a mut Prefix);
+    impl<'de> DeserializeSeed<'de> for Seed<'_> {
+        type Value = ();
+        fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+            d.deserialize_map(self)
+        }
+    }
+    impl<'de> Visitor<'de> for Seed<'_> {
+        type Value = ();
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a JSON-RPC message")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+            let mut kind_known = false;
+            while let Some(key) = map.next_key::<String>()? {
+                match key.as_str() {
+                    "id" if self.0.id.is_none() => {
+                        self.0.id = parse_id(map.next_value::<Value>()?).ok();
+                    }
+                    // The kind is known before the member's (large) value.
+                    "result" | "error" => {
+                        self.0.is_answer = true;
+                        kind_known = true;
+                    }
+                    "method" => kind_known = true,
+                    _ => {}
+                }
+                if kind_known && self.0.id.is_some() {
+                    // Nothing more to learn: stop without reading the rest.
+                    return Err(A::Error::custom("enough"));
+                }
+                if key != "id" {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+            Ok(())
+        }
+    }
+
+    let mut found = Prefix::default();
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    // Fails at the cut (or where it stopped on purpose): what was read stays.
+    let _ = Seed(&mut found).deserialize(&mut de);
+    found
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -957,6 +1030,51 @@ mod tests {
         }
         let ok = Message::parse(br#"{"jsonrpc":"2.0","id":-9223372036854775808,"method":"ping"}"#);
         assert!(ok.is_ok(), "{ok:?}");
+    }
+
+    #[test]
+    fn the_start_of_a_cut_message_gives_its_id_and_kind() {
+        let cases: [(&[u8], Option<Id>, bool); 6] = [
+            (
+                br#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"a":"xx"#,
+                Some(Id::Num(3)),
+                false,
+            ),
+            (
+                br#"{"jsonrpc":"2.0","method":"tools/call","id":"r-1","params":{"#,
+                Some(Id::from("r-1")),
+                false,
+            ),
+            (
+                br#"{"id":9,"jsonrpc":"2.0","result":{"content":[{"text":"#,
+                Some(Id::Num(9)),
+                true,
+            ),
+            (
+                br#"{"jsonrpc":"2.0","error":{"code":1,"message":"x"},"id":4"#,
+                Some(Id::Num(4)),
+                true,
+            ),
+            // The id after the cut, or no valid id: nothing to answer.
+            (
+                br#"{"jsonrpc":"2.0","method":"tools/call","params":{"a":"xxxx"#,
+                None,
+                false,
+            ),
+            (
+                br#"{"jsonrpc":"2.0","id":null,"method":"x","params":{"#,
+                None,
+                false,
+            ),
+        ];
+        for (bytes, id, is_answer) in cases {
+            let p = salvage_prefix(bytes);
+            let text = String::from_utf8_lossy(bytes);
+            assert_eq!(p.id, id, "{text}");
+            assert_eq!(p.is_answer, is_answer, "{text}");
+        }
+        assert_eq!(salvage_prefix(b"[1,2"), Prefix::default());
+        assert_eq!(salvage_prefix(b"not json"), Prefix::default());
     }
 
     #[test]

@@ -293,8 +293,8 @@ proptest! {
     }
 }
 
-/// A line over the 16 MiB bound is refused with `-32600` and skipped; the
-/// session goes on.
+/// A line over the 16 MiB bound is refused with `-32600` under its id (read
+/// from the line's start) and skipped; the session goes on.
 #[test]
 fn an_oversized_line_is_refused_and_the_session_goes_on() {
     let mut shim = Shim::start(Revision::Legacy);
@@ -309,4 +309,8 @@ fn an_oversized_line_is_refused_and_the_session_goes_on() {
         .find(|v| v.get("error").is_some())
         .expect("a refusal");
     assert_eq!(refusal["error"]["code"], -32600);
+    assert_eq!(
+        refusal["id"], "big",
+        "the refusal answers the request: {refusal}"
+    );
 }

@@ -197,6 +197,43 @@ fn legacy_client_call_when_the_upstream_writes_garbage() {
     assert!(msg.contains("this is not JSON-RPC"), "excerpt shown: {msg}");
 }
 
+/// An upstream answer over the 16 MiB limit is refused, and the call it
+/// answers fails at once with the reason instead of waiting for the
+/// request timeout; the session goes on. A legacy server, behind a legacy
+/// client (pass-through) and a modern one (translated).
+#[test]
+fn an_answer_over_the_size_limit_fails_its_call_at_once() {
+    for client in [Revision::Legacy, Revision::Modern] {
+        let stamp = Stamp::new(&format!("huge-{client:?}"));
+        let mut shim = stdio_shim(&[], &relay("huge", "2025-11-25"), client, &stamp);
+        let wrap = |p: Value| match client {
+            Revision::Modern => modern_params(p, false),
+            Revision::Legacy => p,
+        };
+        match client {
+            Revision::Modern => {
+                shim.ok("server/discover", modern_params(json!({}), true));
+            }
+            Revision::Legacy => {
+                shim.initialize();
+            }
+        }
+        let started = Instant::now();
+        let r = shim.call("tools/call", wrap(fault_call()));
+        stamp.report(&format!("stdio {client:?} client, huge answer"));
+        assert_upstream_error(&r, "exceeds the limit");
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "{client:?}: answered when the answer was refused, not at the timeout"
+        );
+        let r = shim.ok(
+            "tools/call",
+            wrap(json!({"name": "greet", "arguments": {"name": "after"}})),
+        );
+        assert!(text_of(&r).contains("after"), "{client:?}: {r}");
+    }
+}
+
 /// A legacy upstream, one fault per mode, behind a modern client (bridged)
 /// and behind a legacy one (pass-through, where answers come straight from
 /// the child's reader thread): the waiting call fails with the cause.

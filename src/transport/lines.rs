@@ -23,6 +23,10 @@ pub enum Inbound {
         excerpt: String,
         /// The line was refused for its size, not its content.
         oversized: bool,
+        /// An oversized line that starts as an answer (`result` or
+        /// `error`): the id of the request it answers, so that request can
+        /// fail now rather than wait for an answer that was dropped.
+        answer_to: Option<Id>,
     },
 }
 
@@ -155,13 +159,22 @@ pub fn classify(line: &[u8], max_bytes: usize) -> Option<Inbound> {
         return None;
     }
     Some(if line.len() > max_bytes {
+        // The reader kept the line's first `max_bytes`: enough, nearly
+        // always, to find whom to answer.
+        let prefix = jsonrpc::salvage_prefix(trimmed);
+        let (id, answer_to) = if prefix.is_answer {
+            (None, prefix.id)
+        } else {
+            (prefix.id, None)
+        };
         Inbound::Invalid {
-            id: None,
+            id,
             error: ShimError::InvalidRequest(format!(
                 "message exceeds the limit of {max_bytes} bytes"
             )),
             excerpt: excerpt(trimmed),
             oversized: true,
+            answer_to,
         }
     } else {
         match Message::parse_bounded(trimmed, max_bytes) {
@@ -171,6 +184,7 @@ pub fn classify(line: &[u8], max_bytes: usize) -> Option<Inbound> {
                 error,
                 excerpt: excerpt(trimmed),
                 oversized: false,
+                answer_to: None,
             },
         }
     })
@@ -337,6 +351,41 @@ mod tests {
         read_lines(&input[..], tx, 100).await.unwrap();
         assert!(matches!(rx.recv().await, Some(Inbound::Invalid { .. })));
         assert!(matches!(rx.recv().await, Some(Inbound::Message(_))));
+    }
+
+    /// An oversized request keeps its id for the error answer; an
+    /// oversized answer names the request it answers instead.
+    #[tokio::test]
+    async fn oversized_lines_keep_whom_to_answer() {
+        let big = "x".repeat(10_000);
+        let input = format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/call\",\"params\":{{\"a\":\"{big}\"}}}}\n\
+             {{\"jsonrpc\":\"2.0\",\"id\":6,\"result\":{{\"a\":\"{big}\"}}}}\n"
+        );
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        read_lines(input.as_bytes(), tx, 100).await.unwrap();
+        match rx.recv().await {
+            Some(Inbound::Invalid {
+                id,
+                oversized: true,
+                answer_to: None,
+                ..
+            }) => {
+                assert_eq!(id, Some(Id::Num(5)));
+            }
+            other => panic!("{other:?}"),
+        }
+        match rx.recv().await {
+            Some(Inbound::Invalid {
+                id: None,
+                oversized: true,
+                answer_to,
+                ..
+            }) => {
+                assert_eq!(answer_to, Some(Id::Num(6)));
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }
 

@@ -58,6 +58,17 @@ pub async fn connect(
                         let _ = ev_tx.send(ev);
                     }
                 }
+                Inbound::Invalid {
+                    error,
+                    answer_to: Some(id),
+                    ..
+                } => {
+                    tracing::warn!(%error, %id, "upstream answer refused");
+                    let answer = super::oversized_answer(id, &error);
+                    if let Some(ev) = reader_conn.on_inbound(answer) {
+                        let _ = ev_tx.send(ev);
+                    }
+                }
                 Inbound::Invalid { error, .. } => {
                     // Not a fault here: this unsupervised link has no one to
                     // report to (the CLI uses `supervised`).

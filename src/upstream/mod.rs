@@ -498,6 +498,13 @@ impl Drop for Abandon<'_> {
     }
 }
 
+/// The error that stands in for an upstream answer refused for its size
+/// (`error` says by how much), delivered under the answer's own id.
+pub(crate) fn oversized_answer(id: Id, error: &ShimError) -> Message {
+    let reason = ShimError::Upstream(format!("its answer was refused: {error}"));
+    Message::error(Some(id), reason.into())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

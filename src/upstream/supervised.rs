@@ -546,10 +546,15 @@ impl Supervised {
             Inbound::Invalid {
                 oversized: true,
                 error,
+                answer_to,
                 ..
             } => {
                 // Valid but too big for us: the stream itself is fine.
-                tracing::warn!(%error, "upstream message refused");
+                tracing::warn!(%error, id = ?answer_to, "upstream message refused");
+                if let Some(id) = answer_to {
+                    // Whoever waits for that answer learns why, now.
+                    self.inbound(generation, super::oversized_answer(id, &error), None);
+                }
             }
             Inbound::Invalid { error, excerpt, .. } => {
                 let reason = format!("upstream sent invalid JSON-RPC: {excerpt:?} ({error})");

@@ -10,6 +10,8 @@ the call is relayed and, --delay-ms later (default 300), the fault happens:
     exit     kill CMD and exit with status 7 (the upstream dies mid-call)
     silent   keep reading but never write again (the upstream hangs)
     garbage  write a line that is not JSON-RPC, then go on relaying
+    huge     answer the call itself with a 17 MiB result (over the shim's
+             16 MiB limit), then go on relaying
 
 The fault time (Unix seconds) is written to the file named by the
 FAULT_RELAY_STAMP environment variable, if set, so a test can measure how
@@ -34,7 +36,7 @@ def main() -> None:
     delay = 0.3
     if "--delay-ms" in opts:
         delay = int(opts[opts.index("--delay-ms") + 1]) / 1000.0
-    if mode not in ("exit", "silent", "garbage"):
+    if mode not in ("exit", "silent", "garbage", "huge"):
         sys.exit(f"unknown mode {mode!r}")
 
     child = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
@@ -55,7 +57,7 @@ def main() -> None:
                 f.write(repr(time.time()))
         print(f"fault_relay: {mode} now", file=sys.stderr, flush=True)
 
-    def fault() -> None:
+    def fault(call_id) -> None:
         time.sleep(delay)
         if mode == "exit":
             stamp()
@@ -66,6 +68,12 @@ def main() -> None:
             with out_lock:
                 silent.set()
             stamp()
+        elif mode == "huge":
+            stamp()
+            pad = "x" * (17 << 20)
+            answer = {"jsonrpc": "2.0", "id": call_id,
+                      "result": {"content": [{"type": "text", "text": pad}]}}
+            write_out(json.dumps(answer).encode() + b"\n")
         else:
             stamp()
             with out_lock:
@@ -106,7 +114,7 @@ def main() -> None:
             and args_.get("label") == "FAULT"
         ):
             triggered = True
-            threading.Thread(target=fault, daemon=True).start()
+            threading.Thread(target=fault, args=(msg.get("id"),), daemon=True).start()
     # Our input ended: let the server see the end of its own.
     try:
         child.stdin.close()
