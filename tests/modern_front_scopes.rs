@@ -66,6 +66,40 @@ async fn serve_until_call(
 
 #[tokio::test]
 async fn untagged_input_never_goes_to_another_clients_call() {
+    untagged_input_between(|front, a_tx, b_tx| {
+        (
+            front.session("alice".into(), a_tx),
+            front.session("bob".into(), b_tx),
+        )
+    })
+    .await;
+}
+
+/// Two callers without credentials share the anonymous scope over HTTP,
+/// but they are still two clients: one's question is not the other's.
+#[tokio::test]
+async fn untagged_input_never_goes_to_another_anonymous_clients_call() {
+    untagged_input_between(|front, a_tx, b_tx| {
+        (
+            front.anonymous_session("anonymous".into(), a_tx),
+            front.anonymous_session("anonymous".into(), b_tx),
+        )
+    })
+    .await;
+}
+
+type Sessions = (
+    Arc<mcp_tasks_shim::bridge::modern_front::ModernSession>,
+    Arc<mcp_tasks_shim::bridge::modern_front::ModernSession>,
+);
+
+async fn untagged_input_between(
+    open: impl FnOnce(
+        &Arc<ModernFront>,
+        tokio::sync::mpsc::UnboundedSender<Message>,
+        tokio::sync::mpsc::UnboundedSender<Message>,
+    ) -> Sessions,
+) {
     let (conn, mut events, server) = pair(STEP);
     let (mut from_shim, to_shim) = (server.from_shim, server.to_shim);
     let front = ModernFront::new(
@@ -81,8 +115,7 @@ async fn untagged_input_never_goes_to_another_clients_call() {
     });
     let (a_tx, mut a_rx) = tokio::sync::mpsc::unbounded_channel();
     let (b_tx, mut b_rx) = tokio::sync::mpsc::unbounded_channel();
-    let alice = front.session("alice".into(), a_tx);
-    let bob = front.session("bob".into(), b_tx);
+    let (alice, bob) = open(&front, a_tx, b_tx);
     let call = |id: i64| {
         Message::request(
             id,

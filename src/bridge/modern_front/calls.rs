@@ -23,8 +23,9 @@ use crate::wire::modern::{RequestMeta, result_type};
 #[derive(Debug)]
 pub(super) struct OpenCall {
     id: u64,
-    /// Whose call it is: untagged input never crosses scopes.
-    scope: String,
+    /// Whose call it is (the session's client): untagged input never
+    /// crosses clients.
+    client: String,
     interjections: mpsc::UnboundedSender<Request>,
 }
 
@@ -53,14 +54,14 @@ struct InFlight {
 impl ModernFront {
     /// Hands an untagged server request to the open call it most likely
     /// belongs to (the newest). False when no call is open, or when calls
-    /// of several scopes are: a guess could then show one principal's
+    /// of several clients are: a guess could then show one client's
     /// question (and its answer) to another, so it is refused instead.
     pub(super) fn interject(&self, req: &Request) -> bool {
         let calls = lock(&self.open_calls);
         let Some(call) = calls.last() else {
             return false;
         };
-        if calls.iter().any(|c| c.scope != call.scope) {
+        if calls.iter().any(|c| c.client != call.client) {
             tracing::warn!(method = %req.method, "calls of several clients open; refusing an untagged request rather than guessing whose it is");
             return false;
         }
@@ -118,7 +119,7 @@ impl ModernSession {
         let (itx, irx) = mpsc::unbounded_channel();
         lock(&self.front.open_calls).push(OpenCall {
             id: open_id,
-            scope: self.scope.clone(),
+            client: self.client.clone(),
             interjections: itx,
         });
         let (dtx, drx) = oneshot::channel();

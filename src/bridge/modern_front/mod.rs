@@ -96,10 +96,36 @@ impl ModernFront {
     /// holds it weakly: its listen streams are told of task changes only
     /// while the caller keeps it.
     pub fn session(self: &Arc<Self>, scope: String, out: impl Into<Outbox>) -> Arc<ModernSession> {
+        let client = scope.clone();
+        self.open_session(scope, client, out.into())
+    }
+
+    /// [`ModernFront::session`] for a client nobody identified, whose
+    /// `scope` other unidentified clients share (anonymous HTTP requests):
+    /// its tasks live in that scope, but untagged server requests (input
+    /// asked before a task exists) are never guessed to be its when
+    /// another client's call is open too, as they would be for calls of
+    /// one principal.
+    pub fn anonymous_session(
+        self: &Arc<Self>,
+        scope: String,
+        out: impl Into<Outbox>,
+    ) -> Arc<ModernSession> {
+        let client = format!("anonymous:{}", crate::ids::random_id());
+        self.open_session(scope, client, out.into())
+    }
+
+    fn open_session(
+        self: &Arc<Self>,
+        scope: String,
+        client: String,
+        out: Outbox,
+    ) -> Arc<ModernSession> {
         let s = Arc::new(ModernSession {
             front: self.clone(),
             scope,
-            out: out.into(),
+            client,
+            out,
             subscriptions: Mutex::new(Vec::new()),
             running: Arc::default(),
         });
@@ -268,6 +294,9 @@ impl ModernFront {
 pub struct ModernSession {
     front: Arc<ModernFront>,
     scope: String,
+    /// Who the client is, for input that names no task: the scope, or a
+    /// session of its own when strangers share the scope.
+    client: String,
     out: Outbox,
     subscriptions: Mutex<Vec<tasks::Subscription>>,
     running: Arc<Cancellable>,

@@ -69,9 +69,13 @@ pub(super) async fn post(
         }
         return relay_inline(&app, req, body).await;
     };
-    let scope = principal.unwrap_or_else(|| ANONYMOUS.to_owned());
     let (tx, rx) = mpsc::unbounded_channel();
-    let session = front.session(scope, tx);
+    let session = match principal {
+        Some(principal) => front.session(principal, tx),
+        // Every caller without credentials shares this scope, but not
+        // each other's untagged questions.
+        None => front.anonymous_session(ANONYMOUS.to_owned(), tx),
+    };
     session.handle_client(msg);
     if listen {
         return stream(rx, id, session).await;
