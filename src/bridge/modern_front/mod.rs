@@ -346,9 +346,25 @@ impl ModernSession {
 
     /// `None` only for `subscriptions/listen`, answered at teardown.
     async fn request(self: &Arc<Self>, req: Request) -> Option<RpcResult> {
-        // Removed methods answer -32601 whatever their `_meta` says.
-        if matches!(req.method.as_str(), "tasks/result" | "tasks/list") {
-            return Some(Err(ShimError::MethodNotFound(req.method.clone()).into()));
+        // Methods 2026-07-28 does not have answer -32601 whatever their
+        // `_meta` says. Forwarded, they would act on the one upstream
+        // session every modern client shares (a log level, a resource
+        // subscription), or answer as if they existed.
+        if matches!(
+            req.method.as_str(),
+            "tasks/result"
+                | "tasks/list"
+                | "initialize"
+                | "ping"
+                | "logging/setLevel"
+                | "resources/subscribe"
+                | "resources/unsubscribe"
+        ) {
+            return Some(Err(ShimError::MethodNotFound(format!(
+                "{} is not a 2026-07-28 method",
+                req.method
+            ))
+            .into()));
         }
         let (legacy_req, meta) = match tsession::request_to_legacy(&req) {
             Ok(x) => x,
