@@ -91,6 +91,26 @@ async fn envelope_errors_and_mrtr_state() {
             )
             .await;
         assert_eq!(e["code"], -32602, "a string as the input response: {e}");
+        // Nor is a retry that names another tool, answers nothing, or
+        // carries a state that is not a string.
+        for (what, bad) in [
+            (
+                "another tool",
+                json!({"name": "greet", "arguments": {"name": "Zed"}, "requestState": state,
+                    "inputResponses": {key.clone(): {"action": "accept", "content": {"name": "Zed"}}}}),
+            ),
+            (
+                "no answers",
+                json!({"name": "test_tool_with_task", "requestState": state}),
+            ),
+            (
+                "a number as the state",
+                json!({"name": "test_tool_with_task", "requestState": 12}),
+            ),
+        ] {
+            let e = s.err("tools/call", bad, true).await;
+            assert_eq!(e["code"], -32602, "{what}: {e}");
+        }
         let retry = json!({"name": "test_tool_with_task", "requestState": state,
             "inputResponses": {key.clone(): {"action": "accept", "content": {"name": "Alice"}}}});
         let created = s.ok("tools/call", retry.clone(), true).await;

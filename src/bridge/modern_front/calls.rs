@@ -41,6 +41,8 @@ pub(super) struct Held {
 #[derive(Debug)]
 struct InFlight {
     open_id: u64,
+    /// The tool called: a retry must name the same one.
+    tool: String,
     done: oneshot::Receiver<RpcResult>,
     interjections: mpsc::UnboundedReceiver<Request>,
     asked_task: bool,
@@ -83,13 +85,14 @@ impl ModernSession {
         params: Value,
         meta: &RequestMeta,
     ) -> RpcResult {
-        if let Some(state) = req
-            .params
-            .as_ref()
-            .and_then(|p| p.get("requestState"))
-            .and_then(Value::as_str)
-        {
-            return self.resume(state, req, meta).await;
+        match req.params.as_ref().and_then(|p| p.get("requestState")) {
+            Some(Value::String(state)) => return self.resume(state, req, meta).await,
+            Some(_) => {
+                return Err(
+                    ShimError::InvalidParams("requestState must be a string".into()).into(),
+                );
+            }
+            None => {}
         }
         let name = ttools::tool_name(Some(&params))?.to_owned();
         let support = self.front.support_of(&name).await;
@@ -102,7 +105,7 @@ impl ModernSession {
             (TaskSupport::Required, false) => return Err(ShimError::TasksExtensionRequired.into()),
         };
         let params = ttools::call_params_to_legacy(&params, task.as_ref())?;
-        let call = self.start_call(params, task.is_some()).await?;
+        let call = self.start_call(name, params, task.is_some()).await?;
         self.run(call, meta).await
     }
 
@@ -113,7 +116,12 @@ impl ModernSession {
         }
     }
 
-    async fn start_call(&self, params: Value, asked_task: bool) -> Result<InFlight, ErrorObject> {
+    async fn start_call(
+        &self,
+        tool: String,
+        params: Value,
+        asked_task: bool,
+    ) -> Result<InFlight, ErrorObject> {
         self.front.initialized().await?;
         let open_id = self.front.next_id();
         let (itx, irx) = mpsc::unbounded_channel();
@@ -147,6 +155,7 @@ impl ModernSession {
         });
         Ok(InFlight {
             open_id,
+            tool,
             done: drx,
             interjections: irx,
             asked_task,
@@ -212,6 +221,7 @@ impl ModernSession {
         drop(dummy_tx);
         let parked = InFlight {
             open_id: call.open_id,
+            tool: std::mem::take(&mut call.tool),
             done: std::mem::replace(&mut call.done, dummy_done),
             interjections: std::mem::replace(&mut call.interjections, mpsc::unbounded_channel().1),
             asked_task: call.asked_task,
@@ -231,25 +241,43 @@ impl ModernSession {
     async fn resume(self: &Arc<Self>, state: &str, req: &Request, meta: &RequestMeta) -> RpcResult {
         let held_id = self.front.signer.verify(state, &self.scope)?;
         // Checked before the held round is taken, so that a client whose
-        // answers are refused can send them again, corrected.
+        // retry is refused can send it again, corrected.
         let responses = input::input_responses(req.params.as_ref())?
             .cloned()
             .unwrap_or_default();
-        let held = lock(&self.front.held)
-            .remove(&held_id)
-            .ok_or_else(|| ShimError::InvalidParams("invalid or expired requestState".into()))?;
+        let tool = ttools::tool_name(req.params.as_ref())?;
+        let held = {
+            let mut table = lock(&self.front.held);
+            let held = table.remove(&held_id).ok_or_else(|| {
+                ShimError::InvalidParams("invalid or expired requestState".into())
+            })?;
+            let refused = if held.call.tool != tool {
+                Some(format!(
+                    "this requestState belongs to a call of {}, not {tool}",
+                    held.call.tool
+                ))
+            } else {
+                held.keys
+                    .keys()
+                    .find(|k| !responses.contains_key(*k))
+                    .map(|key| format!(
+                        "the retry has no inputResponses.{key}: answer every input request of the round"
+                    ))
+            };
+            if let Some(why) = refused {
+                // The round stays open for a retry that fits it.
+                table.insert(held_id, held);
+                return Err(ShimError::InvalidParams(why).into());
+            }
+            held
+        };
         for (key, id) in held.keys {
             let Ok(id) = serde_json::from_value::<Id>(id) else {
                 continue;
             };
-            let outcome = match responses.get(&key) {
-                Some(answer) => Ok(answer.clone()),
-                None => Err(ShimError::InvalidParams(format!(
-                    "the client gave no answer for {key}"
-                ))
-                .into()),
-            };
-            let _ = self.front.upstream.respond(id, outcome);
+            // Every key has an answer: checked above.
+            let answer = responses.get(&key).cloned().unwrap_or_default();
+            let _ = self.front.upstream.respond(id, Ok(answer));
         }
         self.run(held.call, meta).await
     }
