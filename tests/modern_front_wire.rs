@@ -104,6 +104,11 @@ async fn envelope_errors_and_mrtr_state() {
                 json!({"name": "test_tool_with_task", "requestState": state}),
             ),
             (
+                "an answer that is no elicitation result",
+                json!({"name": "test_tool_with_task", "requestState": state,
+                    "inputResponses": {key.clone(): {"action": "bogus"}}}),
+            ),
+            (
                 "a number as the state",
                 json!({"name": "test_tool_with_task", "requestState": 12}),
             ),
@@ -196,10 +201,11 @@ async fn without_the_extension() {
 }
 
 /// `tasks/update` answers become the legacy server's JSON-RPC results,
-/// which must be objects: anything else is refused, nothing reaches the
-/// server, and the question is still open for a proper answer.
+/// which must be the result of the request asked (here an elicitation's):
+/// anything else is refused, nothing reaches the server, and the question
+/// is still open for a proper answer.
 #[tokio::test(flavor = "multi_thread")]
-async fn input_responses_that_are_not_objects_are_refused() {
+async fn input_responses_that_are_not_results_are_refused() {
     timeout(BOUND, async {
         let mut s = Raw::new(&[], &legacy_reference());
         let id = s
@@ -207,7 +213,14 @@ async fn input_responses_that_are_not_objects_are_refused() {
             .await;
         let asked = s.poll(&id, has_input).await;
         let key = input_keys(&asked).remove(0);
-        for bad in [json!("yes"), json!(true), json!(null), json!([1])] {
+        for bad in [
+            json!("yes"),
+            json!(true),
+            json!(null),
+            json!([1]),
+            json!({"action": "bogus"}),
+            json!({"action": "accept", "content": "yes"}),
+        ] {
             let e = s
                 .err(
                     "tasks/update",

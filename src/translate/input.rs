@@ -179,6 +179,49 @@ pub fn input_responses(params: Option<&Value>) -> Result<Option<&Map<String, Val
     Ok(Some(map))
 }
 
+/// Checks one input response against the request it answers (`method`):
+/// the members its result type requires, so that a legacy server is never
+/// handed an answer it cannot read as the result of its request (an
+/// elicitation answered `{"action": "bogus"}` would leave its task waiting
+/// for good). Members beyond those are left to the server.
+///
+/// ```
+/// use mcp_tasks_shim::translate::input::check_input_response;
+/// use serde_json::json;
+/// assert!(check_input_response("elicitation/create", &json!({"action": "decline"})).is_ok());
+/// assert!(check_input_response("elicitation/create", &json!({"action": "bogus"})).is_err());
+/// assert!(check_input_response("roots/list", &json!({"roots": []})).is_ok());
+/// ```
+pub fn check_input_response(method: &str, answer: &Value) -> Result<(), String> {
+    let has = |member: &str, ok: fn(&Value) -> bool| answer.get(member).is_some_and(ok);
+    let fine = match method {
+        "elicitation/create" => {
+            let action = answer.get("action").and_then(Value::as_str);
+            matches!(action, Some("accept" | "decline" | "cancel"))
+                && answer.get("content").is_none_or(Value::is_object)
+        }
+        "sampling/createMessage" => {
+            has("model", Value::is_string)
+                && has("role", |r| matches!(r.as_str(), Some("user" | "assistant")))
+                && has("content", |c| c.is_object() || c.is_array())
+        }
+        "roots/list" => has("roots", Value::is_array),
+        _ => true,
+    };
+    if fine {
+        Ok(())
+    } else {
+        Err(match method {
+            "elicitation/create" => {
+                "an elicitation answer needs action accept, decline or cancel (and content, if any, an object)"
+            }
+            "sampling/createMessage" => "a sampling answer needs role, content and model",
+            _ => "a roots answer needs roots (an array)",
+        }
+        .to_owned())
+    }
+}
+
 /// Input keys the shim assigns (reverse bridge): unique for a task's life
 /// because `seq` never repeats within a task.
 pub fn input_key(method: &str, seq: u64) -> String {

@@ -33,8 +33,8 @@ pub(super) struct OpenCall {
 #[derive(Debug)]
 pub(super) struct Held {
     call: InFlight,
-    /// Input key → id of the upstream request it answers.
-    keys: Map<String, Value>,
+    /// Input key → id and method of the upstream request it answers.
+    keys: std::collections::BTreeMap<String, (Id, String)>,
 }
 
 /// The client side of an unanswered upstream `tools/call`.
@@ -197,7 +197,7 @@ impl ModernSession {
     /// call keeps running (`None`).
     fn park(&self, call: &mut InFlight, batch: Vec<Request>, meta: &RequestMeta) -> Option<Value> {
         let mut inputs = Map::new();
-        let mut keys = Map::new();
+        let mut keys = std::collections::BTreeMap::new();
         for req in batch {
             let declared = input::capability_for(&req.method).is_some_and(|c| meta.declares(c));
             if !declared {
@@ -210,7 +210,7 @@ impl ModernSession {
             let key = input::input_key(&req.method, call.seq);
             let (modern, _) = input::legacy_request_to_input(&req);
             inputs.insert(key.clone(), modern);
-            keys.insert(key, serde_json::to_value(&req.id).unwrap_or(Value::Null));
+            keys.insert(key, (req.id, req.method));
         }
         if inputs.is_empty() {
             return None;
@@ -257,12 +257,14 @@ impl ModernSession {
                     held.call.tool
                 ))
             } else {
-                held.keys
-                    .keys()
-                    .find(|k| !responses.contains_key(*k))
-                    .map(|key| format!(
+                held.keys.iter().find_map(|(key, (_, method))| match responses.get(key) {
+                    None => Some(format!(
                         "the retry has no inputResponses.{key}: answer every input request of the round"
-                    ))
+                    )),
+                    Some(answer) => input::check_input_response(method, answer)
+                        .err()
+                        .map(|why| format!("inputResponses.{key}: {why}")),
+                })
             };
             if let Some(why) = refused {
                 // The round stays open for a retry that fits it.
@@ -271,10 +273,7 @@ impl ModernSession {
             }
             held
         };
-        for (key, id) in held.keys {
-            let Ok(id) = serde_json::from_value::<Id>(id) else {
-                continue;
-            };
+        for (key, (id, _)) in held.keys {
             // Every key has an answer: checked above.
             let answer = responses.get(&key).cloned().unwrap_or_default();
             let _ = self.front.upstream.respond(id, Ok(answer));

@@ -409,6 +409,20 @@ impl ModernSession {
         })?;
         let mut tasks = lock(&self.front.tasks);
         if let Some(live) = tasks.get_mut(rec.id()) {
+            // All checked before any goes upstream: a refused update
+            // leaves every question open.
+            for (key, answer) in answers {
+                let method = live
+                    .inputs
+                    .get(key)
+                    .and_then(|(_, asked)| asked.get("method"))
+                    .and_then(Value::as_str);
+                if let Some(method) = method {
+                    input::check_input_response(method, answer).map_err(|why| {
+                        ShimError::InvalidParams(format!("inputResponses.{key}: {why}"))
+                    })?;
+                }
+            }
             for (key, answer) in answers {
                 // Unknown or already answered keys are ignored, as the spec says.
                 if let Some((id, _)) = live.inputs.remove(key) {
