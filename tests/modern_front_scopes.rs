@@ -81,8 +81,8 @@ async fn untagged_input_never_goes_to_another_clients_call() {
 async fn untagged_input_never_goes_to_another_anonymous_clients_call() {
     untagged_input_between(|front, a_tx, b_tx| {
         (
-            front.anonymous_session("anonymous".into(), a_tx),
-            front.anonymous_session("anonymous".into(), b_tx),
+            front.request_session(None, a_tx),
+            front.request_session(None, b_tx),
         )
     })
     .await;

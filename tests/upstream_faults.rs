@@ -234,6 +234,41 @@ fn an_answer_over_the_size_limit_fails_its_call_at_once() {
     }
 }
 
+/// A 2026-07-28 client sees a legacy server's log messages only at or
+/// above the `logLevel` its request asked for, and none when it asked for
+/// none (the 2026-07-28 schema's MUST NOT).
+#[test]
+fn log_messages_reach_a_modern_client_only_as_asked() {
+    let stamp = Stamp::new("logs");
+    let mut shim = stdio_shim(&[], &relay("logs", "2025-11-25"), Revision::Modern, &stamp);
+    shim.ok("server/discover", modern_params(json!({}), true));
+    let call = |level: Option<&str>| {
+        let mut p = modern_params(
+            json!({"name": "slow_compute", "arguments": {"seconds": 1, "label": "FAULT"}}),
+            false,
+        );
+        if let Some(l) = level {
+            p["_meta"]["io.modelcontextprotocol/logLevel"] = json!(l);
+        }
+        p
+    };
+    let logs = |shim: &mut Wire| -> Vec<Value> {
+        shim.take_backlog()
+            .into_iter()
+            .filter(|m| m["method"] == "notifications/message")
+            .collect()
+    };
+    shim.ok("tools/call", call(Some("warning")));
+    let seen = logs(&mut shim);
+    assert_eq!(seen.len(), 1, "only the error: {seen:?}");
+    assert_eq!(seen[0]["params"]["level"], "error", "{seen:?}");
+    shim.ok("tools/call", call(Some("debug")));
+    assert_eq!(logs(&mut shim).len(), 2, "both at debug");
+    shim.ok("tools/call", call(None));
+    let seen = logs(&mut shim);
+    assert!(seen.is_empty(), "none without logLevel: {seen:?}");
+}
+
 /// A legacy upstream, one fault per mode, behind a modern client (bridged)
 /// and behind a legacy one (pass-through, where answers come straight from
 /// the child's reader thread): the waiting call fails with the cause.
@@ -809,5 +844,57 @@ fn http_upstream_connection_drop_fails_the_request_then_recovers() {
         );
         let (_, body, _) = h::send(h::legacy(&c, &shim.url, Some(&sid), &greet)).await;
         assert!(text_of(&body["result"]).contains("back"), "{body}");
+    });
+}
+
+/// Over HTTP every 2026-07-28 client shares the one upstream session, so a
+/// log message the legacy server sends during alice's call could be
+/// anyone's: bob's open listen stream must not carry it.
+#[test]
+fn http_log_messages_do_not_reach_another_clients_listen_stream() {
+    block_on(async {
+        let stamp = Stamp::new("http-logs");
+        let shim = http_shim(
+            &["--token", "ta=alice", "--token", "tb=bob"],
+            &relay("logs", "2025-11-25"),
+            &stamp,
+        );
+        let c = h::client();
+        let listen = h::modern(
+            &c,
+            &shim.url,
+            1,
+            "subscriptions/listen",
+            json!({"notifications": {"toolsListChanged": true}}),
+        )
+        .bearer_auth("tb");
+        let resp = tokio::time::timeout(h::STEP, listen.send())
+            .await
+            .expect("listen opens in time")
+            .expect("listen request");
+        let mut bob = h::Sse::new(resp);
+        let ack = bob.next().await.expect("the acknowledgement");
+        assert_eq!(
+            ack["method"], "notifications/subscriptions/acknowledged",
+            "{ack}"
+        );
+
+        let mut params =
+            json!({"name": "slow_compute", "arguments": {"seconds": 1, "label": "FAULT"}});
+        params["_meta"] = h::modern_meta(false);
+        params["_meta"]["io.modelcontextprotocol/logLevel"] = json!("debug");
+        let (status, body, _) =
+            h::send(h::modern(&c, &shim.url, 2, "tools/call", params).bearer_auth("ta")).await;
+        assert_eq!(status, 200, "{body}");
+        stamp.report("http logs during alice's call");
+        // Whatever bob's stream carries in the next second and a half, it
+        // is no log message of alice's call.
+        let until = Instant::now() + Duration::from_millis(1500);
+        while let Some(left) = until.checked_duration_since(Instant::now()) {
+            match tokio::time::timeout(left, bob.next()).await {
+                Ok(Some(m)) => assert_ne!(m["method"], "notifications/message", "leaked: {m}"),
+                Ok(None) | Err(_) => break,
+            }
+        }
     });
 }

@@ -12,6 +12,9 @@ the call is relayed and, --delay-ms later (default 300), the fault happens:
     garbage  write a line that is not JSON-RPC, then go on relaying
     huge     answer the call itself with a 17 MiB result (over the shim's
              16 MiB limit), then go on relaying
+    logs     log two messages (notifications/message at info and error,
+             whatever level anyone asked for), then go on relaying; this
+             one fires on every such call, not only the first
 
 The fault time (Unix seconds) is written to the file named by the
 FAULT_RELAY_STAMP environment variable, if set, so a test can measure how
@@ -36,7 +39,7 @@ def main() -> None:
     delay = 0.3
     if "--delay-ms" in opts:
         delay = int(opts[opts.index("--delay-ms") + 1]) / 1000.0
-    if mode not in ("exit", "silent", "garbage", "huge"):
+    if mode not in ("exit", "silent", "garbage", "huge", "logs"):
         sys.exit(f"unknown mode {mode!r}")
 
     child = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
@@ -68,6 +71,12 @@ def main() -> None:
             with out_lock:
                 silent.set()
             stamp()
+        elif mode == "logs":
+            for level in ("info", "error"):
+                note = {"jsonrpc": "2.0", "method": "notifications/message",
+                        "params": {"level": level, "logger": "fault_relay",
+                                   "data": f"a message at {level}"}}
+                write_out(json.dumps(note).encode() + b"\n")
         elif mode == "huge":
             stamp()
             pad = "x" * (17 << 20)
@@ -113,7 +122,7 @@ def main() -> None:
             and isinstance(args_, dict)
             and args_.get("label") == "FAULT"
         ):
-            triggered = True
+            triggered = mode != "logs"
             threading.Thread(target=fault, args=(msg.get("id"),), daemon=True).start()
     # Our input ended: let the server see the end of its own.
     try:

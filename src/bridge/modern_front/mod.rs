@@ -34,6 +34,10 @@ use crate::wire::legacy::TaskSupport;
 use crate::wire::modern::{Payload, RequestMeta};
 
 use calls::OpenCall;
+
+/// The ledger scope of 2026-07-28 callers without a principal (see
+/// [`ModernFront::request_session`]).
+pub const ANONYMOUS_SCOPE: &str = "anonymous";
 use state::StateSigner;
 
 /// Shared state of the modern-front bridge for one legacy upstream.
@@ -95,36 +99,52 @@ impl ModernFront {
     /// Opens a client scope whose outgoing messages go to `out`. The front
     /// holds it weakly: its listen streams are told of task changes only
     /// while the caller keeps it.
+    ///
+    /// The session is the upstream's only client (a stdio proxy): the
+    /// upstream's own notifications (progress, log messages) are its. See
+    /// [`ModernFront::request_session`] for a front that many clients share.
     pub fn session(self: &Arc<Self>, scope: String, out: impl Into<Outbox>) -> Arc<ModernSession> {
         let client = scope.clone();
-        self.open_session(scope, client, out.into())
+        self.open_session(scope, client, true, out.into())
     }
 
-    /// [`ModernFront::session`] for a client nobody identified, whose
-    /// `scope` other unidentified clients share (anonymous HTTP requests):
-    /// its tasks live in that scope, but untagged server requests (input
-    /// asked before a task exists) are never guessed to be its when
-    /// another client's call is open too, as they would be for calls of
-    /// one principal.
-    pub fn anonymous_session(
+    /// A session for one request of a client among many (Streamable HTTP,
+    /// where every client shares the one upstream session). The upstream's
+    /// notifications that name no task (progress, log messages) could be
+    /// anyone's, so none reach it. Its tasks live in the scope of
+    /// `principal`, or, without one, in the scope every anonymous caller
+    /// shares; untagged server requests (input asked before a task
+    /// exists) are never guessed to be an anonymous caller's when another
+    /// caller's call is open too, as they would be for calls of one
+    /// principal.
+    pub fn request_session(
         self: &Arc<Self>,
-        scope: String,
+        principal: Option<String>,
         out: impl Into<Outbox>,
     ) -> Arc<ModernSession> {
-        let client = format!("anonymous:{}", crate::ids::random_id());
-        self.open_session(scope, client, out.into())
+        let (scope, client) = match principal {
+            Some(p) => (p.clone(), p),
+            None => (
+                ANONYMOUS_SCOPE.to_owned(),
+                format!("anonymous:{}", crate::ids::random_id()),
+            ),
+        };
+        self.open_session(scope, client, false, out.into())
     }
 
     fn open_session(
         self: &Arc<Self>,
         scope: String,
         client: String,
+        sole_client: bool,
         out: Outbox,
     ) -> Arc<ModernSession> {
         let s = Arc::new(ModernSession {
             front: self.clone(),
             scope,
             client,
+            sole_client,
+            log_level: Mutex::new(None),
             out,
             subscriptions: Mutex::new(Vec::new()),
             running: Arc::default(),
@@ -238,6 +258,14 @@ impl ModernFront {
                         s.tools_changed();
                     }
                 }
+                // Progress and log messages belong to whoever the upstream
+                // works for: relayed only where that can be just one client.
+                "notifications/progress" | "notifications/message" => {
+                    for s in self.live_sessions().into_iter().filter(|s| s.sole_client) {
+                        s.relay(&n);
+                    }
+                }
+                // Server-wide changes (resource or prompt lists...).
                 _ => {
                     for s in self.live_sessions() {
                         let _ = s.out.send(Message::Notification(n.clone()));
@@ -297,6 +325,11 @@ pub struct ModernSession {
     /// Who the client is, for input that names no task: the scope, or a
     /// session of its own when strangers share the scope.
     client: String,
+    /// The upstream serves no other client (see [`ModernFront::session`]).
+    sole_client: bool,
+    /// The `logLevel` of the client's latest request: log messages below
+    /// it, or any while it is absent, are not the client's to see.
+    log_level: Mutex<Option<String>>,
     out: Outbox,
     subscriptions: Mutex<Vec<tasks::Subscription>>,
     running: Arc<Cancellable>,
@@ -306,6 +339,24 @@ impl ModernSession {
     /// The ledger scope of this session.
     pub fn scope(&self) -> &str {
         &self.scope
+    }
+
+    /// Sends the client an upstream notification that names no task; a
+    /// log message only at or above the level its latest request asked
+    /// for (none when it asked for none, as 2026-07-28 requires).
+    fn relay(&self, n: &crate::jsonrpc::Notification) {
+        if n.method == "notifications/message" {
+            let wanted = lock(&self.log_level).clone();
+            let level = n
+                .params
+                .as_ref()
+                .and_then(|p| p.get("level"))
+                .and_then(Value::as_str);
+            if !log_level_reaches(level, wanted.as_deref()) {
+                return;
+            }
+        }
+        let _ = self.out.send(Message::Notification(n.clone()));
     }
 
     /// Feeds one client message; requests are answered through the outbox.
@@ -370,6 +421,9 @@ impl ModernSession {
             Ok(x) => x,
             Err(e) => return Some(Err(e.into())),
         };
+        // 2026-07-28 asks for log messages per request; the legacy server
+        // logs for its session. The latest request's wish stands.
+        lock(&self.log_level).clone_from(&meta.log_level);
         let params = legacy_req.params.unwrap_or_else(|| json!({}));
         Some(match req.method.as_str() {
             "server/discover" => self.discover().await,
@@ -408,6 +462,15 @@ impl ModernSession {
     }
 }
 
+/// True when a log message at `level` is at least as severe as `wanted`
+/// (both RFC 5424 names); false when nothing was asked for, or either is
+/// not a level.
+fn log_level_reaches(level: Option<&str>, wanted: Option<&str>) -> bool {
+    let rank =
+        |l: Option<&str>| l.and_then(|l| crate::wire::LOG_LEVELS.iter().position(|x| *x == l));
+    matches!((rank(level), rank(wanted)), (Some(l), Some(w)) if l >= w)
+}
+
 /// `-32021` unless the request declared the tasks extension.
 fn require_tasks(meta: &RequestMeta) -> Result<(), ErrorObject> {
     if meta.declares_tasks() {
@@ -420,4 +483,19 @@ fn require_tasks(meta: &RequestMeta) -> Result<(), ErrorObject> {
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // A poisoned lock only means a panic elsewhere; the data is still usable.
     m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::log_level_reaches;
+
+    #[test]
+    fn log_messages_reach_only_a_client_that_asked_at_their_level() {
+        assert!(log_level_reaches(Some("error"), Some("warning")));
+        assert!(log_level_reaches(Some("info"), Some("info")));
+        assert!(!log_level_reaches(Some("info"), Some("error")));
+        assert!(!log_level_reaches(Some("info"), None));
+        assert!(!log_level_reaches(None, Some("debug")));
+        assert!(!log_level_reaches(Some("loud"), Some("debug")));
+    }
 }

@@ -19,9 +19,6 @@ use crate::revision::{MODERN_VERSION, Revision};
 use crate::translate::session::validate_modern_meta;
 use crate::upstream::RawAnswer;
 
-/// Scope of requests that carry no principal.
-const ANONYMOUS: &str = "anonymous";
-
 pub(super) async fn post(
     app: Arc<App>,
     msg: Message,
@@ -70,12 +67,7 @@ pub(super) async fn post(
         return relay_inline(&app, req, body).await;
     };
     let (tx, rx) = mpsc::unbounded_channel();
-    let session = match principal {
-        Some(principal) => front.session(principal, tx),
-        // Every caller without credentials shares this scope, but not
-        // each other's untagged questions.
-        None => front.anonymous_session(ANONYMOUS.to_owned(), tx),
-    };
+    let session = front.request_session(principal, tx);
     session.handle_client(msg);
     if listen {
         return stream(rx, id, session).await;
