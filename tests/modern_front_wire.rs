@@ -325,6 +325,40 @@ async fn drive_required_tasks_and_task_ttl_flags() {
             .err("tools/call", json!({"name": "protocol_error_job"}), false)
             .await;
         assert_eq!(e["code"], -32603, "{e}");
+        // One that asks for input mid-task: the question comes back as an
+        // MRTR round of the call; the retry answers it and gets the result.
+        let round = s
+            .ok(
+                "tools/call",
+                json!({"name": "confirm_delete", "arguments": {"filename": "a.txt"}}),
+                false,
+            )
+            .await;
+        assert_eq!(round["resultType"], "input_required", "{round}");
+        let key = round["inputRequests"]
+            .as_object()
+            .and_then(|m| m.keys().next().cloned())
+            .expect("one input request");
+        let done = s
+            .ok(
+                "tools/call",
+                json!({"name": "confirm_delete", "arguments": {"filename": "a.txt"},
+                    "requestState": round["requestState"],
+                    "inputResponses": {key: {"action": "accept", "content": {"confirm": true}}}}),
+                false,
+            )
+            .await;
+        assert_eq!(done["resultType"], "complete", "{done}");
+        assert_eq!(text(&done), "Deleted a.txt", "{done}");
+        // Without elicitation declared, the question is refused upstream
+        // and the tool ends on its own terms, in one answer.
+        let mut p = json!({"name": "confirm_delete", "arguments": {"filename": "b.txt"}});
+        p["_meta"] = modern_front_common::meta_with(false, false);
+        let r = s.call("tools/call", p).await;
+        assert!(
+            r["result"]["resultType"] == "complete" || r.get("error").is_some(),
+            "answered without a round: {r}"
+        );
         // --task-ttl-ms is the ttl asked of the legacy server (which honours it).
         let id = s
             .create("slow_compute", json!({"seconds": 0.1, "label": "ttl"}))
@@ -411,10 +445,11 @@ async fn a_cancelled_driven_call_cancels_its_task_upstream() {
             &["--drive-required-tasks"],
             &recording_upstream(&legacy_reference(), &sent, &got),
         );
-        // A required tool that waits for a confirmation nobody can give
-        // (the client sees no task): the shim drives it until cancelled.
+        // A required tool that works for a second (the client sees no
+        // task): the shim drives it, and the cancel comes well before the
+        // second is up (the recordings are read every 50 ms).
         let started = Instant::now();
-        let mut p = json!({"name": "confirm_delete", "arguments": {"filename": "notes.txt"}});
+        let mut p = json!({"name": "failing_job"});
         p["_meta"] = meta(false);
         let id = s.request("tools/call", p).await;
         let deadline = started + Duration::from_secs(5);

@@ -29,17 +29,49 @@ pub(super) struct OpenCall {
     interjections: mpsc::UnboundedSender<Request>,
 }
 
-/// An upstream call parked while the client answers an MRTR round.
+/// The requests of one MRTR round: input key → id and method of the
+/// upstream request it answers.
+pub(super) type RoundKeys = std::collections::BTreeMap<String, (Id, String)>;
+
+/// An MRTR round the client has yet to answer: what it asked, and what
+/// goes on once it does.
 #[derive(Debug)]
 pub(super) struct Held {
-    call: InFlight,
-    /// Input key → id and method of the upstream request it answers.
-    keys: std::collections::BTreeMap<String, (Id, String)>,
+    /// The tool called: a retry must name the same one.
+    tool: String,
+    keys: RoundKeys,
+    round: Round,
+}
+
+/// What an MRTR round holds.
+#[derive(Debug)]
+pub(super) enum Round {
+    /// An upstream call parked on input asked before any task exists.
+    Call(InFlight),
+    /// A task driven for a client without the extension, asking for input
+    /// mid-task; `unwanted` cancels it if the round is dropped unanswered.
+    Driven {
+        task_id: String,
+        unwanted: IfDropped,
+    },
+}
+
+impl Held {
+    pub(super) fn driven(tool: &str, keys: RoundKeys, task_id: &str, unwanted: IfDropped) -> Self {
+        Held {
+            tool: tool.to_owned(),
+            keys,
+            round: Round::Driven {
+                task_id: task_id.to_owned(),
+                unwanted,
+            },
+        }
+    }
 }
 
 /// The client side of an unanswered upstream `tools/call`.
 #[derive(Debug)]
-struct InFlight {
+pub(super) struct InFlight {
     open_id: u64,
     /// The tool called: a retry must name the same one.
     tool: String,
@@ -177,7 +209,7 @@ impl ModernSession {
                     let result = done.unwrap_or_else(|_| {
                         Err(ShimError::Upstream("the upstream call was dropped".into()).into())
                     })?;
-                    return self.answered(result, call.asked_task, meta).await;
+                    return self.answered(result, call.asked_task, &call.tool, meta).await;
                 }
                 Some(first) = call.interjections.recv() => {
                     let mut batch = vec![first];
@@ -197,7 +229,7 @@ impl ModernSession {
     /// call keeps running (`None`).
     fn park(&self, call: &mut InFlight, batch: Vec<Request>, meta: &RequestMeta) -> Option<Value> {
         let mut inputs = Map::new();
-        let mut keys = std::collections::BTreeMap::new();
+        let mut keys = RoundKeys::new();
         for req in batch {
             let declared = input::capability_for(&req.method).is_some_and(|c| meta.declares(c));
             if !declared {
@@ -228,7 +260,12 @@ impl ModernSession {
             seq: call.seq,
             abandon: call.abandon.take(),
         };
-        lock(&self.front.held).insert(held_id, Held { call: parked, keys });
+        let held = Held {
+            tool: parked.tool.clone(),
+            keys,
+            round: Round::Call(parked),
+        };
+        lock(&self.front.held).insert(held_id, held);
         Some(json!({
             "resultType": result_type::INPUT_REQUIRED,
             "inputRequests": inputs,
@@ -251,10 +288,10 @@ impl ModernSession {
             let held = table.remove(&held_id).ok_or_else(|| {
                 ShimError::InvalidParams("invalid or expired requestState".into())
             })?;
-            let refused = if held.call.tool != tool {
+            let refused = if held.tool != tool {
                 Some(format!(
                     "this requestState belongs to a call of {}, not {tool}",
-                    held.call.tool
+                    held.tool
                 ))
             } else {
                 held.keys.iter().find_map(|(key, (_, method))| match responses.get(key) {
@@ -273,12 +310,24 @@ impl ModernSession {
             }
             held
         };
+        let answered: Vec<String> = held.keys.keys().cloned().collect();
         for (key, (id, _)) in held.keys {
             // Every key has an answer: checked above.
             let answer = responses.get(&key).cloned().unwrap_or_default();
             let _ = self.front.upstream.respond(id, Ok(answer));
         }
-        self.run(held.call, meta).await
+        match held.round {
+            Round::Call(call) => self.run(call, meta).await,
+            Round::Driven { task_id, unwanted } => {
+                if let Some(live) = lock(&self.front.tasks).get_mut(&task_id) {
+                    for key in &answered {
+                        live.inputs.remove(key);
+                    }
+                }
+                unwanted.disarm();
+                self.drive(&task_id, &held.tool, meta).await
+            }
+        }
     }
 
     /// The upstream answered the call: a task handle or a plain result.
@@ -286,6 +335,7 @@ impl ModernSession {
         self: &Arc<Self>,
         result: Value,
         asked_task: bool,
+        tool: &str,
         meta: &RequestMeta,
     ) -> RpcResult {
         if !(asked_task && result.get("task").is_some()) {
@@ -303,6 +353,6 @@ impl ModernSession {
         }
         // A required tool, driven inside the shim for a client without tasks.
         tracing::info!(task = %task_id, "driving a required task for a client without the extension");
-        self.drive(&task_id).await
+        self.drive(&task_id, tool, meta).await
     }
 }

@@ -70,6 +70,21 @@ struct LiveTask {
     seq: u64,
     /// Set once the background `tasks/result` call has ended.
     outcome: watch::Sender<Option<Payload>>,
+    /// How many input requests the task has asked so far: wakes a call
+    /// that drives the task for a client without the extension.
+    asked: watch::Sender<u64>,
+}
+
+impl LiveTask {
+    fn new(scope: String) -> Self {
+        LiveTask {
+            scope,
+            inputs: BTreeMap::new(),
+            seq: 0,
+            outcome: watch::Sender::new(None),
+            asked: watch::Sender::new(0),
+        }
+    }
 }
 
 impl ModernFront {

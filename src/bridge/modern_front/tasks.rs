@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::sync::watch;
 
+use super::calls::RoundKeys;
 use super::{LiveTask, ModernFront, ModernSession, lock, require_tasks};
 use crate::bridge::cancel::{IfDropped, cancelled_id, spawn_cleanup};
 use crate::error::ShimError;
@@ -77,6 +77,7 @@ impl ModernFront {
         let key = input::input_key(&req.method, live.seq);
         let (modern, _) = input::legacy_request_to_input(req);
         live.inputs.insert(key, (req.id.clone(), modern));
+        live.asked.send_modify(|n| *n += 1);
         let scope = live.scope.clone();
         drop(tasks);
         self.notify_subscribers(&scope, task_id, None);
@@ -226,17 +227,8 @@ impl ModernSession {
             .ledger
             .insert(record, self.front.clock.now_ms())
             .map_err(ShimError::from)?;
-        let (tx, _) = watch::channel(None);
         let mut early = lock(&self.front.early);
-        lock(&self.front.tasks).insert(
-            id.clone(),
-            LiveTask {
-                scope: self.scope.clone(),
-                inputs: Default::default(),
-                seq: 0,
-                outcome: tx,
-            },
-        );
+        lock(&self.front.tasks).insert(id.clone(), LiveTask::new(self.scope.clone()));
         // Input the server asked for before the task was known here.
         let (mine, rest): (Vec<_>, Vec<_>) = early.drain(..).partition(|(t, _)| *t == id);
         *early = rest;
@@ -257,16 +249,7 @@ impl ModernSession {
             if tasks.contains_key(task_id) {
                 return;
             }
-            let (tx, _) = watch::channel(None);
-            tasks.insert(
-                task_id.to_owned(),
-                LiveTask {
-                    scope: self.scope.clone(),
-                    inputs: Default::default(),
-                    seq: 0,
-                    outcome: tx,
-                },
-            );
+            tasks.insert(task_id.to_owned(), LiveTask::new(self.scope.clone()));
         }
         tracing::info!(task = %task_id, "following a task made before a restart");
         self.front
@@ -284,25 +267,86 @@ impl ModernSession {
     }
 
     /// A required task run for a client without the extension: its outcome
-    /// becomes the call's answer.
-    pub(super) async fn drive(&self, task_id: &str) -> RpcResult {
-        let mut rx = lock(&self.front.tasks)
-            .get(task_id)
-            .map(|l| l.outcome.subscribe())
-            .ok_or(ShimError::UnknownTask)?;
+    /// becomes the call's answer. Input it asks for on the way becomes an
+    /// MRTR round (`input_required`) of the call, as input asked before a
+    /// task exists does; the retry answers it and driving goes on.
+    pub(super) async fn drive(&self, task_id: &str, tool: &str, meta: &RequestMeta) -> RpcResult {
+        let (mut outcome, mut asked) = {
+            let tasks = lock(&self.front.tasks);
+            let live = tasks.get(task_id).ok_or(ShimError::UnknownTask)?;
+            (live.outcome.subscribe(), live.asked.subscribe())
+        };
         // Only the shim knows this task: if the client cancels the call
         // (dropping this wait), the task goes with it.
         let (front, id) = (self.front.clone(), task_id.to_owned());
         let unwanted = IfDropped::new(move || spawn_cleanup(front.cancel_driven(id)));
-        let payload = rx.wait_for(Option::is_some).await.map(|p| p.clone());
-        unwanted.disarm();
-        let payload =
-            payload.map_err(|_| ShimError::Upstream("the task's result never came".into()))?;
-        match payload {
-            Some(Payload::Result(r)) => Ok(r),
-            Some(Payload::Error(e)) => Err(e),
-            _ => Err(ShimError::TaskCancelled.into()),
+        let mut asking = true;
+        loop {
+            asked.borrow_and_update();
+            if let Some((inputs, keys)) = self.driven_round(task_id, meta) {
+                let held_id = crate::ids::random_id();
+                let state = self.front.signer.sign(&held_id, &self.scope);
+                let held = super::calls::Held::driven(tool, keys, task_id, unwanted);
+                lock(&self.front.held).insert(held_id, held);
+                tracing::info!(task = %task_id, "a driven task asks for input: an MRTR round");
+                return Ok(json!({
+                    "resultType": result_type::INPUT_REQUIRED,
+                    "inputRequests": inputs,
+                    "requestState": state,
+                }));
+            }
+            tokio::select! {
+                payload = outcome.wait_for(Option::is_some) => {
+                    unwanted.disarm();
+                    let payload = payload.map(|p| p.clone()).map_err(|_| {
+                        ShimError::Upstream("the task's result never came".into())
+                    })?;
+                    return match payload {
+                        Some(Payload::Result(r)) => Ok(r),
+                        Some(Payload::Error(e)) => Err(e),
+                        _ => Err(ShimError::TaskCancelled.into()),
+                    };
+                }
+                // Once the task is no longer tracked only its outcome can come.
+                changed = asked.changed(), if asking => asking = changed.is_ok(),
+            }
         }
+    }
+
+    /// The input a driven task asks for and the client can answer, as an
+    /// MRTR round (`inputRequests`, and key → upstream request); input the
+    /// client did not declare is refused upstream at once.
+    fn driven_round(
+        &self,
+        task_id: &str,
+        meta: &RequestMeta,
+    ) -> Option<(serde_json::Map<String, Value>, RoundKeys)> {
+        let mut inputs = serde_json::Map::new();
+        let mut keys = RoundKeys::new();
+        let mut refused = Vec::new();
+        {
+            let mut tasks = lock(&self.front.tasks);
+            let live = tasks.get_mut(task_id)?;
+            live.inputs.retain(|key, (id, asked)| {
+                let method = asked
+                    .get("method")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                if declared(meta, asked) {
+                    inputs.insert(key.clone(), asked.clone());
+                    keys.insert(key.clone(), (id.clone(), method.to_owned()));
+                    true
+                } else {
+                    refused.push((id.clone(), method.to_owned()));
+                    false
+                }
+            });
+        }
+        for (id, method) in refused {
+            let err = ShimError::MethodNotFound(format!("the client did not declare {method}"));
+            let _ = self.front.upstream.respond(id, Err(err.into()));
+        }
+        (!inputs.is_empty()).then_some((inputs, keys))
     }
 
     /// A running task the legacy upstream no longer knows (it restarted,
