@@ -261,7 +261,10 @@ async fn listen_stream_follows_a_task_to_its_end() {
         let id = s
             .create("confirm_delete", json!({"filename": "notes.txt"}))
             .await;
-        let mut p = json!({"notifications": {"taskIds": [id, "not-mine"]}});
+        // A listen must say what it opts in to.
+        let e = s.err("subscriptions/listen", json!({}), true).await;
+        assert_eq!(e["code"], -32602, "{e}");
+        let mut p = json!({"notifications": {"taskIds": [id, "not-mine"], "toolsListChanged": true}});
         p["_meta"] = meta(true);
         let listen = s.request("subscriptions/listen", p).await;
         let sub = |v: &Value| v["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"].clone();
@@ -271,9 +274,10 @@ async fn listen_stream_follows_a_task_to_its_end() {
             .await;
         assert_eq!(sub(&ack), json!(listen), "{ack}");
         assert_eq!(
-            ack["params"]["notifications"]["taskIds"],
-            json!([id]),
-            "only known tasks are accepted: {ack}"
+            ack["params"]["notifications"],
+            json!({"taskIds": [id]}),
+            "only known tasks are accepted, and no tool list changes from \
+             a server that declares it sends none: {ack}"
         );
 
         // The question arrives on the stream as an input_required task.

@@ -345,16 +345,15 @@ pub fn check_modern_meta(params: Option<&Value>) -> Result<RequestMeta, ShimErro
     if version != MODERN_VERSION {
         return Err(ShimError::unsupported_version(version));
     }
-    if !meta
-        .client_capabilities
-        .as_ref()
-        .is_some_and(Value::is_object)
-    {
-        return Err(ShimError::InvalidParams(format!(
+    match &meta.client_capabilities {
+        Some(Value::Object(_)) => Ok(meta),
+        None | Some(Value::Null) => Err(ShimError::InvalidParams(format!(
             "missing params._meta[\"{META_CLIENT_CAPABILITIES}\"]"
-        )));
+        ))),
+        Some(_) => Err(ShimError::InvalidParams(format!(
+            "params._meta[\"{META_CLIENT_CAPABILITIES}\"] must be an object"
+        ))),
     }
-    Ok(meta)
 }
 
 /// [`check_modern_meta`] for callers that need only the verdict: the
@@ -736,6 +735,16 @@ mod tests {
         assert!(caps["elicitation"].is_object());
         assert!(caps.get("tasks").is_none());
         assert!(caps["extensions"][TASKS_EXTENSION].is_object());
+    }
+
+    #[test]
+    fn client_capabilities_of_the_wrong_type_are_named_as_such() {
+        let with = |caps: Value| json!({"_meta": {META_PROTOCOL_VERSION: MODERN_VERSION, META_CLIENT_CAPABILITIES: caps}});
+        let wrong = check_modern_meta(Some(&with(json!("x")))).unwrap_err();
+        assert!(wrong.to_string().contains("must be an object"), "{wrong}");
+        let missing = check_modern_meta(Some(&with(Value::Null))).unwrap_err();
+        assert!(missing.to_string().contains("missing"), "{missing}");
+        assert!(check_modern_meta(Some(&with(json!({})))).is_ok());
     }
 
     #[test]

@@ -170,6 +170,16 @@ impl ModernFront {
         s
     }
 
+    /// The upstream declared `tools.listChanged` (false until it has been
+    /// initialized).
+    fn upstream_tools_list_changed(&self) -> bool {
+        self.init
+            .get()
+            .and_then(|init| init.pointer("/capabilities/tools/listChanged"))
+            .and_then(Value::as_bool)
+            == Some(true)
+    }
+
     /// The upstream's `InitializeResult`, initializing the legacy session on
     /// first use with every client capability the shim can bridge.
     async fn initialized(&self) -> Result<&Value, ErrorObject> {

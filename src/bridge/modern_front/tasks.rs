@@ -496,12 +496,15 @@ impl ModernSession {
     /// `subscriptions/listen`: the stream stays open (no answer until
     /// teardown); an acknowledgement names the task ids accepted.
     pub(super) fn listen(&self, req: &Request, meta: &RequestMeta) -> Option<RpcResult> {
-        let filter = req
-            .params
-            .as_ref()
-            .and_then(|p| p.get("notifications"))
-            .cloned()
-            .unwrap_or_else(|| json!({}));
+        let filter = match req.params.as_ref().and_then(|p| p.get("notifications")) {
+            Some(f @ Value::Object(_)) => f.clone(),
+            _ => {
+                return Some(Err(ShimError::InvalidParams(
+                    "subscriptions/listen needs params.notifications (an object)".into(),
+                )
+                .into()));
+            }
+        };
         let wanted: Vec<String> = filter
             .get("taskIds")
             .and_then(Value::as_array)
@@ -519,8 +522,11 @@ impl ModernSession {
             .into_iter()
             .filter(|t| self.front.ledger.get(&self.scope, t, now).is_some())
             .collect();
-        let tools_list_changed =
-            filter.get("toolsListChanged").and_then(Value::as_bool) == Some(true);
+        // Acknowledged only if the server sends it (the schema: the ack
+        // lists what the server supports).
+        let tools_list_changed = filter.get("toolsListChanged").and_then(Value::as_bool)
+            == Some(true)
+            && self.front.upstream_tools_list_changed();
         let mut ack = serde_json::Map::new();
         if filter.get("taskIds").is_some() {
             ack.insert("taskIds".into(), json!(accepted));
