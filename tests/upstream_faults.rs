@@ -898,3 +898,85 @@ fn http_log_messages_do_not_reach_another_clients_listen_stream() {
         }
     });
 }
+
+/// A legacy server's progress reaches a modern client over stdio under the
+/// client's own token (upstream it had one of the shim's).
+#[test]
+fn progress_reaches_a_modern_client_under_its_token() {
+    let stamp = Stamp::new("progress-stdio");
+    let mut shim = stdio_shim(
+        &[],
+        &relay("progress", "2025-11-25"),
+        Revision::Modern,
+        &stamp,
+    );
+    shim.ok("server/discover", modern_params(json!({}), true));
+    let mut p = modern_params(
+        json!({"name": "slow_compute", "arguments": {"seconds": 1, "label": "FAULT"}}),
+        false,
+    );
+    p["_meta"]["progressToken"] = json!("my-token");
+    shim.ok("tools/call", p);
+    let seen: Vec<Value> = shim
+        .take_backlog()
+        .into_iter()
+        .filter(|m| m["method"] == "notifications/progress")
+        .collect();
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    for m in &seen {
+        assert_eq!(m["params"]["progressToken"], "my-token", "{m}");
+    }
+}
+
+/// Over HTTP, two clients that both use progress token 1 at once each get
+/// their own call's progress, on an SSE answer, under token 1.
+#[test]
+fn http_progress_reaches_only_the_call_it_is_about() {
+    block_on(async {
+        let stamp = Stamp::new("progress-http");
+        let shim = http_shim(
+            &["--token", "ta=alice", "--token", "tb=bob"],
+            &relay("progress", "2025-11-25"),
+            &stamp,
+        );
+        let c = h::client();
+        let call = |token: &'static str, seconds: f64| {
+            let mut params = json!({"name": "slow_compute",
+                "arguments": {"seconds": seconds, "label": "FAULT"}});
+            params["_meta"] = h::modern_meta(false);
+            params["_meta"]["progressToken"] = json!(1);
+            let req = h::modern(&c, &shim.url, 1, "tools/call", params).bearer_auth(token);
+            async move {
+                let resp = tokio::time::timeout(h::STEP, req.send())
+                    .await
+                    .expect("answered in time")
+                    .expect("the call");
+                let mut sse = h::Sse::new(resp);
+                let mut got = Vec::new();
+                while let Some(m) = sse.next().await {
+                    support::schema::assert_valid(Revision::Modern, &m, Some("tools/call"));
+                    got.push(m);
+                }
+                got
+            }
+        };
+        let (alice, bob) = tokio::join!(call("ta", 1.0), call("tb", 1.5));
+        for (who, got, seconds) in [("alice", alice, "1.0"), ("bob", bob, "1.5")] {
+            let progress: Vec<&Value> = got
+                .iter()
+                .filter(|m| m["method"] == "notifications/progress")
+                .collect();
+            assert_eq!(progress.len(), 2, "{who}: {got:?}");
+            for m in progress {
+                assert_eq!(m["params"]["progressToken"], 1, "{who}: {m}");
+                assert_eq!(m["params"]["message"], seconds, "{who} got another's: {m}");
+            }
+            let last = got.last().expect("an answer");
+            assert_eq!(
+                last["id"], 1,
+                "{who}: the stream ends with the answer: {got:?}"
+            );
+            assert!(last.get("result").is_some(), "{who}: {last}");
+        }
+    });
+}

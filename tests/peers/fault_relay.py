@@ -15,6 +15,9 @@ the call is relayed and, --delay-ms later (default 300), the fault happens:
     logs     log two messages (notifications/message at info and error,
              whatever level anyone asked for), then go on relaying; this
              one fires on every such call, not only the first
+    progress report progress twice for the call's progressToken (the
+             message is the call's `seconds`), then go on relaying; on
+             every such call too
 
 The fault time (Unix seconds) is written to the file named by the
 FAULT_RELAY_STAMP environment variable, if set, so a test can measure how
@@ -39,7 +42,7 @@ def main() -> None:
     delay = 0.3
     if "--delay-ms" in opts:
         delay = int(opts[opts.index("--delay-ms") + 1]) / 1000.0
-    if mode not in ("exit", "silent", "garbage", "huge", "logs"):
+    if mode not in ("exit", "silent", "garbage", "huge", "logs", "progress"):
         sys.exit(f"unknown mode {mode!r}")
 
     child = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
@@ -60,7 +63,8 @@ def main() -> None:
                 f.write(repr(time.time()))
         print(f"fault_relay: {mode} now", file=sys.stderr, flush=True)
 
-    def fault(call_id) -> None:
+    def fault(call: dict) -> None:
+        call_id = call.get("id")
         time.sleep(delay)
         if mode == "exit":
             stamp()
@@ -76,6 +80,15 @@ def main() -> None:
                 note = {"jsonrpc": "2.0", "method": "notifications/message",
                         "params": {"level": level, "logger": "fault_relay",
                                    "data": f"a message at {level}"}}
+                write_out(json.dumps(note).encode() + b"\n")
+        elif mode == "progress":
+            params = call.get("params") or {}
+            token = (params.get("_meta") or {}).get("progressToken")
+            seconds = (params.get("arguments") or {}).get("seconds")
+            for k in (1, 2):
+                note = {"jsonrpc": "2.0", "method": "notifications/progress",
+                        "params": {"progressToken": token, "progress": k,
+                                   "total": 2, "message": str(seconds)}}
                 write_out(json.dumps(note).encode() + b"\n")
         elif mode == "huge":
             stamp()
@@ -122,8 +135,8 @@ def main() -> None:
             and isinstance(args_, dict)
             and args_.get("label") == "FAULT"
         ):
-            triggered = mode != "logs"
-            threading.Thread(target=fault, args=(msg.get("id"),), daemon=True).start()
+            triggered = mode not in ("logs", "progress")
+            threading.Thread(target=fault, args=(msg,), daemon=True).start()
     # Our input ended: let the server see the end of its own.
     try:
         child.stdin.close()

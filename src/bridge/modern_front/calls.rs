@@ -83,6 +83,8 @@ pub(super) struct InFlight {
     /// the MRTR table) dropping it unanswered ends it: its upstream
     /// request is cancelled there, and it takes no more input.
     abandon: Option<IfDropped>,
+    /// Routes the upstream's progress for this call back to the client.
+    progress: Option<super::progress::ProgressRoute>,
 }
 
 impl ModernFront {
@@ -136,8 +138,10 @@ impl ModernSession {
             }
             (TaskSupport::Required, false) => return Err(ShimError::TasksExtensionRequired.into()),
         };
-        let params = ttools::call_params_to_legacy(&params, task.as_ref())?;
-        let call = self.start_call(name, params, task.is_some()).await?;
+        let mut params = ttools::call_params_to_legacy(&params, task.as_ref())?;
+        let progress = self.front.progress.route(self, &mut params);
+        let mut call = self.start_call(name, params, task.is_some()).await?;
+        call.progress = progress;
         self.run(call, meta).await
     }
 
@@ -193,6 +197,7 @@ impl ModernSession {
             asked_task,
             seq: 0,
             abandon: Some(abandon),
+            progress: None,
         })
     }
 
@@ -209,7 +214,10 @@ impl ModernSession {
                     let result = done.unwrap_or_else(|_| {
                         Err(ShimError::Upstream("the upstream call was dropped".into()).into())
                     })?;
-                    return self.answered(result, call.asked_task, &call.tool, meta).await;
+                    let progress = call.progress.take();
+                    return self
+                        .answered(result, call.asked_task, &call.tool, progress, meta)
+                        .await;
                 }
                 Some(first) = call.interjections.recv() => {
                     let mut batch = vec![first];
@@ -259,6 +267,7 @@ impl ModernSession {
             asked_task: call.asked_task,
             seq: call.seq,
             abandon: call.abandon.take(),
+            progress: call.progress.take(),
         };
         let held = Held {
             tool: parked.tool.clone(),
@@ -336,6 +345,7 @@ impl ModernSession {
         result: Value,
         asked_task: bool,
         tool: &str,
+        progress: Option<super::progress::ProgressRoute>,
         meta: &RequestMeta,
     ) -> RpcResult {
         if !(asked_task && result.get("task").is_some()) {
@@ -348,6 +358,10 @@ impl ModernSession {
             .unwrap_or_default()
             .to_owned();
         self.track(&result)?;
+        // The task's progress comes under the call's token until it ends.
+        if let Some(live) = lock(&self.front.tasks).get_mut(&task_id) {
+            live.progress = progress;
+        }
         if meta.declares_tasks() {
             return Ok(created);
         }

@@ -11,6 +11,7 @@
 //! answer whose signed `requestState` names the held upstream call.
 
 mod calls;
+mod progress;
 mod state;
 mod tasks;
 
@@ -57,6 +58,7 @@ pub struct ModernFront {
     early: Mutex<Vec<(String, Request)>>,
     signer: StateSigner,
     sessions: Mutex<Vec<Weak<ModernSession>>>,
+    progress: progress::ProgressRoutes,
     next: AtomicU64,
 }
 
@@ -73,6 +75,9 @@ struct LiveTask {
     /// How many input requests the task has asked so far: wakes a call
     /// that drives the task for a client without the extension.
     asked: watch::Sender<u64>,
+    /// The progress route of the call that made the task, kept until the
+    /// task ends (its progress is reported under the call's token).
+    progress: Option<progress::ProgressRoute>,
 }
 
 impl LiveTask {
@@ -83,6 +88,7 @@ impl LiveTask {
             seq: 0,
             outcome: watch::Sender::new(None),
             asked: watch::Sender::new(0),
+            progress: None,
         }
     }
 }
@@ -107,6 +113,7 @@ impl ModernFront {
             early: Mutex::new(Vec::new()),
             signer: StateSigner::new(),
             sessions: Mutex::new(Vec::new()),
+            progress: progress::ProgressRoutes::default(),
             next: AtomicU64::new(1),
         })
     }
@@ -283,17 +290,19 @@ impl ModernFront {
                         s.tools_changed();
                     }
                 }
-                // Progress and log messages belong to whoever the upstream
-                // works for: relayed only where that can be just one client.
-                "notifications/progress" | "notifications/message" => {
-                    for s in self.live_sessions().into_iter().filter(|s| s.sole_client) {
-                        s.relay(&n);
+                // Progress goes to the request it is about, if it is still
+                // routed (see `progress`).
+                "notifications/progress" => {
+                    if !self.progress.deliver(&n) {
+                        tracing::debug!("progress for no routed request; dropped");
                     }
                 }
-                // Server-wide changes (resource or prompt lists...).
+                // Log messages and the rest (resource or prompt list
+                // changes...) belong to whoever the upstream works for:
+                // relayed only where that can be just one client.
                 _ => {
-                    for s in self.live_sessions() {
-                        let _ = s.out.send(Message::Notification(n.clone()));
+                    for s in self.live_sessions().into_iter().filter(|s| s.sole_client) {
+                        s.relay(&n);
                     }
                 }
             },
@@ -364,6 +373,11 @@ impl ModernSession {
     /// The ledger scope of this session.
     pub fn scope(&self) -> &str {
         &self.scope
+    }
+
+    /// Sends the client a message (no answer to a request of its own).
+    fn send(&self, msg: Message) {
+        let _ = self.out.send(msg);
     }
 
     /// Sends the client an upstream notification that names no task; a
@@ -477,7 +491,8 @@ impl ModernSession {
         Ok(modern)
     }
 
-    async fn forward(&self, method: &str, params: Value) -> RpcResult {
+    async fn forward(self: &Arc<Self>, method: &str, mut params: Value) -> RpcResult {
+        let _progress = self.front.progress.route(self, &mut params);
         let result = self.front.call(method, params).await?;
         Ok(tsession::result_to_modern(
             &result,

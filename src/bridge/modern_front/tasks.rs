@@ -119,6 +119,8 @@ impl ModernFront {
             if let Some(live) = lock(&front.tasks).get_mut(&id) {
                 live.inputs.clear();
                 live.outcome.send_replace(Some(payload.clone()));
+                // It has ended: no more progress.
+                live.progress = None;
             }
             // The status the payload ends in, as tasks/get would say.
             if let Ok(Ok(v)) = front

@@ -66,32 +66,72 @@ pub(super) async fn post(
         }
         return relay_inline(&app, req, body).await;
     };
+    let sse = hdrs
+        .get("accept")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|a| a.contains("text/event-stream"));
     let (tx, rx) = mpsc::unbounded_channel();
     let session = front.request_session(principal, tx);
     session.handle_client(msg);
     if listen {
         return stream(rx, id, session).await;
     }
-    answer(rx, id).await
+    answer(rx, id, sse, session).await
 }
 
-/// Waits for the answer to `id`; notifications before it are dropped
-/// (the JSON form carries one message).
-async fn answer(mut rx: mpsc::UnboundedReceiver<Message>, id: Id) -> Response {
-    while let Some(m) = rx.recv().await {
-        match &m {
-            Message::Response(r) if r.id == id => return json_response(StatusCode::OK, &m),
-            Message::Error(e) if e.id.as_ref() == Some(&id) => {
-                return json_response(modern_status(e.error.code), &m);
-            }
-            _ => {}
+/// The answer to `id`. Alone it goes back as plain JSON; a notification
+/// before it (the request's progress) opens an SSE stream, for a client
+/// that takes one, which ends with the answer. A client that takes only
+/// JSON gets the answer alone.
+async fn answer(
+    mut rx: mpsc::UnboundedReceiver<Message>,
+    id: Id,
+    sse: bool,
+    session: Arc<ModernSession>,
+) -> Response {
+    let is_answer = |m: &Message| match m {
+        Message::Response(r) => r.id == id,
+        Message::Error(e) => e.id.as_ref() == Some(&id),
+        _ => false,
+    };
+    let first = loop {
+        let Some(m) = rx.recv().await else {
+            return error_response(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                Some(id),
+                ShimError::Internal("the request ended without an answer".into()),
+            );
+        };
+        if is_answer(&m) {
+            let status = match &m {
+                Message::Error(e) => modern_status(e.error.code),
+                _ => StatusCode::OK,
+            };
+            return json_response(status, &m);
         }
-    }
-    error_response(
-        StatusCode::INTERNAL_SERVER_ERROR,
-        Some(id),
-        ShimError::Internal("the request ended without an answer".into()),
-    )
+        if sse && matches!(m, Message::Notification(_)) {
+            break m;
+        }
+    };
+    // The stream holds the session: progress is routed to it only while
+    // it lives.
+    let first = futures_util::stream::once(std::future::ready(super::sse_event(&first)));
+    let rest = futures_util::stream::unfold(Some((rx, session)), move |state| {
+        let id = id.clone();
+        async move {
+            let (mut rx, session) = state?;
+            let m = rx.recv().await?;
+            let ended = match &m {
+                Message::Response(r) => r.id == id,
+                Message::Error(e) => e.id.as_ref() == Some(&id),
+                _ => false,
+            };
+            Some((super::sse_event(&m), (!ended).then_some((rx, session))))
+        }
+    });
+    Sse::new(futures_util::StreamExt::chain(first, rest))
+        .keep_alive(KeepAlive::default())
+        .into_response()
 }
 
 /// A long-lived SSE stream (`subscriptions/listen`), fed by `engine`. A
