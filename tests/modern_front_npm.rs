@@ -196,7 +196,18 @@ async fn sdk_flow() {
 
     // Queued elicitation (delivered on tasks/result), followed on a listen
     // stream as well as by polling.
-    let id = s.create("ask_task", json!({})).await;
+    // The SDK server answers input_required at creation, before its
+    // question is out: the client reads working, as tasks/get would say.
+    let created = s
+        .ok(
+            "tools/call",
+            json!({"name": "ask_task", "arguments": {}}),
+            true,
+        )
+        .await;
+    assert_eq!(created["resultType"], "task", "{created}");
+    assert_eq!(created["status"], "working", "{created}");
+    let id = created["taskId"].as_str().expect("taskId").to_owned();
     let mut p = json!({"notifications": {"taskIds": [id]}});
     p["_meta"] = meta(true);
     let listen = s.request("subscriptions/listen", p).await;

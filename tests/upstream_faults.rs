@@ -980,3 +980,29 @@ fn http_progress_reaches_only_the_call_it_is_about() {
         }
     });
 }
+
+/// An MRTR round the upstream took with it (killed, then restarted): its
+/// retry is told so, `-32603` naming the fault, not "invalid requestState".
+#[test]
+fn an_mrtr_round_lost_with_the_upstream_says_so() {
+    let stamp = Stamp::new("mrtr-kill");
+    let mut shim = restarting_shim("2025-11-25", Revision::Modern, &stamp);
+    shim.ok("server/discover", modern_params(json!({}), true));
+    let mut ask = modern_params(json!({"name": "test_tool_with_task"}), true);
+    ask["_meta"]["io.modelcontextprotocol/clientCapabilities"]["elicitation"] = json!({"form": {}});
+    let round = shim.ok("tools/call", ask.clone());
+    assert_eq!(round["resultType"], "input_required", "{round}");
+    let r = shim.call("tools/call", modern_params(fault_call(), false));
+    assert_upstream_error(&r, "upstream exited");
+    let key = round["inputRequests"]
+        .as_object()
+        .and_then(|m| m.keys().next().cloned())
+        .expect("one input request");
+    let mut retry = ask;
+    retry["requestState"] = round["requestState"].clone();
+    retry["inputResponses"] = json!({key: {"action": "accept", "content": {"name": "Ann"}}});
+    let r = shim.call("tools/call", retry);
+    assert_upstream_error(&r, "lost with the upstream");
+    let message = error_of(&r)["message"].as_str().unwrap_or_default();
+    assert!(message.contains("upstream exited"), "{r}");
+}

@@ -294,9 +294,17 @@ impl ModernSession {
         let tool = ttools::tool_name(req.params.as_ref())?;
         let held = {
             let mut table = lock(&self.front.held);
-            let held = table.remove(&held_id).ok_or_else(|| {
-                ShimError::InvalidParams("invalid or expired requestState".into())
-            })?;
+            let Some(held) = table.remove(&held_id) else {
+                if let Some(why) = lock(&self.front.lost_rounds).remove(&held_id) {
+                    return Err(ShimError::Upstream(format!(
+                        "the call this requestState held was lost with the upstream: {why}"
+                    ))
+                    .into());
+                }
+                return Err(
+                    ShimError::InvalidParams("invalid or expired requestState".into()).into(),
+                );
+            };
             let refused = if held.tool != tool {
                 Some(format!(
                     "this requestState belongs to a call of {}, not {tool}",
@@ -363,6 +371,14 @@ impl ModernSession {
             live.progress = progress;
         }
         if meta.declares_tasks() {
+            let mut created = created;
+            // As tasks/get reads it: waiting on input the shim does not
+            // hold yet (the question is still on its way) is working.
+            if created.get("status").and_then(Value::as_str) == Some("input_required")
+                && self.front.pending_inputs(&task_id).is_none()
+            {
+                created["status"] = json!("working");
+            }
             return Ok(created);
         }
         // A required tool, driven inside the shim for a client without tasks.

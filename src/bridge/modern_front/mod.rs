@@ -53,6 +53,9 @@ pub struct ModernFront {
     tasks: Mutex<HashMap<String, LiveTask>>,
     open_calls: Mutex<Vec<OpenCall>>,
     held: Mutex<HashMap<String, calls::Held>>,
+    /// Rounds the upstream took with it when it went (held id → why), so
+    /// that their retry hears the cause, not "invalid requestState".
+    lost_rounds: Mutex<HashMap<String, String>>,
     /// Requests tagged with a task not tracked yet (its creation answer may
     /// still be on its way): task id → request.
     early: Mutex<Vec<(String, Request)>>,
@@ -110,6 +113,7 @@ impl ModernFront {
             tasks: Mutex::new(HashMap::new()),
             open_calls: Mutex::new(Vec::new()),
             held: Mutex::new(HashMap::new()),
+            lost_rounds: Mutex::new(HashMap::new()),
             early: Mutex::new(Vec::new()),
             signer: StateSigner::new(),
             sessions: Mutex::new(Vec::new()),
@@ -309,7 +313,11 @@ impl ModernFront {
             UpstreamEvent::Closed(reason) => {
                 tracing::warn!(%reason, "legacy upstream closed");
                 lock(&self.open_calls).clear();
-                lock(&self.held).clear();
+                let lost: Vec<String> = lock(&self.held).drain().map(|(id, _)| id).collect();
+                let mut rounds = lock(&self.lost_rounds);
+                // Kept for this fault only: an older one's rounds are stale.
+                rounds.clear();
+                rounds.extend(lost.into_iter().map(|id| (id, reason.clone())));
             }
             UpstreamEvent::Relayed(_) => {}
         }

@@ -188,7 +188,7 @@ impl ModernFront {
         Some((task, payload))
     }
 
-    fn pending_inputs(&self, task_id: &str) -> Option<serde_json::Map<String, Value>> {
+    pub(super) fn pending_inputs(&self, task_id: &str) -> Option<serde_json::Map<String, Value>> {
         let tasks = lock(&self.tasks);
         let live = tasks.get(task_id)?;
         let map: serde_json::Map<_, _> = live
