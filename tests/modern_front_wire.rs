@@ -339,10 +339,7 @@ async fn drive_required_tasks_and_task_ttl_flags() {
             )
             .await;
         assert_eq!(round["resultType"], "input_required", "{round}");
-        let key = round["inputRequests"]
-            .as_object()
-            .and_then(|m| m.keys().next().cloned())
-            .expect("one input request");
+        let key = input_keys(&round).remove(0);
         let done = s
             .ok(
                 "tools/call",

@@ -105,6 +105,27 @@ fn restarting_shim(upstream: &str, client: Revision, stamp: &Stamp) -> Wire {
     )
 }
 
+/// `params` as `client` sends them (a modern client adds its `_meta`,
+/// without the tasks extension).
+fn as_client(client: Revision, params: Value) -> Value {
+    match client {
+        Revision::Modern => modern_params(params, false),
+        Revision::Legacy => params,
+    }
+}
+
+/// The session's first exchange: `server/discover` or `initialize`.
+fn open_session(shim: &mut Wire, client: Revision) {
+    match client {
+        Revision::Modern => {
+            shim.ok("server/discover", modern_params(json!({}), true));
+        }
+        Revision::Legacy => {
+            shim.initialize();
+        }
+    }
+}
+
 fn modern_params(mut params: Value, ext: bool) -> Value {
     params["_meta"] = h::modern_meta(ext);
     params
@@ -206,18 +227,8 @@ fn an_answer_over_the_size_limit_fails_its_call_at_once() {
     for client in [Revision::Legacy, Revision::Modern] {
         let stamp = Stamp::new(&format!("huge-{client:?}"));
         let mut shim = stdio_shim(&[], &relay("huge", "2025-11-25"), client, &stamp);
-        let wrap = |p: Value| match client {
-            Revision::Modern => modern_params(p, false),
-            Revision::Legacy => p,
-        };
-        match client {
-            Revision::Modern => {
-                shim.ok("server/discover", modern_params(json!({}), true));
-            }
-            Revision::Legacy => {
-                shim.initialize();
-            }
-        }
+        let wrap = |p: Value| as_client(client, p);
+        open_session(&mut shim, client);
         let started = Instant::now();
         let r = shim.call("tools/call", wrap(fault_call()));
         stamp.report(&format!("stdio {client:?} client, huge answer"));
@@ -284,18 +295,8 @@ fn waiting_call_fails_with_the_cause_for_each_fault() {
             let stamp = Stamp::new(&format!("{client:?}-{mode}"));
             let mut shim = stdio_shim(&PING, &relay(mode, "2025-11-25"), client, &stamp);
             // Without the extension, `slow_compute` (optional) is a plain call.
-            let wrap = |p: Value| match client {
-                Revision::Modern => modern_params(p, false),
-                Revision::Legacy => p,
-            };
-            match client {
-                Revision::Modern => {
-                    shim.ok("server/discover", modern_params(json!({}), true));
-                }
-                Revision::Legacy => {
-                    shim.initialize();
-                }
-            }
+            let wrap = |p: Value| as_client(client, p);
+            open_session(&mut shim, client);
             // Answered before the fault.
             let r = shim.ok(
                 "tools/call",
@@ -996,8 +997,9 @@ fn an_mrtr_round_lost_with_the_upstream_says_so() {
     assert_upstream_error(&r, "upstream exited");
     let key = round["inputRequests"]
         .as_object()
-        .and_then(|m| m.keys().next().cloned())
-        .expect("one input request");
+        .and_then(|m| m.keys().next())
+        .expect("one input request")
+        .clone();
     let mut retry = ask;
     retry["requestState"] = round["requestState"].clone();
     retry["inputResponses"] = json!({key: {"action": "accept", "content": {"name": "Ann"}}});
