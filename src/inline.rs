@@ -95,6 +95,23 @@ impl Wake for Deferred {
 /// A future waiting here is owned by its waker: it must be woken in the
 /// end (every upstream request has a timeout; a session's questions end
 /// with the session), as a spawned task would have to be to finish.
+/// `work`'s output, or `panicked()`'s if `work` panics: a request whose
+/// handling hits a bug still gets an answer (an error) instead of leaving
+/// its client waiting for good.
+pub(crate) async fn or_if_panicked<T>(
+    work: impl Future<Output = T>,
+    panicked: impl FnOnce() -> T,
+) -> T {
+    use futures_util::FutureExt;
+    match std::panic::AssertUnwindSafe(work).catch_unwind().await {
+        Ok(out) => out,
+        Err(_) => {
+            tracing::error!("handling a client request panicked; answering it with an error");
+            panicked()
+        }
+    }
+}
+
 pub(crate) fn start_here(work: impl Future<Output = ()> + Send + 'static) {
     let deferred = Arc::new(Deferred {
         slot: Mutex::new(Slot::Polling { woken: false }),

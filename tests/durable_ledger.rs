@@ -457,6 +457,33 @@ async fn a_ledger_file_serves_one_shim_at_a_time() {
     let _ = std::fs::remove_file(&ledger);
 }
 
+/// A ledger file damaged outside the shim (512 bytes overwritten) is
+/// refused at start with a message naming it, never opened and trusted
+/// (which could panic then, or on a later request).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_damaged_ledger_file_is_refused_at_start() {
+    let upstream = HttpReference::start(MODERN, &[]);
+    let ledger = temp_path("damaged.redb");
+    let first = shim(&upstream, ledger.to_str());
+    let mut alice = LegacyClient::connect(&first, "t1").await;
+    alice.create("greet", json!({"name": "Ada"})).await;
+    stop(first);
+    let clean = std::fs::read(&ledger).expect("the ledger file");
+    for offset in [4096usize, 8192, 12288, 16384] {
+        let mut damaged = clean.clone();
+        let end = (offset + 512).min(damaged.len());
+        damaged[offset..end].fill(0xAB);
+        std::fs::write(&ledger, &damaged).unwrap();
+        let stderr = refused_start(&upstream, &ledger);
+        assert!(
+            stderr.contains("cannot open ledger"),
+            "offset {offset}: {stderr}"
+        );
+        assert!(!stderr.contains("panicked"), "offset {offset}: {stderr}");
+    }
+    let _ = std::fs::remove_file(&ledger);
+}
+
 #[test]
 fn over_stdio_the_ledger_is_kept_but_a_new_process_is_a_new_client() {
     // A stdio client's scope lives as long as its process: a durable

@@ -51,7 +51,9 @@ const CACHE_BYTES: usize = 16 * 1024 * 1024;
 
 /// Task records in a redb file. See the module docs.
 pub struct DiskLedger {
-    db: Database,
+    /// `None` after an I/O error that redb wants the file reopened for
+    /// (a full disk, say): the next call reopens it.
+    db: std::sync::RwLock<Option<Database>>,
     path: PathBuf,
     per_scope_cap: usize,
 }
@@ -66,7 +68,50 @@ impl std::fmt::Debug for DiskLedger {
 }
 
 fn storage(e: impl Into<redb::Error>) -> LedgerError {
-    LedgerError::Storage(e.into().to_string())
+    let e = e.into();
+    if matches!(e, redb::Error::PreviousIo) {
+        return LedgerError::Storage(format!("{REOPEN}: {e}"));
+    }
+    LedgerError::Storage(e.to_string())
+}
+
+/// Starts the message of an error after which redb serves nothing more
+/// until the file is reopened.
+const REOPEN: &str = "an earlier write failed (the ledger is reopened for the next request)";
+
+/// What a panic inside redb said, for the error that stands in for it.
+fn panic_text(p: &(dyn std::any::Any + Send)) -> &str {
+    p.downcast_ref::<&str>()
+        .copied()
+        .or_else(|| p.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("a panic")
+}
+
+/// Opens the file, checking every page: a file damaged outside redb is
+/// refused (`Corrupted`) where a plain open may panic, or panic later.
+fn open_database(path: &Path) -> Result<Database, LedgerError> {
+    let opened = std::panic::catch_unwind(|| {
+        Database::builder()
+            .set_cache_size(CACHE_BYTES)
+            .set_check_integrity_on_open(true)
+            .create(path)
+    });
+    match opened {
+        Ok(Ok(db)) => Ok(db),
+        Ok(Err(redb::DatabaseError::DatabaseAlreadyOpen)) => Err(LedgerError::Storage(format!(
+            "ledger {} is in use by another process (one shim per ledger file)",
+            path.display()
+        ))),
+        Ok(Err(e)) => Err(LedgerError::Storage(format!(
+            "cannot open ledger {}: {e}",
+            path.display()
+        ))),
+        Err(p) => Err(LedgerError::Storage(format!(
+            "cannot open ledger {}: the file is damaged ({})",
+            path.display(),
+            panic_text(&*p)
+        ))),
+    }
 }
 
 /// The ledger's tables inside one write transaction.
@@ -189,18 +234,9 @@ impl DiskLedger {
     /// `per_scope_cap` live tasks per scope. Fails when the file cannot be
     /// opened, is not a ledger, or another process has it open.
     pub fn open(path: &Path, per_scope_cap: usize) -> Result<Self, LedgerError> {
-        let db = Database::builder()
-            .set_cache_size(CACHE_BYTES)
-            .create(path)
-            .map_err(|e| match e {
-                redb::DatabaseError::DatabaseAlreadyOpen => LedgerError::Storage(format!(
-                    "ledger {} is in use by another process (one shim per ledger file)",
-                    path.display()
-                )),
-                e => LedgerError::Storage(format!("cannot open ledger {}: {e}", path.display())),
-            })?;
+        let db = open_database(path)?;
         let ledger = DiskLedger {
-            db,
+            db: std::sync::RwLock::new(Some(db)),
             path: path.to_owned(),
             per_scope_cap,
         };
@@ -230,6 +266,44 @@ impl DiskLedger {
         &self.path
     }
 
+    /// Runs `f` on the open database. A panic inside redb (a file damaged
+    /// while in use) becomes an error, so the request that asked gets an
+    /// answer; an error after which redb wants the file reopened closes
+    /// it, and the next call reopens it.
+    fn with_db<T>(
+        &self,
+        f: impl FnOnce(&Database) -> Result<T, LedgerError>,
+    ) -> Result<T, LedgerError> {
+        let closed = self.db.read().unwrap_or_else(|p| p.into_inner()).is_none();
+        if closed {
+            let mut db = self.db.write().unwrap_or_else(|p| p.into_inner());
+            if db.is_none() {
+                *db = Some(open_database(&self.path)?);
+                tracing::info!(path = %self.path.display(), "durable ledger reopened");
+            }
+        }
+        let out = {
+            let db = self.db.read().unwrap_or_else(|p| p.into_inner());
+            let Some(db) = db.as_ref() else {
+                return Err(LedgerError::Storage("the ledger is closed".into()));
+            };
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(db))).unwrap_or_else(|p| {
+                Err(LedgerError::Storage(format!(
+                    "ledger {} is damaged ({})",
+                    self.path.display(),
+                    panic_text(&*p)
+                )))
+            })
+        };
+        if let Err(LedgerError::Storage(m)) = &out
+            && m.starts_with(REOPEN)
+        {
+            tracing::warn!(path = %self.path.display(), "durable ledger closed after an I/O error; reopening on next use");
+            *self.db.write().unwrap_or_else(|p| p.into_inner()) = None;
+        }
+        out
+    }
+
     /// Forgets every scope whose name starts with `prefix`; returns how
     /// many records went. For scopes that die with the process (a stdio
     /// client, an HTTP session id): after a restart nobody can reach them.
@@ -254,22 +328,7 @@ impl DiskLedger {
         })
     }
 
-    /// Runs `f` in one write transaction, committed if `f` succeeds.
-    fn write<T>(
-        &self,
-        f: impl FnOnce(&mut Tables<'_>) -> Result<T, LedgerError>,
-    ) -> Result<T, LedgerError> {
-        let txn = self.db.begin_write().map_err(storage)?;
-        let out = {
-            let mut tables = Tables::open(&txn)?;
-            f(&mut tables)?
-        };
-        txn.commit().map_err(storage)?;
-        Ok(out)
-    }
-
-    /// The record of `id` if it is `scope`'s and alive, read with `decode`
-    /// ([`Stored::decode`], or [`Stored::decode_without_payload`]).
+    /// See [`Self::fetch_in`].
     fn fetch(
         &self,
         scope: &str,
@@ -277,7 +336,57 @@ impl DiskLedger {
         now: Millis,
         decode: fn(&[u8]) -> Result<Stored, LedgerError>,
     ) -> Result<Option<Stored>, LedgerError> {
-        let txn = self.db.begin_read().map_err(storage)?;
+        self.with_db(|db| Self::fetch_in(db, scope, id, now, decode))
+    }
+
+    /// See [`Self::apply_update_in`].
+    fn apply_update(
+        &self,
+        scope: &str,
+        id: &str,
+        now: Millis,
+        change: &mut dyn FnMut(&mut TaskRecord),
+    ) -> Result<Option<TaskRecord>, LedgerError> {
+        self.with_db(|db| Self::apply_update_in(db, scope, id, now, change))
+    }
+
+    /// See [`Self::try_list_in`].
+    fn try_list(
+        &self,
+        scope: &str,
+        before: Option<u64>,
+        limit: usize,
+        now: Millis,
+    ) -> Result<Page, LedgerError> {
+        self.with_db(|db| Self::try_list_in(db, scope, before, limit, now))
+    }
+
+    /// Runs `f` in one write transaction, committed if `f` succeeds.
+    fn write<T>(
+        &self,
+        f: impl FnOnce(&mut Tables<'_>) -> Result<T, LedgerError>,
+    ) -> Result<T, LedgerError> {
+        self.with_db(|db| {
+            let txn = db.begin_write().map_err(storage)?;
+            let out = {
+                let mut tables = Tables::open(&txn)?;
+                f(&mut tables)?
+            };
+            txn.commit().map_err(storage)?;
+            Ok(out)
+        })
+    }
+
+    /// The record of `id` if it is `scope`'s and alive, read with `decode`
+    /// ([`Stored::decode`], or [`Stored::decode_without_payload`]).
+    fn fetch_in(
+        db: &Database,
+        scope: &str,
+        id: &str,
+        now: Millis,
+        decode: fn(&[u8]) -> Result<Stored, LedgerError>,
+    ) -> Result<Option<Stored>, LedgerError> {
+        let txn = db.begin_read().map_err(storage)?;
         let records = match txn.open_table(RECORDS) {
             Ok(t) => t,
             Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
@@ -290,14 +399,14 @@ impl DiskLedger {
         Ok((s.scope == scope && !s.expired(now)).then_some(s))
     }
 
-    fn apply_update(
-        &self,
+    fn apply_update_in(
+        db: &Database,
         scope: &str,
         id: &str,
         now: Millis,
         change: &mut dyn FnMut(&mut TaskRecord),
     ) -> Result<Option<TaskRecord>, LedgerError> {
-        let txn = self.db.begin_write().map_err(storage)?;
+        let txn = db.begin_write().map_err(storage)?;
         let outcome = {
             let mut t = Tables::open(&txn)?;
             match t.read(id)? {
@@ -329,8 +438,8 @@ impl DiskLedger {
         }
     }
 
-    fn try_list(
-        &self,
+    fn try_list_in(
+        db: &Database,
         scope: &str,
         before: Option<u64>,
         limit: usize,
@@ -340,7 +449,7 @@ impl DiskLedger {
             records: vec![],
             next_cursor: None,
         };
-        let txn = self.db.begin_read().map_err(storage)?;
+        let txn = db.begin_read().map_err(storage)?;
         let (by_scope, records) = match (txn.open_table(BY_SCOPE), txn.open_table(RECORDS)) {
             (Ok(a), Ok(b)) => (a, b),
             (Err(redb::TableError::TableDoesNotExist(_)), _)
@@ -488,14 +597,14 @@ impl TaskLedger for DiskLedger {
     }
 
     fn len(&self) -> usize {
-        let r = (|| {
-            let txn = self.db.begin_read().map_err(storage)?;
+        let r = self.with_db(|db| {
+            let txn = db.begin_read().map_err(storage)?;
             match txn.open_table(RECORDS) {
                 Ok(t) => Ok(t.len().map_err(storage)? as usize),
                 Err(redb::TableError::TableDoesNotExist(_)) => Ok(0),
                 Err(e) => Err(storage(e)),
             }
-        })();
+        });
         super::logged("durable ledger", "len", r, 0)
     }
 }

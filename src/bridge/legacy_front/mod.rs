@@ -239,7 +239,13 @@ impl LegacySession {
     pub async fn answer(self: Arc<Self>, req: Request) -> Message {
         let id = req.id.clone();
         let method = req.method.clone();
-        let outcome = self.request(req).await;
+        let outcome = crate::inline::or_if_panicked(self.request(req), || {
+            Err(ShimError::Internal(format!(
+                "the shim failed while handling {method}; see its log"
+            ))
+            .into())
+        })
+        .await;
         if let Err(e) = &outcome {
             tracing::debug!(%method, code = e.code, message = %e.message, "answering with an error");
         }

@@ -413,7 +413,14 @@ impl ModernSession {
                 let this = self.clone();
                 let id = req.id.clone();
                 crate::inline::start_here(self.running.track(id.clone(), async move {
-                    let Some(outcome) = this.request(req).await else {
+                    let method = req.method.clone();
+                    let handled = crate::inline::or_if_panicked(this.request(req), || {
+                        Some(Err(ShimError::Internal(format!(
+                            "the shim failed while handling {method}; see its log"
+                        ))
+                        .into()))
+                    });
+                    let Some(outcome) = handled.await else {
                         return; // a listen stream stays open
                     };
                     let _ = this.out.send(match outcome {
