@@ -531,3 +531,44 @@ fn a_cancelled_tasks_result_gets_no_answer_and_leaves_the_task_running() {
     let r = shim.ok("tasks/result", json!({"taskId": task}));
     assert!(text_of(&r).contains("kept"), "{r}");
 }
+
+/// A task the per-client cap refuses after the server started it: the
+/// client is told the call failed, so the server's task is cancelled
+/// rather than left running unseen.
+#[test]
+fn a_task_over_the_cap_is_cancelled_upstream() {
+    let (sent, got) = (temp_path("cap-sent.jsonl"), temp_path("cap-got.jsonl"));
+    let mut shim = Wire::spawn(
+        &["--max-tasks-per-client", "1"],
+        &recording_upstream(&modern_reference(), &sent, &got),
+    );
+    shim.initialize();
+    create(
+        &mut shim,
+        "slow_compute",
+        json!({"seconds": 30, "label": "first"}),
+    );
+    let e = shim.err(
+        "tools/call",
+        task_call("slow_compute", json!({"seconds": 30, "label": "second"})),
+    );
+    assert_eq!(e["code"], -32603, "{e}");
+    let message = e["message"].as_str().unwrap_or_default();
+    assert!(message.contains("task limit"), "{e}");
+    assert!(message.contains("cancelled"), "{e}");
+    // Upstream: the second task was made, then cancelled.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let second = recorded(&sent, deadline, |m| {
+        m["method"] == "tools/call" && m["params"]["arguments"]["label"] == "second"
+    });
+    let made = recorded(&got, deadline, |m| m["id"] == second["id"]);
+    let task = made["result"]["taskId"].clone();
+    assert!(task.is_string(), "{made}");
+    let cancel = recorded(&sent, deadline, |m| {
+        m["method"] == "tasks/cancel" && m["params"]["taskId"] == task
+    });
+    let ack = recorded(&got, deadline, |m| m["id"] == cancel["id"]);
+    assert!(ack.get("result").is_some(), "{ack}");
+    let _ = std::fs::remove_file(&sent);
+    let _ = std::fs::remove_file(&got);
+}

@@ -72,10 +72,29 @@ impl LegacySession {
             synthetic: false,
             expires_at: self.front.clock.expiry(d.task.ttl_ms),
         };
-        self.front
-            .ledger
-            .insert(record, self.front.clock.now_ms())
-            .map_err(ShimError::from)?;
+        if let Err(e) = self.front.ledger.insert(record, self.front.clock.now_ms()) {
+            // The client is told the call failed: the work it started
+            // must not go on unseen (a retry would do it twice).
+            let (this, id) = (self.clone(), d.task.task_id.clone());
+            tokio::spawn(async move {
+                let cancel = this
+                    .upstream_request("tasks/cancel", &json!({"taskId": id}))
+                    .await;
+                match cancel {
+                    Ok(Ok(_)) => {
+                        tracing::info!(task = %id, "task not recorded; cancelled upstream")
+                    }
+                    other => {
+                        tracing::warn!(task = %id, ?other, "task not recorded; could not cancel it upstream")
+                    }
+                }
+            });
+            let mut error: ErrorObject = ShimError::from(e).into();
+            error
+                .message
+                .push_str(" (the task the server had started for this call was cancelled)");
+            return Err(error);
+        }
         Ok(ttask::create_result_to_legacy(&result)?)
     }
 
