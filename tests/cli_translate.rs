@@ -128,3 +128,22 @@ fn demo_shows_both_revisions_side_by_side() {
         assert!(text.contains(needle), "demo output lacks {needle}");
     }
 }
+
+/// `--to` (and `reference-server --revision`) take exactly the two
+/// revisions the shim writes: an older legacy date is refused, naming them.
+#[test]
+fn only_the_two_written_revisions_are_accepted() {
+    for args in [
+        &["translate", "--to", "2024-11-05", "-"][..],
+        &["translate", "--to", "2025-06-18", "-"][..],
+        &["reference-server", "--revision", "2024-11-05"][..],
+    ] {
+        let out = run(args, Some(""));
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("2025-11-25") && stderr.contains("2026-07-28"),
+            "{args:?}: {stderr}"
+        );
+    }
+}

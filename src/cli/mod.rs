@@ -103,5 +103,14 @@ fn init_logging(filter: &str, format: LogFormat) -> Result<(), String> {
 
 /// Parses a revision argument for clap.
 pub(crate) fn parse_revision(s: &str) -> Result<Revision, String> {
-    s.parse()
+    // Exactly the two revisions the shim writes: an older legacy date is
+    // a revision it can read, not one it produces or serves.
+    match s.parse()? {
+        r @ Revision::Legacy if s != crate::revision::LEGACY_VERSION => Err(format!(
+            "{s} is read as {r} but not written: name {} or {}",
+            crate::revision::LEGACY_VERSION,
+            crate::revision::MODERN_VERSION
+        )),
+        r => Ok(r),
+    }
 }
