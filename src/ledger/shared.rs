@@ -306,6 +306,23 @@ impl RedisLedger {
         &self,
         f: impl FnOnce(&mut Connection) -> redis::RedisResult<T>,
     ) -> Result<T, LedgerError> {
+        // The ledger is synchronous and Redis may stall for up to the I/O
+        // timeout: on a runtime worker, its other tasks (requests that
+        // need no ledger) move to another thread meanwhile, instead of
+        // waiting behind this call.
+        let on_worker = tokio::runtime::Handle::try_current()
+            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+        if on_worker {
+            tokio::task::block_in_place(|| self.with_conn_here(f))
+        } else {
+            self.with_conn_here(f)
+        }
+    }
+
+    fn with_conn_here<T>(
+        &self,
+        f: impl FnOnce(&mut Connection) -> redis::RedisResult<T>,
+    ) -> Result<T, LedgerError> {
         let mut conn = match self.pool.take()? {
             Some(c) => c,
             None => match self.connect() {
