@@ -958,20 +958,100 @@ async fn sigterm_stops_the_shim_and_its_upstream() {
         std::thread::sleep(Duration::from_millis(50));
     }
     assert!(!alive(upstream[0]), "the upstream child is gone");
-    // The pending call got an answer (an error) or its connection closed.
+    // The pending call was answered with an error naming the shutdown,
+    // not cut off with an empty reply.
     let answer = tokio::time::timeout(Duration::from_secs(5), pending)
         .await
         .expect("the pending call ended")
         .unwrap();
-    eprintln!("pending call on shutdown: {answer:?}");
-    if let Some((status, body)) = answer {
-        let body: Value = serde_json::from_str(&body).expect("a JSON-RPC answer");
-        assert_eq!(status, StatusCode::OK);
-        assert_eq!(
-            body["error"]["code"], -32603,
-            "pending call answered with an error: {body}"
-        );
-        assert_valid(Revision::Legacy, &body, Some("tools/call"));
+    let (status, body) = answer.expect("the pending call got an answer, not a closed connection");
+    let body: Value = serde_json::from_str(&body).expect("a JSON-RPC answer");
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        body["error"]["code"], -32603,
+        "pending call answered with an error: {body}"
+    );
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("shutting down")),
+        "{body}"
+    );
+    assert_valid(Revision::Legacy, &body, Some("tools/call"));
+}
+
+/// On SIGTERM, a legacy client's blocking `tasks/result` and a call the
+/// shim drives, both waiting on tasks of an HTTP upstream (which nothing
+/// fails when the shim stops), are answered `-32603` naming the shutdown,
+/// as JSON and as SSE, instead of having their connections cut.
+#[tokio::test(flavor = "multi_thread")]
+async fn sigterm_answers_the_waits_on_an_http_upstream() {
+    let upstream = support::http::HttpReference::start(MODERN, &[]);
+    let mut shim = HttpShim::spawn::<&str>(&["--upstream-url", &upstream.url], &[]);
+    let c = client();
+    let url = shim.url.clone();
+    let (sid, _) = initialize(&c, &url, None).await;
+    let call = json!({"name": "slow_compute", "arguments": {"seconds": 30, "label": "x"},
+        "task": {"ttl": 60000}});
+    let (s, body, _) = send(legacy(&c, &url, Some(&sid), &rpc(1, "tools/call", call))).await;
+    assert_eq!(s, StatusCode::OK, "{body}");
+    let task = body["result"]["task"]["taskId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let waiting = |id: i64, method: &'static str, params: Value, accept: &'static str| {
+        let (c, url, sid) = (c.clone(), url.clone(), sid.clone());
+        tokio::spawn(async move {
+            let req = legacy(&c, &url, Some(&sid), &rpc(id, method, params));
+            let resp = set_header(req, "accept", Some(accept)).send().await.ok()?;
+            Some((resp.status(), resp.text().await.ok()?))
+        })
+    };
+    let waits = [
+        (
+            "tasks/result",
+            waiting(
+                2,
+                "tasks/result",
+                json!({"taskId": task}),
+                "application/json",
+            ),
+        ),
+        (
+            "tools/call",
+            waiting(
+                3,
+                "tools/call",
+                json!({"name": "slow_compute", "arguments": {"seconds": 30, "label": "y"}}),
+                "application/json, text/event-stream",
+            ),
+        ),
+    ];
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let status = tokio::task::spawn_blocking(move || shim.terminate(Duration::from_secs(8)))
+        .await
+        .unwrap()
+        .expect("the shim exits within 8 s of SIGTERM");
+    assert!(status.success(), "{status}");
+    for (what, wait) in waits {
+        let (status, text) = tokio::time::timeout(Duration::from_secs(5), wait)
+            .await
+            .unwrap_or_else(|_| panic!("{what} still waits"))
+            .unwrap()
+            .unwrap_or_else(|| panic!("{what}: the connection was cut without an answer"));
+        assert_eq!(status, StatusCode::OK, "{what}: {text}");
+        let body: Value = text
+            .lines()
+            .find_map(|l| l.strip_prefix("data:"))
+            .map_or_else(
+                || serde_json::from_str(&text),
+                |d| serde_json::from_str(d.trim()),
+            )
+            .unwrap_or_else(|e| panic!("{what}: {e}: {text}"));
+        assert_valid(Revision::Legacy, &body, Some(what));
+        assert_eq!(body["error"]["code"], -32603, "{what}: {body}");
+        let message = body["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("shutting down"), "{what}: {body}");
     }
 }
 

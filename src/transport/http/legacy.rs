@@ -414,6 +414,16 @@ fn end(app: &App, s: &HttpSession, why: &str) {
     }
 }
 
+/// The shim is stopping: every legacy session's waits (a blocking
+/// `tasks/result`, a call whose task the shim drives) end now with
+/// `-32603` naming why, while their HTTP requests can still carry it.
+pub(super) fn end_waits(app: &App, why: &str) {
+    let sessions: Vec<Arc<HttpSession>> = lock(&app.sessions).values().cloned().collect();
+    for s in sessions {
+        s.engine.end(why);
+    }
+}
+
 /// Ends the sessions idle for longer than the configured time; returns
 /// how many. Run by the sweeper every second.
 pub(super) fn expire_idle(app: &App) -> usize {

@@ -169,6 +169,7 @@ pub async fn serve(
             shutdown.await;
             tracing::info!("shutting down: answering pending calls, stopping the upstream");
             app.upstream.shutdown("the shim is shutting down");
+            legacy::end_waits(&app, "the shim is shutting down");
             stopping.notify_one();
         }
     };
