@@ -36,6 +36,9 @@ pub(super) struct ToLegacy {
     /// Look-ahead: `tools/call` record index → the `params.task` to add,
     /// for calls the modern server answered with a task.
     task_calls: HashMap<usize, TaskMetadata>,
+    /// The legacy session is open: `server/discover` opened it, or the
+    /// first request did (a modern client need not discover first).
+    opened: bool,
 }
 
 impl ToLegacy {
@@ -51,6 +54,7 @@ impl ToLegacy {
             pending: HashMap::new(),
             tasks: HashMap::new(),
             task_calls: super::lookahead::task_calls(records, pairs),
+            opened: false,
         }
     }
 
@@ -83,12 +87,33 @@ impl ToLegacy {
             .params
             .as_ref()
             .is_some_and(|p| p.get("inputResponses").is_some() || p.get("requestState").is_some());
-        let out = match q.method.as_str() {
+        let mut out = Vec::new();
+        let is_note = modern_only_note(&q.method, is_retry).is_some();
+        if !self.opened && !is_note && q.method != "server/discover" {
+            // What the live shim does before a first request that is not
+            // server/discover: open the legacy session with what the
+            // request's `_meta` says of the client.
+            self.opened = true;
+            let params = session::initialize_params_from_meta(&meta);
+            self.client = LegacyClient::from_initialize(Some(&params))?;
+            let init = Message::request("initialize", "initialize", params);
+            out.push(rec.derive(Dir::C2s, init, Some(
+                "synthesised: the shim opens the legacy session before the first request (this transcript has no server/discover, so the server's answer is not in it)".into(),
+            )));
+            let done = Message::notification("notifications/initialized", json!({}));
+            out.push(rec.derive(
+                Dir::C2s,
+                done,
+                Some("synthesised: completes the legacy handshake".into()),
+            ));
+        }
+        out.extend(match q.method.as_str() {
             // Requests without a legacy form become notes, and so do their answers.
             m if modern_only_note(m, is_retry).is_some() => {
                 vec![rec.noted(modern_only_note(m, is_retry).unwrap_or_default())]
             }
             "server/discover" => {
+                self.opened = true;
                 let params = session::initialize_params_from_meta(&meta);
                 self.client = LegacyClient::from_initialize(Some(&params))?;
                 let init = Request {
@@ -113,7 +138,7 @@ impl ToLegacy {
                 )]
             }
             _ => vec![rec.derive(Dir::C2s, Message::Request(lq), None)],
-        };
+        });
         pending.noted = out.iter().any(|r| r.msg.is_none()) || q.method == "tasks/update";
         self.pending.insert((Dir::C2s, q.id.clone()), pending);
         Ok(out)
