@@ -98,18 +98,24 @@ impl Wake for Deferred {
 /// `work`'s output, or `panicked()`'s if `work` panics: a request whose
 /// handling hits a bug still gets an answer (an error) instead of leaving
 /// its client waiting for good.
-pub(crate) async fn or_if_panicked<T>(
+///
+/// Not an `async fn`: one would keep `work` twice in its state (the
+/// argument, and the wrapper polling it), and a request's future is large
+/// enough for the extra copy to show in every round trip.
+pub(crate) fn or_if_panicked<T>(
     work: impl Future<Output = T>,
     panicked: impl FnOnce() -> T,
-) -> T {
+) -> impl Future<Output = T> {
     use futures_util::FutureExt;
-    match std::panic::AssertUnwindSafe(work).catch_unwind().await {
-        Ok(out) => out,
-        Err(_) => {
-            tracing::error!("handling a client request panicked; answering it with an error");
-            panicked()
-        }
-    }
+    std::panic::AssertUnwindSafe(work)
+        .catch_unwind()
+        .map(|out| match out {
+            Ok(out) => out,
+            Err(_) => {
+                tracing::error!("handling a client request panicked; answering it with an error");
+                panicked()
+            }
+        })
 }
 
 pub(crate) fn start_here(work: impl Future<Output = ()> + Send + 'static) {

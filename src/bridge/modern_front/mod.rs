@@ -35,11 +35,11 @@ use crate::wire::legacy::TaskSupport;
 use crate::wire::modern::{Payload, RequestMeta};
 
 use calls::OpenCall;
+use state::StateSigner;
 
 /// The ledger scope of 2026-07-28 callers without a principal (see
 /// [`ModernFront::request_session`]).
 pub const ANONYMOUS_SCOPE: &str = "anonymous";
-use state::StateSigner;
 
 /// Shared state of the modern-front bridge for one legacy upstream.
 #[derive(Debug)]
