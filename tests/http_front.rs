@@ -476,6 +476,24 @@ async fn listed(c: &reqwest::Client, url: &str, sid: &str, token: Option<&str>) 
         .collect()
 }
 
+/// `text` (a JSON answer, or the one event of an SSE answer) to a legacy
+/// `what` is a schema-valid `-32603` whose message contains `cause`.
+#[track_caller]
+fn assert_internal_error(what: &str, text: &str, cause: &str) {
+    let body: Value = text
+        .lines()
+        .find_map(|l| l.strip_prefix("data:"))
+        .map_or_else(
+            || serde_json::from_str(text),
+            |d| serde_json::from_str(d.trim()),
+        )
+        .unwrap_or_else(|e| panic!("{what}: {e}: {text}"));
+    assert_valid(Revision::Legacy, &body, Some(what));
+    assert_eq!(body["error"]["code"], -32603, "{what}: {body}");
+    let message = body["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains(cause), "{what}: names {cause:?}: {body}");
+}
+
 /// A DELETE ends the session's waits too: a blocking `tasks/result` and a
 /// call whose task the shim drives get an error naming the DELETE at once,
 /// instead of waiting out their 30 s tasks to learn "Task not found".
@@ -527,22 +545,7 @@ async fn waits_end_with_the_session_that_deleted_them() {
             .unwrap_or_else(|_| panic!("{what} still waits after the DELETE"))
             .unwrap();
         assert_eq!(status, StatusCode::OK, "{what}: {text}");
-        // JSON, or the one event of an SSE answer.
-        let body: Value = text
-            .lines()
-            .find_map(|l| l.strip_prefix("data:"))
-            .map_or_else(
-                || serde_json::from_str(&text),
-                |d| serde_json::from_str(d.trim()),
-            )
-            .unwrap_or_else(|e| panic!("{what}: {e}: {text}"));
-        assert_valid(Revision::Legacy, &body, Some(what));
-        assert_eq!(body["error"]["code"], -32603, "{what}: {body}");
-        let message = body["error"]["message"].as_str().unwrap_or_default();
-        assert!(
-            message.contains("deleted"),
-            "{what}: names the DELETE: {body}"
-        );
+        assert_internal_error(what, &text, "deleted");
     }
     assert!(deleted.elapsed() < Duration::from_secs(5));
 }
@@ -1040,18 +1043,7 @@ async fn sigterm_answers_the_waits_on_an_http_upstream() {
             .unwrap()
             .unwrap_or_else(|| panic!("{what}: the connection was cut without an answer"));
         assert_eq!(status, StatusCode::OK, "{what}: {text}");
-        let body: Value = text
-            .lines()
-            .find_map(|l| l.strip_prefix("data:"))
-            .map_or_else(
-                || serde_json::from_str(&text),
-                |d| serde_json::from_str(d.trim()),
-            )
-            .unwrap_or_else(|e| panic!("{what}: {e}: {text}"));
-        assert_valid(Revision::Legacy, &body, Some(what));
-        assert_eq!(body["error"]["code"], -32603, "{what}: {body}");
-        let message = body["error"]["message"].as_str().unwrap_or_default();
-        assert!(message.contains("shutting down"), "{what}: {body}");
+        assert_internal_error(what, &text, "shutting down");
     }
 }
 
