@@ -494,18 +494,22 @@ fn assert_internal_error(what: &str, text: &str, cause: &str) {
     assert!(message.contains(cause), "{what}: names {cause:?}: {body}");
 }
 
-/// A DELETE ends the session's waits too: a blocking `tasks/result` and a
-/// call whose task the shim drives get an error naming the DELETE at once,
-/// instead of waiting out their 30 s tasks to learn "Task not found".
-#[tokio::test(flavor = "multi_thread")]
-async fn waits_end_with_the_session_that_deleted_them() {
-    let shim = HttpShim::spawn(&[], &modern_reference());
-    let c = client();
-    let url = shim.url.as_str();
-    let (sid, _) = initialize(&c, url, None).await;
+/// A legacy session with a 30 s task, and two requests of it left waiting:
+/// a blocking `tasks/result` of that task answered as JSON, and a plain
+/// call the upstream runs as a task (the shim drives it) taking SSE. Each
+/// wait ends with its HTTP status and body, or `None` if its connection
+/// was cut.
+async fn two_waits(
+    c: &reqwest::Client,
+    url: &str,
+) -> (
+    String,
+    [tokio::task::JoinHandle<Option<(StatusCode, String)>>; 2],
+) {
+    let (sid, _) = initialize(c, url, None).await;
     let call = json!({"name": "slow_compute", "arguments": {"seconds": 30, "label": "x"},
         "task": {"ttl": 60000}});
-    let (s, body, _) = send(legacy(&c, url, Some(&sid), &rpc(1, "tools/call", call))).await;
+    let (s, body, _) = send(legacy(c, url, Some(&sid), &rpc(1, "tools/call", call))).await;
     assert_eq!(s, StatusCode::OK, "{body}");
     let task = body["result"]["task"]["taskId"]
         .as_str()
@@ -515,11 +519,8 @@ async fn waits_end_with_the_session_that_deleted_them() {
         let (c, url, sid) = (c.clone(), url.to_owned(), sid.clone());
         tokio::spawn(async move {
             let req = legacy(&c, &url, Some(&sid), &rpc(id, method, params));
-            let resp = set_header(req, "accept", Some(accept))
-                .send()
-                .await
-                .unwrap();
-            (resp.status(), resp.text().await.unwrap())
+            let resp = set_header(req, "accept", Some(accept)).send().await.ok()?;
+            Some((resp.status(), resp.text().await.ok()?))
         })
     };
     let result = waiting(
@@ -534,6 +535,18 @@ async fn waits_end_with_the_session_that_deleted_them() {
         json!({"name": "slow_compute", "arguments": {"seconds": 30, "label": "y"}}),
         "application/json, text/event-stream",
     );
+    (sid, [result, driven])
+}
+
+/// A DELETE ends the session's waits too: a blocking `tasks/result` and a
+/// call whose task the shim drives get an error naming the DELETE at once,
+/// instead of waiting out their 30 s tasks to learn "Task not found".
+#[tokio::test(flavor = "multi_thread")]
+async fn waits_end_with_the_session_that_deleted_them() {
+    let shim = HttpShim::spawn(&[], &modern_reference());
+    let c = client();
+    let url = shim.url.as_str();
+    let (sid, [result, driven]) = two_waits(&c, url).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(!result.is_finished() && !driven.is_finished(), "both wait");
     let deleted = Instant::now();
@@ -543,7 +556,8 @@ async fn waits_end_with_the_session_that_deleted_them() {
         let (status, text) = tokio::time::timeout(Duration::from_secs(5), task)
             .await
             .unwrap_or_else(|_| panic!("{what} still waits after the DELETE"))
-            .unwrap();
+            .unwrap()
+            .unwrap_or_else(|| panic!("{what}: the connection was cut without an answer"));
         assert_eq!(status, StatusCode::OK, "{what}: {text}");
         assert_internal_error(what, &text, "deleted");
     }
@@ -992,44 +1006,8 @@ async fn sigterm_answers_the_waits_on_an_http_upstream() {
     let upstream = support::http::HttpReference::start(MODERN, &[]);
     let mut shim = HttpShim::spawn::<&str>(&["--upstream-url", &upstream.url], &[]);
     let c = client();
-    let url = shim.url.clone();
-    let (sid, _) = initialize(&c, &url, None).await;
-    let call = json!({"name": "slow_compute", "arguments": {"seconds": 30, "label": "x"},
-        "task": {"ttl": 60000}});
-    let (s, body, _) = send(legacy(&c, &url, Some(&sid), &rpc(1, "tools/call", call))).await;
-    assert_eq!(s, StatusCode::OK, "{body}");
-    let task = body["result"]["task"]["taskId"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let waiting = |id: i64, method: &'static str, params: Value, accept: &'static str| {
-        let (c, url, sid) = (c.clone(), url.clone(), sid.clone());
-        tokio::spawn(async move {
-            let req = legacy(&c, &url, Some(&sid), &rpc(id, method, params));
-            let resp = set_header(req, "accept", Some(accept)).send().await.ok()?;
-            Some((resp.status(), resp.text().await.ok()?))
-        })
-    };
-    let waits = [
-        (
-            "tasks/result",
-            waiting(
-                2,
-                "tasks/result",
-                json!({"taskId": task}),
-                "application/json",
-            ),
-        ),
-        (
-            "tools/call",
-            waiting(
-                3,
-                "tools/call",
-                json!({"name": "slow_compute", "arguments": {"seconds": 30, "label": "y"}}),
-                "application/json, text/event-stream",
-            ),
-        ),
-    ];
+    let (_, [result, driven]) = two_waits(&c, &shim.url).await;
+    let waits = [("tasks/result", result), ("tools/call", driven)];
     tokio::time::sleep(Duration::from_millis(500)).await;
     let status = tokio::task::spawn_blocking(move || shim.terminate(Duration::from_secs(8)))
         .await
