@@ -276,10 +276,7 @@ pub(super) async fn post(
             ShimError::InvalidRequest("tasks/list needs an authenticated principal here".into());
         return error_response(StatusCode::FORBIDDEN, msg.id().cloned(), e);
     }
-    let sse = hdrs
-        .get("accept")
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|a| a.contains("text/event-stream"));
+    let sse = super::accepts_sse(hdrs);
     let _in_use = InUse::new(&s, &app);
     exchange(&s, msg, sse).await
 }
@@ -343,28 +340,11 @@ async fn exchange(s: &Arc<HttpSession>, msg: Message, sse: bool) -> Response {
             ShimError::Internal("no answer".into()),
         );
     };
-    if is_answer_to(&first, &id) {
+    if super::is_answer_to(&first, &id) {
         return json_response(StatusCode::OK, &first);
     }
     // The stream ends right after the answer to this request.
-    let first = futures_util::stream::once(std::future::ready(super::sse_event(&first)));
-    let rest = futures_util::stream::unfold(Some(rx), move |state| {
-        let id = id.clone();
-        async move {
-            let mut rx = state?;
-            let m = rx.recv().await?;
-            let next = (!is_answer_to(&m, &id)).then_some(rx);
-            Some((super::sse_event(&m), next))
-        }
-    });
-    let events = futures_util::StreamExt::chain(first, rest);
-    Sse::new(events)
-        .keep_alive(KeepAlive::default())
-        .into_response()
-}
-
-fn is_answer_to(m: &Message, id: &Id) -> bool {
-    matches!(m, Message::Response(_) | Message::Error(_)) && m.id() == Some(id)
+    super::sse_until_answer(&first, rx, id, ())
 }
 
 pub(super) fn get_stream(app: Arc<App>, sid: &str, principal: Option<String>) -> Response {

@@ -388,6 +388,41 @@ pub(crate) fn sse_event(
         .data(msg.to_json()))
 }
 
+/// Whether the client takes an SSE answer (`Accept` names
+/// `text/event-stream`).
+pub(crate) fn accepts_sse(hdrs: &HeaderMap) -> bool {
+    headers::header(hdrs, "accept").is_some_and(|a| a.contains("text/event-stream"))
+}
+
+/// Whether `m` is the answer (result or error) to request `id`.
+pub(crate) fn is_answer_to(m: &Message, id: &crate::jsonrpc::Id) -> bool {
+    matches!(m, Message::Response(_) | Message::Error(_)) && m.id() == Some(id)
+}
+
+/// An SSE answer to request `id`: `first`, then what `rx` carries, the
+/// stream ending right after the answer. `hold` lives as long as the
+/// stream (what keeps `rx` fed, such as an engine session).
+pub(crate) fn sse_until_answer<H: Send + 'static>(
+    first: &Message,
+    rx: tokio::sync::mpsc::UnboundedReceiver<Message>,
+    id: crate::jsonrpc::Id,
+    hold: H,
+) -> Response {
+    let first = futures_util::stream::once(std::future::ready(sse_event(first)));
+    let rest = futures_util::stream::unfold(Some((rx, hold)), move |state| {
+        let id = id.clone();
+        async move {
+            let (mut rx, hold) = state?;
+            let m = rx.recv().await?;
+            let next = (!is_answer_to(&m, &id)).then_some((rx, hold));
+            Some((sse_event(&m), next))
+        }
+    });
+    axum::response::sse::Sse::new(futures_util::StreamExt::chain(first, rest))
+        .keep_alive(axum::response::sse::KeepAlive::default())
+        .into_response()
+}
+
 /// A JSON body response.
 pub(crate) fn json_response(status: StatusCode, msg: &Message) -> Response {
     (

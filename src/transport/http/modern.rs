@@ -66,10 +66,7 @@ pub(super) async fn post(
         }
         return relay_inline(&app, req, body).await;
     };
-    let sse = hdrs
-        .get("accept")
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|a| a.contains("text/event-stream"));
+    let sse = super::accepts_sse(hdrs);
     let (tx, rx) = mpsc::unbounded_channel();
     let session = front.request_session(principal, tx);
     session.handle_client(msg);
@@ -89,11 +86,6 @@ async fn answer(
     sse: bool,
     session: Arc<ModernSession>,
 ) -> Response {
-    let is_answer = |m: &Message| match m {
-        Message::Response(r) => r.id == id,
-        Message::Error(e) => e.id.as_ref() == Some(&id),
-        _ => false,
-    };
     let first = loop {
         let Some(m) = rx.recv().await else {
             return error_response(
@@ -102,7 +94,7 @@ async fn answer(
                 ShimError::Internal("the request ended without an answer".into()),
             );
         };
-        if is_answer(&m) {
+        if super::is_answer_to(&m, &id) {
             let status = match &m {
                 Message::Error(e) => modern_status(e.error.code),
                 _ => StatusCode::OK,
@@ -115,23 +107,7 @@ async fn answer(
     };
     // The stream holds the session: progress is routed to it only while
     // it lives.
-    let first = futures_util::stream::once(std::future::ready(super::sse_event(&first)));
-    let rest = futures_util::stream::unfold(Some((rx, session)), move |state| {
-        let id = id.clone();
-        async move {
-            let (mut rx, session) = state?;
-            let m = rx.recv().await?;
-            let ended = match &m {
-                Message::Response(r) => r.id == id,
-                Message::Error(e) => e.id.as_ref() == Some(&id),
-                _ => false,
-            };
-            Some((super::sse_event(&m), (!ended).then_some((rx, session))))
-        }
-    });
-    Sse::new(futures_util::StreamExt::chain(first, rest))
-        .keep_alive(KeepAlive::default())
-        .into_response()
+    super::sse_until_answer(&first, rx, id, session)
 }
 
 /// A long-lived SSE stream (`subscriptions/listen`), fed by `engine`. A
