@@ -255,8 +255,6 @@ impl ModernSession {
         if inputs.is_empty() {
             return None;
         }
-        let held_id = crate::ids::random_id();
-        let state = self.front.signer.sign(&held_id, &self.scope);
         let (dummy_tx, dummy_done) = oneshot::channel();
         drop(dummy_tx);
         let parked = InFlight {
@@ -274,12 +272,20 @@ impl ModernSession {
             keys,
             round: Round::Call(parked),
         };
+        Some(self.hold(held, inputs))
+    }
+
+    /// Keeps `held` until the client's retry, and answers the client the
+    /// MRTR round asking `inputs`, with the signed state naming it.
+    pub(super) fn hold(&self, held: Held, inputs: Map<String, Value>) -> Value {
+        let held_id = crate::ids::random_id();
+        let state = self.front.signer.sign(&held_id, &self.scope);
         lock(&self.front.held).insert(held_id, held);
-        Some(json!({
+        json!({
             "resultType": result_type::INPUT_REQUIRED,
             "inputRequests": inputs,
             "requestState": state,
-        }))
+        })
     }
 
     /// The retry of an MRTR round: answer the held upstream requests with

@@ -286,16 +286,9 @@ impl ModernSession {
         loop {
             asked.borrow_and_update();
             if let Some((inputs, keys)) = self.driven_round(task_id, meta) {
-                let held_id = crate::ids::random_id();
-                let state = self.front.signer.sign(&held_id, &self.scope);
-                let held = super::calls::Held::driven(tool, keys, task_id, unwanted);
-                lock(&self.front.held).insert(held_id, held);
                 tracing::info!(task = %task_id, "a driven task asks for input: an MRTR round");
-                return Ok(json!({
-                    "resultType": result_type::INPUT_REQUIRED,
-                    "inputRequests": inputs,
-                    "requestState": state,
-                }));
+                let held = super::calls::Held::driven(tool, keys, task_id, unwanted);
+                return Ok(self.hold(held, inputs));
             }
             tokio::select! {
                 payload = outcome.wait_for(Option::is_some) => {
