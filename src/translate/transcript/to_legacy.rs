@@ -13,7 +13,7 @@ use crate::translate::session::{self, LegacyClient};
 use crate::translate::tools::{self, TaskPolicy};
 use crate::translate::{input, notify, task};
 use crate::wire::legacy::{self, TaskMetadata};
-use crate::wire::modern::{Payload, UpdateTaskParams, result_type, result_type_of};
+use crate::wire::modern::{Payload, RequestMeta, UpdateTaskParams, result_type, result_type_of};
 use crate::wire::{TaskStatus, from_value, to_value};
 
 /// What the legacy side has seen of one task.
@@ -88,41 +88,24 @@ impl ToLegacy {
             .as_ref()
             .is_some_and(|p| p.get("inputResponses").is_some() || p.get("requestState").is_some());
         let mut out = Vec::new();
-        let is_note = modern_only_note(&q.method, is_retry).is_some();
-        if !self.opened && !is_note && q.method != "server/discover" {
+        let note = modern_only_note(&q.method, is_retry);
+        if !self.opened && note.is_none() && q.method != "server/discover" {
             // What the live shim does before a first request that is not
             // server/discover: open the legacy session with what the
             // request's `_meta` says of the client.
-            self.opened = true;
-            let params = session::initialize_params_from_meta(&meta);
-            self.client = LegacyClient::from_initialize(Some(&params))?;
-            let init = Message::request("initialize", "initialize", params);
+            let init = self.open("initialize".into(), &meta)?;
             out.push(rec.derive(Dir::C2s, init, Some(
                 "synthesised: the shim opens the legacy session before the first request (this transcript has no server/discover, so the server's answer is not in it)".into(),
             )));
-            let done = Message::notification("notifications/initialized", json!({}));
-            out.push(rec.derive(
-                Dir::C2s,
-                done,
-                Some("synthesised: completes the legacy handshake".into()),
-            ));
+            out.push(initialized(rec));
         }
         out.extend(match q.method.as_str() {
             // Requests without a legacy form become notes, and so do their answers.
-            m if modern_only_note(m, is_retry).is_some() => {
-                vec![rec.noted(modern_only_note(m, is_retry).unwrap_or_default())]
-            }
+            _ if note.is_some() => vec![rec.noted(note.unwrap_or_default())],
             "server/discover" => {
-                self.opened = true;
-                let params = session::initialize_params_from_meta(&meta);
-                self.client = LegacyClient::from_initialize(Some(&params))?;
-                let init = Request {
-                    id: q.id.clone(),
-                    method: "initialize".into(),
-                    params: Some(params),
-                };
+                let init = self.open(q.id.clone(), &meta)?;
                 let note = "the shim opens the legacy session with initialize and answers server/discover from it";
-                vec![rec.derive(Dir::C2s, Message::Request(init), Some(note.into()))]
+                vec![rec.derive(Dir::C2s, init, Some(note.into()))]
             }
             "tasks/update" => self.update(rec, q)?,
             "tools/call" => {
@@ -142,6 +125,16 @@ impl ToLegacy {
         pending.noted = out.iter().any(|r| r.msg.is_none()) || q.method == "tasks/update";
         self.pending.insert((Dir::C2s, q.id.clone()), pending);
         Ok(out)
+    }
+
+    /// The `initialize` request (id `id`) that opens the legacy session,
+    /// built from a modern request's `_meta`; the session's client is the
+    /// one it declares from then on.
+    fn open(&mut self, id: Id, meta: &RequestMeta) -> Result<Message, ShimError> {
+        self.opened = true;
+        let params = session::initialize_params_from_meta(meta);
+        self.client = LegacyClient::from_initialize(Some(&params))?;
+        Ok(Message::request(id, "initialize", params))
     }
 
     /// `tasks/update` → the legacy client's answers to the captured requests;
@@ -229,8 +222,7 @@ impl ToLegacy {
         match p.method.as_str() {
             "server/discover" => {
                 out.push(reply(session::discover_to_initialize(&r.result, &self.client)?, None));
-                let done = Message::notification("notifications/initialized", json!({}));
-                out.push(rec.derive(Dir::C2s, done, Some("synthesised: completes the legacy handshake".into())));
+                out.push(initialized(rec));
             }
             "tools/list" => out.push(reply(tools::tools_list_to_legacy(&r.result, &TaskPolicy::optional()), None)),
             "tools/call" if tools::is_task_result(&r.result) => {
@@ -366,4 +358,15 @@ impl ToLegacy {
         }
         Ok(())
     }
+}
+
+/// The `notifications/initialized` the shim sends to complete the legacy
+/// handshake, standing beside `rec`.
+fn initialized(rec: &Record) -> Record {
+    let done = Message::notification("notifications/initialized", json!({}));
+    rec.derive(
+        Dir::C2s,
+        done,
+        Some("synthesised: completes the legacy handshake".into()),
+    )
 }
