@@ -339,28 +339,6 @@ impl DiskLedger {
         self.with_db(|db| Self::fetch_in(db, scope, id, now, decode))
     }
 
-    /// See [`Self::apply_update_in`].
-    fn apply_update(
-        &self,
-        scope: &str,
-        id: &str,
-        now: Millis,
-        change: &mut dyn FnMut(&mut TaskRecord),
-    ) -> Result<Option<TaskRecord>, LedgerError> {
-        self.with_db(|db| Self::apply_update_in(db, scope, id, now, change))
-    }
-
-    /// See [`Self::try_list_in`].
-    fn try_list(
-        &self,
-        scope: &str,
-        before: Option<u64>,
-        limit: usize,
-        now: Millis,
-    ) -> Result<Page, LedgerError> {
-        self.with_db(|db| Self::try_list_in(db, scope, before, limit, now))
-    }
-
     /// Runs `f` in one write transaction, committed if `f` succeeds.
     fn write<T>(
         &self,
@@ -550,7 +528,7 @@ impl TaskLedger for DiskLedger {
         now: Millis,
         change: &mut dyn FnMut(&mut TaskRecord),
     ) -> Result<Option<TaskRecord>, LedgerError> {
-        self.apply_update(scope, task_id, now, change)
+        self.with_db(|db| Self::apply_update_in(db, scope, task_id, now, change))
     }
 
     fn update(
@@ -574,7 +552,7 @@ impl TaskLedger for DiskLedger {
         let before = cursor
             .map(|c| super::decode_cursor("d1", scope, c))
             .transpose()?;
-        self.try_list(scope, before, limit, now)
+        self.with_db(|db| Self::try_list_in(db, scope, before, limit, now))
     }
 
     fn drop_scope(&self, scope: &str) {
