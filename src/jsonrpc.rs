@@ -803,8 +803,13 @@ pub fn salvage_prefix(bytes: &[u8]) -> Prefix {
             let mut kind_known = false;
             while let Some(key) = map.next_key::<String>()? {
                 match key.as_str() {
-                    "id" if self.0.id.is_none() => {
-                        self.0.id = parse_id(map.next_value::<Value>()?).ok();
+                    // Read here (a later duplicate too, which is skipped),
+                    // so every member's value is read exactly once.
+                    "id" => {
+                        let id = map.next_value::<Value>()?;
+                        if self.0.id.is_none() {
+                            self.0.id = parse_id(id).ok();
+                        }
                     }
                     // The kind is known before the member's (large) value.
                     "result" | "error" => {
@@ -1034,7 +1039,7 @@ mod tests {
 
     #[test]
     fn the_start_of_a_cut_message_gives_its_id_and_kind() {
-        let cases: [(&[u8], Option<Id>, bool); 6] = [
+        let cases: [(&[u8], Option<Id>, bool); 7] = [
             (
                 br#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"a":"xx"#,
                 Some(Id::Num(3)),
@@ -1065,6 +1070,12 @@ mod tests {
                 br#"{"jsonrpc":"2.0","id":null,"method":"x","params":{"#,
                 None,
                 false,
+            ),
+            // A repeated id: the first counts, and reading goes on past it.
+            (
+                br#"{"id":1,"id":2,"jsonrpc":"2.0","result":{"a":"#,
+                Some(Id::Num(1)),
+                true,
             ),
         ];
         for (bytes, id, is_answer) in cases {
