@@ -6,6 +6,8 @@
 //! Driven in process against a scripted legacy server (`channel::pair`), so
 //! that both calls are provably open when the request arrives.
 
+mod support;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,6 +17,7 @@ use mcp_tasks_shim::jsonrpc::{Id, Message};
 use mcp_tasks_shim::ledger::MemoryLedger;
 use mcp_tasks_shim::upstream::channel::pair;
 use serde_json::{Value, json};
+use support::schema::{Revision, assert_valid};
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::time::timeout;
 
@@ -137,7 +140,13 @@ async fn untagged_input_between(
         .send(Message::request("q1", "elicitation/create", question))
         .unwrap();
     // It is refused upstream rather than guessed.
-    match next(&mut from_shim, "the answer to the question").await {
+    let refusal = next(&mut from_shim, "the answer to the question").await;
+    assert_valid(
+        Revision::Legacy,
+        &serde_json::to_value(&refusal).unwrap(),
+        None,
+    );
+    match refusal {
         Message::Error(e) => {
             assert_eq!(e.id, Some(Id::Str("q1".into())));
             assert_eq!(e.error.code, -32601, "{:?}", e.error);
@@ -152,7 +161,10 @@ async fn untagged_input_between(
         to_shim.send(Message::response(id, result)).unwrap();
     }
     for (rx, text) in [(&mut a_rx, "for alice"), (&mut b_rx, "for bob")] {
-        match next(rx, "the call's answer").await {
+        let answer = next(rx, "the call's answer").await;
+        let value = serde_json::to_value(&answer).unwrap();
+        assert_valid(Revision::Modern, &value, Some("tools/call"));
+        match answer {
             Message::Response(r) => {
                 assert_eq!(r.result["content"][0]["text"], text, "{:?}", r.result);
                 assert!(r.result.get("inputRequests").is_none(), "{:?}", r.result);

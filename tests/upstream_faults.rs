@@ -875,6 +875,7 @@ fn http_log_messages_do_not_reach_another_clients_listen_stream() {
             .expect("listen request");
         let mut bob = h::Sse::new(resp);
         let ack = bob.next().await.expect("the acknowledgement");
+        support::schema::assert_valid(Revision::Modern, &ack, None);
         assert_eq!(
             ack["method"], "notifications/subscriptions/acknowledged",
             "{ack}"
@@ -887,13 +888,17 @@ fn http_log_messages_do_not_reach_another_clients_listen_stream() {
         let (status, body, _) =
             h::send(h::modern(&c, &shim.url, 2, "tools/call", params).bearer_auth("ta")).await;
         assert_eq!(status, 200, "{body}");
+        support::schema::assert_valid(Revision::Modern, &body, Some("tools/call"));
         stamp.report("http logs during alice's call");
         // Whatever bob's stream carries in the next second and a half, it
         // is no log message of alice's call.
         let until = Instant::now() + Duration::from_millis(1500);
         while let Some(left) = until.checked_duration_since(Instant::now()) {
             match tokio::time::timeout(left, bob.next()).await {
-                Ok(Some(m)) => assert_ne!(m["method"], "notifications/message", "leaked: {m}"),
+                Ok(Some(m)) => {
+                    support::schema::assert_valid(Revision::Modern, &m, None);
+                    assert_ne!(m["method"], "notifications/message", "leaked: {m}");
+                }
                 Ok(None) | Err(_) => break,
             }
         }
