@@ -17,14 +17,14 @@ use mcp_tasks_shim::bridge::{BridgeConfig, legacy_front::LegacyFront};
 use mcp_tasks_shim::jsonrpc::Message;
 use mcp_tasks_shim::ledger::MemoryLedger;
 use mcp_tasks_shim::reference::ReferenceServer;
-use mcp_tasks_shim::revision::{Revision, probe_request};
-use mcp_tasks_shim::upstream::{Upstream, channel};
+use mcp_tasks_shim::revision::Revision;
+use mcp_tasks_shim::upstream::{Link, channel};
 use serde_json::json;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // 1. The in-process server, joined to the shim by channels.
-    let (conn, mut events, mut server_end) = channel::pair(Duration::from_secs(10));
+    let (conn, events, mut server_end) = channel::pair(Duration::from_secs(10));
     let server = ReferenceServer::new(Revision::Modern, server_end.to_shim.clone());
     tokio::spawn(async move {
         while let Some(msg) = server_end.from_shim.recv().await {
@@ -32,17 +32,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     });
 
-    // 2. Learn what the server offers, then build the legacy-front bridge.
-    let upstream: Arc<dyn Upstream> = conn;
-    let info = json!({"name": "in-process-example", "version": "1"});
-    let probe = probe_request(0.into(), &info);
-    let discover = upstream
-        .request(
-            "server/discover",
-            probe.params().cloned().unwrap_or_default(),
-        )
-        .await?
-        .map_err(|e| e.message)?;
+    // 2. Learn what the server speaks (the spec's probe), then build the
+    //    legacy-front bridge over it.
+    let link = Link::probe(conn, events, Duration::from_secs(5)).await;
+    if link.revision != Revision::Modern {
+        return Err("the in-process server is not a 2026-07-28 one".into());
+    }
+    let Link {
+        upstream,
+        mut events,
+        discover,
+        ..
+    } = link;
     let front = LegacyFront::new(
         upstream,
         Arc::new(MemoryLedger::default()),

@@ -213,6 +213,22 @@ pub enum ProbeVerdict {
     Legacy,
 }
 
+impl ProbeVerdict {
+    /// The revision to treat the upstream as, and its `server/discover`
+    /// result. A server that refused the probe with a 2026-07-28 error is
+    /// still a 2026-07-28 one; nothing is known of its capabilities.
+    pub fn into_revision(self) -> (Revision, Value) {
+        match self {
+            ProbeVerdict::Modern(discover) => (Revision::Modern, discover),
+            ProbeVerdict::ModernRefused(_) => (
+                Revision::Modern,
+                json!({"supportedVersions": [MODERN_VERSION], "capabilities": {}}),
+            ),
+            ProbeVerdict::Legacy => (Revision::Legacy, json!({})),
+        }
+    }
+}
+
 /// Classifies the answer to [`probe_request`]; `None` means the probe timed
 /// out, which also means legacy.
 pub fn classify_probe(answer: Option<&Message>) -> ProbeVerdict {

@@ -14,10 +14,10 @@ pub struct Args {
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
     /// The MCP endpoint path.
-    #[arg(long, default_value = "/mcp", value_parser = parse_path)]
+    #[arg(long, default_value = http::DEFAULT_PATH, value_parser = parse_path)]
     pub path: String,
     /// Largest accepted request body in bytes (larger: HTTP 413).
-    #[arg(long, default_value_t = 4 * 1024 * 1024)]
+    #[arg(long, default_value_t = http::DEFAULT_MAX_BODY_BYTES)]
     pub max_body_bytes: usize,
     /// A bearer token and the principal it stands for (TOKEN=PRINCIPAL). Repeatable.
     #[arg(long = "token", value_name = "TOKEN=PRINCIPAL", value_parser = parse_token)]
@@ -35,11 +35,11 @@ pub struct Args {
     /// End a 2025-11-25 session after this many seconds with no request
     /// being answered and no stream open, as if the client had sent DELETE
     /// (its later requests get 404, and it initializes again). 0: never.
-    #[arg(long, value_name = "SECONDS", default_value_t = 1800)]
+    #[arg(long, value_name = "SECONDS", default_value_t = http::DEFAULT_SESSION_IDLE_TIMEOUT_S)]
     pub session_idle_timeout_s: u64,
     /// Most 2025-11-25 sessions open at once; one more `initialize` gets
     /// HTTP 503.
-    #[arg(long, value_name = "N", default_value_t = 10_000,
+    #[arg(long, value_name = "N", default_value_t = http::DEFAULT_MAX_SESSIONS,
           value_parser = super::options::at_least_one)]
     pub max_sessions: u64,
     /// Bridge options.

@@ -7,12 +7,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::json;
 use tokio::sync::mpsc;
 
-use super::{Connection, Upstream, UpstreamEvent};
-use crate::jsonrpc::{Id, Message};
-use crate::revision::{self, ProbeVerdict, Revision};
+use super::{Connection, UpstreamEvent};
+use crate::revision::Revision;
 use crate::transport::{self, Inbound};
 
 /// A running upstream child and what the probe learnt of it.
@@ -80,27 +78,9 @@ pub async fn connect(
         reader_conn.close(reason);
         let _ = ev_tx.send(UpstreamEvent::Closed(reason.into()));
     });
-    let info = json!({"name": "mcp-tasks-shim", "version": env!("CARGO_PKG_VERSION")});
-    let params = revision::probe_request(Id::Num(0), &info)
-        .params()
-        .cloned()
-        .unwrap_or_default();
-    let answer =
-        match tokio::time::timeout(probe_timeout, conn.request("server/discover", params)).await {
-            Ok(Ok(Ok(result))) => Some(Message::response(Id::Num(0), result)),
-            Ok(Ok(Err(error))) => Some(Message::error(Some(Id::Num(0)), error)),
-            _ => None,
-        };
-    let verdict = revision::classify_probe(answer.as_ref());
+    let verdict = super::probe(&*conn, probe_timeout).await;
     tracing::info!(?verdict, "upstream probe");
-    let (revision, discover) = match verdict {
-        ProbeVerdict::Modern(d) => (Revision::Modern, d),
-        ProbeVerdict::ModernRefused(_) => (
-            Revision::Modern,
-            json!({"supportedVersions": [revision::MODERN_VERSION], "capabilities": {}}),
-        ),
-        ProbeVerdict::Legacy => (Revision::Legacy, json!({})),
-    };
+    let (revision, discover) = verdict.into_revision();
     Ok(ChildLink {
         conn,
         events,

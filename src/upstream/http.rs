@@ -19,7 +19,7 @@ use tokio::sync::mpsc;
 use super::{RawAnswer, RpcResult, StreamEvent, Upstream, UpstreamEvent, UpstreamStream, lock};
 use crate::error::ShimError;
 use crate::jsonrpc::{Id, Message, Peeked};
-use crate::revision::{self, LEGACY_VERSION, MODERN_VERSION, ProbeVerdict, Revision};
+use crate::revision::{self, LEGACY_VERSION, MODERN_VERSION, Revision};
 use crate::translate::session::ModernMeta;
 use crate::transport::http::headers;
 
@@ -116,11 +116,7 @@ pub async fn connect(url: &str, request_timeout: Duration) -> Result<HttpLink, S
             ))
         })?;
     let answer = up.answer_of(&probe, resp).await.ok().flatten();
-    let (revision, discover) = match revision::classify_probe(answer.as_ref()) {
-        ProbeVerdict::Modern(d) => (Revision::Modern, d),
-        ProbeVerdict::ModernRefused(_) => (Revision::Modern, json!({"capabilities": {}})),
-        ProbeVerdict::Legacy => (Revision::Legacy, json!({})),
-    };
+    let (revision, discover) = revision::classify_probe(answer.as_ref()).into_revision();
     tracing::info!(%url, %revision, "HTTP upstream probed");
     up.revision = revision;
     Ok(HttpLink {

@@ -140,6 +140,63 @@ pub struct Link {
     pub child: Option<tokio::process::Child>,
 }
 
+impl Link {
+    /// Probes `upstream` by the spec's rule and bundles what it learnt: a
+    /// `server/discover` answer means 2026-07-28 (kept as `discover`), an
+    /// error or no answer within `timeout` means 2025-11-25. For an
+    /// upstream you wired yourself, such as [`channel::pair`]'s, whose
+    /// server must already be running.
+    ///
+    /// ```no_run
+    /// # async fn run() {
+    /// use std::time::Duration;
+    /// use mcp_tasks_shim::upstream::{Link, channel};
+    /// let (conn, events, server) = channel::pair(Duration::from_secs(30));
+    /// // … start your server on `server` …
+    /// # drop(server);
+    /// let link = Link::probe(conn, events, Duration::from_secs(5)).await;
+    /// println!("the server speaks {}", link.revision);
+    /// # }
+    /// ```
+    pub async fn probe(
+        upstream: std::sync::Arc<dyn Upstream>,
+        events: mpsc::UnboundedReceiver<UpstreamEvent>,
+        timeout: Duration,
+    ) -> Link {
+        let verdict = probe(&*upstream, timeout).await;
+        tracing::info!(?verdict, "upstream probe");
+        let (revision, discover) = verdict.into_revision();
+        Link {
+            upstream,
+            events,
+            revision,
+            discover,
+            child: None,
+        }
+    }
+}
+
+/// The probe's params: `server/discover` with the shim's client info.
+pub(crate) fn probe_params() -> Value {
+    let info = serde_json::json!({"name": "mcp-tasks-shim", "version": env!("CARGO_PKG_VERSION")});
+    crate::revision::probe_request(Id::Num(0), &info)
+        .params()
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// Sends the probe through `up` and classifies its answer; none within
+/// `timeout` counts as 2025-11-25.
+pub(crate) async fn probe(up: &dyn Upstream, timeout: Duration) -> crate::revision::ProbeVerdict {
+    let ask = up.request("server/discover", probe_params());
+    let answer = match tokio::time::timeout(timeout, ask).await {
+        Ok(Ok(Ok(result))) => Some(Message::response(Id::Num(0), result)),
+        Ok(Ok(Err(error))) => Some(Message::error(Some(Id::Num(0)), error)),
+        _ => None,
+    };
+    crate::revision::classify_probe(answer.as_ref())
+}
+
 impl From<child::ChildLink> for Link {
     fn from(c: child::ChildLink) -> Self {
         Link {

@@ -37,7 +37,7 @@ use super::{Connection, RpcResult, Upstream, UpstreamEvent, UpstreamStream, lock
 use crate::error::ShimError;
 use crate::inline::InlineWakes;
 use crate::jsonrpc::{Id, Message, Peeked};
-use crate::revision::{self, ProbeVerdict, Revision};
+use crate::revision::{ProbeVerdict, Revision};
 use crate::translate::session::ModernMeta;
 use crate::transport::child::ChildInput;
 use crate::transport::lines::{BlockingLines, LineReader};
@@ -236,14 +236,7 @@ pub async fn connect(
     sup.make_current(&generation);
     let verdict = sup.probe(&generation).await;
     tracing::info!(?verdict, "upstream probe");
-    let (revision, discover) = match verdict {
-        ProbeVerdict::Modern(d) => (Revision::Modern, d),
-        ProbeVerdict::ModernRefused(_) => (
-            Revision::Modern,
-            json!({"supportedVersions": [revision::MODERN_VERSION], "capabilities": {}}),
-        ),
-        ProbeVerdict::Legacy => (Revision::Legacy, json!({})),
-    };
+    let (revision, discover) = verdict.into_revision();
     *lock(&sup.revision) = Some(revision);
     sup.watch_liveness(&generation);
     Ok(SupervisedLink {
@@ -657,7 +650,7 @@ impl Supervised {
             // `ping` is legacy only; a modern server's cheapest request is
             // `server/discover`. Any answer, even an error, proves life.
             let (method, params) = match *lock(&self.revision) {
-                Some(Revision::Modern) => ("server/discover", probe_params()),
+                Some(Revision::Modern) => ("server/discover", super::probe_params()),
                 _ => ("ping", json!({})),
             };
             let timeout = self.opts.ping_timeout;
@@ -851,22 +844,8 @@ impl Supervised {
     }
 
     async fn probe(&self, generation: &Generation) -> ProbeVerdict {
-        let ask = generation.conn.request("server/discover", probe_params());
-        let answer = match tokio::time::timeout(self.opts.probe_timeout, ask).await {
-            Ok(Ok(Ok(result))) => Some(Message::response(Id::Num(0), result)),
-            Ok(Ok(Err(error))) => Some(Message::error(Some(Id::Num(0)), error)),
-            _ => None,
-        };
-        revision::classify_probe(answer.as_ref())
+        super::probe(&*generation.conn, self.opts.probe_timeout).await
     }
-}
-
-fn probe_params() -> Value {
-    let info = json!({"name": "mcp-tasks-shim", "version": env!("CARGO_PKG_VERSION")});
-    revision::probe_request(Id::Num(0), &info)
-        .params()
-        .cloned()
-        .unwrap_or_default()
 }
 
 #[async_trait]

@@ -39,6 +39,15 @@ pub const SESSION_SCOPE_PREFIX: &str = "session:";
 /// How long open requests and streams may take to end after a shutdown signal.
 const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
+/// The endpoint path unless configured.
+pub const DEFAULT_PATH: &str = "/mcp";
+/// The request body limit unless configured (bytes).
+pub const DEFAULT_MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
+/// How long an idle legacy session lives unless configured (seconds).
+pub const DEFAULT_SESSION_IDLE_TIMEOUT_S: u64 = 1800;
+/// Most legacy sessions open at once unless configured.
+pub const DEFAULT_MAX_SESSIONS: u64 = 10_000;
+
 /// How the HTTP front is configured.
 #[derive(Debug, Clone)]
 pub struct HttpOptions {
@@ -63,6 +72,25 @@ pub struct HttpOptions {
     pub bridge: BridgeConfig,
 }
 
+impl Default for HttpOptions {
+    /// The CLI's defaults: `127.0.0.1:8080`, `/mcp`, 4 MiB bodies, idle
+    /// legacy sessions ended after 30 minutes, at most 10,000 of them.
+    fn default() -> Self {
+        HttpOptions {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            path: DEFAULT_PATH.into(),
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            require_principal: false,
+            allowed_origins: Vec::new(),
+            session_idle_timeout: Some(std::time::Duration::from_secs(
+                DEFAULT_SESSION_IDLE_TIMEOUT_S,
+            )),
+            max_sessions: usize::try_from(DEFAULT_MAX_SESSIONS).unwrap_or(usize::MAX),
+            bridge: BridgeConfig::default(),
+        }
+    }
+}
+
 /// State shared by every request.
 #[derive(Debug)]
 pub(crate) struct App {
@@ -78,6 +106,186 @@ pub(crate) struct App {
     started: std::time::Instant,
 }
 
+/// The HTTP front as routes of your own axum (tower) server.
+///
+/// [`serve`] is this plus a listener and signal handling. Embed it instead
+/// when the endpoint should live beside your own routes and layers
+/// (authentication, tracing, CORS…): build it once, merge
+/// [`HttpShim::router`] into your `Router`, and on shutdown call
+/// [`HttpShim::begin_shutdown`] before your server drains, then
+/// [`HttpShim::finish`] after it has stopped.
+///
+/// ```no_run
+/// # async fn run(link: mcp_tasks_shim::upstream::Link) -> std::io::Result<()> {
+/// use std::sync::Arc;
+/// use mcp_tasks_shim::ledger::MemoryLedger;
+/// use mcp_tasks_shim::transport::http::{ConfiguredPrincipals, HttpOptions, HttpShim};
+///
+/// let shim = HttpShim::new(
+///     HttpOptions::default(), // the endpoint at /mcp
+///     link,                   // a probed upstream, e.g. `Link::probe`
+///     Arc::new(MemoryLedger::default()),
+///     Arc::new(ConfiguredPrincipals::default()),
+/// );
+/// let app = axum::Router::new()
+///     .route("/health", axum::routing::get(|| async { "ok" }))
+///     .merge(shim.router());
+/// let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
+/// axum::serve(listener, app).await?;
+/// shim.finish().await;
+/// # Ok(()) }
+/// ```
+///
+/// Cloning is cheap and shares the front (hand a clone to your shutdown
+/// future).
+#[derive(Debug, Clone)]
+pub struct HttpShim {
+    app: Arc<App>,
+    background: Arc<Mutex<Background>>,
+}
+
+/// What [`HttpShim::finish`] stops.
+#[derive(Debug, Default)]
+struct Background {
+    /// Expiry sweeps (tasks; idle legacy sessions).
+    sweepers: Vec<tokio::task::JoinHandle<()>>,
+    child: Option<tokio::process::Child>,
+}
+
+impl HttpShim {
+    /// Builds the front over a probed upstream. Starts its background work
+    /// (upstream events, expiry sweeps), so it must be called inside a
+    /// tokio runtime. `opts.listen` is not used: you bind the listener.
+    pub fn new(
+        opts: HttpOptions,
+        link: Link,
+        ledger: Arc<dyn TaskLedger>,
+        resolver: Arc<dyn PrincipalResolver>,
+    ) -> HttpShim {
+        let Link {
+            upstream,
+            mut events,
+            revision: upstream_rev,
+            discover,
+            child,
+        } = link;
+        let up = upstream.clone();
+        let (legacy, modern) = match upstream_rev {
+            Revision::Modern => (
+                Some(LegacyFront::new(
+                    up,
+                    ledger.clone(),
+                    opts.bridge.clone(),
+                    discover,
+                )),
+                None,
+            ),
+            Revision::Legacy => (
+                None,
+                Some(ModernFront::new(up, ledger.clone(), opts.bridge.clone())),
+            ),
+        };
+        let app = Arc::new(App {
+            opts,
+            upstream,
+            legacy,
+            modern,
+            ledger,
+            sessions: Mutex::new(HashMap::new()),
+            resolver,
+            metrics: metrics::Metrics::default(),
+            started: std::time::Instant::now(),
+        });
+        let pump = app.clone();
+        tokio::spawn(async move {
+            while let Some(ev) = events.recv().await {
+                pump.upstream_event(ev);
+            }
+        });
+        let mut sweepers = Vec::new();
+        if let Some(front) = &app.legacy {
+            sweepers.push(crate::bridge::spawn_sweeper(
+                Arc::downgrade(front),
+                LegacyFront::sweep,
+            ));
+        }
+        if let Some(front) = &app.modern {
+            sweepers.push(crate::bridge::spawn_sweeper(
+                Arc::downgrade(front),
+                ModernFront::sweep,
+            ));
+        }
+        if app.opts.session_idle_timeout.is_some() {
+            sweepers.push(crate::bridge::spawn_sweeper(
+                Arc::downgrade(&app),
+                legacy::expire_idle,
+            ));
+        }
+        HttpShim {
+            app,
+            background: Arc::new(Mutex::new(Background { sweepers, child })),
+        }
+    }
+
+    /// The MCP endpoint (GET, POST, DELETE at `opts.path`), for any state
+    /// type of yours. Its body limit (`opts.max_body_bytes`) applies to
+    /// these routes only.
+    ///
+    /// Legacy SSE answers go out in several writes: set `TCP_NODELAY` on
+    /// accepted connections (`axum::serve::ListenerExt::tap_io`), or Nagle
+    /// delays each answer's end by the client's delayed ACK (~40 ms).
+    pub fn router<S: Clone + Send + Sync + 'static>(&self) -> Router<S> {
+        Router::new()
+            .route(
+                &self.app.opts.path,
+                get(get_endpoint)
+                    .post(post_endpoint)
+                    .delete(delete_endpoint),
+            )
+            .layer(DefaultBodyLimit::max(self.app.opts.max_body_bytes))
+            .with_state(self.app.clone())
+    }
+
+    /// Counters of traffic per revision and method, and gauges of what the
+    /// shim holds, in Prometheus text form at `path`.
+    pub fn metrics_router<S: Clone + Send + Sync + 'static>(&self, path: &str) -> Router<S> {
+        Router::new()
+            .route(path, get(metrics_endpoint))
+            .with_state(self.app.clone())
+    }
+
+    /// Answers everything still waiting with `-32603` naming `reason`
+    /// (blocking `tasks/result`, driven calls, calls open upstream) and
+    /// stops the upstream, so that your server's graceful shutdown does not
+    /// wait for tasks that may run for hours. Long-lived streams (GET,
+    /// `subscriptions/listen`) stay open: cut them after a grace period.
+    pub fn begin_shutdown(&self, reason: &str) {
+        self.app.upstream.shutdown(reason);
+        legacy::end_waits(&self.app, reason);
+    }
+
+    /// After your server has stopped: ends the background work, lets the
+    /// upstream finish, and stops its child process (SIGKILL after 3 s).
+    pub async fn finish(&self) {
+        self.app.upstream.shutdown("the shim is shutting down");
+        let Background {
+            sweepers,
+            mut child,
+        } = std::mem::take(&mut *self.background.lock().unwrap_or_else(|p| p.into_inner()));
+        for sweeper in sweepers {
+            sweeper.abort();
+        }
+        self.app.upstream.finish().await;
+        if let Some(child) = child.as_mut()
+            && tokio::time::timeout(std::time::Duration::from_secs(3), child.wait())
+                .await
+                .is_err()
+        {
+            let _ = child.kill().await;
+        }
+    }
+}
+
 /// Serves the endpoint until `shutdown` resolves, then stops the upstream.
 pub async fn serve(
     opts: HttpOptions,
@@ -86,90 +294,29 @@ pub async fn serve(
     resolver: Arc<dyn PrincipalResolver>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let Link {
-        upstream,
-        mut events,
-        revision: upstream_rev,
-        discover,
-        mut child,
-    } = link;
-    let up = upstream.clone();
-    let (legacy, modern) = match upstream_rev {
-        Revision::Modern => (
-            Some(LegacyFront::new(
-                up,
-                ledger.clone(),
-                opts.bridge.clone(),
-                discover,
-            )),
-            None,
-        ),
-        Revision::Legacy => (
-            None,
-            Some(ModernFront::new(up, ledger.clone(), opts.bridge.clone())),
-        ),
-    };
-    let app = Arc::new(App {
-        opts: opts.clone(),
-        upstream,
-        legacy,
-        modern,
-        ledger,
-        sessions: Mutex::new(HashMap::new()),
-        resolver,
-        metrics: metrics::Metrics::default(),
-        started: std::time::Instant::now(),
-    });
-    let pump = app.clone();
-    tokio::spawn(async move {
-        while let Some(ev) = events.recv().await {
-            pump.upstream_event(ev);
-        }
-    });
-    let sweeper = match (&app.legacy, &app.modern) {
-        (Some(front), _) => Some(crate::bridge::spawn_sweeper(
-            Arc::downgrade(front),
-            LegacyFront::sweep,
-        )),
-        (_, Some(front)) => Some(crate::bridge::spawn_sweeper(
-            Arc::downgrade(front),
-            ModernFront::sweep,
-        )),
-        _ => None,
-    };
-    let session_sweeper = opts
-        .session_idle_timeout
-        .map(|_| crate::bridge::spawn_sweeper(Arc::downgrade(&app), legacy::expire_idle));
-    let router = Router::new()
-        .route(
-            &opts.path,
-            get(get_endpoint)
-                .post(post_endpoint)
-                .delete(delete_endpoint),
-        )
-        .route("/metrics", get(metrics_endpoint))
-        .layer(DefaultBodyLimit::max(opts.max_body_bytes))
-        .with_state(app.clone());
-    let listener = tokio::net::TcpListener::bind(opts.listen)
+    let upstream_rev = link.revision;
+    let listen = opts.listen;
+    let shim = HttpShim::new(opts, link, ledger, resolver);
+    let router: Router = shim.router().merge(shim.metrics_router("/metrics"));
+    let listener = tokio::net::TcpListener::bind(listen)
         .await
-        .map_err(|e| std::io::Error::new(e.kind(), format!("--listen {}: {e}", opts.listen)))?;
-    tracing::info!(addr = %listener.local_addr()?, path = %opts.path, upstream = %upstream_rev, "listening");
+        .map_err(|e| std::io::Error::new(e.kind(), format!("--listen {listen}: {e}")))?;
+    let path = &shim.app.opts.path;
+    tracing::info!(addr = %listener.local_addr()?, %path, upstream = %upstream_rev, "listening");
     eprintln!(
-        "mcp-tasks-shim: listening on http://{}{}",
+        "mcp-tasks-shim: listening on http://{}{path}",
         listener.local_addr()?,
-        opts.path
     );
     // On the signal, stop the upstream first: that answers the calls still
     // waiting on it, so their HTTP requests can finish. Long-lived streams
     // (GET, `subscriptions/listen`, pending SSE) are cut after a grace period.
     let stopping = Arc::new(tokio::sync::Notify::new());
     let graceful = {
-        let (app, stopping) = (app.clone(), stopping.clone());
+        let (shim, stopping) = (shim.clone(), stopping.clone());
         async move {
             shutdown.await;
             tracing::info!("shutting down: answering pending calls, stopping the upstream");
-            app.upstream.shutdown("the shim is shutting down");
-            legacy::end_waits(&app, "the shim is shutting down");
+            shim.begin_shutdown("the shim is shutting down");
             stopping.notify_one();
         }
     };
@@ -189,18 +336,7 @@ pub async fn serve(
             tokio::time::sleep(SHUTDOWN_GRACE).await;
         } => tracing::info!("open streams cut after the shutdown grace period"),
     }
-    app.upstream.shutdown("the shim is shutting down");
-    for sweeper in [sweeper, session_sweeper].into_iter().flatten() {
-        sweeper.abort();
-    }
-    app.upstream.finish().await;
-    if let Some(child) = child.as_mut()
-        && tokio::time::timeout(std::time::Duration::from_secs(3), child.wait())
-            .await
-            .is_err()
-    {
-        let _ = child.kill().await;
-    }
+    shim.finish().await;
     Ok(())
 }
 

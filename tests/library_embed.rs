@@ -1,0 +1,233 @@
+//! The HTTP front embedded as a library (`HttpShim`): merged into an axum
+//! application of the test's own, with its own route and layer, served on
+//! a real socket on 127.0.0.1, in front of a server that lives in the same
+//! process (`upstream::channel`, probed with `Link::probe`).
+//!
+//! Every JSON-RPC body read here is validated against its revision's schema.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::extract::Request;
+use axum::middleware::{self, Next};
+use axum::response::Response;
+use mcp_tasks_shim::ledger::MemoryLedger;
+use mcp_tasks_shim::reference::ReferenceServer;
+use mcp_tasks_shim::revision::Revision as Rev;
+use mcp_tasks_shim::transport::http::{ConfiguredPrincipals, HttpOptions, HttpShim};
+use mcp_tasks_shim::upstream::{Link, channel};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use support::http::{block_on, client, initialize, legacy, modern, rpc, send};
+use support::schema::{Revision, assert_valid};
+
+/// An in-process reference server of `revision`, probed.
+async fn in_process(revision: Rev) -> Link {
+    let (conn, events, mut server_end) = channel::pair(Duration::from_secs(30));
+    let server = ReferenceServer::new(revision, server_end.to_shim.clone());
+    tokio::spawn(async move {
+        while let Some(msg) = server_end.from_shim.recv().await {
+            server.handle(msg);
+        }
+    });
+    Link::probe(conn, events, Duration::from_secs(5)).await
+}
+
+/// The application's own layer: stamps every response.
+async fn stamp(req: Request, next: Next) -> Response {
+    let mut resp = next.run(req).await;
+    resp.headers_mut()
+        .insert("x-app", "embedding-test".parse().unwrap());
+    resp
+}
+
+/// The shim merged into an app with `/health` and the stamping layer,
+/// served on 127.0.0.1; returns the shim and the endpoint's URL.
+async fn serve_app(link: Link, path: &str) -> (HttpShim, String) {
+    let opts = HttpOptions {
+        path: path.into(),
+        ..HttpOptions::default()
+    };
+    let shim = HttpShim::new(
+        opts,
+        link,
+        Arc::new(MemoryLedger::default()),
+        Arc::new(ConfiguredPrincipals::default()),
+    );
+    let app = Router::new()
+        .route("/health", axum::routing::get(|| async { "ok" }))
+        .merge(shim.router())
+        .merge(shim.metrics_router("/ops/metrics"))
+        .layer(middleware::from_fn(stamp));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (shim, format!("http://{addr}{path}"))
+}
+
+#[test]
+fn embedded_front_serves_legacy_clients_beside_the_apps_routes() {
+    block_on(async {
+        let link = in_process(Rev::Modern).await;
+        assert_eq!(
+            link.revision,
+            Rev::Modern,
+            "the probe found the modern server"
+        );
+        let (shim, url) = serve_app(link, "/api/mcp").await;
+        let base = url.trim_end_matches("/api/mcp").to_owned();
+        let c = client();
+
+        // The app's own route, beside the shim's.
+        let health = c.get(format!("{base}/health")).send().await.unwrap();
+        assert_eq!(health.status(), StatusCode::OK);
+        assert_eq!(health.text().await.unwrap(), "ok");
+
+        // A 2025-11-25 session through the embedded front, at the
+        // configured path, under the app's layer.
+        let (sid, init) = initialize(&c, &url, None).await;
+        assert_eq!(init["protocolVersion"], "2025-11-25");
+        let tools = send(legacy(
+            &c,
+            &url,
+            Some(&sid),
+            &rpc(1, "tools/list", json!({})),
+        ))
+        .await;
+        assert_valid(Revision::Legacy, &tools.1, Some("tools/list"));
+        assert_eq!(tools.2.get("x-app").unwrap(), "embedding-test");
+        let slow = tools.1["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == "slow_compute")
+            .expect("slow_compute listed")
+            .clone();
+        assert_eq!(
+            slow["execution"]["taskSupport"], "optional",
+            "taskSupport synthesised for the legacy client: {slow}"
+        );
+        let call = rpc(
+            2,
+            "tools/call",
+            json!({"name": "slow_compute", "arguments": {"seconds": 0.1, "label": "embedded"},
+                   "task": {"ttl": 60000}}),
+        );
+        let (status, created, _) = send(legacy(&c, &url, Some(&sid), &call)).await;
+        assert_eq!(status, StatusCode::OK, "{created}");
+        assert_valid(Revision::Legacy, &created, Some("tools/call"));
+        let task_id = created["result"]["task"]["taskId"]
+            .as_str()
+            .expect("a task was created")
+            .to_owned();
+        let wait = rpc(3, "tasks/result", json!({"taskId": task_id}));
+        let (status, result, _) = send(legacy(&c, &url, Some(&sid), &wait)).await;
+        assert_eq!(status, StatusCode::OK, "{result}");
+        assert_valid(Revision::Legacy, &result, Some("tasks/result"));
+        assert!(
+            result["result"]["content"][0]["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("'embedded' finished")),
+            "the blocking tasks/result carried the tool's result: {result}"
+        );
+
+        // The metrics, where the app put them, counted this traffic.
+        let metrics = c
+            .get(format!("{base}/ops/metrics"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(
+            metrics.contains("method=\"tasks/result\""),
+            "metrics count the session's methods:\n{metrics}"
+        );
+        // Not at the CLI's path: the app chose its own.
+        let elsewhere = c.get(format!("{base}/metrics")).send().await.unwrap();
+        assert_eq!(elsewhere.status(), StatusCode::NOT_FOUND);
+
+        shim.begin_shutdown("the test is over");
+        shim.finish().await;
+    });
+}
+
+#[test]
+fn begin_shutdown_answers_a_client_waiting_on_a_task() {
+    block_on(async {
+        let (shim, url) = serve_app(in_process(Rev::Modern).await, "/mcp").await;
+        let c = client();
+        let (sid, _) = initialize(&c, &url, None).await;
+        let call = rpc(
+            1,
+            "tools/call",
+            json!({"name": "slow_compute", "arguments": {"seconds": 60, "label": "long"},
+                   "task": {"ttl": 120000}}),
+        );
+        let (_, created, _) = send(legacy(&c, &url, Some(&sid), &call)).await;
+        let task_id = created["result"]["task"]["taskId"]
+            .as_str()
+            .expect("a task was created")
+            .to_owned();
+        let wait = legacy(
+            &c,
+            &url,
+            Some(&sid),
+            &rpc(2, "tasks/result", json!({"taskId": task_id})),
+        );
+        let waiting = tokio::spawn(send(wait));
+        // The wait is open upstream before the application stops.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(!waiting.is_finished(), "tasks/result blocks on a 60 s task");
+        let stopped = Instant::now();
+        shim.begin_shutdown("the application is stopping");
+        let (status, answer, _) = waiting.await.unwrap();
+        assert!(
+            stopped.elapsed() < Duration::from_secs(2),
+            "answered {:?} after begin_shutdown",
+            stopped.elapsed()
+        );
+        assert_eq!(status, StatusCode::OK);
+        assert_valid(Revision::Legacy, &answer, Some("tasks/result"));
+        assert_eq!(answer["error"]["code"], -32603, "{answer}");
+        assert!(
+            answer["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("the application is stopping")),
+            "the error names the reason given: {answer}"
+        );
+        shim.finish().await;
+    });
+}
+
+#[test]
+fn embedded_front_serves_modern_clients_of_a_legacy_server() {
+    block_on(async {
+        let link = in_process(Rev::Legacy).await;
+        assert_eq!(link.revision, Rev::Legacy, "the probe fell back to legacy");
+        let (shim, url) = serve_app(link, "/mcp").await;
+        let c = client();
+        let call = modern(
+            &c,
+            &url,
+            1,
+            "tools/call",
+            json!({"name": "greet", "arguments": {"name": "embedder"}}),
+        );
+        let (status, answer, headers) = send(call).await;
+        assert_eq!(status, StatusCode::OK, "{answer}");
+        assert_valid(Revision::Modern, &answer, Some("tools/call"));
+        assert_eq!(headers.get("x-app").unwrap(), "embedding-test");
+        assert_eq!(answer["result"]["resultType"], "complete", "{answer}");
+        let text: &Value = &answer["result"]["content"][0]["text"];
+        assert!(
+            text.as_str().is_some_and(|t| t.contains("embedder")),
+            "{answer}"
+        );
+        shim.finish().await;
+    });
+}
