@@ -532,11 +532,11 @@ fn a_cancelled_tasks_result_gets_no_answer_and_leaves_the_task_running() {
     assert!(text_of(&r).contains("kept"), "{r}");
 }
 
-/// A task the per-client cap refuses after the server started it: the
-/// client is told the call failed, so the server's task is cancelled
-/// rather than left running unseen.
+/// A client at its per-client cap is refused before its call reaches the
+/// server: no task is started that the client would never see (a retry
+/// would do the work twice).
 #[test]
-fn a_task_over_the_cap_is_cancelled_upstream() {
+fn a_client_at_its_cap_is_refused_before_the_server_starts_work() {
     let (sent, got) = (temp_path("cap-sent.jsonl"), temp_path("cap-got.jsonl"));
     let mut shim = Wire::spawn(
         &["--max-tasks-per-client", "1"],
@@ -553,22 +553,36 @@ fn a_task_over_the_cap_is_cancelled_upstream() {
         task_call("slow_compute", json!({"seconds": 30, "label": "second"})),
     );
     assert_eq!(e["code"], -32603, "{e}");
-    let message = e["message"].as_str().unwrap_or_default();
-    assert!(message.contains("task limit"), "{e}");
-    assert!(message.contains("cancelled"), "{e}");
-    // Upstream: the second task was made, then cancelled.
+    assert!(
+        e["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("task limit")),
+        "{e}"
+    );
+    // A plain call still goes through; once its answer is back, the
+    // recording holds everything sent before it.
+    let plain = shim.ok(
+        "tools/call",
+        json!({"name": "greet", "arguments": {"name": "after"}}),
+    );
+    assert!(text_of(&plain).contains("after"), "{plain}");
     let deadline = Instant::now() + Duration::from_secs(5);
-    let second = recorded(&sent, deadline, |m| {
-        m["method"] == "tools/call" && m["params"]["arguments"]["label"] == "second"
+    recorded(&sent, deadline, |m| {
+        m["method"] == "tools/call" && m["params"]["arguments"]["name"] == "after"
     });
-    let made = recorded(&got, deadline, |m| m["id"] == second["id"]);
-    let task = made["result"]["taskId"].clone();
-    assert!(task.is_string(), "{made}");
-    let cancel = recorded(&sent, deadline, |m| {
-        m["method"] == "tasks/cancel" && m["params"]["taskId"] == task
-    });
-    let ack = recorded(&got, deadline, |m| m["id"] == cancel["id"]);
-    assert!(ack.get("result").is_some(), "{ack}");
+    let calls: Vec<Value> = read_jsonl(&sent)
+        .into_iter()
+        .filter(|m| m["method"] == "tools/call")
+        .collect();
+    assert!(
+        !calls
+            .iter()
+            .any(|m| m["params"]["arguments"]["label"] == "second"),
+        "the refused call reached the server: {calls:#?}"
+    );
+    // Nothing was cancelled either: the first task runs on.
+    let first = shim.ok("tasks/list", json!({}));
+    assert_eq!(first["tasks"][0]["status"], "working", "{first}");
     let _ = std::fs::remove_file(&sent);
     let _ = std::fs::remove_file(&got);
 }

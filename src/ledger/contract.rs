@@ -80,8 +80,12 @@ fn paging(l: &dyn TaskLedger) {
 }
 
 fn expiry_and_caps(l: &dyn TaskLedger) {
+    assert_eq!(l.check_room("a", 0), Ok(()));
     l.insert(rec("a", "t1", Some(10)), 0).unwrap();
+    assert_eq!(l.check_room("a", 0), Ok(()));
     l.insert(rec("a", "t2", None), 0).unwrap();
+    assert_eq!(l.check_room("a", 5), Err(LedgerError::ScopeFull(2)));
+    assert_eq!(l.check_room("b", 5), Ok(()), "another scope has room");
     assert_eq!(
         l.insert(rec("a", "t3", None), 5),
         Err(LedgerError::ScopeFull(2))
@@ -90,6 +94,8 @@ fn expiry_and_caps(l: &dyn TaskLedger) {
     assert!(l.get("a", "t1", 10).is_none());
     assert!(l.update("a", "t1", 10, &mut |_| {}).is_none());
     assert_eq!(ids(&l.list("a", None, 10, 10).unwrap()), ["t2"]);
+    // The expired task no longer counts.
+    assert_eq!(l.check_room("a", 10), Ok(()));
     l.insert(rec("a", "t3", None), 10).unwrap();
     assert_eq!(l.len(), 2);
     l.insert(rec("b", "u1", Some(1)), 0).unwrap();

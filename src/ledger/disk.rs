@@ -470,6 +470,32 @@ impl DiskLedger {
 }
 
 impl TaskLedger for DiskLedger {
+    fn check_room(&self, scope: &str, now: Millis) -> Result<(), LedgerError> {
+        let cap = self.per_scope_cap as u64;
+        // The stored count includes expired records not yet swept: below
+        // the cap it settles the question with a read; at the cap, a
+        // write evicts before counting again (as insert does).
+        let held = self.with_db(|db| {
+            let txn = db.begin_read().map_err(storage)?;
+            match txn.open_table(COUNTS) {
+                Ok(t) => Ok(t.get(scope).map_err(storage)?.map_or(0, |g| g.value())),
+                Err(redb::TableError::TableDoesNotExist(_)) => Ok(0),
+                Err(e) => Err(storage(e)),
+            }
+        })?;
+        if held < cap {
+            return Ok(());
+        }
+        let held = self.write(|t| {
+            t.evict(now)?;
+            t.count(scope)
+        })?;
+        if held >= cap {
+            return Err(LedgerError::ScopeFull(self.per_scope_cap));
+        }
+        Ok(())
+    }
+
     fn insert(&self, record: TaskRecord, now: Millis) -> Result<(), LedgerError> {
         let cap = self.per_scope_cap;
         let full = self.write(|t| {

@@ -220,6 +220,16 @@ impl Inner {
 }
 
 impl TaskLedger for MemoryLedger {
+    fn check_room(&self, scope: &str, now: Millis) -> Result<(), LedgerError> {
+        let mut inner = self.lock();
+        inner.evict_scope(scope, now);
+        let held = inner.scopes.get(scope).map_or(0, BTreeMap::len);
+        if held >= self.per_scope_cap {
+            return Err(LedgerError::ScopeFull(self.per_scope_cap));
+        }
+        Ok(())
+    }
+
     fn insert(&self, record: TaskRecord, now: Millis) -> Result<(), LedgerError> {
         let mut inner = self.lock();
         inner.evict_scope(&record.scope, now);

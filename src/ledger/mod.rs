@@ -109,6 +109,16 @@ pub trait TaskLedger: Send + Sync + std::fmt::Debug {
     /// scope is at its cap (after expired records were dropped).
     fn insert(&self, record: TaskRecord, now: Millis) -> Result<(), LedgerError>;
 
+    /// Whether `scope` can take one more task now: [`LedgerError::ScopeFull`]
+    /// when it holds its cap of live ones. Asked before a call that may
+    /// create a task goes upstream, so a client at its cap is refused
+    /// before the server starts work. Advisory: two calls may both pass,
+    /// and [`TaskLedger::insert`] still enforces the cap.
+    fn check_room(&self, scope: &str, now: Millis) -> Result<(), LedgerError> {
+        let _ = (scope, now);
+        Ok(())
+    }
+
     /// The record of `task_id` if it exists, belongs to `scope` and has not
     /// expired. Anything else is `None`, indistinguishably.
     fn get(&self, scope: &str, task_id: &str, now: Millis) -> Option<TaskRecord>;

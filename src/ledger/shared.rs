@@ -530,6 +530,21 @@ enum Attempt {
 }
 
 impl TaskLedger for RedisLedger {
+    fn check_room(&self, scope: &str, now: Millis) -> Result<(), LedgerError> {
+        let key = format!("{}:scope:{scope}", self.prefix);
+        // The scope's set keeps expired ids until a sweep or an insert
+        // evicts them: at the cap, evict and count again.
+        let mut held: usize = self.with_conn(|c| c.zcard(&key))?;
+        if held >= self.per_scope_cap {
+            self.with_conn(|c| self.evict.arg(&self.prefix).arg(now).invoke::<i64>(c))?;
+            held = self.with_conn(|c| c.zcard(&key))?;
+        }
+        if held >= self.per_scope_cap {
+            return Err(LedgerError::ScopeFull(self.per_scope_cap));
+        }
+        Ok(())
+    }
+
     fn insert(&self, record: TaskRecord, now: Millis) -> Result<(), LedgerError> {
         let seq: u64 = self.with_conn(|c| c.incr(format!("{}:seq", self.prefix), 1))?;
         let scope = record.scope.clone();

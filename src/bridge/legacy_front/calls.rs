@@ -36,6 +36,14 @@ impl LegacySession {
         }
         // A forbidden tool called with params.task runs as a plain call.
         let task = task.filter(|_| support != TaskSupport::Forbidden);
+        if task.is_some() {
+            // A client at its cap is refused before the server starts work
+            // (the insert below still enforces it, for calls that race).
+            self.front
+                .ledger
+                .check_room(&self.scope, self.front.clock.now_ms())
+                .map_err(ShimError::from)?;
+        }
         for _ in 0..=self.front.config.max_input_rounds {
             let result = self.call_with(&req.method, &params).await?;
             match result_type_of(&result) {
