@@ -347,8 +347,28 @@ async fn drive(
 
     match &ending {
         Ending::UpstreamGone(_) => {
-            // Let the engines flush their error answers.
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            // Let the engines flush their error answers. What the client
+            // sent meanwhile, or before the upstream's end was taken (the
+            // select above picks either when both are ready, as when the
+            // server dies during the probe), is answered too: with the
+            // upstream gone, that is an error naming why, not silence.
+            let flush = tokio::time::sleep(Duration::from_millis(50));
+            tokio::pin!(flush);
+            loop {
+                tokio::select! {
+                    biased;
+                    inbound = client_rx.recv() => {
+                        let Some(inbound) = inbound else { break };
+                        handle_client(inbound, &mut mode, &to_client, &recorder, &sup, &Setup {
+                            upstream: upstream_rev, discover: &discover, ledger: &ledger, opts: &opts,
+                        }).await;
+                        if let Some(lane) = &lane {
+                            lane.behind_driver.fetch_sub(1, Ordering::SeqCst);
+                        }
+                    }
+                    () = &mut flush => break,
+                }
+            }
         }
         Ending::ClientClosed => {
             let reason = "the client closed the session";

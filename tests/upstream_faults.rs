@@ -157,6 +157,31 @@ fn fault_call() -> Value {
 
 // ---------------------------------------------------------------- stdio --
 
+/// An upstream that exits before the first request is answered (during
+/// the probe, or as the request comes in): the request gets `-32603`
+/// naming the exit, in either revision, never just the end of the output.
+/// Ten fresh processes each, as the loss was a race the shim lost in
+/// about one start in three.
+#[test]
+fn an_upstream_that_dies_at_start_still_answers_the_first_request() {
+    let dying = ["sh".to_owned(), "-c".into(), "exit 3".into()];
+    for client in [Revision::Legacy, Revision::Modern] {
+        for _ in 0..10 {
+            let mut shim = Wire::spawn(&[], &dying);
+            shim.rev = client;
+            let first = match client {
+                Revision::Legacy => shim.call(
+                    "initialize",
+                    json!({"protocolVersion": "2025-11-25", "capabilities": {},
+                           "clientInfo": {"name": "fault-test", "version": "0"}}),
+                ),
+                Revision::Modern => shim.call("tools/list", modern_params(json!({}), false)),
+            };
+            assert_upstream_error(&first, "exit status: 3");
+        }
+    }
+}
+
 /// A legacy client blocked in `tasks/result` on a modern upstream that dies.
 #[test]
 fn legacy_client_blocked_on_tasks_result_when_the_upstream_dies() {
