@@ -216,6 +216,16 @@ impl ModernSession {
             tokio::select! {
                 done = &mut call.done => {
                     self.front.close_call(call.open_id);
+                    // Questions handed to this call but not taken were
+                    // another open call's (untagged ones go to the newest):
+                    // pass them on, or refuse them, so that the server is
+                    // not left waiting for an answer that never comes.
+                    // (Closed first: no more arrive.)
+                    while let Ok(req) = call.interjections.try_recv() {
+                        if !self.front.interject(&req) {
+                            self.front.refuse(req);
+                        }
+                    }
                     if let Some(abandon) = call.abandon.take() {
                         abandon.disarm();
                     }

@@ -1,0 +1,183 @@
+//! A 2025-11-25 server's untagged question (elicitation during a plain
+//! `tools/call`) while one 2026-07-28 client has two calls open. The shim
+//! cannot tell whose it is and hands it to the newest call; when that
+//! call's own answer arrives with the question still queued, the question
+//! must go on to the other call, not be dropped: the server would wait
+//! for its answer, and the other call with it, until the request timeout.
+//!
+//! The server is scripted in process (`upstream::channel`) so that the
+//! question and the newest call's answer arrive back to back, the race the
+//! shim used to lose about half the time: twenty fresh sessions each.
+//! Every answer the client reads is validated against the 2026-07-28 schema.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use mcp_tasks_shim::bridge::BridgeConfig;
+use mcp_tasks_shim::bridge::modern_front::ModernFront;
+use mcp_tasks_shim::jsonrpc::{Id, Message};
+use mcp_tasks_shim::ledger::MemoryLedger;
+use mcp_tasks_shim::revision;
+use mcp_tasks_shim::upstream::channel;
+use serde_json::{Map, Value, json};
+use support::schema::{Revision, assert_valid};
+use tokio::sync::mpsc;
+use tokio::time::timeout;
+
+/// A legacy server with two plain tools: `older` waits for the answer to
+/// a question it asks (untagged) once `newer` has been called; `newer`
+/// is answered right after the question, in the same breath.
+async fn scripted_server(
+    mut from_shim: mpsc::UnboundedReceiver<Message>,
+    to_shim: mpsc::UnboundedSender<Message>,
+) {
+    let mut older: Option<Id> = None;
+    while let Some(msg) = from_shim.recv().await {
+        match &msg {
+            Message::Request(r) => match r.method.as_str() {
+                "initialize" => {
+                    let _ = to_shim.send(Message::response(
+                        r.id.clone(),
+                        json!({"protocolVersion": revision::LEGACY_VERSION,
+                               "capabilities": {"tools": {}},
+                               "serverInfo": {"name": "scripted", "version": "0"}}),
+                    ));
+                }
+                "tools/list" => {
+                    let tool = |name: &str| {
+                        json!({"name": name, "inputSchema": {"type": "object"},
+                               "execution": {"taskSupport": "forbidden"}})
+                    };
+                    let _ = to_shim.send(Message::response(
+                        r.id.clone(),
+                        json!({"tools": [tool("older"), tool("newer")]}),
+                    ));
+                }
+                "tools/call" if r.params.as_ref().unwrap()["name"] == "older" => {
+                    older = Some(r.id.clone());
+                }
+                "tools/call" => {
+                    // The question (for `older`), then `newer`'s answer.
+                    let _ = to_shim.send(Message::request(
+                        "question",
+                        "elicitation/create",
+                        json!({"mode": "form", "message": "Proceed?",
+                               "requestedSchema": {"type": "object",
+                                   "properties": {"ok": {"type": "boolean"}}}}),
+                    ));
+                    let _ = to_shim.send(Message::response(
+                        r.id.clone(),
+                        json!({"content": [{"type": "text", "text": "newer done"}]}),
+                    ));
+                }
+                _ => {}
+            },
+            Message::Response(a) if a.id == Id::from("question") => {
+                let id = older.take().expect("older was called first");
+                let _ = to_shim.send(Message::response(
+                    id,
+                    json!({"content": [{"type": "text", "text": "older done"}]}),
+                ));
+            }
+            _ => {}
+        }
+    }
+}
+
+fn call(id: i64, tool: &str, extra: Map<String, Value>) -> Message {
+    let mut params = json!({
+        "name": tool,
+        "arguments": {},
+        "_meta": {
+            revision::META_PROTOCOL_VERSION: revision::MODERN_VERSION,
+            revision::META_CLIENT_CAPABILITIES: {"elicitation": {"form": {}}},
+            revision::META_CLIENT_INFO: {"name": "interjection-test", "version": "0"},
+        }
+    });
+    params.as_object_mut().unwrap().extend(extra);
+    Message::request(id, "tools/call", params)
+}
+
+/// One session: both calls, every MRTR round answered; returns the texts
+/// of the results in the order they came.
+async fn both_calls_finish() -> Vec<String> {
+    // Long enough that a dropped question shows as this test's timeout.
+    let (conn, mut events, server_end) = channel::pair(Duration::from_secs(60));
+    let front = ModernFront::new(
+        conn,
+        Arc::new(MemoryLedger::default()),
+        BridgeConfig::default(),
+    );
+    tokio::spawn(scripted_server(server_end.from_shim, server_end.to_shim));
+    let pump = front.clone();
+    tokio::spawn(async move {
+        while let Some(ev) = events.recv().await {
+            pump.handle_upstream(ev);
+        }
+    });
+    let (out, mut outbox) = mpsc::unbounded_channel();
+    let session = front.session("client".into(), out);
+    // Learn the tools first, so both calls go straight upstream.
+    session.handle_client(Message::request(
+        100,
+        "tools/list",
+        json!({"_meta": {
+            revision::META_PROTOCOL_VERSION: revision::MODERN_VERSION,
+            revision::META_CLIENT_CAPABILITIES: {},
+            revision::META_CLIENT_INFO: {"name": "interjection-test", "version": "0"},
+        }}),
+    ));
+    outbox.recv().await.expect("tools/list answered");
+    session.handle_client(call(1, "older", Map::new()));
+    // `older` is open upstream before `newer` is called.
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    session.handle_client(call(2, "newer", Map::new()));
+    let mut texts = Vec::new();
+    let mut next_id = 3;
+    while texts.len() < 2 {
+        let m = outbox.recv().await.expect("the session's outbox is open");
+        let v = m.to_value();
+        assert_valid(Revision::Modern, &v, Some("tools/call"));
+        let Some(result) = v.get("result") else {
+            assert!(v.get("error").is_none(), "a call failed: {v}");
+            continue;
+        };
+        if result["resultType"] == "input_required" {
+            let responses: Map<String, Value> = result["inputRequests"]
+                .as_object()
+                .unwrap()
+                .keys()
+                .map(|k| {
+                    (
+                        k.clone(),
+                        json!({"action": "accept", "content": {"ok": true}}),
+                    )
+                })
+                .collect();
+            // The retry names the tool whose round it is: the id says.
+            let tool = if v["id"] == 1 { "older" } else { "newer" };
+            let mut extra = Map::new();
+            extra.insert("inputResponses".into(), Value::Object(responses));
+            extra.insert("requestState".into(), result["requestState"].clone());
+            session.handle_client(call(next_id, tool, extra));
+            next_id += 1;
+            continue;
+        }
+        assert_eq!(result["resultType"], "complete", "{v}");
+        texts.push(result["content"][0]["text"].as_str().unwrap().to_owned());
+    }
+    texts
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_queued_for_a_finished_call_goes_to_the_other_one() {
+    for round in 0..20 {
+        let mut texts = timeout(Duration::from_secs(5), both_calls_finish())
+            .await
+            .unwrap_or_else(|_| panic!("round {round}: a call was left waiting"));
+        texts.sort();
+        assert_eq!(texts, ["newer done", "older done"], "round {round}");
+    }
+}
