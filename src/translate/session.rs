@@ -603,8 +603,11 @@ pub fn result_to_modern_owned(result: Value, method: &str, ttl_ms: i64) -> Value
         Value::Object(m) => m,
         _ => Map::new(),
     };
-    out.entry("resultType")
-        .or_insert_with(|| Value::from(result_type::COMPLETE));
+    // A 2025-11-25 result has no `resultType` of its own: one that is
+    // absent, or not a string (`null`, a number…), reads "complete".
+    if !matches!(out.get("resultType"), Some(Value::String(_))) {
+        out.insert("resultType".into(), Value::from(result_type::COMPLETE));
+    }
     if CACHEABLE_METHODS.contains(&method) {
         out.entry("ttlMs")
             .or_insert_with(|| Value::from(ttl_ms.max(0)));
@@ -643,6 +646,26 @@ mod tests {
     /// Writing a request with the session's `_meta` spliced in gives the
     /// bytes of the merged request, member order included, whatever shape
     /// the params and the client's own `_meta` have.
+    /// A 2026-07-28 result always carries a string `resultType`: whatever
+    /// a 2025-11-25 server put there (it has no such field) reads
+    /// "complete", and a result that is not an object becomes one.
+    #[test]
+    fn legacy_results_always_come_out_complete() {
+        for (given, kept) in [
+            (json!({"content": []}), json!([])),
+            (json!({"content": [], "resultType": null}), json!([])),
+            (json!({"content": [], "resultType": 7}), json!([])),
+        ] {
+            let out = result_to_modern_owned(given.clone(), "tools/call", 0);
+            assert_eq!(out["resultType"], "complete", "{given}");
+            assert_eq!(out["content"], kept, "{given}");
+        }
+        for odd in [json!([1, 2]), json!("done"), Value::Null] {
+            let out = result_to_modern_owned(odd.clone(), "tools/call", 0);
+            assert_eq!(out, json!({"resultType": "complete"}), "{odd}");
+        }
+    }
+
     #[test]
     fn spliced_meta_writes_the_merged_request() {
         use crate::jsonrpc::Message;

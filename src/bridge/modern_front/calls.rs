@@ -380,6 +380,12 @@ impl ModernSession {
         progress: Option<super::progress::ProgressRoute>,
         meta: &RequestMeta,
     ) -> RpcResult {
+        if !result.is_object() {
+            return Err(ShimError::Upstream(
+                "the server answered tools/call with a result that is not an object".into(),
+            )
+            .into());
+        }
         if !(asked_task && result.get("task").is_some()) {
             return Ok(tsession::result_to_modern_owned(result, "tools/call", 0));
         }

@@ -18,7 +18,7 @@ use crate::error::ShimError;
 use crate::jsonrpc::{ErrorObject, Id, Message, Request};
 use crate::ledger::TaskRecord;
 use crate::revision::META_SUBSCRIPTION_ID;
-use crate::translate::{input, notify, task as ttask};
+use crate::translate::{input, notify, session as tsession, task as ttask};
 use crate::transport::Outbox;
 use crate::upstream::RpcResult;
 use crate::wire::modern::{Payload, RequestMeta, result_type};
@@ -297,7 +297,16 @@ impl ModernSession {
                         ShimError::Upstream("the task's result never came".into())
                     })?;
                     return match payload {
-                        Some(Payload::Result(r)) => Ok(r),
+                        // Made modern as a plain call's answer is: an
+                        // object with `resultType`, whatever the server's
+                        // tasks/result held.
+                        Some(Payload::Result(r)) if r.is_object() => {
+                            Ok(tsession::result_to_modern_owned(r, "tools/call", 0))
+                        }
+                        Some(Payload::Result(_)) => Err(ShimError::Upstream(format!(
+                            "the server's tasks/result for task {task_id} is not an object"
+                        ))
+                        .into()),
                         Some(Payload::Error(e)) => Err(e),
                         _ => Err(ShimError::TaskCancelled.into()),
                     };

@@ -1,14 +1,22 @@
-//! A 2025-11-25 server's untagged question (elicitation during a plain
-//! `tools/call`) while one 2026-07-28 client has two calls open. The shim
-//! cannot tell whose it is and hands it to the newest call; when that
-//! call's own answer arrives with the question still queued, the question
-//! must go on to the other call, not be dropped: the server would wait
-//! for its answer, and the other call with it, until the request timeout.
+//! 2026-07-28 clients in front of 2025-11-25 servers scripted in process
+//! (`upstream::channel`), for what the reference server never does: the
+//! exact timing of a race, or results a server should not send. Every
+//! answer the client reads is validated against the 2026-07-28 schema.
 //!
-//! The server is scripted in process (`upstream::channel`) so that the
-//! question and the newest call's answer arrive back to back, the race the
-//! shim used to lose about half the time: twenty fresh sessions each.
-//! Every answer the client reads is validated against the 2026-07-28 schema.
+//! `a_question_queued_for_a_finished_call_goes_to_the_other_one`: a
+//! server's untagged question (elicitation during a plain `tools/call`)
+//! while one client has two calls open. The shim cannot tell whose it is
+//! and hands it to the newest call; when that call's own answer arrives
+//! with the question still queued, the question must go on to the other
+//! call, not be dropped: the server would wait for its answer, and the
+//! other call with it, until the request timeout. The question and the
+//! newest call's answer arrive back to back, the race the shim used to
+//! lose about half the time: twenty fresh sessions.
+//!
+//! `odd_results_are_made_valid_or_refused`: a result with a `resultType`
+//! of the wrong type reaches the client as `"complete"`; a driven task
+//! whose `tasks/result` is not an object fails with `-32603` naming it,
+//! rather than as a result no 2026-07-28 client could read.
 
 mod support;
 
@@ -180,4 +188,85 @@ async fn a_question_queued_for_a_finished_call_goes_to_the_other_one() {
         texts.sort();
         assert_eq!(texts, ["newer done", "older done"], "round {round}");
     }
+}
+
+/// A legacy server whose plain call answers `resultType: null`, and whose
+/// one required tool makes a task that ends with a `tasks/result` of
+/// `"done"` (not an object).
+async fn odd_server(
+    mut from_shim: mpsc::UnboundedReceiver<Message>,
+    to_shim: mpsc::UnboundedSender<Message>,
+) {
+    let task = json!({"taskId": "t-1", "status": "working",
+        "createdAt": "2026-11-30T00:00:00Z", "lastUpdatedAt": "2026-11-30T00:00:00Z",
+        "ttl": 60000, "pollInterval": 50});
+    while let Some(msg) = from_shim.recv().await {
+        let Message::Request(r) = &msg else { continue };
+        let answer = match r.method.as_str() {
+            "initialize" => json!({"protocolVersion": revision::LEGACY_VERSION,
+                "capabilities": {"tools": {}, "tasks": {"requests": {"tools": {"call": {}}}}},
+                "serverInfo": {"name": "odd", "version": "0"}}),
+            "tools/list" => json!({"tools": [
+                {"name": "plain", "inputSchema": {"type": "object"},
+                 "execution": {"taskSupport": "forbidden"}},
+                {"name": "job", "inputSchema": {"type": "object"},
+                 "execution": {"taskSupport": "required"}}]}),
+            "tools/call" if r.params.as_ref().unwrap()["name"] == "plain" => {
+                json!({"content": [{"type": "text", "text": "plain"}], "resultType": null})
+            }
+            "tools/call" => json!({"task": task}),
+            "tasks/get" => {
+                let mut t = task.clone();
+                t["status"] = json!("completed");
+                t
+            }
+            "tasks/result" => json!("done"),
+            _ => continue,
+        };
+        let _ = to_shim.send(Message::response(r.id.clone(), answer));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn odd_results_are_made_valid_or_refused() {
+    let (conn, mut events, server_end) = channel::pair(Duration::from_secs(10));
+    let config = BridgeConfig {
+        drive_required_tasks: true,
+        ..BridgeConfig::default()
+    };
+    let front = ModernFront::new(conn, Arc::new(MemoryLedger::default()), config);
+    tokio::spawn(odd_server(server_end.from_shim, server_end.to_shim));
+    let pump = front.clone();
+    tokio::spawn(async move {
+        while let Some(ev) = events.recv().await {
+            pump.handle_upstream(ev);
+        }
+    });
+    let (out, mut outbox) = mpsc::unbounded_channel();
+    let session = front.session("client".into(), out);
+    let mut answers = Vec::new();
+    for (id, tool) in [(1, "plain"), (2, "job")] {
+        session.handle_client(call(id, tool, Map::new()));
+        let answer = timeout(Duration::from_secs(5), outbox.recv())
+            .await
+            .expect("answered")
+            .expect("the outbox is open")
+            .to_value();
+        assert_valid(Revision::Modern, &answer, Some("tools/call"));
+        answers.push(answer);
+    }
+    assert_eq!(
+        answers[0]["result"]["resultType"], "complete",
+        "{}",
+        answers[0]
+    );
+    assert_eq!(answers[0]["result"]["content"][0]["text"], "plain");
+    assert_eq!(answers[1]["error"]["code"], -32603, "{}", answers[1]);
+    assert!(
+        answers[1]["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("t-1") && m.contains("not an object")),
+        "{}",
+        answers[1]
+    );
 }
