@@ -462,6 +462,119 @@ async fn modern_clients() {
     }
 }
 
+/// 2025-11-25 and 2026-07-28 clients side by side in front of a 2026-07-28
+/// server: the modern ones are relayed (same revision), and the upstream
+/// sees one client, the shim. A task made by one principal, through the
+/// bridge or through the relay, must still be out of every other caller's
+/// reach on the relay, anonymous ones included: its id answers exactly as
+/// an unknown id, and a cancel or update changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn relayed_modern_clients_cannot_reach_other_principals_tasks() {
+    tokio::time::timeout(std::time::Duration::from_secs(240), relayed_clients())
+        .await
+        .expect("the relayed isolation test finished within 4 minutes");
+}
+
+async fn relayed_clients() {
+    const MIXED: usize = 6;
+    let (flags, mut all) = principals();
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    all.truncate(MIXED);
+    let shim = HttpShim::spawn(&flags, &modern_reference());
+    let c = client();
+    let url = shim.url.clone();
+
+    // Each principal: a task through the bridge (a legacy session) and one
+    // through the relay (a modern client).
+    for (i, p) in all.iter_mut().enumerate() {
+        let (sid, _) = initialize(&c, &url, Some(&p.token)).await;
+        let label = format!("p{i}-legacy");
+        let id = legacy_create(&c, &url, p, &sid, &label).await;
+        p.sessions.push(sid);
+        p.tasks.push((id, label));
+        let label = format!("p{i}-modern");
+        let req = modern(&c, &url, 1, "tools/call", slow(&label)).bearer_auth(&p.token);
+        let (s, body, _) = send(req).await;
+        assert_eq!(s, 200, "create: {body}");
+        assert_valid(Revision::Modern, &body, Some("tools/call"));
+        assert_eq!(body["result"]["resultType"], "task", "{body}");
+        let id = body["result"]["taskId"]
+            .as_str()
+            .expect("taskId")
+            .to_owned();
+        p.tasks.push((id, label));
+    }
+
+    // Every principal, and an anonymous caller, probes every id not its own.
+    let mut probes = 0;
+    for j in 0..=MIXED {
+        let token = all.get(j).map(|p| p.token.clone());
+        let foreign: Vec<String> = all
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != j)
+            .flat_map(|(_, p)| p.tasks.iter().map(|t| t.0.clone()))
+            .collect();
+        for method in ["tasks/get", "tasks/update", "tasks/cancel"] {
+            let ask = |id: &str, n: i64| {
+                let mut params = json!({"taskId": id});
+                if method == "tasks/update" {
+                    params["inputResponses"] =
+                        json!({"elicitation-1": {"action": "accept", "content": {}}});
+                }
+                let req = modern(&c, &url, n, method, params);
+                match &token {
+                    Some(t) => req.bearer_auth(t),
+                    None => req,
+                }
+            };
+            let random = mcp_tasks_shim::ids::random_id();
+            let control = observe(ask(&random, 9999), Revision::Modern, method).await;
+            assert_eq!(
+                control.body["error"]["code"], -32602,
+                "{method} of an unknown id: {control:?}"
+            );
+            for (n, id) in foreign.iter().enumerate() {
+                let got = observe(ask(id, 1000 + n as i64), Revision::Modern, method).await;
+                assert_eq!(
+                    got, control,
+                    "caller {j}: relayed {method} of a foreign id differs from an unknown one"
+                );
+                probes += 1;
+            }
+        }
+    }
+    eprintln!("relayed modern clients: {probes} foreign-id probes, all indistinguishable");
+
+    // The owners: both tasks still run, then complete, untouched.
+    for p in &all {
+        for (id, label) in &p.tasks {
+            let mut last = Value::Null;
+            for _ in 0..200 {
+                let req =
+                    modern(&c, &url, 40, "tasks/get", json!({"taskId": id})).bearer_auth(&p.token);
+                let (s, body, _) = send(req).await;
+                assert_eq!(s, 200, "{body}");
+                assert_valid(Revision::Modern, &body, Some("tasks/get"));
+                let status = body["result"]["status"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned();
+                assert!(
+                    matches!(status.as_str(), "working" | "completed"),
+                    "{label} of its owner is {status}: {body}"
+                );
+                last = body;
+                if status == "completed" {
+                    break;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+            assert_eq!(last["result"]["status"], "completed", "{label}: {last}");
+        }
+    }
+}
+
 /// A session id is not a credential: every request on a legacy session
 /// must come from the principal that opened it, a token the shim does not
 /// know is refused (not served as anonymous), and the 2026-07-28

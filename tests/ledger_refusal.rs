@@ -55,6 +55,9 @@ impl TaskLedger for LastSlotTaken {
     ) -> Result<Page, LedgerError> {
         self.0.list(scope, cursor, limit, now)
     }
+    fn scope_of(&self, task_id: &str, now: Millis) -> Result<Option<String>, LedgerError> {
+        self.0.scope_of(task_id, now)
+    }
     fn drop_scope(&self, scope: &str) {
         self.0.drop_scope(scope)
     }

@@ -40,6 +40,8 @@ fn contract(make: &dyn Fn(usize) -> Box<dyn TaskLedger>) {
 
 fn isolation(l: &dyn TaskLedger) {
     l.insert(rec("alice", "t1", None), 0).unwrap();
+    assert_eq!(l.scope_of("t1", 0), Ok(Some("alice".into())));
+    assert_eq!(l.scope_of("nope", 0), Ok(None));
     assert!(l.get("alice", "t1", 0).is_some());
     assert_eq!(l.get("bob", "t1", 0), None);
     assert_eq!(l.get("bob", "nope", 0), None);
@@ -91,6 +93,12 @@ fn expiry_and_caps(l: &dyn TaskLedger) {
         Err(LedgerError::ScopeFull(2))
     );
     assert!(l.get("a", "t1", 9).is_some());
+    assert_eq!(l.scope_of("t1", 9), Ok(Some("a".into())));
+    assert_eq!(
+        l.scope_of("t1", 10),
+        Ok(None),
+        "an expired task is no one's"
+    );
     assert!(l.get("a", "t1", 10).is_none());
     assert!(l.update("a", "t1", 10, &mut |_| {}).is_none());
     assert_eq!(ids(&l.list("a", None, 10, 10).unwrap()), ["t2"]);

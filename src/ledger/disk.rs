@@ -364,6 +364,16 @@ impl DiskLedger {
         now: Millis,
         decode: fn(&[u8]) -> Result<Stored, LedgerError>,
     ) -> Result<Option<Stored>, LedgerError> {
+        let s = Self::read_in(db, id, decode)?;
+        Ok(s.filter(|s| s.scope == scope && !s.expired(now)))
+    }
+
+    /// The record of `id`, whatever its scope or expiry.
+    fn read_in(
+        db: &Database,
+        id: &str,
+        decode: fn(&[u8]) -> Result<Stored, LedgerError>,
+    ) -> Result<Option<Stored>, LedgerError> {
         let txn = db.begin_read().map_err(storage)?;
         let records = match txn.open_table(RECORDS) {
             Ok(t) => t,
@@ -373,8 +383,7 @@ impl DiskLedger {
         let Some(g) = records.get(id).map_err(storage)? else {
             return Ok(None);
         };
-        let s = decode(g.value())?;
-        Ok((s.scope == scope && !s.expired(now)).then_some(s))
+        decode(g.value()).map(Some)
     }
 
     fn apply_update_in(
@@ -534,6 +543,11 @@ impl TaskLedger for DiskLedger {
         Ok(self
             .fetch(scope, task_id, now, Stored::decode)?
             .map(Stored::into_record))
+    }
+
+    fn scope_of(&self, task_id: &str, now: Millis) -> Result<Option<String>, LedgerError> {
+        let s = self.with_db(|db| Self::read_in(db, task_id, Stored::decode_without_payload))?;
+        Ok(s.filter(|s| !s.expired(now)).map(|s| s.scope))
     }
 
     fn try_get_task(

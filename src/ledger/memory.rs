@@ -264,6 +264,15 @@ impl TaskLedger for MemoryLedger {
             .map(|r| r.to_record(task_id))
     }
 
+    fn scope_of(&self, task_id: &str, now: Millis) -> Result<Option<String>, LedgerError> {
+        Ok(self
+            .lock()
+            .records
+            .get(task_id)
+            .filter(|r| !r.expired(now))
+            .map(|r| r.scope.to_string()))
+    }
+
     fn contains(&self, scope: &str, task_id: &str, now: Millis) -> bool {
         self.lock().live(scope, task_id, now).is_some()
     }

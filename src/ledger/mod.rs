@@ -194,6 +194,13 @@ pub trait TaskLedger: Send + Sync + std::fmt::Debug {
         now: Millis,
     ) -> Result<Page, LedgerError>;
 
+    /// Whose task `task_id` is: its scope, if the record is alive. For
+    /// the shim's own checks, never for a client's eyes: the HTTP front
+    /// asks it on the same-revision path, where requests bypass the
+    /// ledger, so that one scope's task id never reaches the upstream on
+    /// another scope's behalf.
+    fn scope_of(&self, task_id: &str, now: Millis) -> Result<Option<String>, LedgerError>;
+
     /// Forgets every record of `scope` (session deleted).
     fn drop_scope(&self, scope: &str);
 

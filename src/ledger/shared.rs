@@ -373,10 +373,18 @@ impl RedisLedger {
         now: Millis,
         decode: fn(&[u8]) -> Result<Stored, LedgerError>,
     ) -> Result<Option<Stored>, LedgerError> {
+        let s = self.read(id, decode)?;
+        Ok(s.filter(|s| s.scope == scope && !s.expired(now)))
+    }
+
+    /// The record of `id`, whatever its scope or expiry.
+    fn read(
+        &self,
+        id: &str,
+        decode: fn(&[u8]) -> Result<Stored, LedgerError>,
+    ) -> Result<Option<Stored>, LedgerError> {
         let raw: Option<Vec<u8>> = self.with_conn(|c| c.get(self.rec_key(id)))?;
-        let Some(raw) = raw else { return Ok(None) };
-        let s = decode(&raw)?;
-        Ok((s.scope == scope && !s.expired(now)).then_some(s))
+        raw.map(|raw| decode(&raw)).transpose()
     }
 
     fn apply_update(
@@ -587,6 +595,11 @@ impl TaskLedger for RedisLedger {
         Ok(self
             .fetch(scope, task_id, now, Stored::decode)?
             .map(Stored::into_record))
+    }
+
+    fn scope_of(&self, task_id: &str, now: Millis) -> Result<Option<String>, LedgerError> {
+        let s = self.read(task_id, Stored::decode_without_payload)?;
+        Ok(s.filter(|s| !s.expired(now)).map(|s| s.scope))
     }
 
     fn try_get_task(

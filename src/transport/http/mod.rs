@@ -104,6 +104,8 @@ pub(crate) struct App {
     metrics: metrics::Metrics,
     /// The zero of [`App::now_ms`].
     started: std::time::Instant,
+    /// Ledger time, for the checks made outside the engines.
+    clock: crate::bridge::clock::Clock,
 }
 
 /// The HTTP front as routes of your own axum (tower) server.
@@ -195,6 +197,7 @@ impl HttpShim {
             resolver,
             metrics: metrics::Metrics::default(),
             started: std::time::Instant::now(),
+            clock: crate::bridge::clock::Clock::new(),
         });
         let pump = app.clone();
         tokio::spawn(async move {

@@ -12,7 +12,7 @@ use tokio_stream::StreamExt;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 
 use super::{App, error_response, headers, json_response, modern_status};
-use crate::bridge::modern_front::ModernSession;
+use crate::bridge::modern_front::{ANONYMOUS_SCOPE, ModernSession};
 use crate::error::ShimError;
 use crate::jsonrpc::{Id, Message, Request};
 use crate::revision::{MODERN_VERSION, Revision};
@@ -64,7 +64,12 @@ pub(super) async fn post(
             );
             return error_response(StatusCode::NOT_FOUND, Some(id), e);
         }
-        return relay_inline(&app, req, body).await;
+        let scope = principal.as_deref().unwrap_or(ANONYMOUS_SCOPE);
+        return match foreign_task(&app, req, scope) {
+            Ok(None) => relay_inline(&app, req, body, scope).await,
+            Ok(Some(task_id)) => relay_as_unknown(&app, req, task_id).await,
+            Err(e) => error_response(StatusCode::OK, Some(id), e),
+        };
     };
     let sse = super::accepts_sse(hdrs);
     let (tx, rx) = mpsc::unbounded_channel();
@@ -150,11 +155,120 @@ async fn stream(
     resp
 }
 
+/// The task id of a same-revision `tasks/get|update|cancel` when the ledger
+/// holds that task for another scope than `scope`: one the shim made for
+/// another principal's 2025-11-25 session, or recorded when another
+/// principal's 2026-07-28 call created it through this relay. The upstream
+/// sees one client (the shim), so it cannot keep principals apart itself.
+fn foreign_task<'r>(
+    app: &App,
+    req: &'r Request,
+    scope: &str,
+) -> Result<Option<&'r str>, ShimError> {
+    if !matches!(
+        req.method.as_str(),
+        "tasks/get" | "tasks/update" | "tasks/cancel"
+    ) {
+        return Ok(None);
+    }
+    let Some(task_id) = req
+        .params
+        .as_ref()
+        .and_then(|p| p.get("taskId"))
+        .and_then(serde_json::Value::as_str)
+    else {
+        return Ok(None);
+    };
+    let owner = app.ledger.scope_of(task_id, app.clock.now_ms())?;
+    Ok(owner.filter(|o| o != scope).map(|_| task_id))
+}
+
+/// Another scope's task, asked for through the relay: the upstream is
+/// asked about a stand-in id of the same form instead, which it does not
+/// know, and its answer goes back with the stand-in replaced by the id the
+/// client sent. So the client reads exactly what it would for an id that
+/// does not exist, and the task is not touched.
+async fn relay_as_unknown(app: &App, req: &Request, task_id: &str) -> Response {
+    let stand_in = stand_in_for(task_id);
+    let mut params = req.params.clone().unwrap_or_default();
+    params["taskId"] = serde_json::Value::from(stand_in.as_str());
+    let asked = Request {
+        id: req.id.clone(),
+        method: req.method.clone(),
+        params: Some(params),
+    };
+    let body = Bytes::from(Message::Request(asked.clone()).to_json());
+    // The ledger's scope does not matter here: the stand-in is no one's.
+    let resp = relay_inline(app, &asked, body, ANONYMOUS_SCOPE).await;
+    let (parts, body) = resp.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
+        let e = ShimError::Upstream("the upstream's answer could not be read".into());
+        return error_response(StatusCode::OK, Some(req.id.clone()), e);
+    };
+    let text = String::from_utf8_lossy(&bytes).replace(&stand_in, task_id);
+    let mut resp = Response::from_parts(parts, axum::body::Body::from(text));
+    resp.headers_mut()
+        .remove(axum::http::header::CONTENT_LENGTH);
+    resp
+}
+
+/// A random id shaped like `id`: each ASCII digit or letter replaced by a
+/// random one of its kind (hex letters by hex letters), anything else kept,
+/// so an upstream that checks the form of its ids answers "not found".
+fn stand_in_for(id: &str) -> String {
+    let mut noise = vec![0u8; id.chars().count()];
+    crate::ids::fill(&mut noise);
+    id.chars()
+        .zip(noise)
+        .map(|(c, r)| {
+            let pick = |set: &[u8]| char::from(set[usize::from(r) % set.len()]);
+            match c {
+                '0'..='9' => pick(b"0123456789"),
+                'a'..='f' => pick(b"0123456789abcdef"),
+                'A'..='F' => pick(b"0123456789ABCDEF"),
+                'g'..='z' => pick(b"abcdefghijklmnopqrstuvwxyz"),
+                'G'..='Z' => pick(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ"),
+                other => other,
+            }
+        })
+        .collect()
+}
+
+/// Records the task a relayed `tools/call` created (its answer is
+/// `resultType: "task"`) as `scope`'s, so that no other scope reaches it
+/// through the relay ([`foreign_task`]). A ledger that refuses (the
+/// scope's cap, a failing store) leaves the task unrecorded: the client
+/// has it already, and only the upstream's own checks then guard it.
+fn record_created(app: &App, scope: &str, result: &serde_json::Value) {
+    if crate::wire::modern::result_type_of(result) != crate::wire::modern::result_type::TASK {
+        return;
+    }
+    let d = match crate::wire::modern::DetailedTask::from_value(result) {
+        Ok(d) => d,
+        Err(e) => {
+            tracing::warn!(error = %e, "a relayed task creation could not be read; not recorded");
+            return;
+        }
+    };
+    let record = crate::ledger::TaskRecord {
+        scope: scope.to_owned(),
+        task: crate::translate::task::detailed_to_legacy_record(&d),
+        payload: crate::wire::modern::Payload::None,
+        cancel_pinned: false,
+        synthetic: false,
+        expires_at: app.clock.expiry(d.task.ttl_ms),
+    };
+    if let Err(e) = app.ledger.insert(record, app.clock.now_ms()) {
+        tracing::warn!(task = %d.task.task_id, error = %e, "a relayed task was not recorded; the upstream alone guards it");
+    }
+}
+
 /// Pass-through of a modern request to a modern upstream, answered in this
 /// handler: the body already passed every check, so it goes upstream as it
 /// came and, when the answer is a plain JSON answer to the same id, that
 /// goes back as it came (no task, channel or re-serialisation per request).
-async fn relay_inline(app: &App, req: &Request, body: Bytes) -> Response {
+/// A task a `tools/call` creates is recorded as `scope`'s.
+async fn relay_inline(app: &App, req: &Request, body: Bytes, scope: &str) -> Response {
     let name = headers::name_source(&req.method, req.params.as_ref());
     let answer = match app
         .upstream
@@ -169,19 +283,37 @@ async fn relay_inline(app: &App, req: &Request, body: Bytes) -> Response {
         None => {
             let params = req.params.clone().unwrap_or_default();
             let m = match app.upstream.request(&req.method, params).await {
-                Ok(Ok(result)) => Message::response(req.id.clone(), result),
+                Ok(Ok(result)) => {
+                    if req.method == "tools/call" {
+                        record_created(app, scope, &result);
+                    }
+                    Message::response(req.id.clone(), result)
+                }
                 Ok(Err(error)) => Message::error(Some(req.id.clone()), error),
                 Err(e) => Message::error(Some(req.id.clone()), e.into()),
             };
             return json_response(modern_status(m_code(&m)), &m);
         }
     };
+    let creates = req.method == "tools/call";
     let message = match answer {
-        RawAnswer::Verbatim(body) => return raw_json(StatusCode::OK, body),
+        RawAnswer::Verbatim(body) => {
+            // Only an answer that names a task is read whole.
+            if creates
+                && memchr::memmem::find(&body, b"\"task\"").is_some()
+                && let Ok(v) = serde_json::from_slice::<serde_json::Value>(&body)
+            {
+                record_created(app, scope, &v["result"]);
+            }
+            return raw_json(StatusCode::OK, body);
+        }
         RawAnswer::Parsed(message) => message,
     };
     match message {
         Message::Response(r) => {
+            if creates {
+                record_created(app, scope, &r.result);
+            }
             json_response(StatusCode::OK, &Message::response(req.id.clone(), r.result))
         }
         // Errors are rare: rebuilt, so they read exactly as before.
@@ -211,4 +343,47 @@ fn m_code(m: &Message) -> i64 {
 /// A JSON body sent as the upstream wrote it.
 fn raw_json(status: StatusCode, body: Bytes) -> Response {
     (status, [("content-type", "application/json")], body).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::stand_in_for;
+
+    #[test]
+    fn a_stand_in_has_the_form_of_the_id_it_replaces() {
+        for id in [
+            "0123456789abcdef0123456789abcdef",
+            "550e8400-e29b-41d4-a716-446655440000",
+            "Task_42-xyz.Q",
+            "tâche-7",
+        ] {
+            let s = stand_in_for(id);
+            assert_ne!(s, id, "{id}");
+            assert_eq!(s.chars().count(), id.chars().count(), "{id} → {s}");
+            for (a, b) in id.chars().zip(s.chars()) {
+                let kind = |c: char| {
+                    if c.is_ascii_digit() || matches!(c, 'a'..='f') {
+                        'h'
+                    } else if matches!(c, 'A'..='F') {
+                        'H'
+                    } else if c.is_ascii_lowercase() {
+                        'l'
+                    } else if c.is_ascii_uppercase() {
+                        'u'
+                    } else {
+                        c
+                    }
+                };
+                // Hex stays hex; other letters stay letters of their case;
+                // anything else is kept.
+                match kind(a) {
+                    'h' => assert!(kind(b) == 'h', "{id} → {s}"),
+                    'H' => assert!(b.is_ascii_digit() || matches!(b, 'A'..='F'), "{id} → {s}"),
+                    'l' => assert!(b.is_ascii_lowercase(), "{id} → {s}"),
+                    'u' => assert!(b.is_ascii_uppercase(), "{id} → {s}"),
+                    other => assert_eq!(b, other, "{id} → {s}"),
+                }
+            }
+        }
+    }
 }
