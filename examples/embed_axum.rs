@@ -50,7 +50,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         link,
         Arc::new(MemoryLedger::default()),
         Arc::new(ConfiguredPrincipals::default()),
-    );
+    )?;
     let app = Router::new()
         .route("/health", get(|| async { "ok" }))
         .merge(shim.router())

@@ -23,6 +23,15 @@
 //! - [`reference`](mod@reference): small reference servers of both revisions (fixtures).
 //! - `inline`: request futures run on the IO threads that read and answer
 //!   them, where a spawned task would cost a worker wake-up each way.
+//!
+//! To embed: [`transport::http::HttpShim`] is the Streamable HTTP front as
+//! axum routes to merge into your own server, over an upstream
+//! [`upstream::Link`] (a child process, an HTTP server, or one in your
+//! process: [`upstream::channel`] and [`upstream::Link::probe`]). The bare
+//! engines ([`bridge::legacy_front::LegacyFront`],
+//! [`bridge::modern_front::ModernFront`]) take client messages and answer
+//! through an outbox; `examples/embed_axum.rs` and `examples/in_process.rs`
+//! show both.
 
 pub mod bridge;
 pub mod error;

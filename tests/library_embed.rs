@@ -56,7 +56,8 @@ async fn serve_app(link: Link, path: &str) -> (HttpShim, String) {
         link,
         Arc::new(MemoryLedger::default()),
         Arc::new(ConfiguredPrincipals::default()),
-    );
+    )
+    .unwrap();
     let app = Router::new()
         .route("/health", axum::routing::get(|| async { "ok" }))
         .merge(shim.router())
@@ -227,6 +228,114 @@ fn embedded_front_serves_modern_clients_of_a_legacy_server() {
         assert!(
             text.as_str().is_some_and(|t| t.contains("embedder")),
             "{answer}"
+        );
+        shim.finish().await;
+    });
+}
+
+/// The guide's shutdown: `begin_shutdown` in the server's graceful-shutdown
+/// future. A 2025-11-25 client holding its GET stream open (as such
+/// clients do) must not keep the server from stopping.
+#[test]
+fn graceful_shutdown_ends_open_streams() {
+    block_on(async {
+        let link = in_process(Rev::Modern).await;
+        let shim = HttpShim::new(
+            HttpOptions::default(),
+            link,
+            Arc::new(MemoryLedger::default()),
+            Arc::new(ConfiguredPrincipals::default()),
+        )
+        .unwrap();
+        let app: Router = shim.router();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let stopping = shim.clone();
+        let server = tokio::spawn(async move {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(async move {
+                    let _ = stopped.await;
+                    stopping.begin_shutdown("the application is stopping");
+                })
+                .await
+        });
+        let c = client();
+        let (sid, _) = initialize(&c, &url, None).await;
+        let get = c
+            .get(&url)
+            .header("accept", "text/event-stream")
+            .header("mcp-session-id", &sid)
+            .header("mcp-protocol-version", "2025-11-25")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(get.status(), StatusCode::OK);
+        let mut events = get.bytes_stream();
+        let _ = stop.send(());
+        let asked = Instant::now();
+        tokio::time::timeout(Duration::from_secs(3), server)
+            .await
+            .expect("the server stopped with the GET stream open")
+            .unwrap()
+            .unwrap();
+        // The client sees its stream end, not hang.
+        let end = tokio::time::timeout(Duration::from_secs(3), async {
+            use futures_util::StreamExt;
+            while let Some(Ok(_)) = events.next().await {}
+        })
+        .await;
+        assert!(end.is_ok(), "the GET stream ended");
+        assert!(asked.elapsed() < Duration::from_secs(3));
+        shim.finish().await;
+    });
+}
+
+/// Mistakes an embedding makes are refused with a message naming them,
+/// not an axum panic or a silent mix-up of scopes.
+#[test]
+fn bad_paths_and_reserved_principals_are_refused() {
+    block_on(async {
+        for path in ["mcp", "", "/mcp/", "/{x}", "/*rest"] {
+            let opts = HttpOptions {
+                path: path.into(),
+                ..HttpOptions::default()
+            };
+            let e = HttpShim::new(
+                opts,
+                in_process(Rev::Modern).await,
+                Arc::new(MemoryLedger::default()),
+                Arc::new(ConfiguredPrincipals::default()),
+            )
+            .expect_err(path);
+            assert!(e.to_string().starts_with("HttpOptions.path"), "{path}: {e}");
+        }
+
+        // A resolver that maps a token to the anonymous callers' scope.
+        let resolver = ConfiguredPrincipals {
+            tokens: [("t".to_owned(), "anonymous".to_owned())].into(),
+            trusted_header: None,
+        };
+        let shim = HttpShim::new(
+            HttpOptions::default(),
+            in_process(Rev::Modern).await,
+            Arc::new(MemoryLedger::default()),
+            Arc::new(resolver),
+        )
+        .unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+        let app: Router = shim.router();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        let req = modern(&client(), &url, 1, "tools/list", json!({})).bearer_auth("t");
+        let (status, body, _) = send(req).await;
+        assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR, "{body}");
+        assert_valid(Revision::Modern, &body, None);
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("reserved")),
+            "{body}"
         );
         shim.finish().await;
     });

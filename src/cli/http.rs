@@ -58,23 +58,9 @@ pub struct Args {
     pub upstream: Vec<String>,
 }
 
-/// An endpoint path the router can serve: absolute, plain segments (no
-/// `*`, `:` or `{` pattern syntax), and not the metrics path.
+/// An endpoint path the router can serve, and not the metrics path.
 fn parse_path(s: &str) -> Result<String, String> {
-    let plain = s.len() > 1
-        && s.starts_with('/')
-        && !s.ends_with('/')
-        && s[1..].split('/').all(|seg| {
-            !seg.is_empty()
-                && seg
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b"-._~".contains(&b))
-        });
-    if !plain {
-        return Err(format!(
-            "expected a path like /mcp (segments of letters, digits, - . _ ~), got {s:?}"
-        ));
-    }
+    http::check_path(s)?;
     if s == "/metrics" {
         return Err("/metrics is where the shim serves its metrics".into());
     }
@@ -83,8 +69,8 @@ fn parse_path(s: &str) -> Result<String, String> {
 
 fn parse_token(s: &str) -> Result<(String, String), String> {
     match s.split_once('=') {
-        Some((_, p)) if p.starts_with(http::SESSION_SCOPE_PREFIX) => Err(format!(
-            "principal names starting with {:?} are reserved for anonymous sessions",
+        Some((_, p)) if http::is_reserved_principal(p) => Err(format!(
+            "{p:?} is reserved for callers without credentials (principal names may not be \"anonymous\" or start with {:?})",
             http::SESSION_SCOPE_PREFIX
         )),
         Some((t, p)) if !t.is_empty() && !p.is_empty() => Ok((t.to_owned(), p.to_owned())),

@@ -1,5 +1,6 @@
 //! Reference MCP servers of both revisions: test fixtures and a way for
-//! users to try their clients. Not library API; kept apart from the core.
+//! users to try their clients, and the in-process server of the library's
+//! examples. Not part of the shim itself; kept apart from the core.
 //!
 //! Each revision has a transport-independent core ([`ReferenceServer`]):
 //! it is fed incoming messages and emits outgoing ones on a channel, so the

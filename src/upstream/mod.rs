@@ -143,9 +143,12 @@ pub struct Link {
 impl Link {
     /// Probes `upstream` by the spec's rule and bundles what it learnt: a
     /// `server/discover` answer means 2026-07-28 (kept as `discover`), an
-    /// error or no answer within `timeout` means 2025-11-25. For an
-    /// upstream you wired yourself, such as [`channel::pair`]'s, whose
-    /// server must already be running.
+    /// error or no answer within `timeout` means 2025-11-25 (logged as a
+    /// warning when there was no answer). For an upstream you wired
+    /// yourself, such as [`channel::pair`]'s, whose server must already be
+    /// running. When you know the revision, build the `Link` yourself (its
+    /// fields are public; a 2026-07-28 one needs its `server/discover`
+    /// result).
     ///
     /// ```no_run
     /// # async fn run() {
@@ -192,7 +195,17 @@ pub(crate) async fn probe(up: &dyn Upstream, timeout: Duration) -> crate::revisi
     let answer = match tokio::time::timeout(timeout, ask).await {
         Ok(Ok(Ok(result))) => Some(Message::response(Id::Num(0), result)),
         Ok(Ok(Err(error))) => Some(Message::error(Some(Id::Num(0)), error)),
-        _ => None,
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "the upstream gave no answer to server/discover; treating it as 2025-11-25");
+            None
+        }
+        Err(_) => {
+            tracing::warn!(
+                ?timeout,
+                "no answer to server/discover in time; treating the upstream as 2025-11-25 (a slow 2026-07-28 server needs a longer probe timeout)"
+            );
+            None
+        }
     };
     crate::revision::classify_probe(answer.as_ref())
 }

@@ -361,7 +361,7 @@ pub(super) fn get_stream(app: Arc<App>, sid: &str, principal: Option<String>) ->
         r.get_stream = Some(tx);
     }
     let events = UnboundedReceiverStream::new(rx).map(|m| super::sse_event(&m));
-    Sse::new(events)
+    Sse::new(app.until_closing(events))
         .keep_alive(KeepAlive::default())
         .into_response()
 }

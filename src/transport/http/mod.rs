@@ -48,6 +48,44 @@ pub const DEFAULT_SESSION_IDLE_TIMEOUT_S: u64 = 1800;
 /// Most legacy sessions open at once unless configured.
 pub const DEFAULT_MAX_SESSIONS: u64 = 10_000;
 
+/// A configuration [`HttpShim::new`] cannot serve.
+#[derive(Debug, thiserror::Error)]
+pub enum OptionsError {
+    /// `HttpOptions::path` is not a plain absolute path.
+    #[error("HttpOptions.path: {0}")]
+    Path(String),
+}
+
+/// Whether `path` is an endpoint path the router can serve as given:
+/// absolute, plain segments of letters, digits and `-._~` (no `*`, `:` or
+/// `{` pattern syntax, no trailing `/`).
+pub fn check_path(path: &str) -> Result<(), String> {
+    let plain = path.len() > 1
+        && path.starts_with('/')
+        && !path.ends_with('/')
+        && path[1..].split('/').all(|seg| {
+            !seg.is_empty()
+                && seg
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-._~".contains(&b))
+        });
+    if plain {
+        Ok(())
+    } else {
+        Err(format!(
+            "expected a path like /mcp (segments of letters, digits, - . _ ~), got {path:?}"
+        ))
+    }
+}
+
+/// Principal names the front keeps for callers without one: the scope of
+/// anonymous 2026-07-28 callers, and the prefix of anonymous 2025-11-25
+/// sessions' scopes. A resolver that returns one would share their tasks.
+pub fn is_reserved_principal(principal: &str) -> bool {
+    principal == crate::bridge::modern_front::ANONYMOUS_SCOPE
+        || principal.starts_with(SESSION_SCOPE_PREFIX)
+}
+
 /// How the HTTP front is configured.
 #[derive(Debug, Clone)]
 pub struct HttpOptions {
@@ -106,6 +144,8 @@ pub(crate) struct App {
     started: std::time::Instant,
     /// Ledger time, for the checks made outside the engines.
     clock: crate::bridge::clock::Clock,
+    /// Set by [`HttpShim::begin_shutdown`]: long-lived streams end.
+    closing: tokio::sync::watch::Sender<bool>,
 }
 
 /// The HTTP front as routes of your own axum (tower) server.
@@ -128,7 +168,8 @@ pub(crate) struct App {
 ///     link,                   // a probed upstream, e.g. `Link::probe`
 ///     Arc::new(MemoryLedger::default()),
 ///     Arc::new(ConfiguredPrincipals::default()),
-/// );
+/// )
+/// .expect("/mcp is a path the router can serve");
 /// let app = axum::Router::new()
 ///     .route("/health", axum::routing::get(|| async { "ok" }))
 ///     .merge(shim.router());
@@ -158,12 +199,15 @@ impl HttpShim {
     /// Builds the front over a probed upstream. Starts its background work
     /// (upstream events, expiry sweeps), so it must be called inside a
     /// tokio runtime. `opts.listen` is not used: you bind the listener.
+    /// Fails on a path the router could not serve as given
+    /// ([`check_path`]).
     pub fn new(
         opts: HttpOptions,
         link: Link,
         ledger: Arc<dyn TaskLedger>,
         resolver: Arc<dyn PrincipalResolver>,
-    ) -> HttpShim {
+    ) -> Result<HttpShim, OptionsError> {
+        check_path(&opts.path).map_err(OptionsError::Path)?;
         let Link {
             upstream,
             mut events,
@@ -198,6 +242,7 @@ impl HttpShim {
             metrics: metrics::Metrics::default(),
             started: std::time::Instant::now(),
             clock: crate::bridge::clock::Clock::new(),
+            closing: tokio::sync::watch::Sender::new(false),
         });
         let pump = app.clone();
         tokio::spawn(async move {
@@ -224,10 +269,10 @@ impl HttpShim {
                 legacy::expire_idle,
             ));
         }
-        HttpShim {
+        Ok(HttpShim {
             app,
             background: Arc::new(Mutex::new(Background { sweepers, child })),
-        }
+        })
     }
 
     /// The MCP endpoint (GET, POST, DELETE at `opts.path`), for any state
@@ -258,13 +303,15 @@ impl HttpShim {
     }
 
     /// Answers everything still waiting with `-32603` naming `reason`
-    /// (blocking `tasks/result`, driven calls, calls open upstream) and
-    /// stops the upstream, so that your server's graceful shutdown does not
-    /// wait for tasks that may run for hours. Long-lived streams (GET,
-    /// `subscriptions/listen`) stay open: cut them after a grace period.
+    /// (blocking `tasks/result`, driven calls, calls open upstream), ends
+    /// the long-lived streams (a 2025-11-25 session's GET stream,
+    /// `subscriptions/listen`) and stops the upstream, so that your
+    /// server's graceful shutdown does not wait for tasks that may run for
+    /// hours, or for clients that never close their streams.
     pub fn begin_shutdown(&self, reason: &str) {
         self.app.upstream.shutdown(reason);
         legacy::end_waits(&self.app, reason);
+        self.app.closing.send_replace(true);
     }
 
     /// After your server has stopped: ends the background work, lets the
@@ -299,7 +346,8 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let upstream_rev = link.revision;
     let listen = opts.listen;
-    let shim = HttpShim::new(opts, link, ledger, resolver);
+    let shim = HttpShim::new(opts, link, ledger, resolver)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
     let router: Router = shim.router().merge(shim.metrics_router("/metrics"));
     let listener = tokio::net::TcpListener::bind(listen)
         .await
@@ -344,6 +392,17 @@ pub async fn serve(
 }
 
 impl App {
+    /// `stream`, ended when the front begins shutting down.
+    fn until_closing<S: futures_util::Stream>(
+        &self,
+        stream: S,
+    ) -> impl futures_util::Stream<Item = S::Item> + use<S> {
+        let mut closing = self.closing.subscribe();
+        futures_util::StreamExt::take_until(stream, async move {
+            let _ = closing.wait_for(|c| *c).await;
+        })
+    }
+
     fn upstream_event(&self, ev: UpstreamEvent) {
         if let UpstreamEvent::Closed(reason) = &ev {
             tracing::error!(%reason, "upstream gone");
@@ -403,9 +462,24 @@ fn admit(app: &App, headers: &HeaderMap) -> Result<Option<String>, Box<Response>
     if !origin_ok(app, headers) {
         return Err(Box::new(forbidden_origin()));
     }
-    app.resolver
+    let principal = app
+        .resolver
         .authenticate(headers)
-        .map_err(|why| Box::new(unauthorized(why)))
+        .map_err(|why| Box::new(unauthorized(why)))?;
+    if let Some(p) = principal.as_deref().filter(|p| is_reserved_principal(p)) {
+        // A resolver bug, not the client's: refused, so that it cannot
+        // hand a caller the tasks of anonymous ones.
+        tracing::error!(principal = %p, "the principal resolver returned a reserved name; request refused");
+        let e = ShimError::Internal(format!(
+            "the server's principal resolver returned the reserved name {p:?}"
+        ));
+        return Err(Box::new(error_response(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            None,
+            e,
+        )));
+    }
+    Ok(principal)
 }
 
 async fn post_endpoint(

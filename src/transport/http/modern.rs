@@ -76,7 +76,7 @@ pub(super) async fn post(
     let session = front.request_session(principal, tx);
     session.handle_client(msg);
     if listen {
-        return stream(rx, id, session).await;
+        return stream(&app, rx, id, session).await;
     }
     answer(rx, id, sse, session).await
 }
@@ -120,6 +120,7 @@ async fn answer(
 /// answered as JSON with that error's HTTP status, as every other refused
 /// request is.
 async fn stream(
+    app: &App,
     mut rx: mpsc::UnboundedReceiver<Message>,
     id: Id,
     engine: Arc<ModernSession>,
@@ -145,7 +146,7 @@ async fn stream(
         let _engine = &engine;
         super::sse_event(&m)
     });
-    let mut resp = Sse::new(events)
+    let mut resp = Sse::new(app.until_closing(events))
         .keep_alive(KeepAlive::default())
         .into_response();
     resp.headers_mut().insert(
