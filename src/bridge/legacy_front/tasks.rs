@@ -113,7 +113,22 @@ impl LegacySession {
             &d.task.task_id,
             self.front.clock.now_ms(),
             &mut |rec| {
+                // Terminal is final: snapshots from the poller, the listen
+                // stream and the refreshes of tasks/get and tasks/list land
+                // out of order, and a stale `working` stored after the end
+                // would tell the client its finished task runs again.
                 if rec.cancel_pinned {
+                    return;
+                }
+                if rec.task.status.is_terminal() {
+                    // Only the same end's outcome, if it came later (a
+                    // status notification carries none), is still taken.
+                    if d.task.status == rec.task.status
+                        && matches!(rec.payload, Payload::None)
+                        && !matches!(d.payload, Payload::None)
+                    {
+                        rec.payload = d.payload.clone();
+                    }
                     return;
                 }
                 let seen = ttask::detailed_to_legacy_record(d);
@@ -324,16 +339,31 @@ impl LegacySession {
             Err(e) => return Err(e.into()),
         }
         let now = self.front.clock.now_iso();
+        // Checked again where the pin is set: the task may have ended (or
+        // another cancel pinned it) during the upstream round trip, and a
+        // client already given its result must not read it cancelled.
+        let mut ended = None;
         let pinned = self
             .front
             .ledger
             .try_update(&self.scope, rec.id(), self.front.clock.now_ms(), &mut |r| {
+                if r.is_terminal() {
+                    ended = Some(if r.cancel_pinned {
+                        TaskStatus::Cancelled
+                    } else {
+                        r.task.status
+                    });
+                    return;
+                }
                 r.cancel_pinned = true;
                 r.task = ttask::cancelled_view(&r.task, &now);
                 r.payload = Payload::None;
             })
             .map_err(ShimError::from)?
             .ok_or(ShimError::UnknownTask)?;
+        if let Some(status) = ended {
+            return Err(ShimError::TaskTerminal(status.to_string()).into());
+        }
         self.front.watchers.poke(rec.id());
         let view = to_value(&pinned.task);
         self.send(Message::notification(LEGACY_STATUS, view.clone()));
