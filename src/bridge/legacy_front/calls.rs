@@ -8,7 +8,7 @@ use serde_json::{Map, Value, json};
 use super::LegacySession;
 use crate::bridge::cancel::{IfDropped, spawn_cleanup};
 use crate::error::ShimError;
-use crate::jsonrpc::{ErrorObject, Request};
+use crate::jsonrpc::{ErrorObject, Id, Request};
 use crate::ledger::TaskRecord;
 use crate::revision::META_RELATED_TASK;
 use crate::translate::{input, session as tsession, task as ttask, tools as ttools};
@@ -47,11 +47,13 @@ impl LegacySession {
         for _ in 0..=self.front.config.max_input_rounds {
             let result = self.call_with(&req.method, &params).await?;
             match result_type_of(&result) {
-                result_type::TASK => return self.created(result, task.as_ref()).await,
+                result_type::TASK => {
+                    return self.created(result, task.as_ref(), &req.id).await;
+                }
                 result_type::INPUT_REQUIRED => {
                     // The retry is the call plus this round's answers,
                     // which replace the last round's.
-                    self.answer_round(&mut params, &result).await?;
+                    self.answer_round(&mut params, &result, &req.id).await?;
                 }
                 _ => return self.plain(result, task.as_ref()),
             }
@@ -65,11 +67,16 @@ impl LegacySession {
 
     /// The upstream made a task: hand it to a client that asked for one,
     /// or drive it to its end for a client that made a plain call.
-    async fn created(self: &Arc<Self>, result: Value, asked: Option<&TaskMetadata>) -> RpcResult {
+    async fn created(
+        self: &Arc<Self>,
+        result: Value,
+        asked: Option<&TaskMetadata>,
+        during: &Id,
+    ) -> RpcResult {
         let d = DetailedTask::from_value(&result)?;
         if asked.is_none() {
             tracing::info!(task = %d.task.task_id, "upstream made a task of a plain call; driving it");
-            return self.drive(&d.task.task_id).await;
+            return self.drive(&d.task.task_id, during).await;
         }
         let task = ttask::detailed_to_legacy_record(&d);
         let record = TaskRecord {
@@ -148,12 +155,12 @@ impl LegacySession {
     }
 
     /// Waits for a task the client never saw and answers with its outcome.
-    async fn drive(self: &Arc<Self>, task_id: &str) -> RpcResult {
+    async fn drive(self: &Arc<Self>, task_id: &str, during: &Id) -> RpcResult {
         // Only the shim knows this task: if the client cancels the call
         // (dropping this wait), the task goes with it.
         let (this, id) = (self.clone(), task_id.to_owned());
         let unwanted = IfDropped::new(move || spawn_cleanup(this.cancel_driven(id)));
-        let d = self.await_task(task_id, false).await;
+        let d = self.await_task(task_id, Some(during)).await;
         unwanted.disarm();
         match d?.payload {
             Payload::Result(r) => {
@@ -184,7 +191,14 @@ impl LegacySession {
 
     /// One MRTR round: ask the client each input request, then put the
     /// answers and the opaque `requestState` into the retried params.
-    async fn answer_round(&self, params: &mut Value, result: &Value) -> Result<(), ErrorObject> {
+    /// Asks the client a round's input requests, on behalf of its request
+    /// `during`, and puts the answers in `params` for the retry.
+    async fn answer_round(
+        &self,
+        params: &mut Value,
+        result: &Value,
+        during: &Id,
+    ) -> Result<(), ErrorObject> {
         let requests = result
             .get("inputRequests")
             .and_then(Value::as_object)
@@ -192,7 +206,7 @@ impl LegacySession {
             .unwrap_or_default();
         let mut answers = Map::new();
         for (key, request) in &requests {
-            let answer = self.ask_input(key, request, None).await?;
+            let answer = self.ask_input(key, request, None, Some(during)).await?;
             answers.insert(key.clone(), answer);
         }
         let p = params.as_object_mut().ok_or_else(|| {
@@ -207,13 +221,15 @@ impl LegacySession {
     }
 
     /// Asks the client one input request; `task_id` tags it with the
-    /// related task (`None` for requests outside a task the client knows).
+    /// related task (`None` for requests outside a task the client knows),
+    /// `during` names the client request it is asked for, if any.
     /// Returns the answer as a modern input response.
     pub(super) async fn ask_input(
         &self,
         key: &str,
         request: &Value,
         task_id: Option<&str>,
+        during: Option<&Id>,
     ) -> Result<Value, ErrorObject> {
         let method = request
             .get("method")
@@ -233,7 +249,7 @@ impl LegacySession {
         {
             crate::translate::remove_meta_key(p, META_RELATED_TASK);
         }
-        match self.ask(req).await {
+        match self.ask(req, during).await {
             Ok(answer) => Ok(input::legacy_answer_to_input_response(&answer)),
             // A client that errors on an elicitation has not accepted it.
             Err(e) if method == "elicitation/create" => {

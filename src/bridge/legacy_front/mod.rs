@@ -95,6 +95,7 @@ impl LegacyFront {
             client: Mutex::new(Declared::new(None)),
             out: out.into(),
             asks: Mutex::new(HashMap::new()),
+            asked_during: Mutex::new(HashMap::new()),
             client_gone: std::sync::OnceLock::new(),
             ended: tokio::sync::watch::Sender::new(false),
             next_ask: AtomicI64::new(1),
@@ -195,6 +196,9 @@ pub struct LegacySession {
     client: Mutex<Declared>,
     out: Outbox,
     asks: Mutex<HashMap<Id, oneshot::Sender<RpcResult>>>,
+    /// The client request each unanswered question outside a task serves
+    /// (see [`LegacySession::asked_during`]).
+    asked_during: Mutex<HashMap<Id, Id>>,
     /// Why the client can answer nothing more, once it can't (see
     /// [`LegacySession::client_closed`]).
     client_gone: std::sync::OnceLock<String>,
@@ -208,6 +212,15 @@ impl LegacySession {
     /// The ledger scope of this session.
     pub fn scope(&self) -> &str {
         &self.scope
+    }
+
+    /// The client request a question of the shim's (`question`, a request
+    /// it sent the client) was asked for, when it carries no task: input a
+    /// 2026-07-28 server asks during a plain `tools/call`. For transports
+    /// that answer each request on a stream of its own (Streamable HTTP),
+    /// so the question goes on that call's stream, not another's.
+    pub fn asked_during(&self, question: &Id) -> Option<Id> {
+        lock(&self.asked_during).get(question).cloned()
     }
 
     /// Feeds one client message. Requests are answered asynchronously
@@ -444,12 +457,22 @@ impl LegacySession {
     }
 
     /// Sends a request to the client and waits for its answer.
-    async fn ask(&self, mut req: Request) -> RpcResult {
+    /// Sends the client `req` (under an id of the shim's) and waits for its
+    /// answer; `during` is the client request it is asked for, if any.
+    async fn ask(&self, mut req: Request, during: Option<&Id>) -> RpcResult {
         let id = Id::Str(format!(
             "mcp-tasks-shim-{}",
             self.next_ask.fetch_add(1, Ordering::Relaxed)
         ));
         req.id = id.clone();
+        // Forgotten once answered, or if the wait is dropped.
+        let _during = during.map(|client_req| {
+            lock(&self.asked_during).insert(id.clone(), client_req.clone());
+            AskedDuring {
+                map: &self.asked_during,
+                question: id.clone(),
+            }
+        });
         let (tx, rx) = oneshot::channel();
         {
             // Checked under the lock `fail_asks` drains with: an ask either
@@ -519,4 +542,16 @@ fn default_client() -> LegacyClient {
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // A poisoned lock only means a panic elsewhere; the data is still usable.
     m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Drops a question's entry in [`LegacySession::asked_during`].
+struct AskedDuring<'a> {
+    map: &'a Mutex<HashMap<Id, Id>>,
+    question: Id,
+}
+
+impl Drop for AskedDuring<'_> {
+    fn drop(&mut self) {
+        lock(self.map).remove(&self.question);
+    }
 }

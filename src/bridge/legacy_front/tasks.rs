@@ -8,7 +8,7 @@ use tokio::task::JoinSet;
 use super::LegacySession;
 use crate::bridge::watch::Seen;
 use crate::error::ShimError;
-use crate::jsonrpc::{ErrorObject, Message, Request};
+use crate::jsonrpc::{ErrorObject, Id, Message, Request};
 use crate::ledger::{LedgerError, Millis, TaskLedger, TaskRecord};
 use crate::translate::notify::LEGACY_STATUS;
 use crate::translate::task as ttask;
@@ -150,7 +150,7 @@ impl LegacySession {
         let rec = if rec.is_terminal() {
             rec
         } else {
-            self.await_task(rec.id(), true).await?;
+            self.await_task(rec.id(), None).await?;
             // Re-read: the wait stored the outcome, or a cancel was pinned.
             // A session that ended meanwhile (an HTTP DELETE, expiry) took
             // its tasks with it: say that, not "task not found".
@@ -170,11 +170,13 @@ impl LegacySession {
     }
 
     /// Waits until the upstream task is terminal, bridging input requests
-    /// to the client on the way (tagged with the task when `tagged`).
+    /// to the client on the way: tagged with the task, or, for a task the
+    /// client does not know (driven `during` its plain call), untagged and
+    /// asked for that call.
     pub(super) async fn await_task(
         self: &Arc<Self>,
         task_id: &str,
-        tagged: bool,
+        during: Option<&Id>,
     ) -> Result<DetailedTask, ErrorObject> {
         let (watcher, mut rx) = self.front.watchers.subscribe(task_id, self.meta());
         let mut ended = self.ended.subscribe();
@@ -199,7 +201,7 @@ impl LegacySession {
                     if let Payload::Input(requests) = &d.payload {
                         for (key, request) in requests {
                             if watcher.claim(key) {
-                                self.spawn_answer(task_id, key, request, tagged);
+                                self.spawn_answer(task_id, key, request, during.cloned());
                             }
                         }
                     }
@@ -217,7 +219,13 @@ impl LegacySession {
 
     /// Asks the client one input request and forwards the answer upstream
     /// with `tasks/update`, then re-polls.
-    fn spawn_answer(self: &Arc<Self>, task_id: &str, key: &str, request: &Value, tagged: bool) {
+    fn spawn_answer(
+        self: &Arc<Self>,
+        task_id: &str,
+        key: &str,
+        request: &Value,
+        during: Option<Id>,
+    ) {
         let (this, task_id, key, request) = (
             self.clone(),
             task_id.to_owned(),
@@ -225,8 +233,8 @@ impl LegacySession {
             request.clone(),
         );
         tokio::spawn(async move {
-            let tag = tagged.then_some(task_id.as_str());
-            let answer = match this.ask_input(&key, &request, tag).await {
+            let tag = during.is_none().then_some(task_id.as_str());
+            let answer = match this.ask_input(&key, &request, tag, during.as_ref()).await {
                 Ok(answer) => Some(answer),
                 // An elicitation this client cannot be asked (it declared
                 // no elicitation, or it went away) has not been accepted:
@@ -341,18 +349,19 @@ impl LegacySession {
         let now = self.front.clock.now_iso();
         // Checked again where the pin is set: the task may have ended (or
         // another cancel pinned it) during the upstream round trip, and a
-        // client already given its result must not read it cancelled.
+        // client already given its result must not read it cancelled. An
+        // end as `cancelled` is this cancel's own, already seen.
         let mut ended = None;
         let pinned = self
             .front
             .ledger
             .try_update(&self.scope, rec.id(), self.front.clock.now_ms(), &mut |r| {
-                if r.is_terminal() {
-                    ended = Some(if r.cancel_pinned {
-                        TaskStatus::Cancelled
-                    } else {
-                        r.task.status
-                    });
+                if r.cancel_pinned {
+                    ended = Some(TaskStatus::Cancelled);
+                    return;
+                }
+                if r.task.status.is_terminal() && r.task.status != TaskStatus::Cancelled {
+                    ended = Some(r.task.status);
                     return;
                 }
                 r.cancel_pinned = true;

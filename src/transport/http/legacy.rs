@@ -92,7 +92,14 @@ impl HttpSession {
             Message::Response(_) | Message::Error(_) => msg.id().and_then(|id| r.by_id.remove(id)),
             Message::Request(req) => match related_task_of(req.params.as_ref()) {
                 Some(task) => r.by_task.get(task).cloned(),
-                None => r.calls.last().map(|(_, tx)| tx.clone()),
+                // Input asked during a plain call goes on that call's
+                // stream; only a question the engine cannot place goes to
+                // the newest call.
+                None => self
+                    .engine
+                    .asked_during(&req.id)
+                    .and_then(|call| r.by_id.get(&call).cloned())
+                    .or_else(|| r.calls.last().map(|(_, tx)| tx.clone())),
             },
             Message::Notification(_) => None,
         };
@@ -110,6 +117,13 @@ impl HttpSession {
             },
             None => msg,
         };
+        if matches!(msg, Message::Response(_) | Message::Error(_)) {
+            // The 2025-11-25 transport puts no answer on the GET stream
+            // (only a resumed stream may carry one): the stream of the
+            // request it answers is gone, closed by the client.
+            tracing::info!(id = ?msg.id(), "an answer whose request's stream is closed; dropped");
+            return;
+        }
         match &r.get_stream {
             Some(tx) if !tx.is_closed() => {
                 let _ = tx.send(msg);
@@ -343,8 +357,10 @@ async fn exchange(s: &Arc<HttpSession>, msg: Message, sse: bool) -> Response {
     if super::is_answer_to(&first, &id) {
         return json_response(StatusCode::OK, &first);
     }
-    // The stream ends right after the answer to this request.
-    super::sse_until_answer(&first, rx, id, ())
+    // The stream ends right after the answer to this request. It holds the
+    // session, so that answers still reach it after a DELETE (the error
+    // each pending request then gets).
+    super::sse_until_answer(&first, rx, id, s.clone())
 }
 
 pub(super) fn get_stream(app: Arc<App>, sid: &str, principal: Option<String>) -> Response {

@@ -1,0 +1,190 @@
+//! Where a 2025-11-25 HTTP session's messages go when several requests
+//! stream at once, through the real binary (`mcp-tasks-shim http` in front
+//! of the 2026-07-28 reference server): a question goes on the stream of
+//! the call that asked it, a DELETE still answers the requests streaming,
+//! and an answer whose stream the client closed never lands on the GET
+//! stream (the 2025-11-25 transport forbids it). Every message read is
+//! validated against the 2025-11-25 schema.
+
+mod support;
+
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use support::http::{HttpShim, LEGACY, Sse, client, initialize, legacy, rpc, send};
+use support::schema::{Revision, assert_valid};
+use support::wire::modern_reference;
+
+fn plain(tool: &str, arguments: Value) -> Value {
+    json!({"name": tool, "arguments": arguments})
+}
+
+/// Opens request `body` in session `sid` as an SSE stream.
+async fn stream(c: &reqwest::Client, url: &str, sid: &str, body: &Value) -> Sse {
+    let resp = legacy(c, url, Some(sid), body).send().await.unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    Sse::new(resp)
+}
+
+/// The client's answer to a confirmation question.
+async fn confirm(c: &reqwest::Client, url: &str, sid: &str, question: &Value) {
+    let answer = json!({"jsonrpc": "2.0", "id": question["id"],
+        "result": {"action": "accept", "content": {"confirm": true}}});
+    let (s, _, _) = send(legacy(c, url, Some(sid), &answer)).await;
+    assert_eq!(s, StatusCode::ACCEPTED);
+}
+
+/// A plain call that asks a question, and a second call posted at once:
+/// the question goes on the first call's stream (it went to the newest
+/// call's, 28 times in 30). Ten rounds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_goes_on_the_stream_of_the_call_that_asked() {
+    let shim = HttpShim::spawn(&[], &modern_reference());
+    let c = client();
+    let url = shim.url.as_str();
+    for round in 0..10 {
+        let (sid, _) = initialize(&c, url, None).await;
+        let asking = rpc(
+            1,
+            "tools/call",
+            plain("confirm_delete", json!({"filename": "a.txt"})),
+        );
+        let other = rpc(
+            2,
+            "tools/call",
+            plain("slow_compute", json!({"seconds": 1, "label": "b"})),
+        );
+        let (mut a, b) = tokio::join!(stream(&c, url, &sid, &asking), async {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            legacy(&c, url, Some(&sid), &other).send().await.unwrap()
+        });
+        let question = a
+            .next()
+            .await
+            .expect("a question on the asking call's stream");
+        assert_valid(Revision::Legacy, &question, None);
+        assert_eq!(
+            question["method"], "elicitation/create",
+            "round {round}: {question}"
+        );
+        confirm(&c, url, &sid, &question).await;
+        let answer = a.next().await.expect("the asking call's answer");
+        assert_valid(Revision::Legacy, &answer, Some("tools/call"));
+        assert_eq!(answer["id"], 1, "round {round}: {answer}");
+        // The other call's answer comes alone (as JSON, or a stream with
+        // nothing before it).
+        let mut on_b = Vec::new();
+        if support::http::is_sse(b.headers()) {
+            let mut b = Sse::new(b);
+            while let Some(m) = b.next().await {
+                on_b.push(m);
+            }
+        } else {
+            on_b.push(b.json::<Value>().await.unwrap());
+        }
+        assert_eq!(on_b.len(), 1, "round {round}: {on_b:#?}");
+        assert_eq!(on_b[0]["id"], 2, "round {round}: {on_b:#?}");
+    }
+}
+
+/// A DELETE while a `tasks/result` streams (its question asked): the
+/// stream ends with `-32603` naming the DELETE, not a bare end of stream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_answers_a_request_that_is_streaming() {
+    let shim = HttpShim::spawn(&[], &modern_reference());
+    let c = client();
+    let url = shim.url.as_str();
+    let (sid, _) = initialize(&c, url, None).await;
+    let mut call = plain("multi_input", json!({}));
+    call["task"] = json!({"ttl": 60000});
+    let (_, created, _) = send(legacy(&c, url, Some(&sid), &rpc(1, "tools/call", call))).await;
+    let task = created["result"]["task"]["taskId"]
+        .as_str()
+        .expect("a task")
+        .to_owned();
+    let mut waiting = stream(
+        &c,
+        url,
+        &sid,
+        &rpc(2, "tasks/result", json!({"taskId": task})),
+    )
+    .await;
+    let question = waiting.next().await.expect("a question first");
+    assert_eq!(question["method"], "elicitation/create", "{question}");
+    let deleted = c
+        .delete(url)
+        .header("mcp-session-id", &sid)
+        .header("mcp-protocol-version", LEGACY)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(deleted.status(), StatusCode::OK);
+    // (The task's second question may come first.)
+    let answer = loop {
+        let m = waiting
+            .next()
+            .await
+            .expect("an answer before the stream ends");
+        if m.get("method").is_none() {
+            break m;
+        }
+    };
+    assert_valid(Revision::Legacy, &answer, Some("tasks/result"));
+    assert_eq!(answer["id"], 2, "{answer}");
+    assert_eq!(answer["error"]["code"], -32603, "{answer}");
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("deleted")),
+        "{answer}"
+    );
+}
+
+/// The client closes a plain call's stream after its question, posts a
+/// new request under the same id (which is answered), then answers the
+/// question: the first call's answer has nowhere to go, and must not
+/// appear on the session's GET stream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_whose_stream_closed_stays_off_the_get_stream() {
+    let shim = HttpShim::spawn(&[], &modern_reference());
+    let c = client();
+    let url = shim.url.as_str();
+    let (sid, _) = initialize(&c, url, None).await;
+    let get = c
+        .get(url)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &sid)
+        .header("mcp-protocol-version", LEGACY)
+        .send()
+        .await
+        .unwrap();
+    let mut get = Sse::new(get);
+    let asking = rpc(
+        7,
+        "tools/call",
+        plain("confirm_delete", json!({"filename": "c.txt"})),
+    );
+    let mut call = stream(&c, url, &sid, &asking).await;
+    let question = call.next().await.expect("a question");
+    assert_eq!(question["method"], "elicitation/create", "{question}");
+    drop(call);
+    let again = rpc(7, "tools/call", plain("greet", json!({"name": "again"})));
+    let (s, retried, _) = send(legacy(&c, url, Some(&sid), &again)).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_valid(Revision::Legacy, &retried, Some("tools/call"));
+    assert!(retried["result"].is_object(), "{retried}");
+    confirm(&c, url, &sid, &question).await;
+    // Anything the GET stream carries in the next two seconds: no answers.
+    let mut carried = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(2), async {
+        while let Some(m) = get.next().await {
+            carried.push(m);
+        }
+    })
+    .await;
+    assert!(
+        carried.iter().all(|m| m.get("method").is_some()),
+        "an answer on the GET stream: {carried:#?}"
+    );
+}
