@@ -188,3 +188,62 @@ async fn an_answer_whose_stream_closed_stays_off_the_get_stream() {
         "an answer on the GET stream: {carried:#?}"
     );
 }
+
+/// The client closes a `tasks/result` stream after the first of two
+/// questions, answers it, and waits again: the second question, written
+/// to the closed stream, comes again on the new one, and the task ends
+/// (it waited for good).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn questions_lost_with_a_closed_stream_come_again() {
+    let shim = HttpShim::spawn(&[], &modern_reference());
+    let c = client();
+    let url = shim.url.as_str();
+    let (sid, _) = initialize(&c, url, None).await;
+    let mut call = plain("multi_input", json!({}));
+    call["task"] = json!({"ttl": 60000});
+    let (_, created, _) = send(legacy(&c, url, Some(&sid), &rpc(1, "tools/call", call))).await;
+    let task = created["result"]["task"]["taskId"]
+        .as_str()
+        .expect("a task")
+        .to_owned();
+    let wait = rpc(2, "tasks/result", json!({"taskId": task}));
+    let mut first = stream(&c, url, &sid, &wait).await;
+    let q1 = first.next().await.expect("a first question");
+    assert_eq!(q1["method"], "elicitation/create", "{q1}");
+    drop(first);
+    let answer = |q: &Value| {
+        let content = if q["params"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("name")
+        {
+            json!({"name": "Ada"})
+        } else {
+            json!({"confirm": true})
+        };
+        json!({"jsonrpc": "2.0", "id": q["id"], "result": {"action": "accept", "content": content}})
+    };
+    let (s, _, _) = send(legacy(&c, url, Some(&sid), &answer(&q1))).await;
+    assert_eq!(s, StatusCode::ACCEPTED);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Again: every question not yet answered comes on the new stream.
+    let mut again = stream(
+        &c,
+        url,
+        &sid,
+        &rpc(3, "tasks/result", json!({"taskId": task})),
+    )
+    .await;
+    let result = loop {
+        let m = again.next().await.expect("the task ends");
+        if m.get("method").is_some() {
+            assert_ne!(m["id"], q1["id"], "an answered question came again: {m}");
+            let (s, _, _) = send(legacy(&c, url, Some(&sid), &answer(&m))).await;
+            assert_eq!(s, StatusCode::ACCEPTED);
+            continue;
+        }
+        break m;
+    };
+    assert_valid(Revision::Legacy, &result, Some("tasks/result"));
+    assert!(result["result"]["content"].is_array(), "{result}");
+}

@@ -586,3 +586,36 @@ fn a_client_at_its_cap_is_refused_before_the_server_starts_work() {
     let _ = std::fs::remove_file(&sent);
     let _ = std::fs::remove_file(&got);
 }
+
+/// A client cancels its `tasks/result` while the task's question waits,
+/// then waits again: the question is not asked a second time (it is still
+/// the client's to answer), and answering it finishes the task.
+#[test]
+fn a_question_is_not_asked_again_after_a_cancelled_wait() {
+    let mut shim = Wire::legacy_front(&[]);
+    shim.initialize();
+    shim.auto_answer = false;
+    let task = create(&mut shim, "confirm_delete", json!({"filename": "f.txt"}));
+    let first = shim.request("tasks/result", json!({"taskId": task}));
+    let questions = |shim: &mut Wire, within: Duration| {
+        let mut seen = Vec::new();
+        while let Some(m) = shim.next(within) {
+            if m["method"] == "elicitation/create" {
+                seen.push(m);
+            }
+        }
+        seen
+    };
+    let asked = questions(&mut shim, Duration::from_millis(800));
+    assert_eq!(asked.len(), 1, "{asked:#?}");
+    shim.notify("notifications/cancelled", json!({"requestId": first}));
+    // Long enough for the cancelled wait to be gone, watcher and all.
+    std::thread::sleep(Duration::from_millis(300));
+    let second = shim.request("tasks/result", json!({"taskId": task}));
+    let again = questions(&mut shim, Duration::from_millis(800));
+    assert!(again.is_empty(), "asked again: {again:#?}");
+    shim.send(&json!({"jsonrpc": "2.0", "id": asked[0]["id"],
+        "result": {"action": "accept", "content": {"confirm": true}}}));
+    let done = shim.response(&second);
+    assert!(text_of(&done["result"]).contains("f.txt"), "{done}");
+}

@@ -96,6 +96,7 @@ impl LegacyFront {
             out: out.into(),
             asks: Mutex::new(HashMap::new()),
             asked_during: Mutex::new(HashMap::new()),
+            outstanding: Mutex::new(std::collections::HashSet::new()),
             client_gone: std::sync::OnceLock::new(),
             ended: tokio::sync::watch::Sender::new(false),
             next_ask: AtomicI64::new(1),
@@ -199,6 +200,10 @@ pub struct LegacySession {
     /// The client request each unanswered question outside a task serves
     /// (see [`LegacySession::asked_during`]).
     asked_during: Mutex<HashMap<Id, Id>>,
+    /// Task input requests (task id, key) asked and not yet answered: one
+    /// is not asked again while the first asking waits, even by a new
+    /// watcher after every `tasks/result` of the task was cancelled.
+    outstanding: Mutex<std::collections::HashSet<(String, String)>>,
     /// Why the client can answer nothing more, once it can't (see
     /// [`LegacySession::client_closed`]).
     client_gone: std::sync::OnceLock<String>,

@@ -200,7 +200,7 @@ impl LegacySession {
                     }
                     if let Payload::Input(requests) = &d.payload {
                         for (key, request) in requests {
-                            if watcher.claim(key) {
+                            if watcher.claim(key) && self.take_outstanding(task_id, key) {
                                 self.spawn_answer(task_id, key, request, during.cloned());
                             }
                         }
@@ -266,8 +266,15 @@ impl LegacySession {
                     Err(e) => tracing::warn!(%task_id, %key, error = %e, "tasks/update failed"),
                 }
             }
+            super::lock(&this.outstanding).remove(&(task_id.clone(), key));
             this.front.watchers.poke(&task_id);
         });
+    }
+
+    /// Marks input request `key` of `task_id` as being asked; false when
+    /// an earlier asking still waits for the client's answer.
+    fn take_outstanding(&self, task_id: &str, key: &str) -> bool {
+        super::lock(&self.outstanding).insert((task_id.to_owned(), key.to_owned()))
     }
 
     fn is_pinned(&self, task_id: &str) -> bool {

@@ -57,6 +57,11 @@ struct Routes {
     calls: Vec<(Id, Tx)>,
     get_stream: Option<Tx>,
     backlog: VecDeque<Message>,
+    /// Questions sent about each task and not yet answered: a new
+    /// `tasks/result` stream for the task gets them again, since the
+    /// stream that carried them may have been closed by the client before
+    /// they were read.
+    asked: HashMap<String, Vec<Message>>,
 }
 
 impl HttpSession {
@@ -91,7 +96,11 @@ impl HttpSession {
         let target = match &msg {
             Message::Response(_) | Message::Error(_) => msg.id().and_then(|id| r.by_id.remove(id)),
             Message::Request(req) => match related_task_of(req.params.as_ref()) {
-                Some(task) => r.by_task.get(task).cloned(),
+                Some(task) => {
+                    let task = task.to_owned();
+                    r.asked.entry(task.clone()).or_default().push(msg.clone());
+                    r.by_task.get(&task).cloned()
+                }
                 // Input asked during a plain call goes on that call's
                 // stream; only a question the engine cannot place goes to
                 // the newest call.
@@ -298,6 +307,14 @@ pub(super) async fn post(
 /// Hands a client message to the engine and answers the POST.
 async fn exchange(s: &Arc<HttpSession>, msg: Message, sse: bool) -> Response {
     let Message::Request(req) = &msg else {
+        if let Some(id) = msg.id() {
+            // An answer to a question: it need not be asked again.
+            let mut r = lock(&s.routes);
+            r.asked.retain(|_, asked| {
+                asked.retain(|q| q.id() != Some(id));
+                !asked.is_empty()
+            });
+        }
         s.engine.handle_client(msg);
         return StatusCode::ACCEPTED.into_response();
     };
@@ -335,6 +352,9 @@ async fn exchange(s: &Arc<HttpSession>, msg: Message, sse: bool) -> Response {
                     .and_then(|t| t.as_str())
                 {
                     r.by_task.insert(task.to_owned(), tx.clone());
+                    for q in r.asked.get(task).into_iter().flatten() {
+                        let _ = tx.send(q.clone());
+                    }
                 }
             }
             _ => r.calls.push((id.clone(), tx.clone())),
