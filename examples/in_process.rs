@@ -40,7 +40,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let Link {
         upstream,
-        mut events,
+        events,
         discover,
         ..
     } = link;
@@ -50,12 +50,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         BridgeConfig::default(),
         discover,
     );
-    let pump = front.clone();
-    tokio::spawn(async move {
-        while let Some(ev) = events.recv().await {
-            pump.handle_upstream(ev);
-        }
-    });
+    front.follow(events);
 
     // 3. One 2025-11-25 client session: feed it messages, read its outbox.
     let (to_client, mut outbox) = tokio::sync::mpsc::unbounded_channel();

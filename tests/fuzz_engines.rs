@@ -166,7 +166,7 @@ impl Front {
 
 /// A shim engine of the given client revision with its reference server.
 async fn start(legacy_client: bool) -> (Front, mpsc::UnboundedReceiver<Message>) {
-    let (conn, mut events, mut server_end) = channel::pair(Duration::from_secs(30));
+    let (conn, events, mut server_end) = channel::pair(Duration::from_secs(30));
     let server_rev = if legacy_client {
         mcp_tasks_shim::revision::Revision::Modern
     } else {
@@ -196,12 +196,7 @@ async fn start(legacy_client: bool) -> (Front, mpsc::UnboundedReceiver<Message>)
             BridgeConfig::default(),
             discover,
         );
-        let pump = front.clone();
-        tokio::spawn(async move {
-            while let Some(ev) = events.recv().await {
-                pump.handle_upstream(ev);
-            }
-        });
+        front.follow(events);
         Front::Legacy(front.session("fuzz".into(), to_client))
     } else {
         let front = ModernFront::new(
@@ -209,12 +204,7 @@ async fn start(legacy_client: bool) -> (Front, mpsc::UnboundedReceiver<Message>)
             Arc::new(MemoryLedger::default()),
             BridgeConfig::default(),
         );
-        let pump = front.clone();
-        tokio::spawn(async move {
-            while let Some(ev) = events.recv().await {
-                pump.handle_upstream(ev);
-            }
-        });
+        front.follow(events);
         Front::Modern(front.session("fuzz".into(), to_client))
     };
     (front, outbox)

@@ -171,7 +171,7 @@ async fn start(
     legacy_client: bool,
     h: Hostility,
 ) -> (Front, mpsc::UnboundedReceiver<Message>, Arc<Mutex<Fake>>) {
-    let (conn, mut events, mut server_end) = channel::pair(Duration::from_secs(10));
+    let (conn, events, mut server_end) = channel::pair(Duration::from_secs(10));
     let fake = Arc::new(Mutex::new(Fake::new(!legacy_client, h)));
     let fake_out = fake.clone();
     let to_shim = server_end.to_shim.clone();
@@ -205,12 +205,7 @@ async fn start(
             BridgeConfig::default(),
             discover,
         );
-        let pump = front.clone();
-        tokio::spawn(async move {
-            while let Some(ev) = events.recv().await {
-                pump.handle_upstream(ev);
-            }
-        });
+        front.follow(events);
         Front::Legacy(front.session("fuzz".into(), to_client))
     } else {
         let front = ModernFront::new(
@@ -218,12 +213,7 @@ async fn start(
             Arc::new(MemoryLedger::default()),
             BridgeConfig::default(),
         );
-        let pump = front.clone();
-        tokio::spawn(async move {
-            while let Some(ev) = events.recv().await {
-                pump.handle_upstream(ev);
-            }
-        });
+        front.follow(events);
         Front::Modern(front.session("fuzz".into(), to_client))
     };
     (front, outbox, fake_out)

@@ -123,6 +123,19 @@ async fn legacy_create(c: &Client, url: &str, p: &Principal, sid: &str, label: &
         .to_owned()
 }
 
+/// A 2026-07-28 task-creating `tools/call` with bearer `token`; its id.
+async fn modern_create(c: &Client, url: &str, token: &str, label: &str) -> String {
+    let req = modern(c, url, 1, "tools/call", slow(label)).bearer_auth(token);
+    let (s, body, _) = send(req).await;
+    assert_eq!(s, 200, "create: {body}");
+    assert_valid(Revision::Modern, &body, Some("tools/call"));
+    assert_eq!(body["result"]["resultType"], "task", "{body}");
+    body["result"]["taskId"]
+        .as_str()
+        .expect("taskId")
+        .to_owned()
+}
+
 /// Every task id `tasks/list` shows in `sid`, all pages; the first page's
 /// cursor too.
 async fn legacy_list_all(
@@ -218,20 +231,14 @@ async fn legacy_clients() {
                     legacy(&c, &url, Some(sid), &rpc(n, method, json!({"taskId": id})))
                         .bearer_auth(&me.token)
                 };
-                let random = mcp_tasks_shim::ids::random_id();
-                let control = observe(ask(&random, 9999), Revision::Legacy, method).await;
-                assert_eq!(
-                    control.body["error"]["code"], -32602,
-                    "{method} of an unknown id: {control:?}"
-                );
-                for (n, id) in foreign.iter().enumerate() {
-                    let got = observe(ask(id, 1000 + n as i64), Revision::Legacy, method).await;
-                    assert_eq!(
-                        got, control,
-                        "principal {j}: {method} of a foreign id differs from an unknown one"
-                    );
-                    probes += 1;
-                }
+                probes += probe_foreign(
+                    Revision::Legacy,
+                    method,
+                    &ask,
+                    &foreign,
+                    &format!("principal {j}"),
+                )
+                .await;
             }
             // Listing, both sessions: exactly my own tasks.
             let mine: HashSet<&String> = me.tasks.iter().map(|t| &t.0).collect();
@@ -353,15 +360,7 @@ async fn modern_clients() {
             let mut p = p;
             for t in 0..2 {
                 let label = format!("p{i}-t{t}");
-                let req = modern(&c, &url, 1, "tools/call", slow(&label)).bearer_auth(&p.token);
-                let (s, body, _) = send(req).await;
-                assert_eq!(s, 200, "create: {body}");
-                assert_valid(Revision::Modern, &body, Some("tools/call"));
-                assert_eq!(body["result"]["resultType"], "task", "{body}");
-                let id = body["result"]["taskId"]
-                    .as_str()
-                    .expect("taskId")
-                    .to_owned();
+                let id = modern_create(&c, &url, &p.token, &label).await;
                 p.tasks.push((id, label));
             }
             (i, p)
@@ -398,20 +397,14 @@ async fn modern_clients() {
                     }
                     modern(&c, &url, n, method, params).bearer_auth(&me.token)
                 };
-                let random = mcp_tasks_shim::ids::random_id();
-                let control = observe(ask(&random, 9999), Revision::Modern, method).await;
-                assert_eq!(
-                    control.body["error"]["code"], -32602,
-                    "{method} of an unknown id: {control:?}"
-                );
-                for (n, id) in foreign.iter().enumerate() {
-                    let got = observe(ask(id, 1000 + n as i64), Revision::Modern, method).await;
-                    assert_eq!(
-                        got, control,
-                        "principal {j}: {method} of a foreign id differs from an unknown one"
-                    );
-                    probes += 1;
-                }
+                probes += probe_foreign(
+                    Revision::Modern,
+                    method,
+                    &ask,
+                    &foreign,
+                    &format!("principal {j}"),
+                )
+                .await;
             }
             probes
         });
@@ -428,28 +421,7 @@ async fn modern_clients() {
         let (c, url) = (c.clone(), url.clone());
         set.spawn(async move {
             for (id, label) in &p.tasks {
-                let mut last = Value::Null;
-                for _ in 0..200 {
-                    let req = modern(&c, &url, 40, "tasks/get", json!({"taskId": id}))
-                        .bearer_auth(&p.token);
-                    let (s, body, _) = send(req).await;
-                    assert_eq!(s, 200, "{body}");
-                    assert_valid(Revision::Modern, &body, Some("tasks/get"));
-                    let status = body["result"]["status"]
-                        .as_str()
-                        .unwrap_or_default()
-                        .to_owned();
-                    assert!(
-                        matches!(status.as_str(), "working" | "completed"),
-                        "{label} of its owner is {status}: {body}"
-                    );
-                    last = body;
-                    if status == "completed" {
-                        break;
-                    }
-                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-                }
-                assert_eq!(last["result"]["status"], "completed", "{label}: {last}");
+                let last = owner_waits(&c, &url, &p.token, id, label).await;
                 let text = last["result"]["result"]["content"][0]["text"]
                     .as_str()
                     .unwrap_or_default();
@@ -460,6 +432,61 @@ async fn modern_clients() {
     while let Some(r) = set.join_next().await {
         r.expect("owner check");
     }
+}
+
+/// Asks `method` about a fresh random id (the control: an unknown id),
+/// then about every id in `foreign`, and asserts each answer equals the
+/// control. `ask(id, request id)` builds the request. Returns how many
+/// foreign ids were probed.
+async fn probe_foreign(
+    rev: Revision,
+    method: &str,
+    ask: &impl Fn(&str, i64) -> RequestBuilder,
+    foreign: &[String],
+    who: &str,
+) -> usize {
+    let random = mcp_tasks_shim::ids::random_id();
+    let control = observe(ask(&random, 9999), rev, method).await;
+    assert_eq!(
+        control.body["error"]["code"], -32602,
+        "{method} of an unknown id: {control:?}"
+    );
+    for (n, id) in foreign.iter().enumerate() {
+        let got = observe(ask(id, 1000 + n as i64), rev, method).await;
+        assert_eq!(
+            got, control,
+            "{who}: {method} of a foreign id differs from an unknown one"
+        );
+    }
+    foreign.len()
+}
+
+/// The owner polls its task (2026-07-28 `tasks/get`) until it completes,
+/// checking that it is never anything but working or completed (a foreign
+/// cancel or update would show); returns the last answer.
+async fn owner_waits(c: &Client, url: &str, token: &str, id: &str, label: &str) -> Value {
+    let mut last = Value::Null;
+    for _ in 0..200 {
+        let req = modern(c, url, 40, "tasks/get", json!({"taskId": id})).bearer_auth(token);
+        let (s, body, _) = send(req).await;
+        assert_eq!(s, 200, "{body}");
+        assert_valid(Revision::Modern, &body, Some("tasks/get"));
+        let status = body["result"]["status"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        assert!(
+            matches!(status.as_str(), "working" | "completed"),
+            "{label} of its owner is {status}: {body}"
+        );
+        last = body;
+        if status == "completed" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(last["result"]["status"], "completed", "{label}: {last}");
+    last
 }
 
 /// 2025-11-25 and 2026-07-28 clients side by side in front of a 2026-07-28
@@ -493,15 +520,7 @@ async fn relayed_clients() {
         p.sessions.push(sid);
         p.tasks.push((id, label));
         let label = format!("p{i}-modern");
-        let req = modern(&c, &url, 1, "tools/call", slow(&label)).bearer_auth(&p.token);
-        let (s, body, _) = send(req).await;
-        assert_eq!(s, 200, "create: {body}");
-        assert_valid(Revision::Modern, &body, Some("tools/call"));
-        assert_eq!(body["result"]["resultType"], "task", "{body}");
-        let id = body["result"]["taskId"]
-            .as_str()
-            .expect("taskId")
-            .to_owned();
+        let id = modern_create(&c, &url, &p.token, &label).await;
         p.tasks.push((id, label));
     }
 
@@ -528,20 +547,14 @@ async fn relayed_clients() {
                     None => req,
                 }
             };
-            let random = mcp_tasks_shim::ids::random_id();
-            let control = observe(ask(&random, 9999), Revision::Modern, method).await;
-            assert_eq!(
-                control.body["error"]["code"], -32602,
-                "{method} of an unknown id: {control:?}"
-            );
-            for (n, id) in foreign.iter().enumerate() {
-                let got = observe(ask(id, 1000 + n as i64), Revision::Modern, method).await;
-                assert_eq!(
-                    got, control,
-                    "caller {j}: relayed {method} of a foreign id differs from an unknown one"
-                );
-                probes += 1;
-            }
+            probes += probe_foreign(
+                Revision::Modern,
+                method,
+                &ask,
+                &foreign,
+                &format!("caller {j}"),
+            )
+            .await;
         }
     }
     eprintln!("relayed modern clients: {probes} foreign-id probes, all indistinguishable");
@@ -549,28 +562,7 @@ async fn relayed_clients() {
     // The owners: both tasks still run, then complete, untouched.
     for p in &all {
         for (id, label) in &p.tasks {
-            let mut last = Value::Null;
-            for _ in 0..200 {
-                let req =
-                    modern(&c, &url, 40, "tasks/get", json!({"taskId": id})).bearer_auth(&p.token);
-                let (s, body, _) = send(req).await;
-                assert_eq!(s, 200, "{body}");
-                assert_valid(Revision::Modern, &body, Some("tasks/get"));
-                let status = body["result"]["status"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_owned();
-                assert!(
-                    matches!(status.as_str(), "working" | "completed"),
-                    "{label} of its owner is {status}: {body}"
-                );
-                last = body;
-                if status == "completed" {
-                    break;
-                }
-                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-            }
-            assert_eq!(last["result"]["status"], "completed", "{label}: {last}");
+            owner_waits(&c, &url, &p.token, id, label).await;
         }
     }
 }

@@ -35,6 +35,18 @@ async fn confirm(c: &reqwest::Client, url: &str, sid: &str, question: &Value) {
     assert_eq!(s, StatusCode::ACCEPTED);
 }
 
+/// A `multi_input` task (two questions) in session `sid`; its id.
+async fn multi_input_task(c: &reqwest::Client, url: &str, sid: &str) -> String {
+    let mut call = plain("multi_input", json!({}));
+    call["task"] = json!({"ttl": 60000});
+    let (_, created, _) = send(legacy(c, url, Some(sid), &rpc(1, "tools/call", call))).await;
+    assert_valid(Revision::Legacy, &created, Some("tools/call"));
+    created["result"]["task"]["taskId"]
+        .as_str()
+        .expect("a task")
+        .to_owned()
+}
+
 /// A plain call that asks a question, and a second call posted at once:
 /// the question goes on the first call's stream (it went to the newest
 /// call's, 28 times in 30). Ten rounds.
@@ -96,13 +108,7 @@ async fn delete_answers_a_request_that_is_streaming() {
     let c = client();
     let url = shim.url.as_str();
     let (sid, _) = initialize(&c, url, None).await;
-    let mut call = plain("multi_input", json!({}));
-    call["task"] = json!({"ttl": 60000});
-    let (_, created, _) = send(legacy(&c, url, Some(&sid), &rpc(1, "tools/call", call))).await;
-    let task = created["result"]["task"]["taskId"]
-        .as_str()
-        .expect("a task")
-        .to_owned();
+    let task = multi_input_task(&c, url, &sid).await;
     let mut waiting = stream(
         &c,
         url,
@@ -199,13 +205,7 @@ async fn questions_lost_with_a_closed_stream_come_again() {
     let c = client();
     let url = shim.url.as_str();
     let (sid, _) = initialize(&c, url, None).await;
-    let mut call = plain("multi_input", json!({}));
-    call["task"] = json!({"ttl": 60000});
-    let (_, created, _) = send(legacy(&c, url, Some(&sid), &rpc(1, "tools/call", call))).await;
-    let task = created["result"]["task"]["taskId"]
-        .as_str()
-        .expect("a task")
-        .to_owned();
+    let task = multi_input_task(&c, url, &sid).await;
     let wait = rpc(2, "tasks/result", json!({"taskId": task}));
     let mut first = stream(&c, url, &sid, &wait).await;
     let q1 = first.next().await.expect("a first question");

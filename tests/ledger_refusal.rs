@@ -124,7 +124,7 @@ async fn legacy_client_a_refused_task_is_cancelled_upstream() {
     let (link, mut tapped) = tapped_server(Revision::Modern).await;
     let Link {
         upstream,
-        mut events,
+        events,
         discover,
         ..
     } = link;
@@ -134,12 +134,7 @@ async fn legacy_client_a_refused_task_is_cancelled_upstream() {
         BridgeConfig::default(),
         discover,
     );
-    let pump = front.clone();
-    tokio::spawn(async move {
-        while let Some(ev) = events.recv().await {
-            pump.handle_upstream(ev);
-        }
-    });
+    front.follow(events);
     let (out, mut outbox) = mpsc::unbounded_channel();
     let session = front.session("client".into(), out);
     session.handle_client(Message::request(
@@ -162,32 +157,35 @@ async fn legacy_client_a_refused_task_is_cancelled_upstream() {
     assert!(!cancelled.is_empty());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn modern_client_a_refused_task_is_cancelled_upstream() {
-    let (link, mut tapped) = tapped_server(Revision::Legacy).await;
-    let Link {
-        upstream,
-        mut events,
-        ..
-    } = link;
-    let front = ModernFront::new(
-        upstream,
-        Arc::new(LastSlotTaken::default()),
-        BridgeConfig::default(),
-    );
-    let pump = front.clone();
-    tokio::spawn(async move {
-        while let Some(ev) = events.recv().await {
-            pump.handle_upstream(ev);
-        }
-    });
-    let (out, mut outbox) = mpsc::unbounded_channel();
-    let session = front.session("client".into(), out);
-    let meta = json!({
+/// A 2026-07-28 client's session, over `ledger`, in front of the tapped
+/// 2025-11-25 reference server: the session, its outbox and the tap.
+async fn modern_client(
+    ledger: Arc<dyn TaskLedger>,
+) -> (
+    Arc<mcp_tasks_shim::bridge::modern_front::ModernSession>,
+    mpsc::UnboundedReceiver<Message>,
+    mpsc::UnboundedReceiver<Message>,
+) {
+    let (link, tapped) = tapped_server(Revision::Legacy).await;
+    let front = ModernFront::new(link.upstream, ledger, BridgeConfig::default());
+    front.follow(link.events);
+    let (out, outbox) = mpsc::unbounded_channel();
+    (front.session("client".into(), out), outbox, tapped)
+}
+
+/// A 2026-07-28 client's per-request `_meta`, declaring the extension.
+fn modern_meta() -> Value {
+    json!({
         revision::META_PROTOCOL_VERSION: revision::MODERN_VERSION,
         revision::META_CLIENT_CAPABILITIES: {"extensions": {revision::TASKS_EXTENSION: {}}},
         revision::META_CLIENT_INFO: {"name": "refusal-test", "version": "0"},
-    });
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn modern_client_a_refused_task_is_cancelled_upstream() {
+    let (session, mut outbox, mut tapped) = modern_client(Arc::new(LastSlotTaken::default())).await;
+    let meta = modern_meta();
     session.handle_client(Message::request(
         1,
         "tools/call",
@@ -205,30 +203,8 @@ async fn modern_client_a_refused_task_is_cancelled_upstream() {
 /// refused before it reaches the 2025-11-25 server.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn modern_client_at_its_cap_is_refused_before_the_server_starts_work() {
-    let (link, mut tapped) = tapped_server(Revision::Legacy).await;
-    let Link {
-        upstream,
-        mut events,
-        ..
-    } = link;
-    let front = ModernFront::new(
-        upstream,
-        Arc::new(MemoryLedger::new(1)),
-        BridgeConfig::default(),
-    );
-    let pump = front.clone();
-    tokio::spawn(async move {
-        while let Some(ev) = events.recv().await {
-            pump.handle_upstream(ev);
-        }
-    });
-    let (out, mut outbox) = mpsc::unbounded_channel();
-    let session = front.session("client".into(), out);
-    let meta = json!({
-        revision::META_PROTOCOL_VERSION: revision::MODERN_VERSION,
-        revision::META_CLIENT_CAPABILITIES: {"extensions": {revision::TASKS_EXTENSION: {}}},
-        revision::META_CLIENT_INFO: {"name": "refusal-test", "version": "0"},
-    });
+    let (session, mut outbox, mut tapped) = modern_client(Arc::new(MemoryLedger::new(1))).await;
+    let meta = modern_meta();
     let call = |id: i64, label: &str| {
         Message::request(
             id,

@@ -112,7 +112,7 @@ struct Client {
 
 impl Client {
     async fn start(script: Script) -> Client {
-        let (conn, mut events, server_end) = channel::pair(Duration::from_secs(10));
+        let (conn, events, server_end) = channel::pair(Duration::from_secs(10));
         tokio::spawn(server(script, server_end.from_shim, server_end.to_shim));
         let discover = json!({"supportedVersions": [revision::MODERN_VERSION],
             "capabilities": {"tools": {}, "extensions": {revision::TASKS_EXTENSION: {}}},
@@ -123,12 +123,7 @@ impl Client {
             BridgeConfig::default(),
             discover,
         );
-        let pump = front.clone();
-        tokio::spawn(async move {
-            while let Some(ev) = events.recv().await {
-                pump.handle_upstream(ev);
-            }
-        });
+        front.follow(events);
         let (out, outbox) = mpsc::unbounded_channel();
         let session = front.session("client".into(), out);
         let mut c = Client {

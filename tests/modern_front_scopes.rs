@@ -103,19 +103,14 @@ async fn untagged_input_between(
         tokio::sync::mpsc::UnboundedSender<Message>,
     ) -> Sessions,
 ) {
-    let (conn, mut events, server) = pair(STEP);
+    let (conn, events, server) = pair(STEP);
     let (mut from_shim, to_shim) = (server.from_shim, server.to_shim);
     let front = ModernFront::new(
         conn,
         Arc::new(MemoryLedger::default()),
         BridgeConfig::default(),
     );
-    let pump = front.clone();
-    tokio::spawn(async move {
-        while let Some(ev) = events.recv().await {
-            pump.handle_upstream(ev);
-        }
-    });
+    front.follow(events);
     let (a_tx, mut a_rx) = tokio::sync::mpsc::unbounded_channel();
     let (b_tx, mut b_rx) = tokio::sync::mpsc::unbounded_channel();
     let (alice, bob) = open(&front, a_tx, b_tx);

@@ -112,19 +112,14 @@ fn call(id: i64, tool: &str, extra: Map<String, Value>) -> Message {
 /// of the results in the order they came.
 async fn both_calls_finish() -> Vec<String> {
     // Long enough that a dropped question shows as this test's timeout.
-    let (conn, mut events, server_end) = channel::pair(Duration::from_secs(60));
+    let (conn, events, server_end) = channel::pair(Duration::from_secs(60));
     let front = ModernFront::new(
         conn,
         Arc::new(MemoryLedger::default()),
         BridgeConfig::default(),
     );
     tokio::spawn(scripted_server(server_end.from_shim, server_end.to_shim));
-    let pump = front.clone();
-    tokio::spawn(async move {
-        while let Some(ev) = events.recv().await {
-            pump.handle_upstream(ev);
-        }
-    });
+    front.follow(events);
     let (out, mut outbox) = mpsc::unbounded_channel();
     let session = front.session("client".into(), out);
     // Learn the tools first, so both calls go straight upstream.
@@ -229,19 +224,14 @@ async fn odd_server(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn odd_results_are_made_valid_or_refused() {
-    let (conn, mut events, server_end) = channel::pair(Duration::from_secs(10));
+    let (conn, events, server_end) = channel::pair(Duration::from_secs(10));
     let config = BridgeConfig {
         drive_required_tasks: true,
         ..BridgeConfig::default()
     };
     let front = ModernFront::new(conn, Arc::new(MemoryLedger::default()), config);
     tokio::spawn(odd_server(server_end.from_shim, server_end.to_shim));
-    let pump = front.clone();
-    tokio::spawn(async move {
-        while let Some(ev) = events.recv().await {
-            pump.handle_upstream(ev);
-        }
-    });
+    front.follow(events);
     let (out, mut outbox) = mpsc::unbounded_channel();
     let session = front.session("client".into(), out);
     let mut answers = Vec::new();

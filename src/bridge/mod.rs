@@ -23,6 +23,18 @@ use crate::translate::tools::TaskPolicy;
 /// only bounds how long its memory is held.
 pub const SWEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
+/// Feeds each upstream event to `handle` until the events end.
+pub(crate) fn spawn_follower(
+    mut events: tokio::sync::mpsc::UnboundedReceiver<crate::upstream::UpstreamEvent>,
+    handle: impl Fn(crate::upstream::UpstreamEvent) + Send + 'static,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        while let Some(ev) = events.recv().await {
+            handle(ev);
+        }
+    })
+}
+
 /// Calls `sweep` on `front` every [`SWEEP_EVERY`] until the front is gone.
 pub fn spawn_sweeper<F: Send + Sync + 'static>(
     front: std::sync::Weak<F>,

@@ -93,7 +93,7 @@ fn summary(msg: &Message) -> String {
 /// Wires a reference server of `client.other()` in process behind a bridge
 /// engine, tapping both legs, then plays the client's script.
 async fn conversation(client: Revision, log: Log) -> Result<(), String> {
-    let (conn, mut events, mut server_end) = channel::pair(Duration::from_secs(10));
+    let (conn, events, mut server_end) = channel::pair(Duration::from_secs(10));
     let (server_out, mut server_rx) = mpsc::unbounded_channel();
     let server = ReferenceServer::new(client.other(), server_out);
     let tap = log.clone();
@@ -123,23 +123,13 @@ async fn conversation(client: Revision, log: Log) -> Result<(), String> {
                 .map_err(|e| e.message)?;
             let front = LegacyFront::new(upstream, ledger, BridgeConfig::default(), discover);
             let session = front.session("demo".into(), to_client);
-            let f = front.clone();
-            tokio::spawn(async move {
-                while let Some(ev) = events.recv().await {
-                    f.handle_upstream(ev);
-                }
-            });
+            front.follow(events);
             Box::new(move |m| session.handle_client(m))
         }
         Revision::Modern => {
             let front = ModernFront::new(upstream, ledger, BridgeConfig::default());
             let session = front.session("demo".into(), to_client);
-            let f = front.clone();
-            tokio::spawn(async move {
-                while let Some(ev) = events.recv().await {
-                    f.handle_upstream(ev);
-                }
-            });
+            front.follow(events);
             Box::new(move |m| session.handle_client(m))
         }
     };

@@ -108,6 +108,17 @@ impl LegacyFront {
         s
     }
 
+    /// Feeds `events` (an upstream's notifications and requests) to the
+    /// front until they end: what a [`crate::upstream::Link`]'s events
+    /// need when the front is used without `HttpShim`.
+    pub fn follow(
+        self: &Arc<Self>,
+        events: tokio::sync::mpsc::UnboundedReceiver<UpstreamEvent>,
+    ) -> tokio::task::JoinHandle<()> {
+        let front = self.clone();
+        crate::bridge::spawn_follower(events, move |ev| front.handle_upstream(ev))
+    }
+
     /// Feeds one upstream event: task notifications update the owning
     /// session's ledger view and wake waiters; other notifications reach
     /// every session; a modern server sends no requests, so any is refused.

@@ -278,6 +278,17 @@ impl ModernFront {
         lock(&self.tasks).len()
     }
 
+    /// Feeds `events` (an upstream's notifications and requests) to the
+    /// front until they end: what a [`crate::upstream::Link`]'s events
+    /// need when the front is used without `HttpShim`.
+    pub fn follow(
+        self: &Arc<Self>,
+        events: tokio::sync::mpsc::UnboundedReceiver<UpstreamEvent>,
+    ) -> tokio::task::JoinHandle<()> {
+        let front = self.clone();
+        crate::bridge::spawn_follower(events, move |ev| front.handle_upstream(ev))
+    }
+
     /// Feeds one upstream event.
     pub fn handle_upstream(self: &Arc<Self>, event: UpstreamEvent) {
         match event {

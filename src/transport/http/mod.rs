@@ -210,7 +210,7 @@ impl HttpShim {
         check_path(&opts.path).map_err(OptionsError::Path)?;
         let Link {
             upstream,
-            mut events,
+            events,
             revision: upstream_rev,
             discover,
             child,
@@ -245,11 +245,7 @@ impl HttpShim {
             closing: tokio::sync::watch::Sender::new(false),
         });
         let pump = app.clone();
-        tokio::spawn(async move {
-            while let Some(ev) = events.recv().await {
-                pump.upstream_event(ev);
-            }
-        });
+        crate::bridge::spawn_follower(events, move |ev| pump.upstream_event(ev));
         let mut sweepers = Vec::new();
         if let Some(front) = &app.legacy {
             sweepers.push(crate::bridge::spawn_sweeper(
