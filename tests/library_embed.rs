@@ -340,3 +340,86 @@ fn bad_paths_and_reserved_principals_are_refused() {
         shim.finish().await;
     });
 }
+
+/// What the application's own auth layer leaves in a request's extensions.
+#[derive(Clone)]
+struct Caller(String);
+
+/// The application's auth layer: a bearer token names the caller.
+async fn authenticate(mut req: Request, next: Next) -> Response {
+    let caller = req
+        .headers()
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer user-"))
+        .map(str::to_owned);
+    if let Some(name) = caller {
+        req.extensions_mut().insert(Caller(name));
+    }
+    next.run(req).await
+}
+
+/// Principals from the auth layer's extension, not from headers.
+#[derive(Debug)]
+struct FromAuthLayer;
+
+impl mcp_tasks_shim::transport::http::PrincipalResolver for FromAuthLayer {
+    fn resolve(&self, _: &axum::http::HeaderMap) -> Option<String> {
+        None
+    }
+    fn authenticate_request(
+        &self,
+        _: &axum::http::HeaderMap,
+        extensions: &axum::http::Extensions,
+    ) -> Result<Option<String>, String> {
+        Ok(extensions.get::<Caller>().map(|c| c.0.clone()))
+    }
+}
+
+/// An application's own authentication decides the principals: alice's
+/// task is hers alone, through sessions of either caller.
+#[test]
+fn principals_can_come_from_the_applications_auth_layer() {
+    block_on(async {
+        let shim = HttpShim::new(
+            HttpOptions::default(),
+            in_process(Rev::Modern).await,
+            Arc::new(MemoryLedger::default()),
+            Arc::new(FromAuthLayer),
+        )
+        .unwrap();
+        let app: Router = shim.router().layer(middleware::from_fn(authenticate));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        let c = client();
+        let (alice, _) = initialize(&c, &url, Some("user-alice")).await;
+        let (bob, _) = initialize(&c, &url, Some("user-bob")).await;
+        let call = rpc(
+            1,
+            "tools/call",
+            json!({"name": "slow_compute", "arguments": {"seconds": 5, "label": "hers"},
+                   "task": {"ttl": 60000}}),
+        );
+        let (_, created, _) =
+            send(legacy(&c, &url, Some(&alice), &call).bearer_auth("user-alice")).await;
+        let task = created["result"]["task"]["taskId"].clone();
+        assert!(task.is_string(), "{created}");
+        let list = rpc(2, "tasks/list", json!({}));
+        let (_, hers, _) =
+            send(legacy(&c, &url, Some(&alice), &list).bearer_auth("user-alice")).await;
+        assert_eq!(hers["result"]["tasks"][0]["taskId"], task, "{hers}");
+        let (_, his, _) = send(legacy(&c, &url, Some(&bob), &list).bearer_auth("user-bob")).await;
+        assert_valid(Revision::Legacy, &his, Some("tasks/list"));
+        assert_eq!(his["result"]["tasks"], json!([]), "{his}");
+        let get = rpc(3, "tasks/get", json!({"taskId": task}));
+        let (_, foreign, _) =
+            send(legacy(&c, &url, Some(&bob), &get).bearer_auth("user-bob")).await;
+        assert_eq!(foreign["error"]["code"], -32602, "{foreign}");
+        // Alice's session is hers: bob's credentials on it find nothing.
+        let (status, _, _) =
+            send(legacy(&c, &url, Some(&alice), &get).bearer_auth("user-bob")).await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+        shim.finish().await;
+    });
+}

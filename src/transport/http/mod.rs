@@ -454,13 +454,17 @@ fn unauthorized(why: String) -> Response {
 /// What every request passes before anything else: the Origin rule and
 /// the credentials check. The request's principal, resolved here once for
 /// everything that follows, or the refusal.
-fn admit(app: &App, headers: &HeaderMap) -> Result<Option<String>, Box<Response>> {
+fn admit(
+    app: &App,
+    headers: &HeaderMap,
+    extensions: &axum::http::Extensions,
+) -> Result<Option<String>, Box<Response>> {
     if !origin_ok(app, headers) {
         return Err(Box::new(forbidden_origin()));
     }
     let principal = app
         .resolver
-        .authenticate(headers)
+        .authenticate_request(headers, extensions)
         .map_err(|why| Box::new(unauthorized(why)))?;
     if let Some(p) = principal.as_deref().filter(|p| is_reserved_principal(p)) {
         // A resolver bug, not the client's: refused, so that it cannot
@@ -481,9 +485,10 @@ fn admit(app: &App, headers: &HeaderMap) -> Result<Option<String>, Box<Response>
 async fn post_endpoint(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
+    extensions: axum::http::Extensions,
     body: Result<Bytes, axum::extract::rejection::BytesRejection>,
 ) -> Response {
-    let principal = match admit(&app, &headers) {
+    let principal = match admit(&app, &headers, &extensions) {
         Ok(principal) => principal,
         Err(refused) => return *refused,
     };
@@ -523,8 +528,12 @@ async fn post_endpoint(
     }
 }
 
-async fn get_endpoint(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
-    let principal = match admit(&app, &headers) {
+async fn get_endpoint(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    extensions: axum::http::Extensions,
+) -> Response {
+    let principal = match admit(&app, &headers, &extensions) {
         Ok(principal) => principal,
         Err(refused) => return *refused,
     };
@@ -534,8 +543,12 @@ async fn get_endpoint(State(app): State<Arc<App>>, headers: HeaderMap) -> Respon
     }
 }
 
-async fn delete_endpoint(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
-    let principal = match admit(&app, &headers) {
+async fn delete_endpoint(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    extensions: axum::http::Extensions,
+) -> Response {
+    let principal = match admit(&app, &headers, &extensions) {
         Ok(principal) => principal,
         Err(refused) => return *refused,
     };

@@ -22,6 +22,44 @@ pub trait PrincipalResolver: Send + Sync + std::fmt::Debug {
     fn authenticate(&self, headers: &HeaderMap) -> Result<Option<String>, String> {
         Ok(self.resolve(headers))
     }
+
+    /// [`PrincipalResolver::authenticate`] seeing the request's extensions
+    /// too: where an authentication layer of your own (a tower layer in
+    /// front of [`super::HttpShim::router`]) leaves who the caller is. This
+    /// is what the front calls; the default ignores the extensions.
+    ///
+    /// ```
+    /// use axum::http::{Extensions, HeaderMap};
+    /// use mcp_tasks_shim::transport::http::PrincipalResolver;
+    ///
+    /// /// What the application's auth layer inserts for a verified caller.
+    /// #[derive(Clone)]
+    /// struct Caller(String);
+    ///
+    /// #[derive(Debug)]
+    /// struct FromAuthLayer;
+    ///
+    /// impl PrincipalResolver for FromAuthLayer {
+    ///     fn resolve(&self, _: &HeaderMap) -> Option<String> {
+    ///         None
+    ///     }
+    ///     fn authenticate_request(
+    ///         &self,
+    ///         _: &HeaderMap,
+    ///         extensions: &Extensions,
+    ///     ) -> Result<Option<String>, String> {
+    ///         Ok(extensions.get::<Caller>().map(|c| c.0.clone()))
+    ///     }
+    /// }
+    /// ```
+    fn authenticate_request(
+        &self,
+        headers: &HeaderMap,
+        extensions: &axum::http::Extensions,
+    ) -> Result<Option<String>, String> {
+        let _ = extensions;
+        self.authenticate(headers)
+    }
 }
 
 /// Configured bearer tokens and/or a trusted header.
