@@ -23,6 +23,34 @@ use crate::translate::tools::TaskPolicy;
 /// only bounds how long its memory is held.
 pub const SWEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
+/// The ledger refused a task the server had already started for a call
+/// (the client's cap, a failing store): the client is told the call
+/// failed (`refused`), so the task must not run on unseen (a retry would
+/// do the work twice). Runs `cancel` (the upstream `tasks/cancel`) in the
+/// background and returns the client's error, which says so.
+pub(crate) fn cancel_unrecorded(
+    task_id: String,
+    cancel: impl std::future::Future<
+        Output = Result<crate::upstream::RpcResult, crate::error::ShimError>,
+    > + Send
+    + 'static,
+    refused: crate::ledger::LedgerError,
+) -> crate::jsonrpc::ErrorObject {
+    tokio::spawn(async move {
+        match cancel.await {
+            Ok(Ok(_)) => tracing::info!(task = %task_id, "task not recorded; cancelled upstream"),
+            other => {
+                tracing::warn!(task = %task_id, ?other, "task not recorded; could not cancel it upstream")
+            }
+        }
+    });
+    let mut error: crate::jsonrpc::ErrorObject = crate::error::ShimError::from(refused).into();
+    error
+        .message
+        .push_str(" (the task the server had started for this call was cancelled)");
+    error
+}
+
 /// Feeds each upstream event to `handle` until the events end.
 pub(crate) fn spawn_follower(
     mut events: tokio::sync::mpsc::UnboundedReceiver<crate::upstream::UpstreamEvent>,

@@ -54,6 +54,19 @@ pub struct TaskRecord {
 }
 
 impl TaskRecord {
+    /// A task a server has just created, as the shim first records it for
+    /// `scope`: no outcome yet, no cancel pinned, not synthetic.
+    pub fn new(scope: String, task: legacy::Task, expires_at: Option<Millis>) -> Self {
+        TaskRecord {
+            scope,
+            task,
+            payload: Payload::None,
+            cancel_pinned: false,
+            synthetic: false,
+            expires_at,
+        }
+    }
+
     /// The task id.
     pub fn id(&self) -> &str {
         &self.task.task_id

@@ -78,37 +78,22 @@ impl LegacySession {
             tracing::info!(task = %d.task.task_id, "upstream made a task of a plain call; driving it");
             return self.drive(&d.task.task_id, during).await;
         }
-        let task = ttask::detailed_to_legacy_record(&d);
-        let record = TaskRecord {
-            scope: self.scope.clone(),
-            task,
-            payload: Payload::None,
-            cancel_pinned: false,
-            synthetic: false,
-            expires_at: self.front.clock.expiry(d.task.ttl_ms),
-        };
+        let record = TaskRecord::new(
+            self.scope.clone(),
+            ttask::detailed_to_legacy_record(&d),
+            self.front.clock.expiry(d.task.ttl_ms),
+        );
         if let Err(e) = self.front.ledger.insert(record, self.front.clock.now_ms()) {
-            // The client is told the call failed: the work it started
-            // must not go on unseen (a retry would do it twice).
             let (this, id) = (self.clone(), d.task.task_id.clone());
-            tokio::spawn(async move {
-                let cancel = this
-                    .upstream_request("tasks/cancel", &json!({"taskId": id}))
-                    .await;
-                match cancel {
-                    Ok(Ok(_)) => {
-                        tracing::info!(task = %id, "task not recorded; cancelled upstream")
-                    }
-                    other => {
-                        tracing::warn!(task = %id, ?other, "task not recorded; could not cancel it upstream")
-                    }
-                }
-            });
-            let mut error: ErrorObject = ShimError::from(e).into();
-            error
-                .message
-                .push_str(" (the task the server had started for this call was cancelled)");
-            return Err(error);
+            let cancel = async move {
+                this.upstream_request("tasks/cancel", &json!({"taskId": id}))
+                    .await
+            };
+            return Err(crate::bridge::cancel_unrecorded(
+                d.task.task_id.clone(),
+                cancel,
+                e,
+            ));
         }
         Ok(ttask::create_result_to_legacy(&result)?)
     }
@@ -189,10 +174,9 @@ impl LegacySession {
         }
     }
 
-    /// One MRTR round: ask the client each input request, then put the
-    /// answers and the opaque `requestState` into the retried params.
-    /// Asks the client a round's input requests, on behalf of its request
-    /// `during`, and puts the answers in `params` for the retry.
+    /// One MRTR round: ask the client each input request, on behalf of its
+    /// request `during`, then put the answers and the opaque
+    /// `requestState` into the retried params.
     async fn answer_round(
         &self,
         params: &mut Value,

@@ -472,7 +472,6 @@ impl LegacySession {
         ))
     }
 
-    /// Sends a request to the client and waits for its answer.
     /// Sends the client `req` (under an id of the shim's) and waits for its
     /// answer; `during` is the client request it is asked for, if any.
     async fn ask(&self, mut req: Request, during: Option<&Id>) -> RpcResult {

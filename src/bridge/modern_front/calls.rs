@@ -395,29 +395,7 @@ impl ModernSession {
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_owned();
-        if let Err(mut error) = self.track(&result) {
-            // The client is told the call failed: the task the server
-            // started for it must not run on unseen (a retry would do the
-            // work twice).
-            let (upstream, id) = (self.front.upstream.clone(), task_id.clone());
-            tokio::spawn(async move {
-                match upstream
-                    .request("tasks/cancel", json!({"taskId": id}))
-                    .await
-                {
-                    Ok(Ok(_)) => {
-                        tracing::info!(task = %id, "task not recorded; cancelled upstream")
-                    }
-                    other => {
-                        tracing::warn!(task = %id, ?other, "task not recorded; could not cancel it upstream")
-                    }
-                }
-            });
-            error
-                .message
-                .push_str(" (the task the server had started for this call was cancelled)");
-            return Err(error);
-        }
+        self.track(&result)?;
         // The task's progress comes under the call's token until it ends.
         if let Some(live) = lock(&self.front.tasks).get_mut(&task_id) {
             live.progress = progress;

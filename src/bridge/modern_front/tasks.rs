@@ -212,23 +212,22 @@ impl ModernFront {
 
 impl ModernSession {
     /// Records a task the legacy server created and starts its background
-    /// `tasks/result` call.
+    /// `tasks/result` call. A task the ledger refuses is cancelled upstream.
     pub(super) fn track(self: &Arc<Self>, created: &Value) -> Result<(), ErrorObject> {
         let created: legacy::CreateTaskResult = from_value("CreateTaskResult", created)?;
         let task = created.task;
         let id = task.task_id.clone();
-        let record = TaskRecord {
-            scope: self.scope.clone(),
-            expires_at: self.front.clock.expiry(task.ttl),
-            task,
-            payload: Payload::None,
-            cancel_pinned: false,
-            synthetic: false,
-        };
-        self.front
-            .ledger
-            .insert(record, self.front.clock.now_ms())
-            .map_err(ShimError::from)?;
+        let expires_at = self.front.clock.expiry(task.ttl);
+        let record = TaskRecord::new(self.scope.clone(), task, expires_at);
+        if let Err(e) = self.front.ledger.insert(record, self.front.clock.now_ms()) {
+            let (upstream, task_id) = (self.front.upstream.clone(), id.clone());
+            let cancel = async move {
+                upstream
+                    .request("tasks/cancel", json!({"taskId": task_id}))
+                    .await
+            };
+            return Err(crate::bridge::cancel_unrecorded(id, cancel, e));
+        }
         let mut early = lock(&self.front.early);
         lock(&self.front.tasks).insert(id.clone(), LiveTask::new(self.scope.clone()));
         // Input the server asked for before the task was known here.

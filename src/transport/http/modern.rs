@@ -251,14 +251,11 @@ fn record_created(app: &App, scope: &str, result: &serde_json::Value) {
             return;
         }
     };
-    let record = crate::ledger::TaskRecord {
-        scope: scope.to_owned(),
-        task: crate::translate::task::detailed_to_legacy_record(&d),
-        payload: crate::wire::modern::Payload::None,
-        cancel_pinned: false,
-        synthetic: false,
-        expires_at: app.clock.expiry(d.task.ttl_ms),
-    };
+    let record = crate::ledger::TaskRecord::new(
+        scope.to_owned(),
+        crate::translate::task::detailed_to_legacy_record(&d),
+        app.clock.expiry(d.task.ttl_ms),
+    );
     if let Err(e) = app.ledger.insert(record, app.clock.now_ms()) {
         tracing::warn!(task = %d.task.task_id, error = %e, "a relayed task was not recorded; the upstream alone guards it");
     }
@@ -271,6 +268,7 @@ fn record_created(app: &App, scope: &str, result: &serde_json::Value) {
 /// A task a `tools/call` creates is recorded as `scope`'s.
 async fn relay_inline(app: &App, req: &Request, body: Bytes, scope: &str) -> Response {
     let name = headers::name_source(&req.method, req.params.as_ref());
+    let creates = req.method == "tools/call";
     let answer = match app
         .upstream
         .relay_raw(&req.id, &req.method, name, body)
@@ -285,7 +283,7 @@ async fn relay_inline(app: &App, req: &Request, body: Bytes, scope: &str) -> Res
             let params = req.params.clone().unwrap_or_default();
             let m = match app.upstream.request(&req.method, params).await {
                 Ok(Ok(result)) => {
-                    if req.method == "tools/call" {
+                    if creates {
                         record_created(app, scope, &result);
                     }
                     Message::response(req.id.clone(), result)
@@ -296,7 +294,6 @@ async fn relay_inline(app: &App, req: &Request, body: Bytes, scope: &str) -> Res
             return json_response(modern_status(m_code(&m)), &m);
         }
     };
-    let creates = req.method == "tools/call";
     let message = match answer {
         RawAnswer::Verbatim(body) => {
             // Only an answer that names a task is read whole.
