@@ -27,6 +27,15 @@ async fn stream(c: &reqwest::Client, url: &str, sid: &str, body: &Value) -> Sse 
     Sse::new(resp)
 }
 
+/// The next message of `s`, validated against the 2025-11-25 schema (an
+/// answer as one to `answering`); `None` when the stream ended.
+async fn next_valid(s: &mut Sse, answering: &str) -> Option<Value> {
+    let m = s.next().await?;
+    let answered = m.get("method").is_none().then_some(answering);
+    assert_valid(Revision::Legacy, &m, answered);
+    Some(m)
+}
+
 /// The client's answer to a confirmation question.
 async fn confirm(c: &reqwest::Client, url: &str, sid: &str, question: &Value) {
     let answer = json!({"jsonrpc": "2.0", "id": question["id"],
@@ -71,17 +80,17 @@ async fn a_question_goes_on_the_stream_of_the_call_that_asked() {
             tokio::time::sleep(Duration::from_millis(5)).await;
             legacy(&c, url, Some(&sid), &other).send().await.unwrap()
         });
-        let question = a
-            .next()
+        let question = next_valid(&mut a, "tools/call")
             .await
             .expect("a question on the asking call's stream");
-        assert_valid(Revision::Legacy, &question, None);
         assert_eq!(
             question["method"], "elicitation/create",
             "round {round}: {question}"
         );
         confirm(&c, url, &sid, &question).await;
-        let answer = a.next().await.expect("the asking call's answer");
+        let answer = next_valid(&mut a, "tools/call")
+            .await
+            .expect("the asking call's answer");
         assert_valid(Revision::Legacy, &answer, Some("tools/call"));
         assert_eq!(answer["id"], 1, "round {round}: {answer}");
         // The other call's answer comes alone (as JSON, or a stream with
@@ -89,7 +98,7 @@ async fn a_question_goes_on_the_stream_of_the_call_that_asked() {
         let mut on_b = Vec::new();
         if support::http::is_sse(b.headers()) {
             let mut b = Sse::new(b);
-            while let Some(m) = b.next().await {
+            while let Some(m) = next_valid(&mut b, "tools/call").await {
                 on_b.push(m);
             }
         } else {
@@ -116,7 +125,9 @@ async fn delete_answers_a_request_that_is_streaming() {
         &rpc(2, "tasks/result", json!({"taskId": task})),
     )
     .await;
-    let question = waiting.next().await.expect("a question first");
+    let question = next_valid(&mut waiting, "tasks/result")
+        .await
+        .expect("a question first");
     assert_eq!(question["method"], "elicitation/create", "{question}");
     let deleted = c
         .delete(url)
@@ -128,8 +139,7 @@ async fn delete_answers_a_request_that_is_streaming() {
     assert_eq!(deleted.status(), StatusCode::OK);
     // (The task's second question may come first.)
     let answer = loop {
-        let m = waiting
-            .next()
+        let m = next_valid(&mut waiting, "tasks/result")
             .await
             .expect("an answer before the stream ends");
         if m.get("method").is_none() {
@@ -172,7 +182,9 @@ async fn an_answer_whose_stream_closed_stays_off_the_get_stream() {
         plain("confirm_delete", json!({"filename": "c.txt"})),
     );
     let mut call = stream(&c, url, &sid, &asking).await;
-    let question = call.next().await.expect("a question");
+    let question = next_valid(&mut call, "tools/call")
+        .await
+        .expect("a question");
     assert_eq!(question["method"], "elicitation/create", "{question}");
     drop(call);
     let again = rpc(7, "tools/call", plain("greet", json!({"name": "again"})));
@@ -184,7 +196,7 @@ async fn an_answer_whose_stream_closed_stays_off_the_get_stream() {
     // Anything the GET stream carries in the next two seconds: no answers.
     let mut carried = Vec::new();
     let _ = tokio::time::timeout(Duration::from_secs(2), async {
-        while let Some(m) = get.next().await {
+        while let Some(m) = next_valid(&mut get, "tools/call").await {
             carried.push(m);
         }
     })
@@ -208,7 +220,9 @@ async fn questions_lost_with_a_closed_stream_come_again() {
     let task = multi_input_task(&c, url, &sid).await;
     let wait = rpc(2, "tasks/result", json!({"taskId": task}));
     let mut first = stream(&c, url, &sid, &wait).await;
-    let q1 = first.next().await.expect("a first question");
+    let q1 = next_valid(&mut first, "tasks/result")
+        .await
+        .expect("a first question");
     assert_eq!(q1["method"], "elicitation/create", "{q1}");
     drop(first);
     let answer = |q: &Value| {
@@ -235,7 +249,9 @@ async fn questions_lost_with_a_closed_stream_come_again() {
     )
     .await;
     let result = loop {
-        let m = again.next().await.expect("the task ends");
+        let m = next_valid(&mut again, "tasks/result")
+            .await
+            .expect("the task ends");
         if m.get("method").is_some() {
             assert_ne!(m["id"], q1["id"], "an answered question came again: {m}");
             let (s, _, _) = send(legacy(&c, url, Some(&sid), &answer(&m))).await;

@@ -170,6 +170,7 @@ fn begin_shutdown_answers_a_client_waiting_on_a_task() {
                    "task": {"ttl": 120000}}),
         );
         let (_, created, _) = send(legacy(&c, &url, Some(&sid), &call)).await;
+        assert_valid(Revision::Legacy, &created, Some("tools/call"));
         let task_id = created["result"]["task"]["taskId"]
             .as_str()
             .expect("a task was created")
@@ -403,11 +404,13 @@ fn principals_can_come_from_the_applications_auth_layer() {
         );
         let (_, created, _) =
             send(legacy(&c, &url, Some(&alice), &call).bearer_auth("user-alice")).await;
+        assert_valid(Revision::Legacy, &created, Some("tools/call"));
         let task = created["result"]["task"]["taskId"].clone();
         assert!(task.is_string(), "{created}");
         let list = rpc(2, "tasks/list", json!({}));
         let (_, hers, _) =
             send(legacy(&c, &url, Some(&alice), &list).bearer_auth("user-alice")).await;
+        assert_valid(Revision::Legacy, &hers, Some("tasks/list"));
         assert_eq!(hers["result"]["tasks"][0]["taskId"], task, "{hers}");
         let (_, his, _) = send(legacy(&c, &url, Some(&bob), &list).bearer_auth("user-bob")).await;
         assert_valid(Revision::Legacy, &his, Some("tasks/list"));
@@ -415,11 +418,13 @@ fn principals_can_come_from_the_applications_auth_layer() {
         let get = rpc(3, "tasks/get", json!({"taskId": task}));
         let (_, foreign, _) =
             send(legacy(&c, &url, Some(&bob), &get).bearer_auth("user-bob")).await;
+        assert_valid(Revision::Legacy, &foreign, Some("tasks/get"));
         assert_eq!(foreign["error"]["code"], -32602, "{foreign}");
         // Alice's session is hers: bob's credentials on it find nothing.
-        let (status, _, _) =
+        let (status, unknown, _) =
             send(legacy(&c, &url, Some(&alice), &get).bearer_auth("user-bob")).await;
         assert_eq!(status, StatusCode::NOT_FOUND);
+        assert_valid(Revision::Legacy, &unknown, None);
         shim.finish().await;
     });
 }
