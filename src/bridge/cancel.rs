@@ -36,20 +36,23 @@ pub(crate) struct Cancellable {
 impl Cancellable {
     /// `work` (which answers client request `id`), made stoppable by
     /// [`Cancellable::cancel`]; once it ends either way, `id` is forgotten.
+    /// `None` when it was cancelled.
     pub(crate) fn track<F>(
         self: &std::sync::Arc<Self>,
         id: Id,
         work: F,
-    ) -> impl Future<Output = ()> + Send + 'static
+    ) -> impl Future<Output = Option<F::Output>> + Send + 'static
     where
-        F: Future<Output = ()> + Send + 'static,
+        F: Future + Send + 'static,
+        F::Output: Send,
     {
         let (handle, registration) = AbortHandle::new_pair();
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         lock(&self.running).insert(id.clone(), (n, handle));
         let this = self.clone();
         async move {
-            if Abortable::new(work, registration).await.is_err() {
+            let done = Abortable::new(work, registration).await.ok();
+            if done.is_none() {
                 tracing::debug!(%id, "client request cancelled; no answer");
             }
             let mut running = lock(&this.running);
@@ -57,6 +60,7 @@ impl Cancellable {
             if running.get(&id).is_some_and(|(m, _)| *m == n) {
                 running.remove(&id);
             }
+            done
         }
     }
 

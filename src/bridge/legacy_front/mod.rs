@@ -246,11 +246,11 @@ impl LegacySession {
         match msg {
             Message::Request(req) => {
                 let this = self.clone();
-                let id = req.id.clone();
-                crate::inline::start_here(self.running.track(id, async move {
-                    let answer = this.clone().answer(req).await;
-                    this.send(answer);
-                }));
+                crate::inline::start_here(async move {
+                    if let Some(answer) = this.clone().answer_unless_cancelled(req).await {
+                        this.send(answer);
+                    }
+                });
             }
             Message::Notification(n) => self.notification(n),
             Message::Response(r) => self.resolve_ask(&r.id, Ok(r.result)),
@@ -282,6 +282,13 @@ impl LegacySession {
             Ok(result) => Message::response(id, result),
             Err(error) => Message::error(Some(id), error),
         }
+    }
+
+    /// [`Self::answer`], stopped by the client's `notifications/cancelled`
+    /// naming the request: `None` then, as no answer is owed.
+    pub async fn answer_unless_cancelled(self: Arc<Self>, req: Request) -> Option<Message> {
+        let running = self.running.clone();
+        running.track(req.id.clone(), self.answer(req)).await
     }
 
     /// Answers every question the shim is waiting on with an error (the

@@ -423,7 +423,7 @@ impl ModernSession {
             Message::Request(req) => {
                 let this = self.clone();
                 let id = req.id.clone();
-                crate::inline::start_here(self.running.track(id.clone(), async move {
+                let work = self.running.track(id.clone(), async move {
                     let method = req.method.clone();
                     let handled = crate::inline::or_if_panicked(this.request(req), || {
                         Some(Err(ShimError::Internal(format!(
@@ -438,7 +438,10 @@ impl ModernSession {
                         Ok(result) => Message::response(id, result),
                         Err(error) => Message::error(Some(id), error),
                     });
-                }));
+                });
+                crate::inline::start_here(async move {
+                    work.await;
+                });
             }
             // Upstream the request has the shim's id, if it is there at all
             // (see `bridge::cancel`), and the modern `_meta` a cancel

@@ -339,7 +339,10 @@ async fn exchange(s: &Arc<HttpSession>, msg: Message, sse: bool) -> Response {
             ),
         };
     }
-    let (tx, rx) = mpsc::unbounded_channel();
+    let Message::Request(req) = msg else {
+        unreachable!("matched above")
+    };
+    let (tx, mut rx) = mpsc::unbounded_channel();
     {
         let mut r = lock(&s.routes);
         r.by_id.insert(id.clone(), tx.clone());
@@ -360,27 +363,74 @@ async fn exchange(s: &Arc<HttpSession>, msg: Message, sse: bool) -> Response {
             _ => r.calls.push((id.clone(), tx.clone())),
         }
     }
-    drop(tx);
-    s.engine.handle_client(msg);
-    let mut rx = rx;
+    // The answer comes straight back from the engine, as for a JSON-only
+    // request: through the session's outbox and router it took two more
+    // task hand-offs. Questions for the client during the call still come
+    // through the router, to `rx`.
+    let mut work =
+        crate::inline::finish_even_if_dropped(s.engine.clone().answer_unless_cancelled(req));
     // The first message decides the body. The answer alone goes back as
     // plain JSON, one write with no stream framing, as most calls have
-    // nothing else to say; a message before it (a question for the client,
-    // a progress notification) opens an SSE stream that starts with it.
-    let Some(first) = rx.recv().await else {
-        return error_response(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            Some(id),
-            ShimError::Internal("no answer".into()),
-        );
+    // nothing else to say; a question before it opens an SSE stream that
+    // starts with it.
+    let first = tokio::select! {
+        biased;
+        Some(question) = rx.recv() => question,
+        answer = &mut work => {
+            forget_routes(s, &id, &tx);
+            return match answer {
+                Ok(Some(m)) => json_response(StatusCode::OK, &m),
+                // Cancelled by the client: nothing is owed, and the POST
+                // ends without an answer instead of staying open.
+                Ok(None) => axum::response::sse::Sse::new(futures_util::stream::empty::<
+                    Result<axum::response::sse::Event, std::convert::Infallible>,
+                >())
+                .into_response(),
+                Err(_) => error_response(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    Some(id),
+                    ShimError::Internal("no answer".into()),
+                ),
+            };
+        }
     };
-    if super::is_answer_to(&first, &id) {
-        return json_response(StatusCode::OK, &first);
-    }
+    // The answer follows the questions on the stream when the work ends.
+    let (session, answered) = (s.clone(), id.clone());
+    tokio::spawn(async move {
+        let answer = match work.await {
+            Ok(Some(m)) => Some(m),
+            Ok(None) => None,
+            Err(_) => Some(Message::error(
+                Some(answered.clone()),
+                ShimError::Internal("no answer".into()).to_error_object(),
+            )),
+        };
+        forget_routes(&session, &answered, &tx);
+        if let Some(m) = answer
+            && tx.send(m).is_err()
+        {
+            // The 2025-11-25 transport puts no answer on the GET stream.
+            tracing::info!(id = ?answered, "an answer whose request's stream is closed; dropped");
+        }
+        // Dropping `tx`, the last sender, ends a stream left without an
+        // answer (a cancelled request).
+    });
     // The stream ends right after the answer to this request. It holds the
     // session, so that answers still reach it after a DELETE (the error
     // each pending request then gets).
     super::sse_until_answer(&first, rx, id, s.clone())
+}
+
+/// Forgets the routes of the answered request `id`, whose stream is fed
+/// by `tx`: questions asked later cannot be about it.
+fn forget_routes(s: &HttpSession, id: &Id, tx: &Tx) {
+    let mut r = lock(&s.routes);
+    if r.by_id.get(id).is_some_and(|t| t.same_channel(tx)) {
+        r.by_id.remove(id);
+    }
+    r.calls.retain(|(cid, _)| cid != id);
+    r.by_task
+        .retain(|_, t| !t.same_channel(tx) && !t.is_closed());
 }
 
 pub(super) fn get_stream(app: Arc<App>, sid: &str, principal: Option<String>) -> Response {
