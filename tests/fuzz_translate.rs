@@ -728,6 +728,14 @@ fn wire_agree(v: &Value) -> Result<(), TestCaseError> {
             v
         );
     }
+    // A `tasks/get` answer read from its bytes: exactly what the general
+    // path (parse the message, then the task) reads, declining the same.
+    let answer = serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 3, "result": v})).unwrap();
+    let general = match Message::parse(&answer) {
+        Ok(Message::Response(r)) => DetailedTask::from_owned_value(r.result).ok(),
+        _ => None,
+    };
+    prop_assert_eq!(modern::detailed_task_answer(&answer), general, "on {}", v);
     // CreateTaskResult: moving reader vs serde
     let wrapped = json!({"task": v, "_meta": {"k": 1}});
     let fast = legacy::CreateTaskResult::from_owned_value(wrapped.clone());

@@ -12,7 +12,6 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde_json::json;
 use tokio::sync::{Notify, watch};
 
 use super::BridgeConfig;
@@ -161,7 +160,6 @@ impl Watchers {
     }
 
     async fn poll(self: Arc<Self>, task_id: String, w: Arc<Watcher>, meta: Arc<ModernMeta>) {
-        let params = json!({"taskId": task_id});
         // When this read is due. Reads are due on a fixed grid (previous due
         // time + interval), not "previous start + interval": the timer wakes
         // up to a millisecond late, and measuring from the late start added
@@ -173,12 +171,9 @@ impl Watchers {
                 break;
             }
             let started = tokio::time::Instant::now();
-            let read = self.upstream.request_with_meta("tasks/get", &params, &meta);
+            let read = self.upstream.get_task(&task_id, &meta);
             let seen = match read.await {
-                Ok(Ok(v)) => match DetailedTask::from_owned_value(v) {
-                    Ok(d) => Seen::Task(Box::new(d)),
-                    Err(e) => Seen::Gone(e.to_error_object()),
-                },
+                Ok(Ok(d)) => Seen::Task(Box::new(d)),
                 Ok(Err(e)) if e.code == crate::error::codes::INVALID_PARAMS => Seen::Lost(e),
                 Ok(Err(e)) => Seen::Gone(e),
                 Err(e) => Seen::Gone(e.to_error_object()),

@@ -18,10 +18,11 @@ use tokio::sync::mpsc;
 
 use super::{RawAnswer, RpcResult, StreamEvent, Upstream, UpstreamEvent, UpstreamStream, lock};
 use crate::error::ShimError;
-use crate::jsonrpc::{Id, Message, Peeked};
+use crate::jsonrpc::{ErrorObject, Id, Message, Peeked};
 use crate::revision::{self, LEGACY_VERSION, MODERN_VERSION, Revision};
 use crate::translate::session::ModernMeta;
 use crate::transport::http::headers;
+use crate::wire::modern::DetailedTask;
 
 /// A Streamable HTTP upstream.
 #[derive(Debug)]
@@ -530,6 +531,21 @@ impl Upstream for Arc<HttpUpstream> {
         self.exchange(method, params.clone(), Some(meta)).await
     }
 
+    async fn get_task(
+        &self,
+        task_id: &str,
+        meta: &ModernMeta,
+    ) -> Result<Result<DetailedTask, ErrorObject>, ShimError> {
+        let params = serde_json::json!({ "taskId": task_id });
+        if self.revision != Revision::Modern {
+            return match self.exchange("tasks/get", params, Some(meta)).await? {
+                Ok(result) => DetailedTask::from_owned_value(result).map(Ok),
+                Err(e) => Ok(Err(e)),
+            };
+        }
+        self.watched(self.get_modern_task(params, meta)).await
+    }
+
     async fn open_stream(&self, method: &str, params: Value) -> Result<UpstreamStream, ShimError> {
         if self.revision != Revision::Modern {
             return Err(ShimError::MethodNotFound(format!(
@@ -597,6 +613,41 @@ impl Upstream for Arc<HttpUpstream> {
 }
 
 impl HttpUpstream {
+    /// [`Upstream::get_task`] on a modern upstream: a plain JSON answer
+    /// that is a task is read straight into one; anything else (an error,
+    /// an SSE answer, an odd shape) is read as [`HttpUpstream::exchange`]
+    /// reads it.
+    async fn get_modern_task(
+        &self,
+        params: Value,
+        meta: &ModernMeta,
+    ) -> Result<Result<DetailedTask, ErrorObject>, ShimError> {
+        let id = Id::Num(
+            self.next_id
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+        );
+        let mut body = Vec::with_capacity(512);
+        meta.write_request(&mut body, &id, "tasks/get", Some(&params));
+        let msg = Message::request(id, "tasks/get", params);
+        let resp = self.send_post(&msg, body, None).await?;
+        let answer = if resp.status() == reqwest::StatusCode::ACCEPTED || is_sse(&resp) {
+            self.answer_of(&msg, resp).await?
+        } else {
+            let (status, body) = read_body(resp).await?;
+            if let Some(task) = crate::wire::modern::detailed_task_answer(&body) {
+                return Ok(Ok(task));
+            }
+            Some(parse_body(status, &body)?)
+        };
+        match answer {
+            Some(Message::Response(r)) => DetailedTask::from_owned_value(r.result).map(Ok),
+            Some(Message::Error(e)) => Ok(Err(e.error)),
+            _ => Err(ShimError::Upstream(
+                "the HTTP upstream gave no answer to tasks/get".into(),
+            )),
+        }
+    }
+
     /// [`Upstream::relay_raw`] on a modern upstream.
     async fn relay_body(
         &self,

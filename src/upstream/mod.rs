@@ -27,6 +27,7 @@ use crate::error::ShimError;
 use crate::jsonrpc::{ErrorObject, Id, Message, Notification, Request};
 use crate::translate::session::ModernMeta;
 use crate::transport::LineSink;
+use crate::wire::modern::DetailedTask;
 
 /// Messages for the upstream, drained by its writer.
 type ToUpstream = mpsc::UnboundedSender<Message>;
@@ -74,6 +75,23 @@ pub trait Upstream: Send + Sync + 'static {
     ) -> Result<RpcResult, ShimError> {
         self.request(method, meta.merge_into(Some(params.clone())))
             .await
+    }
+    /// `tasks/get` of `task_id` on a 2026-07-28 upstream, with `meta`
+    /// (a legacy session reading its task), the result read as a
+    /// [`DetailedTask`]: `Ok(Err(_))` is the upstream's error answer, and
+    /// a result that is no task is an `Err`. The default reads the answer
+    /// as any other; an HTTP upstream reads the task straight from the
+    /// answer's bytes ([`crate::wire::modern::detailed_task_answer`]).
+    async fn get_task(
+        &self,
+        task_id: &str,
+        meta: &ModernMeta,
+    ) -> Result<Result<DetailedTask, ErrorObject>, ShimError> {
+        let params = serde_json::json!({ "taskId": task_id });
+        match self.request_with_meta("tasks/get", &params, meta).await? {
+            Ok(result) => DetailedTask::from_owned_value(result).map(Ok),
+            Err(e) => Ok(Err(e)),
+        }
     }
     /// Sends a long-lived request (`subscriptions/listen`) and hands back
     /// its stream at once; see [`stream`]. `Err` means it could not be

@@ -109,13 +109,19 @@ impl DetailedTask {
     /// [`DetailedTask::from_value`] for an owned value: the inline payload
     /// is moved, not copied.
     pub fn from_owned_value(v: Value) -> Result<DetailedTask, crate::error::ShimError> {
-        let mut task: Task = match v {
+        let task: Task = match v {
             Value::Object(m) => match Task::try_from_map(m) {
                 Ok(t) => t,
                 Err(m) => super::from_value("task", &Value::Object(m))?,
             },
             other => super::from_value("task", &other)?,
         };
+        Self::from_task(task)
+    }
+
+    /// Lifts the inline payload out of a task read with its payload among
+    /// the unknown members.
+    fn from_task(mut task: Task) -> Result<DetailedTask, crate::error::ShimError> {
         // One scan over the few unknown members instead of hashing up to
         // four keys that are mostly absent; only present ones are removed
         // (the same removals, in the same order, as unconditionally).
@@ -310,4 +316,236 @@ pub struct UpdateTaskParams {
     /// `_meta` and unknown members.
     #[serde(flatten)]
     pub extra: Extra,
+}
+
+/// A successful JSON-RPC answer whose result is a task (a `tasks/get`
+/// answer), read from its bytes straight into a [`DetailedTask`]: the
+/// task's own members are typed as they are read, instead of being built
+/// as a JSON tree first and moved out of it. A legacy client's `tasks/get`
+/// reads one per request, so this is on the translating path's clock.
+///
+/// `None` for anything else (an error answer, a repeated member, a member
+/// of an unexpected shape): read it with
+/// [`Message::parse`](crate::jsonrpc::Message::parse) and
+/// [`DetailedTask::from_owned_value`], which give the same task for every
+/// answer this accepts, and word what is wrong with the others.
+///
+/// ```
+/// use mcp_tasks_shim::wire::modern::detailed_task_answer;
+/// let answer = br#"{"jsonrpc":"2.0","id":7,"result":{"taskId":"t1","status":"completed",
+///     "createdAt":"2026-01-01T00:00:00Z","lastUpdatedAt":"2026-01-01T00:00:01Z",
+///     "ttlMs":null,"resultType":"complete","result":{"content":[]}}}"#;
+/// let d = detailed_task_answer(answer).unwrap();
+/// assert_eq!(d.task.task_id, "t1");
+/// assert!(detailed_task_answer(br#"{"jsonrpc":"2.0","id":7,"error":{"code":-32602,"message":"x"}}"#).is_none());
+/// ```
+pub fn detailed_task_answer(bytes: &[u8]) -> Option<DetailedTask> {
+    let TaskAnswer(task) = serde_json::from_slice(bytes).ok()?;
+    DetailedTask::from_task(task).ok()
+}
+
+/// See [`detailed_task_answer`]; fails on any shape it does not take.
+struct TaskAnswer(Task);
+
+/// A member name of the answer or of its task, read without allocating
+/// for the known ones.
+enum Member {
+    Jsonrpc,
+    Id,
+    Result,
+    TaskId,
+    Status,
+    StatusMessage,
+    CreatedAt,
+    LastUpdatedAt,
+    TtlMs,
+    PollIntervalMs,
+    Other(String),
+}
+
+impl<'de> Deserialize<'de> for Member {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl serde::de::Visitor<'_> for KeyVisitor {
+            type Value = Member;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a member name")
+            }
+            fn visit_str<E: serde::de::Error>(self, k: &str) -> Result<Member, E> {
+                Ok(match k {
+                    "jsonrpc" => Member::Jsonrpc,
+                    "id" => Member::Id,
+                    "result" => Member::Result,
+                    "taskId" => Member::TaskId,
+                    "status" => Member::Status,
+                    "statusMessage" => Member::StatusMessage,
+                    "createdAt" => Member::CreatedAt,
+                    "lastUpdatedAt" => Member::LastUpdatedAt,
+                    "ttlMs" => Member::TtlMs,
+                    "pollIntervalMs" => Member::PollIntervalMs,
+                    other => Member::Other(other.to_owned()),
+                })
+            }
+        }
+        d.deserialize_identifier(KeyVisitor)
+    }
+}
+
+/// Sets a member read once; a repeated one is left to the general path,
+/// whose JSON tree keeps the last.
+fn once<T, E: serde::de::Error>(slot: &mut Option<T>, v: T) -> Result<(), E> {
+    match slot.replace(v) {
+        None => Ok(()),
+        Some(_) => Err(E::custom("repeated member")),
+    }
+}
+
+impl<'de> Deserialize<'de> for TaskAnswer {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        struct AnswerVisitor;
+        impl<'de> serde::de::Visitor<'de> for AnswerVisitor {
+            type Value = TaskAnswer;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON-RPC answer carrying a task")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<TaskAnswer, A::Error> {
+                let (mut version, mut id, mut task) = (None, None, None);
+                while let Some(key) = map.next_key::<Member>()? {
+                    match key {
+                        Member::Jsonrpc => {
+                            let v: &str = map.next_value()?;
+                            if v != "2.0" {
+                                return Err(A::Error::custom("not JSON-RPC 2.0"));
+                            }
+                            once(&mut version, ())?;
+                        }
+                        // Integers and strings only, as the general path.
+                        Member::Id => once(&mut id, map.next_value::<crate::jsonrpc::Id>()?)?,
+                        Member::Result => once(&mut task, map.next_value::<TaskMembers>()?.0)?,
+                        _ => return Err(A::Error::custom("not a plain answer")),
+                    }
+                }
+                match (version, id, task) {
+                    (Some(()), Some(_), Some(task)) => Ok(TaskAnswer(task)),
+                    _ => Err(A::Error::custom("not a plain answer")),
+                }
+            }
+        }
+        d.deserialize_map(AnswerVisitor)
+    }
+}
+
+/// A task object read member by member, its unknown members (the inline
+/// payload among them) kept in order as [`Task::try_from_map`] keeps them.
+struct TaskMembers(Task);
+
+impl<'de> Deserialize<'de> for TaskMembers {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        struct TaskVisitor;
+        impl<'de> serde::de::Visitor<'de> for TaskVisitor {
+            type Value = TaskMembers;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a task")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<TaskMembers, A::Error> {
+                let (mut task_id, mut status, mut status_message) = (None, None, None);
+                let (mut created_at, mut last_updated_at) = (None, None);
+                let (mut ttl, mut poll) = (None, None);
+                let mut extra = Map::new();
+                while let Some(key) = map.next_key::<Member>()? {
+                    match key {
+                        Member::TaskId => once(&mut task_id, map.next_value::<String>()?)?,
+                        Member::Status => once(&mut status, map.next_value::<TaskStatus>()?)?,
+                        Member::StatusMessage => {
+                            once(&mut status_message, map.next_value::<Option<String>>()?)?
+                        }
+                        Member::CreatedAt => once(&mut created_at, map.next_value::<String>()?)?,
+                        Member::LastUpdatedAt => {
+                            once(&mut last_updated_at, map.next_value::<String>()?)?
+                        }
+                        Member::TtlMs => once(&mut ttl, map.next_value::<Option<i64>>()?)?,
+                        Member::PollIntervalMs => {
+                            once(&mut poll, map.next_value::<Option<i64>>()?)?
+                        }
+                        other => {
+                            // Names the answer has too are unknown members here
+                            // (`result` is the inline payload).
+                            let k = match other {
+                                Member::Other(k) => k,
+                                Member::Result => "result".to_owned(),
+                                Member::Id => "id".to_owned(),
+                                _ => "jsonrpc".to_owned(),
+                            };
+                            let v: Value = map.next_value()?;
+                            if extra.insert(k, v).is_some() {
+                                return Err(A::Error::custom("repeated member"));
+                            }
+                        }
+                    }
+                }
+                let (Some(task_id), Some(status), Some(created_at), Some(last_updated_at)) =
+                    (task_id, status, created_at, last_updated_at)
+                else {
+                    return Err(A::Error::custom("a required member is missing"));
+                };
+                Ok(TaskMembers(Task {
+                    task_id,
+                    status,
+                    status_message: status_message.flatten(),
+                    created_at,
+                    last_updated_at,
+                    ttl_ms: ttl.flatten(),
+                    poll_interval_ms: poll.flatten(),
+                    extra,
+                }))
+            }
+        }
+        d.deserialize_map(TaskVisitor)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What the bytes reader leaves to the general path: JSON it cannot
+    /// judge member by member (a repeated member, whose last copy the
+    /// general path keeps), an error answer, a request.
+    #[test]
+    fn the_answer_reader_declines_what_it_does_not_take() {
+        let task = r#""status":"working","createdAt":"a","lastUpdatedAt":"b","ttlMs":1"#;
+        let repeated =
+            format!(r#"{{"jsonrpc":"2.0","id":1,"result":{{"taskId":"x","taskId":"y",{task}}}}}"#);
+        assert!(detailed_task_answer(repeated.as_bytes()).is_none());
+        let general = match crate::jsonrpc::Message::parse(repeated.as_bytes()).unwrap() {
+            crate::jsonrpc::Message::Response(r) => DetailedTask::from_owned_value(r.result),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(general.unwrap().task.task_id, "y");
+        for other in [
+            r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"unknown task"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{}}"#,
+            r#"{"jsonrpc":"1.0","id":1,"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":null,"result":{}}"#,
+            r#"[]"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{"taskId":"x"}"#,
+        ] {
+            assert!(detailed_task_answer(other.as_bytes()).is_none(), "{other}");
+        }
+        let ok = format!(
+            r#"{{"jsonrpc":"2.0","id":"s","result":{{"taskId":"x",{task},"_meta":{{"k":1}},"inputRequests":{{"q":{{}}}},"resultType":"task"}}}}"#
+        );
+        let d = detailed_task_answer(ok.as_bytes()).expect("a plain answer");
+        assert_eq!(d.task.ttl_ms, Some(1));
+        assert!(matches!(d.payload, Payload::Input(_)));
+        assert_eq!(d.task.extra.keys().collect::<Vec<_>>(), ["_meta"]);
+    }
 }

@@ -61,11 +61,13 @@ impl LegacySession {
     /// Reads the task upstream and stores what was seen.
     async fn refresh(&self, rec: TaskRecord) -> Result<TaskRecord, ErrorObject> {
         let answer = self
-            .upstream_request("tasks/get", &json!({"taskId": rec.id()}))
+            .front
+            .upstream
+            .get_task(rec.id(), &self.meta())
             .await
             .map_err(ErrorObject::from)?;
-        let result = match answer {
-            Ok(result) => result,
+        let d = match answer {
+            Ok(d) => d,
             // A task this client holds as running that the upstream does
             // not know (it restarted, or dropped it early) has failed: the
             // client learns why, and `tasks/list` stops calling it working.
@@ -78,7 +80,6 @@ impl LegacySession {
                 return Err(ShimError::Upstream(format!("tasks/get: {}", e.message)).into());
             }
         };
-        let d = DetailedTask::from_owned_value(result)?;
         Ok(self.record_seen(&d).unwrap_or(rec))
     }
 
@@ -305,20 +306,15 @@ impl LegacySession {
         let mut refreshes = JoinSet::new();
         for (i, rec) in page.records.iter().enumerate() {
             if !rec.synthetic && !rec.is_terminal() {
-                let params = json!({"taskId": rec.id()});
+                let id = rec.id().to_owned();
                 let (upstream, meta) = (self.front.upstream.clone(), self.meta());
-                refreshes.spawn(async move {
-                    let seen = upstream.request_with_meta("tasks/get", &params, &meta);
-                    (i, seen.await)
-                });
+                refreshes.spawn(async move { (i, upstream.get_task(&id, &meta).await) });
             }
         }
         let mut tasks: Vec<_> = page.records.iter().map(|r| r.task.clone()).collect();
         while let Some(Ok((i, outcome))) = refreshes.join_next().await {
             let seen = match outcome {
-                Ok(Ok(v)) => DetailedTask::from_owned_value(v)
-                    .ok()
-                    .and_then(|d| self.record_seen(&d)),
+                Ok(Ok(d)) => self.record_seen(&d),
                 // Lost upstream: listed as failed, as `tasks/get` would say.
                 Ok(Err(e)) if e.code == crate::error::codes::INVALID_PARAMS => {
                     self.record_lost(page.records[i].id(), &e).ok().flatten()
