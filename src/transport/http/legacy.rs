@@ -363,6 +363,11 @@ async fn exchange(s: &Arc<HttpSession>, msg: Message, sse: bool) -> Response {
             _ => r.calls.push((id.clone(), tx.clone())),
         }
     }
+    let registered = Registered {
+        session: s.clone(),
+        id: id.clone(),
+        tx,
+    };
     // The answer comes straight back from the engine, as for a JSON-only
     // request: through the session's outbox and router it took two more
     // task hand-offs. Questions for the client during the call still come
@@ -377,7 +382,7 @@ async fn exchange(s: &Arc<HttpSession>, msg: Message, sse: bool) -> Response {
         biased;
         Some(question) = rx.recv() => question,
         answer = &mut work => {
-            forget_routes(s, &id, &tx);
+            drop(registered);
             return match answer {
                 Ok(Some(m)) => json_response(StatusCode::OK, &m),
                 // Cancelled by the client: nothing is owed, and the POST
@@ -395,17 +400,17 @@ async fn exchange(s: &Arc<HttpSession>, msg: Message, sse: bool) -> Response {
         }
     };
     // The answer follows the questions on the stream when the work ends.
-    let (session, answered) = (s.clone(), id.clone());
     tokio::spawn(async move {
         let answer = match work.await {
             Ok(Some(m)) => Some(m),
             Ok(None) => None,
             Err(_) => Some(Message::error(
-                Some(answered.clone()),
+                Some(registered.id.clone()),
                 ShimError::Internal("no answer".into()).to_error_object(),
             )),
         };
-        forget_routes(&session, &answered, &tx);
+        let (tx, answered) = (registered.tx.clone(), registered.id.clone());
+        drop(registered);
         if let Some(m) = answer
             && tx.send(m).is_err()
         {
@@ -421,16 +426,28 @@ async fn exchange(s: &Arc<HttpSession>, msg: Message, sse: bool) -> Response {
     super::sse_until_answer(&first, rx, id, s.clone())
 }
 
-/// Forgets the routes of the answered request `id`, whose stream is fed
-/// by `tx`: questions asked later cannot be about it.
-fn forget_routes(s: &HttpSession, id: &Id, tx: &Tx) {
-    let mut r = lock(&s.routes);
-    if r.by_id.get(id).is_some_and(|t| t.same_channel(tx)) {
-        r.by_id.remove(id);
+/// The routes a streamed request registered (its id, its call or task,
+/// all feeding `tx`), forgotten when it is answered, or when its POST is
+/// dropped because the client hung up: no entry outlives the request.
+struct Registered {
+    session: Arc<HttpSession>,
+    id: Id,
+    tx: Tx,
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        let mut r = lock(&self.session.routes);
+        if r.by_id
+            .get(&self.id)
+            .is_some_and(|t| t.same_channel(&self.tx))
+        {
+            r.by_id.remove(&self.id);
+        }
+        r.calls.retain(|(_, t)| !t.same_channel(&self.tx));
+        r.by_task
+            .retain(|_, t| !t.same_channel(&self.tx) && !t.is_closed());
     }
-    r.calls.retain(|(cid, _)| cid != id);
-    r.by_task
-        .retain(|_, t| !t.same_channel(tx) && !t.is_closed());
 }
 
 pub(super) fn get_stream(app: Arc<App>, sid: &str, principal: Option<String>) -> Response {
