@@ -36,6 +36,22 @@ async fn next_valid(s: &mut Sse, answering: &str) -> Option<Value> {
     Some(m)
 }
 
+/// Every message a POST's response carries (a JSON body, or an SSE
+/// stream read to its end), each validated as one answering `answering`.
+async fn messages_of(resp: reqwest::Response, answering: &str) -> Vec<Value> {
+    if !support::http::is_sse(resp.headers()) {
+        let m = resp.json::<Value>().await.unwrap();
+        assert_valid(Revision::Legacy, &m, Some(answering));
+        return vec![m];
+    }
+    let mut s = Sse::new(resp);
+    let mut out = Vec::new();
+    while let Some(m) = next_valid(&mut s, answering).await {
+        out.push(m);
+    }
+    out
+}
+
 /// The client's answer to a confirmation question.
 async fn confirm(c: &reqwest::Client, url: &str, sid: &str, question: &Value) {
     let answer = json!({"jsonrpc": "2.0", "id": question["id"],
@@ -95,15 +111,7 @@ async fn a_question_goes_on_the_stream_of_the_call_that_asked() {
         assert_eq!(answer["id"], 1, "round {round}: {answer}");
         // The other call's answer comes alone (as JSON, or a stream with
         // nothing before it).
-        let mut on_b = Vec::new();
-        if support::http::is_sse(b.headers()) {
-            let mut b = Sse::new(b);
-            while let Some(m) = next_valid(&mut b, "tools/call").await {
-                on_b.push(m);
-            }
-        } else {
-            on_b.push(b.json::<Value>().await.unwrap());
-        }
+        let on_b = messages_of(b, "tools/call").await;
         assert_eq!(on_b.len(), 1, "round {round}: {on_b:#?}");
         assert_eq!(on_b[0]["id"], 2, "round {round}: {on_b:#?}");
     }
@@ -292,15 +300,7 @@ async fn a_cancelled_call_ends_its_post_without_an_answer() {
         .unwrap()
         .unwrap();
     assert_eq!(resp.status(), StatusCode::OK);
-    let mut messages = Vec::new();
-    if support::http::is_sse(resp.headers()) {
-        let mut s = Sse::new(resp);
-        while let Some(m) = next_valid(&mut s, "tools/call").await {
-            messages.push(m);
-        }
-    } else {
-        messages.push(resp.json::<Value>().await.unwrap());
-    }
+    let messages = messages_of(resp, "tools/call").await;
     assert!(
         messages.iter().all(|m| m.get("id") != Some(&json!(1))),
         "a cancelled request was answered: {messages:#?}"

@@ -538,10 +538,7 @@ impl Upstream for Arc<HttpUpstream> {
     ) -> Result<Result<DetailedTask, ErrorObject>, ShimError> {
         let params = serde_json::json!({ "taskId": task_id });
         if self.revision != Revision::Modern {
-            return match self.exchange("tasks/get", params, Some(meta)).await? {
-                Ok(result) => DetailedTask::from_owned_value(result).map(Ok),
-                Err(e) => Ok(Err(e)),
-            };
+            return super::task_of(self.exchange("tasks/get", params, Some(meta)).await?);
         }
         self.watched(self.get_modern_task(params, meta)).await
     }
@@ -640,8 +637,8 @@ impl HttpUpstream {
             Some(parse_body(status, &body)?)
         };
         match answer {
-            Some(Message::Response(r)) => DetailedTask::from_owned_value(r.result).map(Ok),
-            Some(Message::Error(e)) => Ok(Err(e.error)),
+            Some(Message::Response(r)) => super::task_of(Ok(r.result)),
+            Some(Message::Error(e)) => super::task_of(Err(e.error)),
             _ => Err(ShimError::Upstream(
                 "the HTTP upstream gave no answer to tasks/get".into(),
             )),

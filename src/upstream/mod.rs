@@ -88,10 +88,7 @@ pub trait Upstream: Send + Sync + 'static {
         meta: &ModernMeta,
     ) -> Result<Result<DetailedTask, ErrorObject>, ShimError> {
         let params = serde_json::json!({ "taskId": task_id });
-        match self.request_with_meta("tasks/get", &params, meta).await? {
-            Ok(result) => DetailedTask::from_owned_value(result).map(Ok),
-            Err(e) => Ok(Err(e)),
-        }
+        task_of(self.request_with_meta("tasks/get", &params, meta).await?)
     }
     /// Sends a long-lived request (`subscriptions/listen`) and hands back
     /// its stream at once; see [`stream`]. `Err` means it could not be
@@ -129,6 +126,15 @@ pub trait Upstream: Send + Sync + 'static {
     ) -> Option<Result<RawAnswer, ShimError>> {
         let _ = (id, method, name, body);
         None
+    }
+}
+
+/// A `tasks/get` answer as [`Upstream::get_task`] gives it: the task,
+/// or the upstream's error answer; a result that is no task is an `Err`.
+pub(crate) fn task_of(answer: RpcResult) -> Result<Result<DetailedTask, ErrorObject>, ShimError> {
+    match answer {
+        Ok(result) => DetailedTask::from_owned_value(result).map(Ok),
+        Err(e) => Ok(Err(e)),
     }
 }
 
