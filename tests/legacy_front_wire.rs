@@ -193,6 +193,62 @@ fn a_plain_upstream_answer_becomes_a_synthetic_task() {
     assert_eq!(e["code"], -32602, "{e}");
 }
 
+/// A task asked for with a retention of zero or less (the schema only
+/// says "integer") gets the default retention: with the one asked for,
+/// the synthetic task's result was gone before the client read it.
+#[test]
+fn a_retention_of_zero_or_less_keeps_the_result_readable() {
+    let mut shim = Wire::legacy_front(&[]);
+    shim.initialize();
+    for ttl in [-1_000_000, -1, 0] {
+        let r = shim.ok(
+            "tools/call",
+            json!({"name": "greet", "arguments": {"name": "Ttl"}, "task": {"ttl": ttl}}),
+        );
+        let granted = r["task"]["ttl"].as_i64().expect("a ttl");
+        assert!(granted > 0, "ttl {ttl} granted as {granted}: {r}");
+        let id = r["task"]["taskId"].as_str().expect("taskId").to_owned();
+        std::thread::sleep(Duration::from_millis(300));
+        let t = shim.ok("tasks/get", json!({"taskId": id}));
+        assert_eq!(t["status"], "completed", "ttl {ttl}: {t}");
+        let result = shim.ok("tasks/result", json!({"taskId": id}));
+        assert_eq!(text_of(&result), "Hello, Ttl!", "ttl {ttl}: {result}");
+    }
+}
+
+/// A task cancelled while it waited for input does not go on saying it
+/// waits for input: not in the cancel's answer, `tasks/get` or
+/// `tasks/list`.
+#[test]
+fn a_cancelled_task_does_not_keep_its_old_status_message() {
+    let mut shim = Wire::legacy_front(&[]);
+    shim.initialize();
+    let id = create(&mut shim, "confirm_delete", json!({"filename": "a.txt"}));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let before = loop {
+        let t = shim.ok("tasks/get", json!({"taskId": id}));
+        if t["status"] == "input_required" {
+            break t;
+        }
+        assert!(Instant::now() < deadline, "never input_required: {t}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let waiting = before["statusMessage"].clone();
+    assert!(waiting.is_string(), "{before}");
+    let cancelled = shim.ok("tasks/cancel", json!({"taskId": id}));
+    let got = shim.ok("tasks/get", json!({"taskId": id}));
+    let list = shim.ok("tasks/list", json!({}));
+    let listed = list["tasks"]
+        .as_array()
+        .and_then(|ts| ts.iter().find(|t| t["taskId"] == id.as_str()))
+        .cloned()
+        .expect("listed");
+    for t in [&cancelled, &got, &listed] {
+        assert_eq!(t["status"], "cancelled", "{t}");
+        assert_ne!(t["statusMessage"], waiting, "a stale status message: {t}");
+    }
+}
+
 #[test]
 fn tasks_list_pages_with_opaque_cursors_newest_first() {
     let mut shim = Wire::legacy_front(&["--page-size", "2"]);

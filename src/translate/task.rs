@@ -308,11 +308,14 @@ pub fn cancel_result_to_modern() -> Value {
     json!({"resultType": result_type::COMPLETE})
 }
 
-/// The legacy answer to `tasks/cancel`: the task, now `cancelled`.
+/// The legacy answer to `tasks/cancel`: the task, now `cancelled`. Its
+/// status message said how it was before ("Waiting for client input."),
+/// so it goes: nothing else is known to say.
 pub fn cancelled_view(t: &legacy::Task, now: &str) -> legacy::Task {
     let mut t = t.clone();
     if t.status != TaskStatus::Cancelled {
         t.status = TaskStatus::Cancelled;
+        t.status_message = None;
         t.last_updated_at = now.to_owned();
     }
     t
@@ -519,11 +522,13 @@ mod tests {
         let t: legacy::Task = from_value(
             "t",
             &json!({"taskId":"a","status":"working",
-            "createdAt":"x","lastUpdatedAt":"y","ttl":1}),
+            "createdAt":"x","lastUpdatedAt":"y","ttl":1,
+            "statusMessage":"Waiting for client input."}),
         )
         .unwrap();
         let c = cancelled_view(&t, "now");
         assert_eq!(c.status, TaskStatus::Cancelled);
         assert_eq!(c.last_updated_at, "now");
+        assert_eq!(c.status_message, None, "the old message is stale");
     }
 }

@@ -106,7 +106,10 @@ impl LegacySession {
             return Ok(tsession::result_to_legacy_owned(result, "tools/call"));
         };
         let now = self.front.clock.now_iso();
-        let ttl = meta.ttl.unwrap_or(SYNTHETIC_TTL_MS);
+        // A retention of zero or less would drop the result before the
+        // client could read it; the receiver may choose another (and says
+        // which in the answer).
+        let ttl = meta.ttl.filter(|t| *t > 0).unwrap_or(SYNTHETIC_TTL_MS);
         let task = legacy::Task {
             task_id: crate::ids::random_id(),
             status: TaskStatus::Working,
