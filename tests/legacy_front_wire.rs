@@ -30,6 +30,17 @@ fn create(shim: &mut Wire, name: &str, args: Value) -> String {
     r["task"]["taskId"].as_str().expect("taskId").to_owned()
 }
 
+/// Task `id` as `tasks/list` shows it (its first page).
+#[track_caller]
+fn listed(shim: &mut Wire, id: &str) -> Value {
+    let list = shim.ok("tasks/list", json!({}));
+    list["tasks"]
+        .as_array()
+        .and_then(|ts| ts.iter().find(|t| t["taskId"] == id))
+        .cloned()
+        .unwrap_or_else(|| panic!("{id} not listed: {list}"))
+}
+
 /// In front of a 2026-07-28 server, what comes before `initialize` and
 /// says nothing of the client's revision does not decide it: a request is
 /// refused naming both ways to start, a notification is dropped, and the
@@ -237,12 +248,7 @@ fn a_cancelled_task_does_not_keep_its_old_status_message() {
     assert!(waiting.is_string(), "{before}");
     let cancelled = shim.ok("tasks/cancel", json!({"taskId": id}));
     let got = shim.ok("tasks/get", json!({"taskId": id}));
-    let list = shim.ok("tasks/list", json!({}));
-    let listed = list["tasks"]
-        .as_array()
-        .and_then(|ts| ts.iter().find(|t| t["taskId"] == id.as_str()))
-        .cloned()
-        .expect("listed");
+    let listed = listed(&mut shim, &id);
     for t in [&cancelled, &got, &listed] {
         assert_eq!(t["status"], "cancelled", "{t}");
         assert_ne!(t["statusMessage"], waiting, "a stale status message: {t}");
@@ -341,13 +347,8 @@ fn a_cancel_is_pinned_everywhere() {
 
     let t = shim.ok("tasks/get", json!({"taskId": id}));
     assert_eq!(t["status"], "cancelled", "{t}");
-    let list = shim.ok("tasks/list", json!({}));
-    let listed = list["tasks"]
-        .as_array()
-        .and_then(|ts| ts.iter().find(|t| t["taskId"] == id.as_str()))
-        .cloned()
-        .expect("listed");
-    assert_eq!(listed["status"], "cancelled", "{list}");
+    let listed = listed(&mut shim, &id);
+    assert_eq!(listed["status"], "cancelled", "{listed}");
     let e = shim.err("tasks/result", json!({"taskId": id}));
     assert_eq!(e["code"], -32602, "{e}");
     let e = shim.err("tasks/cancel", json!({"taskId": id}));

@@ -536,11 +536,10 @@ impl Upstream for Arc<HttpUpstream> {
         task_id: &str,
         meta: &ModernMeta,
     ) -> Result<Result<DetailedTask, ErrorObject>, ShimError> {
-        let params = serde_json::json!({ "taskId": task_id });
         if self.revision != Revision::Modern {
-            return super::task_of(self.exchange("tasks/get", params, Some(meta)).await?);
+            return super::read_task(self, task_id, meta).await;
         }
-        self.watched(self.get_modern_task(params, meta)).await
+        self.watched(self.get_modern_task(task_id, meta)).await
     }
 
     async fn open_stream(&self, method: &str, params: Value) -> Result<UpstreamStream, ShimError> {
@@ -616,9 +615,10 @@ impl HttpUpstream {
     /// reads it.
     async fn get_modern_task(
         &self,
-        params: Value,
+        task_id: &str,
         meta: &ModernMeta,
     ) -> Result<Result<DetailedTask, ErrorObject>, ShimError> {
+        let params = json!({ "taskId": task_id });
         let id = Id::Num(
             self.next_id
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed),

@@ -87,8 +87,7 @@ pub trait Upstream: Send + Sync + 'static {
         task_id: &str,
         meta: &ModernMeta,
     ) -> Result<Result<DetailedTask, ErrorObject>, ShimError> {
-        let params = serde_json::json!({ "taskId": task_id });
-        task_of(self.request_with_meta("tasks/get", &params, meta).await?)
+        read_task(self, task_id, meta).await
     }
     /// Sends a long-lived request (`subscriptions/listen`) and hands back
     /// its stream at once; see [`stream`]. `Err` means it could not be
@@ -127,6 +126,21 @@ pub trait Upstream: Send + Sync + 'static {
         let _ = (id, method, name, body);
         None
     }
+}
+
+/// [`Upstream::get_task`] as any upstream can: the answer read as any
+/// other, then as a task.
+pub(crate) async fn read_task<U: Upstream + ?Sized>(
+    upstream: &U,
+    task_id: &str,
+    meta: &ModernMeta,
+) -> Result<Result<DetailedTask, ErrorObject>, ShimError> {
+    let params = serde_json::json!({ "taskId": task_id });
+    task_of(
+        upstream
+            .request_with_meta("tasks/get", &params, meta)
+            .await?,
+    )
 }
 
 /// A `tasks/get` answer as [`Upstream::get_task`] gives it: the task,

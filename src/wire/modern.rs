@@ -443,6 +443,19 @@ impl<'de> Deserialize<'de> for TaskAnswer {
 /// payload among them) kept in order as [`Task::try_from_map`] keeps them.
 struct TaskMembers(Task);
 
+/// Reads the value of unknown member `k` into `extra`.
+fn unknown<'de, A: serde::de::MapAccess<'de>>(
+    map: &mut A,
+    extra: &mut Map<String, Value>,
+    k: String,
+) -> Result<(), A::Error> {
+    let v: Value = map.next_value()?;
+    match extra.insert(k, v) {
+        None => Ok(()),
+        Some(_) => Err(serde::de::Error::custom("repeated member")),
+    }
+}
+
 impl<'de> Deserialize<'de> for TaskMembers {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         use serde::de::Error;
@@ -475,20 +488,12 @@ impl<'de> Deserialize<'de> for TaskMembers {
                         Member::PollIntervalMs => {
                             once(&mut poll, map.next_value::<Option<i64>>()?)?
                         }
-                        other => {
-                            // Names the answer has too are unknown members here
-                            // (`result` is the inline payload).
-                            let k = match other {
-                                Member::Other(k) => k,
-                                Member::Result => "result".to_owned(),
-                                Member::Id => "id".to_owned(),
-                                _ => "jsonrpc".to_owned(),
-                            };
-                            let v: Value = map.next_value()?;
-                            if extra.insert(k, v).is_some() {
-                                return Err(A::Error::custom("repeated member"));
-                            }
-                        }
+                        Member::Other(k) => unknown(&mut map, &mut extra, k)?,
+                        // Names the answer has too are unknown members here
+                        // (`result` is the inline payload).
+                        Member::Result => unknown(&mut map, &mut extra, "result".into())?,
+                        Member::Id => unknown(&mut map, &mut extra, "id".into())?,
+                        Member::Jsonrpc => unknown(&mut map, &mut extra, "jsonrpc".into())?,
                     }
                 }
                 let (Some(task_id), Some(status), Some(created_at), Some(last_updated_at)) =

@@ -306,17 +306,20 @@ pub(super) async fn post(
 
 /// Hands a client message to the engine and answers the POST.
 async fn exchange(s: &Arc<HttpSession>, msg: Message, sse: bool) -> Response {
-    let Message::Request(req) = &msg else {
-        if let Some(id) = msg.id() {
-            // An answer to a question: it need not be asked again.
-            let mut r = lock(&s.routes);
-            r.asked.retain(|_, asked| {
-                asked.retain(|q| q.id() != Some(id));
-                !asked.is_empty()
-            });
+    let req = match msg {
+        Message::Request(req) => req,
+        other => {
+            if let Some(id) = other.id() {
+                // An answer to a question: it need not be asked again.
+                let mut r = lock(&s.routes);
+                r.asked.retain(|_, asked| {
+                    asked.retain(|q| q.id() != Some(id));
+                    !asked.is_empty()
+                });
+            }
+            s.engine.handle_client(other);
+            return StatusCode::ACCEPTED.into_response();
         }
-        s.engine.handle_client(msg);
-        return StatusCode::ACCEPTED.into_response();
     };
     let id = req.id.clone();
     let streams = sse && matches!(req.method.as_str(), "tasks/result" | "tools/call");
@@ -324,24 +327,14 @@ async fn exchange(s: &Arc<HttpSession>, msg: Message, sse: bool) -> Response {
         // A JSON answer carries only the answer: it comes straight back from
         // the engine instead of through the session's router. A client that
         // hangs up does not cut the engine's work short.
-        let Message::Request(req) = msg else {
-            unreachable!("matched above")
-        };
         let answer = crate::inline::finish_even_if_dropped(s.engine.clone().answer(req)).await;
         // What routing an answer did: forget streams that have ended.
         lock(&s.routes).by_task.retain(|_, tx| !tx.is_closed());
         return match answer {
             Ok(m) => json_response(StatusCode::OK, &m),
-            Err(_) => error_response(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                Some(id),
-                ShimError::Internal("no answer".into()),
-            ),
+            Err(_) => json_response(StatusCode::INTERNAL_SERVER_ERROR, &no_answer(id)),
         };
     }
-    let Message::Request(req) = msg else {
-        unreachable!("matched above")
-    };
     let (tx, mut rx) = mpsc::unbounded_channel();
     {
         let mut r = lock(&s.routes);
@@ -391,11 +384,7 @@ async fn exchange(s: &Arc<HttpSession>, msg: Message, sse: bool) -> Response {
                     Result<axum::response::sse::Event, std::convert::Infallible>,
                 >())
                 .into_response(),
-                Err(_) => error_response(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    Some(id),
-                    ShimError::Internal("no answer".into()),
-                ),
+                Err(_) => json_response(StatusCode::INTERNAL_SERVER_ERROR, &no_answer(id)),
             };
         }
     };
@@ -404,10 +393,7 @@ async fn exchange(s: &Arc<HttpSession>, msg: Message, sse: bool) -> Response {
         let answer = match work.await {
             Ok(Some(m)) => Some(m),
             Ok(None) => None,
-            Err(_) => Some(Message::error(
-                Some(registered.id.clone()),
-                ShimError::Internal("no answer".into()).to_error_object(),
-            )),
+            Err(_) => Some(no_answer(registered.id.clone())),
         };
         let (tx, answered) = (registered.tx.clone(), registered.id.clone());
         drop(registered);
@@ -424,6 +410,14 @@ async fn exchange(s: &Arc<HttpSession>, msg: Message, sse: bool) -> Response {
     // session, so that answers still reach it after a DELETE (the error
     // each pending request then gets).
     super::sse_until_answer(&first, rx, id, s.clone())
+}
+
+/// The answer to request `id` when the shim's work for it panicked.
+fn no_answer(id: Id) -> Message {
+    Message::error(
+        Some(id),
+        ShimError::Internal("no answer".into()).to_error_object(),
+    )
 }
 
 /// The routes a streamed request registered (its id, its call or task,
