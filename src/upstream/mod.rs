@@ -78,8 +78,9 @@ pub trait Upstream: Send + Sync + 'static {
     }
     /// `tasks/get` of `task_id` on a 2026-07-28 upstream, with `meta`
     /// (a legacy session reading its task), the result read as a
-    /// [`DetailedTask`]: `Ok(Err(_))` is the upstream's error answer, and
-    /// a result that is no task is an `Err`. The default reads the answer
+    /// [`DetailedTask`] without the answer's own `_meta`: `Ok(Err(_))` is
+    /// the upstream's error answer, and a result that is no task is an
+    /// `Err`. The default reads the answer
     /// as any other; an HTTP upstream reads the task straight from the
     /// answer's bytes ([`crate::wire::modern::detailed_task_answer`]).
     async fn get_task(
@@ -143,11 +144,12 @@ pub(crate) async fn read_task<U: Upstream + ?Sized>(
     )
 }
 
-/// A `tasks/get` answer as [`Upstream::get_task`] gives it: the task,
-/// or the upstream's error answer; a result that is no task is an `Err`.
+/// A `tasks/get` answer as [`Upstream::get_task`] gives it: the task
+/// (without the answer's `_meta`), or the upstream's error answer; a
+/// result that is no task is an `Err`.
 pub(crate) fn task_of(answer: RpcResult) -> Result<Result<DetailedTask, ErrorObject>, ShimError> {
     match answer {
-        Ok(result) => DetailedTask::from_owned_value(result).map(Ok),
+        Ok(result) => DetailedTask::from_answer_result(result).map(Ok),
         Err(e) => Ok(Err(e)),
     }
 }

@@ -119,6 +119,14 @@ impl DetailedTask {
         Self::from_task(task)
     }
 
+    /// The task of a `tasks/get` result, without the result's own `_meta`
+    /// (see [`detailed_task_answer`], which reads the same from bytes).
+    pub fn from_answer_result(v: Value) -> Result<DetailedTask, crate::error::ShimError> {
+        let mut d = Self::from_owned_value(v)?;
+        d.task.extra.shift_remove("_meta");
+        Ok(d)
+    }
+
     /// Lifts the inline payload out of a task read with its payload among
     /// the unknown members.
     fn from_task(mut task: Task) -> Result<DetailedTask, crate::error::ShimError> {
@@ -324,19 +332,25 @@ pub struct UpdateTaskParams {
 /// as a JSON tree first and moved out of it. A legacy client's `tasks/get`
 /// reads one per request, so this is on the translating path's clock.
 ///
+/// The answer's own `_meta` is skipped unread: it describes the answer
+/// (the server's `serverInfo`, say), not the task, and building it was
+/// half the cost of reading a task.
+///
 /// `None` for anything else (an error answer, a repeated member, a member
 /// of an unexpected shape): read it with
 /// [`Message::parse`](crate::jsonrpc::Message::parse) and
-/// [`DetailedTask::from_owned_value`], which give the same task for every
-/// answer this accepts, and word what is wrong with the others.
+/// [`DetailedTask::from_answer_result`], which give the same task for
+/// every answer this accepts, and word what is wrong with the others.
 ///
 /// ```
 /// use mcp_tasks_shim::wire::modern::detailed_task_answer;
 /// let answer = br#"{"jsonrpc":"2.0","id":7,"result":{"taskId":"t1","status":"completed",
 ///     "createdAt":"2026-01-01T00:00:00Z","lastUpdatedAt":"2026-01-01T00:00:01Z",
-///     "ttlMs":null,"resultType":"complete","result":{"content":[]}}}"#;
+///     "ttlMs":null,"resultType":"complete","result":{"content":[]},
+///     "_meta":{"io.modelcontextprotocol/serverInfo":{"name":"s","version":"1"}}}}"#;
 /// let d = detailed_task_answer(answer).unwrap();
 /// assert_eq!(d.task.task_id, "t1");
+/// assert!(d.task.extra.is_empty());
 /// assert!(detailed_task_answer(br#"{"jsonrpc":"2.0","id":7,"error":{"code":-32602,"message":"x"}}"#).is_none());
 /// ```
 pub fn detailed_task_answer(bytes: &[u8]) -> Option<DetailedTask> {
@@ -360,6 +374,9 @@ enum Member {
     LastUpdatedAt,
     TtlMs,
     PollIntervalMs,
+    /// The answer's own `_meta` when read in its task: it describes the
+    /// answer (the server's `serverInfo`, say), not the task.
+    Meta,
     Other(String),
 }
 
@@ -383,6 +400,7 @@ impl<'de> Deserialize<'de> for Member {
                     "lastUpdatedAt" => Member::LastUpdatedAt,
                     "ttlMs" => Member::TtlMs,
                     "pollIntervalMs" => Member::PollIntervalMs,
+                    "_meta" => Member::Meta,
                     other => Member::Other(other.to_owned()),
                 })
             }
@@ -488,6 +506,9 @@ impl<'de> Deserialize<'de> for TaskMembers {
                         Member::PollIntervalMs => {
                             once(&mut poll, map.next_value::<Option<i64>>()?)?
                         }
+                        Member::Meta => {
+                            map.next_value::<serde::de::IgnoredAny>()?;
+                        }
                         Member::Other(k) => unknown(&mut map, &mut extra, k)?,
                         // Names the answer has too are unknown members here
                         // (`result` is the inline payload).
@@ -551,6 +572,7 @@ mod tests {
         let d = detailed_task_answer(ok.as_bytes()).expect("a plain answer");
         assert_eq!(d.task.ttl_ms, Some(1));
         assert!(matches!(d.payload, Payload::Input(_)));
-        assert_eq!(d.task.extra.keys().collect::<Vec<_>>(), ["_meta"]);
+        // The answer's `_meta` is not the task's.
+        assert!(d.task.extra.is_empty());
     }
 }
