@@ -12,6 +12,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use axum::http::header::{ACCEPT, CONTENT_TYPE};
+use axum::http::{HeaderName, HeaderValue};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -246,26 +248,28 @@ impl HttpUpstream {
         body: reqwest::Body,
         timeout: Option<Duration>,
     ) -> Result<reqwest::Response, ShimError> {
+        // Names and fixed values as constants: parsing and checking them
+        // anew was a few thousand instructions of every relayed request.
         let mut req = self
             .client
             .post(self.url.clone())
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream");
+            .header(CONTENT_TYPE, JSON)
+            .header(ACCEPT, JSON_OR_SSE);
         req = match self.revision {
             Revision::Modern => {
                 let r = req
-                    .header("mcp-protocol-version", MODERN_VERSION)
-                    .header("mcp-method", method);
+                    .header(MCP_PROTOCOL_VERSION, MODERN_VERSION_VALUE)
+                    .header(MCP_METHOD, method);
                 match name {
-                    Some(name) => r.header("mcp-name", headers::encode_sentinel(name)),
+                    Some(name) => r.header(MCP_NAME, headers::encode_sentinel(name)),
                     None => r,
                 }
             }
             Revision::Legacy => {
                 let sid = self.session_id();
-                let r = req.header("mcp-protocol-version", LEGACY_VERSION);
+                let r = req.header(MCP_PROTOCOL_VERSION, LEGACY_VERSION_VALUE);
                 match sid {
-                    Some(s) => r.header("mcp-session-id", s),
+                    Some(s) => r.header(MCP_SESSION_ID, s),
                     None => r,
                 }
             }
@@ -671,6 +675,15 @@ impl HttpUpstream {
         }
     }
 }
+
+const MCP_PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
+const MCP_METHOD: HeaderName = HeaderName::from_static("mcp-method");
+const MCP_NAME: HeaderName = HeaderName::from_static("mcp-name");
+const MCP_SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
+const JSON: HeaderValue = HeaderValue::from_static("application/json");
+const JSON_OR_SSE: HeaderValue = HeaderValue::from_static("application/json, text/event-stream");
+const MODERN_VERSION_VALUE: HeaderValue = HeaderValue::from_static(MODERN_VERSION);
+const LEGACY_VERSION_VALUE: HeaderValue = HeaderValue::from_static(LEGACY_VERSION);
 
 /// How long a long-lived request may stay open (a day: in practice until
 /// it is no longer needed).
