@@ -647,10 +647,17 @@ pub(crate) fn sse_until_answer<H: Send + 'static>(
 
 /// A JSON body response.
 pub(crate) fn json_response(status: StatusCode, msg: &Message) -> Response {
+    // Bytes, not a `String`: checking serde_json's output for UTF-8 again
+    // was a thousand instructions of every answer.
+    let mut body = Vec::with_capacity(512);
+    msg.write_json(&mut body);
     (
         status,
-        [("content-type", "application/json")],
-        msg.to_json(),
+        [(
+            axum::http::header::CONTENT_TYPE,
+            axum::http::HeaderValue::from_static("application/json"),
+        )],
+        body,
     )
         .into_response()
 }
