@@ -227,6 +227,42 @@ fn a_retention_of_zero_or_less_keeps_the_result_readable() {
     }
 }
 
+/// A `params.task` that is no `TaskMetadata` (not an object, or a `ttl`
+/// that is no integer) is refused with `-32602`, as a 2025-11-25 server
+/// refuses it, and starts nothing: before, it was taken as a task request
+/// with the default retention.
+#[test]
+fn a_task_param_that_is_no_task_metadata_is_refused() {
+    let mut shim = Wire::legacy_front(&[]);
+    shim.initialize();
+    for task in [
+        json!(5),
+        json!(null),
+        json!("soon"),
+        json!([]),
+        json!({"ttl": 1.5}),
+        json!({"ttl": "60000"}),
+    ] {
+        let e = shim.err(
+            "tools/call",
+            json!({"name": "greet", "arguments": {"name": "Bad"}, "task": task}),
+        );
+        assert_eq!(e["code"], -32602, "task {task}: {e}");
+        assert!(
+            e["message"].as_str().unwrap_or("").contains("params.task"),
+            "task {task}: {e}"
+        );
+    }
+    let list = shim.ok("tasks/list", json!({}));
+    assert_eq!(list["tasks"], json!([]), "nothing was started: {list}");
+    // A null ttl still counts as none asked.
+    let r = shim.ok(
+        "tools/call",
+        json!({"name": "greet", "arguments": {"name": "Ok"}, "task": {"ttl": null}}),
+    );
+    assert!(r["task"]["ttl"].as_i64().is_some_and(|t| t > 0), "{r}");
+}
+
 /// A task cancelled while it waited for input does not go on saying it
 /// waits for input: not in the cancel's answer, `tasks/get` or
 /// `tasks/list`.

@@ -192,6 +192,39 @@ pub fn tool_name(params: Option<&Value>) -> Result<&str, ShimError> {
         .ok_or_else(|| ShimError::InvalidParams("tools/call needs params.name (a string)".into()))
 }
 
+/// Checks a 2025-11-25 `tools/call`'s `params.task` against the schema's
+/// `TaskMetadata`: an object whose `ttl`, if given, is an integer. What
+/// does not read as one is refused with `-32602`, as a 2025-11-25 server
+/// refuses it, instead of being taken as a task request with the default
+/// retention. A `null` `ttl` counts as none asked, as before.
+///
+/// ```
+/// use mcp_tasks_shim::translate::tools::check_task_param;
+/// use serde_json::json;
+/// assert!(check_task_param(Some(&json!({"name": "t", "task": {"ttl": 60000}}))).is_ok());
+/// assert!(check_task_param(Some(&json!({"name": "t"}))).is_ok());
+/// assert_eq!(check_task_param(Some(&json!({"name": "t", "task": 5}))).unwrap_err().code(), -32602);
+/// assert!(check_task_param(Some(&json!({"name": "t", "task": {"ttl": "1h"}}))).is_err());
+/// assert!(check_task_param(Some(&json!({"name": "t", "task": null}))).is_err());
+/// ```
+pub fn check_task_param(params: Option<&Value>) -> Result<(), ShimError> {
+    let ok = match params.and_then(|p| p.get("task")) {
+        None => true,
+        Some(Value::Object(t)) => t
+            .get("ttl")
+            .is_none_or(|v| v.is_null() || v.is_i64() || v.is_u64()),
+        Some(_) => false,
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(ShimError::InvalidParams(
+            "params.task must be an object whose ttl, if given, is an integer (milliseconds)"
+                .into(),
+        ))
+    }
+}
+
 /// True when a modern `tools/call` result says the server made a task.
 pub fn is_task_result(result: &Value) -> bool {
     crate::wire::modern::result_type_of(result) == result_type::TASK

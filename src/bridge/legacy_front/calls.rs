@@ -23,6 +23,7 @@ const SYNTHETIC_TTL_MS: i64 = 3_600_000;
 impl LegacySession {
     pub(super) async fn tools_call(self: &Arc<Self>, mut req: Request) -> RpcResult {
         let name = ttools::tool_name(req.params.as_ref())?.to_owned();
+        ttools::check_task_param(req.params.as_ref())?;
         let support = self.front.policy.for_tool(&name);
         let asked = req.params.take().unwrap_or_else(|| json!({}));
         // The call as asked, made modern; kept (the upstream only borrows
