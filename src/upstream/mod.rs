@@ -80,9 +80,9 @@ pub trait Upstream: Send + Sync + 'static {
     /// (a legacy session reading its task), the result read as a
     /// [`DetailedTask`] without the answer's own `_meta`: `Ok(Err(_))` is
     /// the upstream's error answer, and a result that is no task is an
-    /// `Err`. The default reads the answer
-    /// as any other; an HTTP upstream reads the task straight from the
-    /// answer's bytes ([`crate::wire::modern::detailed_task_answer`]).
+    /// `Err`. The default reads the answer as any other; an HTTP upstream
+    /// reads the task straight from the answer's bytes
+    /// ([`crate::wire::modern::detailed_task_answer`]).
     async fn get_task(
         &self,
         task_id: &str,
