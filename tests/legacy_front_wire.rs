@@ -261,6 +261,14 @@ fn a_task_param_that_is_no_task_metadata_is_refused() {
         json!({"name": "greet", "arguments": {"name": "Ok"}, "task": {"ttl": null}}),
     );
     assert!(r["task"]["ttl"].as_i64().is_some_and(|t| t > 0), "{r}");
+    // An integer in JSON Schema's sense is one, however it is written.
+    for ttl in [json!(60000.0), json!(6e4)] {
+        let r = shim.ok(
+            "tools/call",
+            json!({"name": "greet", "arguments": {"name": "Ok"}, "task": {"ttl": ttl}}),
+        );
+        assert_eq!(r["task"]["ttl"], 60000, "ttl {ttl}: {r}");
+    }
 }
 
 /// A task cancelled while it waited for input does not go on saying it

@@ -138,21 +138,34 @@ pub fn call_params_to_modern_owned(params: Value) -> (Value, Option<TaskMetadata
 }
 
 /// `params.task` read as [`TaskMetadata`], or the default when it does not
-/// read. The usual object (an integer or `null` `ttl`, other members kept
+/// read. The usual object (an integral or `null` `ttl`, other members kept
 /// as `extra` in order) is taken apart by hand, with the result the serde
-/// derive gives; its `flatten` buffers every member first, which cost
-/// more than the rest of the row. Anything else goes through serde.
+/// derive gives where serde reads the `ttl` at all; its `flatten` buffers
+/// every member first, which cost more than the rest of the row. Anything
+/// else goes through serde.
 fn task_metadata(t: Value) -> TaskMetadata {
     match t {
         Value::Object(mut m)
             if m.get("ttl")
-                .is_none_or(|v| v.is_null() || v.as_i64().is_some()) =>
+                .is_none_or(|v| v.is_null() || ttl_ms(v).is_some()) =>
         {
-            let ttl = m.shift_remove("ttl").and_then(|v| v.as_i64());
+            let ttl = m.shift_remove("ttl").as_ref().and_then(ttl_ms);
             TaskMetadata { ttl, extra: m }
         }
         other => serde_json::from_value(other).unwrap_or_default(),
     }
+}
+
+/// A `ttl` as JSON Schema's "integer" reads it: any number without a
+/// fractional part (`60000.0` and `6e4` too). One beyond `i64` saturates:
+/// asking for more than 292 million years means "as long as you keep
+/// anything".
+fn ttl_ms(v: &Value) -> Option<i64> {
+    v.as_i64().or_else(|| {
+        v.as_f64()
+            .filter(|f| f.is_finite() && f.fract() == 0.0)
+            .map(|f| f as i64)
+    })
 }
 
 /// Modern `tools/call` params → legacy: an incoming `params.task` is ignored
@@ -193,10 +206,11 @@ pub fn tool_name(params: Option<&Value>) -> Result<&str, ShimError> {
 }
 
 /// Checks a 2025-11-25 `tools/call`'s `params.task` against the schema's
-/// `TaskMetadata`: an object whose `ttl`, if given, is an integer. What
-/// does not read as one is refused with `-32602`, as a 2025-11-25 server
-/// refuses it, instead of being taken as a task request with the default
-/// retention. A `null` `ttl` counts as none asked, as before.
+/// `TaskMetadata`: an object whose `ttl`, if given, is an integer (in
+/// JSON Schema's sense: `60000.0` is one). What does not read as one is
+/// refused with `-32602`, as the schema refuses it, instead of being taken
+/// as a task request with the default retention. A `null` `ttl` counts as
+/// none asked, as before.
 ///
 /// ```
 /// use mcp_tasks_shim::translate::tools::check_task_param;
@@ -204,6 +218,8 @@ pub fn tool_name(params: Option<&Value>) -> Result<&str, ShimError> {
 /// assert!(check_task_param(Some(&json!({"name": "t", "task": {"ttl": 60000}}))).is_ok());
 /// assert!(check_task_param(Some(&json!({"name": "t"}))).is_ok());
 /// assert_eq!(check_task_param(Some(&json!({"name": "t", "task": 5}))).unwrap_err().code(), -32602);
+/// assert!(check_task_param(Some(&json!({"name": "t", "task": {"ttl": 6e4}}))).is_ok());
+/// assert!(check_task_param(Some(&json!({"name": "t", "task": {"ttl": 1.5}}))).is_err());
 /// assert!(check_task_param(Some(&json!({"name": "t", "task": {"ttl": "1h"}}))).is_err());
 /// assert!(check_task_param(Some(&json!({"name": "t", "task": null}))).is_err());
 /// ```
@@ -212,7 +228,7 @@ pub fn check_task_param(params: Option<&Value>) -> Result<(), ShimError> {
         None => true,
         Some(Value::Object(t)) => t
             .get("ttl")
-            .is_none_or(|v| v.is_null() || v.is_i64() || v.is_u64()),
+            .is_none_or(|v| v.is_null() || ttl_ms(v).is_some()),
         Some(_) => false,
     };
     if ok {
@@ -242,7 +258,6 @@ mod tests {
             json!({"ttl": null}),
             json!({"ttl": 1.5}),
             json!({"ttl": "soon"}),
-            json!({"ttl": u64::MAX}),
             json!({"a": 1, "ttl": -3, "x": {"y": [1, 2.5, null]}, "b": "c"}),
             json!({"only": "extra"}),
             json!([1]),
@@ -254,6 +269,23 @@ mod tests {
                 by_hand.extra.keys().collect::<Vec<_>>(),
                 serde.extra.keys().collect::<Vec<_>>()
             );
+        }
+    }
+
+    /// Where serde's `i64` gives up (and the whole task read as the
+    /// default), a ttl that JSON Schema calls an integer is still read.
+    #[test]
+    fn integral_ttls_beyond_serde_are_read() {
+        for (v, want) in [
+            (json!({"ttl": 60000.0, "k": 1}), 60000),
+            (json!({"ttl": 6e4, "k": 1}), 60000),
+            (json!({"ttl": u64::MAX, "k": 1}), i64::MAX),
+            (json!({"ttl": -1e300, "k": 1}), i64::MIN),
+        ] {
+            let t = task_metadata(v.clone());
+            assert_eq!(t.ttl, Some(want), "{v}");
+            assert_eq!(t.extra.get("k"), Some(&json!(1)), "{v}");
+            assert!(check_task_param(Some(&json!({"task": v}))).is_ok());
         }
     }
 
