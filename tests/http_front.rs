@@ -997,6 +997,38 @@ async fn sigterm_stops_the_shim_and_its_upstream() {
     assert_valid(Revision::Legacy, &body, Some("tools/call"));
 }
 
+/// In front of a 2026-07-28 server over HTTP, a legacy client's method
+/// that no such server can have (its name cannot travel in `Mcp-Method`)
+/// is unknown, as any other unknown method: not a 2026-only header error
+/// (`-32020`), not "upstream unreachable" (`-32603`).
+#[tokio::test(flavor = "multi_thread")]
+async fn unsendable_method_names_are_unknown_methods() {
+    let upstream = support::http::HttpReference::start(MODERN, &[]);
+    let shim = HttpShim::spawn::<&str>(&["--upstream-url", &upstream.url], &[]);
+    let c = client();
+    let url = shim.url.as_str();
+    let (sid, _) = initialize(&c, url, None).await;
+    for (i, method) in ["nope/é", "a\nb", "a\u{1}b", " ", "nope/x"]
+        .into_iter()
+        .enumerate()
+    {
+        let (s, body, _) = send(legacy(
+            &c,
+            url,
+            Some(&sid),
+            &rpc(50 + i as i64, method, json!({})),
+        ))
+        .await;
+        assert_eq!(s, StatusCode::OK, "{method:?}: {body}");
+        assert_eq!(body["error"]["code"], -32601, "{method:?}: {body}");
+        assert_valid(Revision::Legacy, &body, None);
+    }
+    // The session goes on.
+    let (s, body, _) = send(legacy(&c, url, Some(&sid), &rpc(60, "ping", json!({})))).await;
+    assert_eq!(s, StatusCode::OK, "{body}");
+    assert_valid(Revision::Legacy, &body, Some("ping"));
+}
+
 /// On SIGTERM, a legacy client's blocking `tasks/result` and a call the
 /// shim drives, both waiting on tasks of an HTTP upstream (which nothing
 /// fails when the shim stops), are answered `-32603` naming the shutdown,

@@ -248,6 +248,13 @@ impl HttpUpstream {
         body: reqwest::Body,
         timeout: Option<Duration>,
     ) -> Result<reqwest::Response, ShimError> {
+        if self.revision == Revision::Modern && !is_header_token(method) {
+            // It could not travel in Mcp-Method, and no 2026-07-28 server
+            // has a method by that name: answered as the server would.
+            return Err(ShimError::MethodNotFound(format!(
+                "{method:?} (a method name outside visible ASCII cannot be sent to a 2026-07-28 server)"
+            )));
+        }
         // Names and fixed values as constants: parsing and checking them
         // anew was a few thousand instructions of every relayed request.
         let mut req = self
@@ -674,6 +681,12 @@ impl HttpUpstream {
             _ => parse_body(status, &body).map(RawAnswer::Parsed),
         }
     }
+}
+
+/// Whether `s` can be an `Mcp-Method` value as it is: visible ASCII, no
+/// space, not empty.
+fn is_header_token(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(|b| (0x21..=0x7e).contains(&b))
 }
 
 const MCP_PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
