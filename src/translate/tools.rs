@@ -145,15 +145,19 @@ pub fn call_params_to_modern_owned(params: Value) -> (Value, Option<TaskMetadata
 /// else goes through serde.
 fn task_metadata(t: Value) -> TaskMetadata {
     match t {
-        Value::Object(mut m)
-            if m.get("ttl")
-                .is_none_or(|v| v.is_null() || ttl_ms(v).is_some()) =>
-        {
+        Value::Object(mut m) if ttl_reads(&m) => {
             let ttl = m.shift_remove("ttl").as_ref().and_then(ttl_ms);
             TaskMetadata { ttl, extra: m }
         }
         other => serde_json::from_value(other).unwrap_or_default(),
     }
+}
+
+/// Whether the task object's `ttl` is absent, `null`, or an integer as
+/// [`ttl_ms`] reads it.
+fn ttl_reads(task: &serde_json::Map<String, Value>) -> bool {
+    task.get("ttl")
+        .is_none_or(|v| v.is_null() || ttl_ms(v).is_some())
 }
 
 /// A `ttl` as JSON Schema's "integer" reads it: any number without a
@@ -226,9 +230,7 @@ pub fn tool_name(params: Option<&Value>) -> Result<&str, ShimError> {
 pub fn check_task_param(params: Option<&Value>) -> Result<(), ShimError> {
     let ok = match params.and_then(|p| p.get("task")) {
         None => true,
-        Some(Value::Object(t)) => t
-            .get("ttl")
-            .is_none_or(|v| v.is_null() || ttl_ms(v).is_some()),
+        Some(Value::Object(t)) => ttl_reads(t),
         Some(_) => false,
     };
     if ok {

@@ -158,10 +158,7 @@ impl HttpUpstream {
                     }
                     Revision::Legacy => ("ping", json!({})),
                 };
-                let id = Id::Num(
-                    up.next_id
-                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed),
-                );
+                let id = up.next_id();
                 let check = Message::request(id, method, params);
                 // Any answer, even an error or a refused connection (which
                 // fails the requests by itself), proves it is not hanging.
@@ -248,7 +245,9 @@ impl HttpUpstream {
         body: reqwest::Body,
         timeout: Option<Duration>,
     ) -> Result<reqwest::Response, ShimError> {
-        if self.revision == Revision::Modern && !is_header_token(method) {
+        if self.revision == Revision::Modern
+            && (method.is_empty() || !headers::is_visible_ascii(method))
+        {
             // It could not travel in Mcp-Method, and no 2026-07-28 server
             // has a method by that name: answered as the server would.
             return Err(ShimError::MethodNotFound(format!(
@@ -465,10 +464,7 @@ impl HttpUpstream {
         })?;
         tracing::warn!(url = %self.url, "the HTTP upstream no longer knows the session (404: it restarted?); opening a new one");
         *lock(&self.session) = None;
-        let id = Id::Num(
-            self.next_id
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed),
-        );
+        let id = self.next_id();
         let refused = |why: String| {
             ShimError::Upstream(format!(
                 "the HTTP upstream no longer knows the session (404), and opening a new one failed: {why}"
@@ -491,6 +487,14 @@ impl HttpUpstream {
 }
 
 impl HttpUpstream {
+    /// The id of the shim's next request to this upstream.
+    fn next_id(&self) -> Id {
+        Id::Num(
+            self.next_id
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+        )
+    }
+
     /// One request and its answer; with `meta`, its members are written
     /// into `params._meta` from their serialised form.
     async fn exchange(
@@ -499,10 +503,7 @@ impl HttpUpstream {
         params: Value,
         meta: Option<&ModernMeta>,
     ) -> Result<RpcResult, ShimError> {
-        let id = Id::Num(
-            self.next_id
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed),
-        );
+        let id = self.next_id();
         let spliced = meta.map(|meta| {
             let mut body = Vec::with_capacity(512);
             meta.write_request(&mut body, &id, method, Some(&params));
@@ -515,13 +516,19 @@ impl HttpUpstream {
             *lock(&self.handshake) = msg.params().cloned();
             self.open_get_stream();
         }
-        match answer {
-            Some(Message::Response(r)) => Ok(Ok(r.result)),
-            Some(Message::Error(e)) => Ok(Err(e.error)),
-            _ => Err(ShimError::Upstream(format!(
-                "the HTTP upstream gave no answer to {method}"
-            ))),
-        }
+        outcome(method, answer)
+    }
+}
+
+/// What the answer to the shim's `method` request says: its result or its
+/// error; anything else is no answer.
+fn outcome(method: &str, answer: Option<Message>) -> Result<RpcResult, ShimError> {
+    match answer {
+        Some(Message::Response(r)) => Ok(Ok(r.result)),
+        Some(Message::Error(e)) => Ok(Err(e.error)),
+        _ => Err(ShimError::Upstream(format!(
+            "the HTTP upstream gave no answer to {method}"
+        ))),
     }
 }
 
@@ -560,10 +567,7 @@ impl Upstream for Arc<HttpUpstream> {
                 self.revision
             )));
         }
-        let id = Id::Num(
-            self.next_id
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed),
-        );
+        let id = self.next_id();
         let (tx, rx) = mpsc::unbounded_channel();
         let this = self.clone();
         let msg = Message::request(id.clone(), method, params);
@@ -630,10 +634,7 @@ impl HttpUpstream {
         meta: &ModernMeta,
     ) -> Result<Result<DetailedTask, ErrorObject>, ShimError> {
         let params = json!({ "taskId": task_id });
-        let id = Id::Num(
-            self.next_id
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed),
-        );
+        let id = self.next_id();
         let mut body = Vec::with_capacity(512);
         meta.write_request(&mut body, &id, "tasks/get", Some(&params));
         let msg = Message::request(id, "tasks/get", params);
@@ -647,13 +648,7 @@ impl HttpUpstream {
             }
             Some(parse_body(status, &body)?)
         };
-        match answer {
-            Some(Message::Response(r)) => super::task_of(Ok(r.result)),
-            Some(Message::Error(e)) => super::task_of(Err(e.error)),
-            _ => Err(ShimError::Upstream(
-                "the HTTP upstream gave no answer to tasks/get".into(),
-            )),
-        }
+        super::task_of(outcome("tasks/get", answer)?)
     }
 
     /// [`Upstream::relay_raw`] on a modern upstream.
@@ -681,12 +676,6 @@ impl HttpUpstream {
             _ => parse_body(status, &body).map(RawAnswer::Parsed),
         }
     }
-}
-
-/// Whether `s` can be an `Mcp-Method` value as it is: visible ASCII, no
-/// space, not empty.
-fn is_header_token(s: &str) -> bool {
-    !s.is_empty() && s.bytes().all(|b| (0x21..=0x7e).contains(&b))
 }
 
 const MCP_PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");

@@ -34,11 +34,17 @@ pub(crate) fn decode_sentinel(value: &str) -> Result<String, ShimError> {
     }
 }
 
+/// Whether `value` can travel in a header as it is: visible ASCII only,
+/// no space (which a header value would lose at its ends).
+pub(crate) fn is_visible_ascii(value: &str) -> bool {
+    value.bytes().all(|b| (0x21..=0x7e).contains(&b))
+}
+
 /// Plain when header-safe, else the `=?base64?…?=` sentinel form (also for
 /// plain values that look like a sentinel).
 pub(crate) fn encode_sentinel(value: &str) -> String {
-    let safe = value.bytes().all(|b| (0x21..=0x7e).contains(&b))
-        && !(value.starts_with("=?base64?") && value.ends_with("?="));
+    let safe =
+        is_visible_ascii(value) && !(value.starts_with("=?base64?") && value.ends_with("?="));
     if safe {
         value.to_owned()
     } else {
