@@ -67,12 +67,6 @@ const ROLE: &str = "OVERHEAD_ROLE";
 const TARGET: f64 = 1.10;
 const SHIM: &str = env!("CARGO_BIN_EXE_mcp-tasks-shim");
 
-/// The shim binary runs on mimalloc; so do the relays (this binary in a
-/// relay role) and the client, so that no baseline is measured on a
-/// slower allocator than the shim's.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 fn main() -> ExitCode {
     match std::env::var(ROLE).as_deref() {
         Ok("stdio-relay") => return relay::stdio_main(),

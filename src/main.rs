@@ -1,11 +1,10 @@
 //! The `mcp-tasks-shim` binary: parse the command line, hand over to `cli`.
 
-/// A proxy allocates and frees many small buffers per message (JSON
-/// trees, header maps, bodies); mimalloc's thread-local free lists make
-/// that a fraction of glibc malloc's cost (see docs/performance.md, "Ninth
-/// pass"). Only the binary sets it: a library user keeps their own.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+// No `#[global_allocator]`: the system allocator, on purpose. mimalloc
+// cut a fifth of the instructions per round trip but no latency that
+// stood out of the noise, and it kept a varying share of a burst's peak
+// after the tasks expired (the load test's memory-flat check failed twice
+// in CI). See docs/performance.md, "Eleventh pass".
 
 fn main() -> std::process::ExitCode {
     mcp_tasks_shim::cli::main()
