@@ -438,6 +438,48 @@ async fn a_cancelled_call_is_cancelled_upstream_under_the_shims_id() {
     let _ = std::fs::remove_file(&got);
 }
 
+/// Tasks the shim drives for plain calls are not the client's: they take
+/// none of its `--max-tasks-per-client` (neither while they run nor until
+/// they expire), which still holds for the tasks it asks for.
+#[tokio::test(flavor = "multi_thread")]
+async fn driven_tasks_take_none_of_the_clients_task_cap() {
+    timeout(BOUND, async {
+        let mut s = Raw::new(
+            &["--drive-required-tasks", "--max-tasks-per-client", "1"],
+            &legacy_reference(),
+        );
+        for n in 0..3 {
+            let r = s
+                .ok("tools/call", json!({"name": "failing_job"}), false)
+                .await;
+            assert_eq!(r["resultType"], "complete", "plain call {n}: {r}");
+            assert_eq!(r["isError"], true, "plain call {n}: {r}");
+        }
+        // The one task the client may hold is still free for it...
+        s.create("slow_compute", json!({"seconds": 30, "label": "mine"}))
+            .await;
+        // ...and, taken, the cap holds.
+        let mut p = json!({"name": "slow_compute", "arguments": {"seconds": 30, "label": "over"}});
+        p["_meta"] = meta(true);
+        let r = s.call("tools/call", p).await;
+        assert_eq!(r["error"]["code"], -32603, "{r}");
+        assert!(
+            r["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("task limit")),
+            "{r}"
+        );
+        // A plain call of a required tool still runs past a full cap.
+        let r = s
+            .ok("tools/call", json!({"name": "failing_job"}), false)
+            .await;
+        assert_eq!(r["resultType"], "complete", "{r}");
+        s.close().await;
+    })
+    .await
+    .expect("driven cap flow timed out");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_cancelled_driven_call_cancels_its_task_upstream() {
     let (sent, got) = (record_path("drive-sent"), record_path("drive-got"));

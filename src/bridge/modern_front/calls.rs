@@ -138,9 +138,10 @@ impl ModernSession {
             }
             (TaskSupport::Required, false) => return Err(ShimError::TasksExtensionRequired.into()),
         };
-        if task.is_some() {
+        if task.is_some() && meta.declares_tasks() {
             // A client at its cap is refused before the server starts work
-            // (`track` still enforces it, for calls that race).
+            // (`track` still enforces it, for calls that race). A task the
+            // shim drives for a plain call is not the client's: uncounted.
             self.front
                 .ledger
                 .check_room(&self.scope, self.front.clock.now_ms())
@@ -395,7 +396,7 @@ impl ModernSession {
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_owned();
-        self.track(&result)?;
+        self.track(&result, !meta.declares_tasks())?;
         // The task's progress comes under the call's token until it ends.
         if let Some(live) = lock(&self.front.tasks).get_mut(&task_id) {
             live.progress = progress;

@@ -81,10 +81,14 @@ struct LiveTask {
     /// The progress route of the call that made the task, kept until the
     /// task ends (its progress is reported under the call's token).
     progress: Option<progress::ProgressRoute>,
+    /// Driven inside the shim for a plain call: the client never sees the
+    /// task, so it has no ledger record (and takes none of the client's
+    /// task cap); it is forgotten when its call ends, not by the sweep.
+    driven: bool,
 }
 
 impl LiveTask {
-    fn new(scope: String) -> Self {
+    fn new(scope: String, driven: bool) -> Self {
         LiveTask {
             scope,
             inputs: BTreeMap::new(),
@@ -92,6 +96,7 @@ impl LiveTask {
             outcome: watch::Sender::new(None),
             asked: watch::Sender::new(0),
             progress: None,
+            driven,
         }
     }
 }
@@ -257,6 +262,7 @@ impl ModernFront {
         // The ledger is asked with no engine lock held (its contract).
         let tracked: Vec<(String, String)> = lock(&self.tasks)
             .iter()
+            .filter(|(_, live)| !live.driven)
             .map(|(id, live)| (id.clone(), live.scope.clone()))
             .collect();
         let gone: Vec<String> = tracked

@@ -113,9 +113,12 @@ impl ModernFront {
                 Err(e) => Payload::Error(e),
             };
             let now = front.clock.now_ms();
-            front
+            // No record: a driven task (see `LiveTask::driven`), or one
+            // already expired; nobody will read its status then.
+            let recorded = front
                 .ledger
-                .update(&scope, &id, now, &mut |r| r.payload = payload.clone());
+                .update(&scope, &id, now, &mut |r| r.payload = payload.clone())
+                .is_some();
             if let Some(live) = lock(&front.tasks).get_mut(&id) {
                 live.inputs.clear();
                 live.outcome.send_replace(Some(payload.clone()));
@@ -123,10 +126,11 @@ impl ModernFront {
                 live.progress = None;
             }
             // The status the payload ends in, as tasks/get would say.
-            if let Ok(Ok(v)) = front
-                .upstream
-                .request("tasks/get", json!({"taskId": id}))
-                .await
+            if recorded
+                && let Ok(Ok(v)) = front
+                    .upstream
+                    .request("tasks/get", json!({"taskId": id}))
+                    .await
                 && let Ok(t) = from_value::<legacy::Task>("task", &v)
             {
                 front
@@ -139,6 +143,8 @@ impl ModernFront {
 
     /// `tasks/cancel` upstream for a driven task whose call was cancelled.
     async fn cancel_driven(self: Arc<Self>, task_id: String) {
+        // Its call is gone: nothing waits for the task here any more.
+        lock(&self.tasks).remove(&task_id);
         match self.call("tasks/cancel", json!({"taskId": task_id})).await {
             Ok(_) => tracing::info!(task = %task_id, "call cancelled; its task cancelled upstream"),
             Err(e) => {
@@ -213,13 +219,21 @@ impl ModernFront {
 impl ModernSession {
     /// Records a task the legacy server created and starts its background
     /// `tasks/result` call. A task the ledger refuses is cancelled upstream.
-    pub(super) fn track(self: &Arc<Self>, created: &Value) -> Result<(), ErrorObject> {
+    /// A task `driven` for a plain call gets no ledger record: nobody can
+    /// ask for it by id, and it must not count against the client's cap
+    /// (the client asked for no task), as the legacy front's driven tasks
+    /// do not.
+    pub(super) fn track(
+        self: &Arc<Self>,
+        created: &Value,
+        driven: bool,
+    ) -> Result<(), ErrorObject> {
         let created: legacy::CreateTaskResult = from_value("CreateTaskResult", created)?;
         let task = created.task;
         let id = task.task_id.clone();
         let expires_at = self.front.clock.expiry(task.ttl);
         let record = TaskRecord::new(self.scope.clone(), task, expires_at);
-        if let Err(e) = self.front.ledger.insert(record, self.front.clock.now_ms()) {
+        if !driven && let Err(e) = self.front.ledger.insert(record, self.front.clock.now_ms()) {
             let (upstream, task_id) = (self.front.upstream.clone(), id.clone());
             let cancel = async move {
                 upstream
@@ -229,7 +243,7 @@ impl ModernSession {
             return Err(crate::bridge::cancel_unrecorded(id, cancel, e));
         }
         let mut early = lock(&self.front.early);
-        lock(&self.front.tasks).insert(id.clone(), LiveTask::new(self.scope.clone()));
+        lock(&self.front.tasks).insert(id.clone(), LiveTask::new(self.scope.clone(), driven));
         // Input the server asked for before the task was known here.
         let (mine, rest): (Vec<_>, Vec<_>) = early.drain(..).partition(|(t, _)| *t == id);
         *early = rest;
@@ -250,7 +264,7 @@ impl ModernSession {
             if tasks.contains_key(task_id) {
                 return;
             }
-            tasks.insert(task_id.to_owned(), LiveTask::new(self.scope.clone()));
+            tasks.insert(task_id.to_owned(), LiveTask::new(self.scope.clone(), false));
         }
         tracing::info!(task = %task_id, "following a task made before a restart");
         self.front
@@ -294,7 +308,11 @@ impl ModernSession {
                     unwanted.disarm();
                     let payload = payload.map(|p| p.clone()).map_err(|_| {
                         ShimError::Upstream("the task's result never came".into())
-                    })?;
+                    });
+                    // Delivered with this answer: a driven task is
+                    // forgotten here (it has no ledger record to expire).
+                    lock(&self.front.tasks).remove(task_id);
+                    let payload = payload?;
                     return match payload {
                         // Made modern as a plain call's answer is: an
                         // object with `resultType`, whatever the server's
