@@ -18,7 +18,7 @@ use support::http::{
     modern_meta, rpc, send, set_header,
 };
 use support::schema::{Revision, assert_valid};
-use support::wire::{modern_reference, shim_bin};
+use support::wire::{modern_reference, recorded, recording_upstream, shim_bin, temp_path};
 
 /// The legacy reference server command.
 fn legacy_reference() -> Vec<String> {
@@ -1095,4 +1095,45 @@ fn an_unreachable_upstream_url_at_start_is_an_error() {
         "{stderr}"
     );
     assert!(!stderr.contains("listening on"), "{stderr}");
+}
+
+/// A 2026-07-28 client over HTTP cancels a request by closing its
+/// response (the transport's "Cancellation": no `notifications/cancelled`
+/// is sent there). In front of a 2025-11-25 server, the shim then cancels
+/// the upstream call under its own id, as it does for a relayed one.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_modern_client_hanging_up_cancels_its_call_upstream() {
+    let (sent, got) = (temp_path("hangup-sent"), temp_path("hangup-got"));
+    let shim = HttpShim::spawn(&[], &recording_upstream(&legacy_reference(), &sent, &got));
+    let c = client();
+    let url = shim.url.as_str();
+    // A plain call (no tasks extension) that works for 20 s; the client
+    // gives up after half a second, which drops its connection.
+    let call = modern(
+        &c,
+        url,
+        7,
+        "tools/call",
+        json!({"name": "slow_compute", "arguments": {"seconds": 20, "label": "gone"},
+               "_meta": modern_meta(false)}),
+    )
+    .timeout(Duration::from_millis(500));
+    assert!(call.send().await.is_err(), "the call answered within 0.5 s");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let upstream_call = recorded(&sent, deadline, |m| {
+        m["method"] == "tools/call" && m["params"]["arguments"]["label"] == "gone"
+    });
+    let cancel = recorded(&sent, deadline, |m| {
+        m["method"] == "notifications/cancelled"
+    });
+    assert_eq!(
+        cancel["params"]["requestId"], upstream_call["id"],
+        "{cancel}"
+    );
+    // The shim serves on.
+    let (s, body, _) = send(modern(&c, url, 8, "tools/list", json!({}))).await;
+    assert_eq!(s, StatusCode::OK, "{body}");
+    assert_valid(Revision::Modern, &body, Some("tools/list"));
+    let _ = std::fs::remove_file(&sent);
+    let _ = std::fs::remove_file(&got);
 }

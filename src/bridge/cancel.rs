@@ -68,10 +68,12 @@ impl Cancellable {
     /// (its `params.requestId`). False when no such request is running:
     /// already answered, or never seen (the spec lets both be ignored).
     pub(crate) fn cancel(&self, params: Option<&Value>) -> bool {
-        let Some(id) = cancelled_id(params) else {
-            return false;
-        };
-        match lock(&self.running).remove(&id) {
+        cancelled_id(params).is_some_and(|id| self.cancel_id(&id))
+    }
+
+    /// Stops the work of request `id`; false when it is not running.
+    pub(crate) fn cancel_id(&self, id: &Id) -> bool {
+        match lock(&self.running).remove(id) {
             Some((_, handle)) => {
                 handle.abort();
                 true

@@ -14,6 +14,7 @@ mod listen;
 pub mod modern_front;
 mod watch;
 
+pub(crate) use cancel::IfDropped;
 pub use clock::Clock;
 
 use crate::translate::tools::TaskPolicy;

@@ -395,6 +395,17 @@ pub struct ModernSession {
 }
 
 impl ModernSession {
+    /// The client stopped waiting for its request `id`: over 2026-07-28
+    /// Streamable HTTP, closing a request's response stream is how a
+    /// client cancels it (no `notifications/cancelled` is sent there).
+    /// The same as that notification: the work stops, and an upstream
+    /// call still open is cancelled under the shim's id.
+    pub fn abandon(&self, id: &Id) {
+        if self.running.cancel_id(id) {
+            tracing::info!(%id, "the client closed its request's stream: request cancelled");
+        }
+    }
+
     /// The ledger scope of this session.
     pub fn scope(&self) -> &str {
         &self.scope

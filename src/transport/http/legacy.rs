@@ -409,7 +409,8 @@ async fn exchange(s: &Arc<HttpSession>, msg: Message, sse: bool) -> Response {
     // The stream ends right after the answer to this request. It holds the
     // session, so that answers still reach it after a DELETE (the error
     // each pending request then gets).
-    super::sse_until_answer(&first, rx, id, s.clone())
+    // Not `hang_up`: 2025-11-25 says a disconnect is no cancellation.
+    super::sse_until_answer(&first, rx, id, s.clone(), None)
 }
 
 /// The answer to request `id` when the shim's work for it panicked.

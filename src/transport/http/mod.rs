@@ -623,21 +623,29 @@ pub(crate) fn is_answer_to(m: &Message, id: &crate::jsonrpc::Id) -> bool {
 
 /// An SSE answer to request `id`: `first`, then what `rx` carries, the
 /// stream ending right after the answer. `hold` lives as long as the
-/// stream (what keeps `rx` fed, such as an engine session).
+/// stream (what keeps `rx` fed, such as an engine session). `hang_up`
+/// runs if the stream is dropped before the answer went out (the client
+/// closed it), and is disarmed by the answer.
 pub(crate) fn sse_until_answer<H: Send + 'static>(
     first: &Message,
     rx: tokio::sync::mpsc::UnboundedReceiver<Message>,
     id: crate::jsonrpc::Id,
     hold: H,
+    hang_up: Option<crate::bridge::IfDropped>,
 ) -> Response {
     let first = futures_util::stream::once(std::future::ready(sse_event(first)));
-    let rest = futures_util::stream::unfold(Some((rx, hold)), move |state| {
+    let rest = futures_util::stream::unfold(Some((rx, hold, hang_up)), move |state| {
         let id = id.clone();
         async move {
-            let (mut rx, hold) = state?;
+            let (mut rx, hold, hang_up) = state?;
             let m = rx.recv().await?;
-            let next = (!is_answer_to(&m, &id)).then_some((rx, hold));
-            Some((sse_event(&m), next))
+            if !is_answer_to(&m, &id) {
+                return Some((sse_event(&m), Some((rx, hold, hang_up))));
+            }
+            if let Some(h) = hang_up {
+                h.disarm();
+            }
+            Some((sse_event(&m), None))
         }
     });
     axum::response::sse::Sse::new(futures_util::StreamExt::chain(first, rest))

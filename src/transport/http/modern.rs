@@ -12,6 +12,7 @@ use tokio_stream::StreamExt;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 
 use super::{App, error_response, headers, json_response, modern_status};
+use crate::bridge::IfDropped;
 use crate::bridge::modern_front::{ANONYMOUS_SCOPE, ModernSession};
 use crate::error::ShimError;
 use crate::jsonrpc::{Id, Message, Request};
@@ -85,14 +86,23 @@ pub(super) async fn post(
 /// before it (the request's progress) opens an SSE stream, for a client
 /// that takes one, which ends with the answer. A client that takes only
 /// JSON gets the answer alone.
+///
+/// A client that closes the connection before the answer cancels the
+/// request (2026-07-28 Streamable HTTP, "Cancellation"): this future, or
+/// the SSE stream it hands over to, is dropped unanswered.
 async fn answer(
     mut rx: mpsc::UnboundedReceiver<Message>,
     id: Id,
     sse: bool,
     session: Arc<ModernSession>,
 ) -> Response {
+    let hang_up = {
+        let (session, id) = (session.clone(), id.clone());
+        IfDropped::new(move || session.abandon(&id))
+    };
     let first = loop {
         let Some(m) = rx.recv().await else {
+            hang_up.disarm();
             return error_response(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 Some(id),
@@ -100,6 +110,7 @@ async fn answer(
             );
         };
         if super::is_answer_to(&m, &id) {
+            hang_up.disarm();
             let status = match &m {
                 Message::Error(e) => modern_status(e.error.code),
                 _ => StatusCode::OK,
@@ -112,7 +123,7 @@ async fn answer(
     };
     // The stream holds the session: progress is routed to it only while
     // it lives.
-    super::sse_until_answer(&first, rx, id, session)
+    super::sse_until_answer(&first, rx, id, session, Some(hang_up))
 }
 
 /// A long-lived SSE stream (`subscriptions/listen`), fed by `engine`. A
