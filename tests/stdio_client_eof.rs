@@ -3,7 +3,9 @@
 //! server as a real child process.
 //!
 //! - Whatever the child answers after the client closed is still relayed,
-//!   and the shim then exits 0 (pass-through, both revisions).
+//!   and the shim then exits 0 (pass-through, both revisions; translating,
+//!   for a call already sent upstream, in front of a server that finishes
+//!   its work at end of input: `fault_relay.py drain`).
 //! - A question the shim put to the client (`elicitation/create`) that the
 //!   client leaves unanswered does not keep the shim alive: the request
 //!   waiting on it is answered with an error and the shim exits 0.
@@ -148,6 +150,79 @@ fn modern_pass_through_relays_every_answer_after_the_client_closes() {
     let tools = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list",
         "params": {"_meta": meta}});
     every_answer_arrives("2026-07-28", &[], &[discover, tools], &[1, 2]);
+}
+
+/// Translating (a 2026-07-28 client, a 2025-11-25 server that finishes
+/// its work when its input ends): the answer to a call the shim had sent
+/// upstream before the client closed still comes back, instead of an
+/// error saying the client left.
+#[test]
+fn a_translating_session_relays_the_answer_of_a_call_in_flight() {
+    let relay = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers/fault_relay.py");
+    let mut child = Command::new(shim_bin())
+        .args(["stdio", "--", "python3"])
+        .arg(&relay)
+        .args([
+            "drain",
+            "--",
+            shim_bin(),
+            "reference-server",
+            "--revision",
+            "2025-11-25",
+        ])
+        .env("RUST_LOG", "off")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn the shim");
+    let stdout = child.stdout.take().expect("piped stdout");
+    let (tx, rx) = channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let next = || -> Value {
+        let line = rx.recv_timeout(REQUEST_TIMEOUT).expect("an answer");
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"))
+    };
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "eof", "version": "1"},
+    });
+    let mut stdin = child.stdin.take().expect("piped stdin");
+    // Answered first: the upstream is up before the call goes out.
+    let tools =
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta}});
+    writeln!(stdin, "{tools}").expect("write");
+    assert_eq!(next()["id"], 1);
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "slow_compute", "arguments": {"seconds": 1, "label": "late"}, "_meta": meta}});
+    writeln!(stdin, "{call}").expect("write");
+    // Well inside the call's second: it is on its way to the server.
+    std::thread::sleep(Duration::from_millis(300));
+    drop(stdin);
+    let answer = next();
+    assert_eq!(answer["id"], 2, "{answer}");
+    assert!(
+        answer.get("result").is_some(),
+        "the call's own answer: {answer}"
+    );
+    assert_valid(Revision::Modern, &answer, Some("tools/call"));
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for the shim") {
+            break status;
+        }
+        if started.elapsed() > EXIT {
+            let _ = child.kill();
+            panic!("the shim was still running {EXIT:?} after its client closed stdin");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert!(status.success(), "exit status {status}");
 }
 
 /// Legacy client, modern upstream: the client is asked to confirm and

@@ -390,14 +390,10 @@ impl Connection {
 
     /// Marks the upstream gone, drops the outbox (so the writer can finish
     /// and the upstream sees end of input) and fails every waiting request
-    /// with `reason`.
+    /// with the first reason given to this or [`Connection::close_input`].
     pub fn close(&self, reason: &str) {
-        self.close_reason
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get_or_insert_with(|| reason.to_owned());
-        self.closed.store(true, Ordering::SeqCst);
-        self.out.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let reason = self.close_input(reason);
+        let reason = reason.as_str();
         let waiters: Vec<_> = self.lock().drain().collect();
         for (_, tx) in waiters {
             let _ = tx.send(Err(ShimError::Upstream(reason.to_owned())));
@@ -408,6 +404,22 @@ impl Connection {
                 reason.to_owned(),
             ))));
         }
+    }
+
+    /// Sends nothing more (new requests fail with `reason`; the upstream
+    /// sees end of input) but still takes the answers to requests already
+    /// sent: a stdio child answers what a client sent last before it
+    /// exits. Returns the first reason the connection was closed for.
+    pub fn close_input(&self, reason: &str) -> String {
+        let first = self
+            .close_reason
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_or_insert_with(|| reason.to_owned())
+            .clone();
+        self.closed.store(true, Ordering::SeqCst);
+        self.out.lock().unwrap_or_else(|p| p.into_inner()).take();
+        first
     }
 
     /// True once [`Connection::close`] ran.

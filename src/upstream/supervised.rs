@@ -297,6 +297,19 @@ impl Supervised {
         }));
     }
 
+    /// The client closed its side: the child's input is closed (asking it
+    /// to stop) and nothing more is sent, but the answers it still writes
+    /// to requests already sent reach their waiters, until it exits (see
+    /// [`Upstream::finish`]); whoever is still waiting then fails with
+    /// `reason`. No restart follows.
+    pub fn close_input(&self, reason: &str) {
+        self.stopping.store(true, Ordering::SeqCst);
+        let old = self.state.send_replace(State::Down(reason.to_owned()));
+        if let State::Up(generation) = old {
+            generation.conn.close_input(reason);
+        }
+    }
+
     /// Has the child's output read by a thread per child with blocking
     /// reads, instead of a task: answers to the shim's own requests are
     /// delivered from there, and the request futures they wake (started

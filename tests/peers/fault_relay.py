@@ -18,6 +18,10 @@ the call is relayed and, --delay-ms later (default 300), the fault happens:
     progress report progress twice for the call's progressToken (the
              message is the call's `seconds`), then go on relaying; on
              every such call too
+    drain    no fault: when its input ends, the server still answers every
+             request relayed to it before its own input is closed (a server
+             that finishes its work on end of input, as a client closing
+             its side may expect)
 
 The fault time (Unix seconds) is written to the file named by the
 FAULT_RELAY_STAMP environment variable, if set, so a test can measure how
@@ -42,12 +46,15 @@ def main() -> None:
     delay = 0.3
     if "--delay-ms" in opts:
         delay = int(opts[opts.index("--delay-ms") + 1]) / 1000.0
-    if mode not in ("exit", "silent", "garbage", "huge", "logs", "progress"):
+    if mode not in ("exit", "silent", "garbage", "huge", "logs", "progress", "drain"):
         sys.exit(f"unknown mode {mode!r}")
 
     child = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     out_lock = threading.Lock()
     silent = threading.Event()
+    # drain: ids of requests relayed to the server and not yet answered.
+    pending = set()
+    pending_lock = threading.Condition()
 
     def write_out(data: bytes) -> None:
         with out_lock:
@@ -105,6 +112,15 @@ def main() -> None:
     def upstream_to_client() -> None:
         for line in child.stdout:
             write_out(line)
+            if mode == "drain":
+                try:
+                    msg = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(msg, dict) and "method" not in msg:
+                    with pending_lock:
+                        pending.discard(json.dumps(msg.get("id")))
+                        pending_lock.notify_all()
         # The server ended on its own: so does the relay.
         if not silent.is_set():
             os._exit(child.wait() or 0)
@@ -113,6 +129,15 @@ def main() -> None:
 
     triggered = False
     for line in sys.stdin.buffer:
+        if mode == "drain":
+            # Noted before the server can answer it.
+            try:
+                asked = json.loads(line)
+            except ValueError:
+                asked = None
+            if isinstance(asked, dict) and "method" in asked and "id" in asked:
+                with pending_lock:
+                    pending.add(json.dumps(asked.get("id")))
         try:
             child.stdin.write(line)
             child.stdin.flush()
@@ -126,6 +151,8 @@ def main() -> None:
             continue
         if not isinstance(msg, dict):
             continue
+        if mode == "drain":
+            continue
         params = msg.get("params") or {}
         args_ = (params.get("arguments") or {}) if isinstance(params, dict) else {}
         if (
@@ -137,7 +164,11 @@ def main() -> None:
         ):
             triggered = mode not in ("logs", "progress")
             threading.Thread(target=fault, args=(msg,), daemon=True).start()
-    # Our input ended: let the server see the end of its own.
+    # Our input ended: let the server see the end of its own (drain: once
+    # it has answered what it was asked, within 10 s).
+    if mode == "drain":
+        with pending_lock:
+            pending_lock.wait_for(lambda: not pending, timeout=10)
     try:
         child.stdin.close()
     except BrokenPipeError:
