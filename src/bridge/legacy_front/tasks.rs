@@ -355,6 +355,9 @@ impl LegacySession {
         // client already given its result must not read it cancelled. An
         // end as `cancelled` is this cancel's own, already seen.
         let mut ended = None;
+        // Seen ending cancelled already (a status notification or a poll
+        // during the round trip): the client was told then.
+        let mut told = false;
         let pinned = self
             .front
             .ledger
@@ -367,6 +370,7 @@ impl LegacySession {
                     ended = Some(r.task.status);
                     return;
                 }
+                told = r.task.status == TaskStatus::Cancelled;
                 r.cancel_pinned = true;
                 r.task = ttask::cancelled_view(&r.task, &now);
                 r.payload = Payload::None;
@@ -378,7 +382,9 @@ impl LegacySession {
         }
         self.front.watchers.poke(rec.id());
         let view = to_value(&pinned.task);
-        self.send(Message::notification(LEGACY_STATUS, view.clone()));
+        if !told {
+            self.send(Message::notification(LEGACY_STATUS, view.clone()));
+        }
         Ok(view)
     }
 }
