@@ -754,10 +754,16 @@ fn parse_id(v: Value) -> Result<Id, ShimError> {
 }
 
 /// Best-effort id recovery from bytes that failed to parse as a message, so
-/// the error response can still be correlated.
+/// the error response can still be correlated: from the whole message, or,
+/// when that cannot be read (valid JSON nested deeper than the parser's
+/// limit, say), from the members before the trouble, unless those show an
+/// answer: an error under that id would read as the answer to the
+/// reader's own request of that id.
 pub fn salvage_id(bytes: &[u8]) -> Option<Id> {
-    let v: Value = serde_json::from_slice(bytes).ok()?;
-    parse_id(v.get("id")?.clone()).ok()
+    match serde_json::from_slice::<Value>(bytes) {
+        Ok(v) => parse_id(v.get("id")?.clone()).ok(),
+        Err(_) => Some(salvage_prefix(bytes)).filter(|p| !p.is_answer)?.id,
+    }
 }
 
 /// What the first bytes of a message too large to read whole say about
@@ -842,6 +848,25 @@ pub fn salvage_prefix(bytes: &[u8]) -> Prefix {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn ids_are_salvaged_from_valid_json_too_deep_to_read() {
+        let deep = |kind: &str| {
+            format!(
+                r#"{{"jsonrpc":"2.0","id":4,{kind}:{{"x":{}{}}}}}"#,
+                "[".repeat(200),
+                "]".repeat(200)
+            )
+        };
+        let request = deep(r#""method":"tools/call","params""#);
+        assert!(Message::parse(request.as_bytes()).is_err());
+        assert_eq!(salvage_id(request.as_bytes()), Some(Id::Num(4)));
+        // An answer's id is not one to answer under.
+        let answer = deep(r#""result""#);
+        assert_eq!(salvage_id(answer.as_bytes()), None);
+        assert_eq!(salvage_prefix(answer.as_bytes()).id, Some(Id::Num(4)));
+        assert_eq!(salvage_id(b"{not json"), None);
+    }
 
     fn parse(v: Value) -> Result<Message, ShimError> {
         Message::parse(v.to_string().as_bytes())

@@ -79,6 +79,21 @@ fn bad_input_is_refused_and_the_session_survives() {
     assert_eq!(m["error"]["code"], -32700, "{m}");
     assert!(m.get("id").is_none_or(Value::is_null), "{m}");
 
+    // Valid JSON the parser cannot hold: refused, but under its id (read
+    // from the members before the trouble), so the request is answered.
+    let deep = format!(
+        r#"{{"jsonrpc":"2.0","id":94,"method":"tools/call","params":{{"name":"echo","arguments":{{"x":{}{}}}}}}}"#,
+        "[".repeat(200),
+        "]".repeat(200)
+    );
+    let big = r#"{"jsonrpc":"2.0","id":95,"method":"tools/call","params":{"name":"echo","arguments":{"x":1e400}}}"#;
+    for (id, line) in [(94, deep.as_str()), (95, big)] {
+        shim.send_raw(line);
+        let m = shim.next(Duration::from_secs(5)).expect("an answer");
+        assert_eq!(m["id"], id, "{m}");
+        assert_eq!(m["error"]["code"], -32700, "{m}");
+    }
+
     // A batch: MCP has none.
     shim.send_raw(r#"[{"jsonrpc":"2.0","id":90,"method":"ping"}]"#);
     let m = shim.next(Duration::from_secs(5)).expect("an answer");

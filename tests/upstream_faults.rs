@@ -270,6 +270,27 @@ fn an_answer_over_the_size_limit_fails_its_call_at_once() {
     }
 }
 
+/// An upstream answer that is valid JSON the shim's parser cannot hold
+/// (nested deeper than its limit, a number beyond `f64`) fails its call
+/// at once, naming why; the stream is not broken, so the session goes on
+/// (it used to be taken for garbage, which ends the session).
+#[test]
+fn an_answer_the_parser_cannot_hold_fails_its_call_and_the_session_goes_on() {
+    for client in [Revision::Legacy, Revision::Modern] {
+        let stamp = Stamp::new(&format!("deep-{client:?}"));
+        let mut shim = stdio_shim(&[], &relay("deep", "2025-11-25"), client, &stamp);
+        let wrap = |p: Value| as_client(client, p);
+        open_session(&mut shim, client);
+        let r = shim.call("tools/call", wrap(fault_call()));
+        assert_upstream_error(&r, "recursion limit");
+        let r = shim.ok(
+            "tools/call",
+            wrap(json!({"name": "greet", "arguments": {"name": "after"}})),
+        );
+        assert!(text_of(&r).contains("after"), "{client:?}: {r}");
+    }
+}
+
 /// A 2026-07-28 client sees a legacy server's log messages only at or
 /// above the `logLevel` its request asked for, and none when it asked for
 /// none (the 2026-07-28 schema's MUST NOT).

@@ -23,9 +23,11 @@ pub enum Inbound {
         excerpt: String,
         /// The line was refused for its size, not its content.
         oversized: bool,
-        /// An oversized line that starts as an answer (`result` or
-        /// `error`): the id of the request it answers, so that request can
-        /// fail now rather than wait for an answer that was dropped.
+        /// A refused line that starts as an answer (`result` or `error`):
+        /// the id of the request it answers, so that request can fail now
+        /// rather than wait for an answer that was dropped. Oversized, or
+        /// valid JSON the parser cannot hold (nested deeper than its limit,
+        /// a number beyond `f64`): the stream itself is fine.
         answer_to: Option<Id>,
     },
 }
@@ -179,13 +181,19 @@ pub fn classify(line: &[u8], max_bytes: usize) -> Option<Inbound> {
     } else {
         match Message::parse_bounded(trimmed, max_bytes) {
             Ok(m) => Inbound::Message(m),
-            Err(error) => Inbound::Invalid {
-                id: jsonrpc::salvage_id(trimmed),
-                error,
-                excerpt: excerpt(trimmed),
-                oversized: false,
-                answer_to: None,
-            },
+            Err(error) => {
+                // An answer whose envelope reads fine: a tool's deep tree or
+                // huge number, not a broken stream.
+                let prefix = jsonrpc::salvage_prefix(trimmed);
+                let answer_to = prefix.is_answer.then_some(prefix.id).flatten();
+                Inbound::Invalid {
+                    id: jsonrpc::salvage_id(trimmed),
+                    error,
+                    excerpt: excerpt(trimmed),
+                    oversized: false,
+                    answer_to,
+                }
+            }
         }
     })
 }

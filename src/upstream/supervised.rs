@@ -550,12 +550,13 @@ impl Supervised {
         match inbound {
             Inbound::Message(m) => self.inbound(generation, m, raw),
             Inbound::Invalid {
-                oversized: true,
+                oversized,
                 error,
                 answer_to,
                 ..
-            } => {
-                // Valid but too big for us: the stream itself is fine.
+            } if oversized || answer_to.is_some() => {
+                // Too big for us, or an answer we cannot hold: the stream
+                // itself is fine.
                 tracing::warn!(%error, id = ?answer_to, "upstream message refused");
                 if let Some(id) = answer_to {
                     // Whoever waits for that answer learns why, now.

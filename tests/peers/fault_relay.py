@@ -12,6 +12,9 @@ the call is relayed and, --delay-ms later (default 300), the fault happens:
     garbage  write a line that is not JSON-RPC, then go on relaying
     huge     answer the call itself with a 17 MiB result (over the shim's
              16 MiB limit), then go on relaying
+    deep     answer the call itself with a valid result the shim's parser
+             cannot hold (a member nested 200 arrays deep, and a number
+             beyond f64), then go on relaying
     logs     log two messages (notifications/message at info and error,
              whatever level anyone asked for), then go on relaying; this
              one fires on every such call, not only the first
@@ -46,7 +49,7 @@ def main() -> None:
     delay = 0.3
     if "--delay-ms" in opts:
         delay = int(opts[opts.index("--delay-ms") + 1]) / 1000.0
-    if mode not in ("exit", "silent", "garbage", "huge", "logs", "progress", "drain"):
+    if mode not in ("exit", "silent", "garbage", "huge", "deep", "logs", "progress", "drain"):
         sys.exit(f"unknown mode {mode!r}")
 
     child = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
@@ -103,6 +106,13 @@ def main() -> None:
             answer = {"jsonrpc": "2.0", "id": call_id,
                       "result": {"content": [{"type": "text", "text": pad}]}}
             write_out(json.dumps(answer).encode() + b"\n")
+        elif mode == "deep":
+            stamp()
+            # Written by hand: json.dumps itself refuses such nesting.
+            line = ('{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text",'
+                    '"text":"deep"}],"structuredContent":{"tree":%s%s,"big":1e400}}}\n'
+                    % (json.dumps(call_id), "[" * 200, "]" * 200))
+            write_out(line.encode())
         else:
             stamp()
             with out_lock:
