@@ -234,10 +234,22 @@ async fn input_responses_that_are_not_results_are_refused() {
                 "the message names the answer: {e}"
             );
         }
-        let e = s
-            .err("tasks/update", json!({"taskId": id, "inputResponses": "yes"}), true)
-            .await;
-        assert_eq!(e["code"], -32602, "{e}");
+        // A malformed update says so, whatever its task id: the same
+        // answer for this task and an unknown one.
+        for task_id in [id.as_str(), "no-such-task"] {
+            let e = s
+                .err(
+                    "tasks/update",
+                    json!({"taskId": task_id, "inputResponses": "yes"}),
+                    true,
+                )
+                .await;
+            assert_eq!(e["code"], -32602, "{e}");
+            assert!(
+                e["message"].as_str().is_some_and(|m| m.contains("inputResponses")),
+                "{task_id}: {e}"
+            );
+        }
         let still = s.poll(&id, has_input).await;
         assert_eq!(still["status"], "input_required", "{still}");
         s.ok(

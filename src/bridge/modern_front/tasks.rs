@@ -468,10 +468,12 @@ impl ModernSession {
 
     pub(super) fn tasks_update(&self, params: &Value, meta: &RequestMeta) -> RpcResult {
         require_tasks(meta)?;
-        let rec = self.record(params)?;
+        // The shape first, as a 2026-07-28 server checks it: its error
+        // says what is wrong, and is the same for any task id.
         let answers = input::input_responses(Some(params))?.ok_or_else(|| {
             ShimError::InvalidParams("tasks/update needs inputResponses (an object)".into())
         })?;
+        let rec = self.record(params)?;
         let mut tasks = lock(&self.front.tasks);
         if let Some(live) = tasks.get_mut(rec.id()) {
             // All checked before any goes upstream: a refused update
