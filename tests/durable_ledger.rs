@@ -520,3 +520,39 @@ fn over_stdio_the_ledger_is_kept_but_a_new_process_is_a_new_client() {
     assert!(second.wait_exit(STEP).is_some());
     let _ = std::fs::remove_file(&ledger);
 }
+
+/// A stdio process's tasks are unreachable once it has exited, whichever
+/// command opens the file next: an HTTP shim sweeps them too (it used to
+/// keep them, and count them in its gauge, until their TTL).
+#[tokio::test(flavor = "multi_thread")]
+async fn an_http_shim_sweeps_what_an_ended_stdio_process_left() {
+    let ledger = temp_path("stdio-then-http.redb");
+    let path = ledger.display().to_string();
+    let mut first = support::wire::Wire::legacy_front(&["--ledger", &path]);
+    first.initialize();
+    let created = first.ok(
+        "tools/call",
+        json!({"name": "greet", "arguments": {"name": "Ada"}, "task": {"ttl": 600_000}}),
+    );
+    assert!(created["task"]["taskId"].is_string(), "{created}");
+    first.close_stdin();
+    assert!(first.wait_exit(STEP).is_some_and(|s| s.success()));
+
+    let upstream = HttpReference::start(MODERN, &[]);
+    let second = shim(&upstream, Some(&path));
+    let metrics = client()
+        .get(format!("{}/metrics", second.base))
+        .send()
+        .await
+        .expect("/metrics")
+        .text()
+        .await
+        .expect("/metrics body");
+    let held = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("mcp_shim_ledger_tasks"))
+        .map(str::trim);
+    assert_eq!(held, Some("0"), "{metrics}");
+    stop(second);
+    let _ = std::fs::remove_file(&ledger);
+}

@@ -17,20 +17,21 @@ pub struct Args {
     #[arg(long, default_value = http::DEFAULT_PATH, value_parser = parse_path)]
     pub path: String,
     /// Largest accepted request body in bytes (larger: HTTP 413).
-    #[arg(long, default_value_t = http::DEFAULT_MAX_BODY_BYTES)]
-    pub max_body_bytes: usize,
+    #[arg(long, default_value_t = http::DEFAULT_MAX_BODY_BYTES as u64,
+          value_parser = super::options::at_least_one)]
+    pub max_body_bytes: u64,
     /// A bearer token and the principal it stands for (TOKEN=PRINCIPAL). Repeatable.
     #[arg(long = "token", value_name = "TOKEN=PRINCIPAL", value_parser = parse_token)]
     pub tokens: Vec<(String, String)>,
     /// Trust this header as the principal (set by an authenticating proxy).
-    #[arg(long, value_name = "HEADER")]
+    #[arg(long, value_name = "HEADER", value_parser = parse_header_name)]
     pub principal_header: Option<String>,
     /// Refuse legacy `tasks/list` from requests without a principal.
     #[arg(long)]
     pub require_principal: bool,
     /// Allow browser requests from this Origin (e.g. https://app.example);
     /// loopback origins are always allowed, others get 403. Repeatable.
-    #[arg(long = "allow-origin", value_name = "ORIGIN")]
+    #[arg(long = "allow-origin", value_name = "ORIGIN", value_parser = parse_origin)]
     pub allowed_origins: Vec<String>,
     /// End a 2025-11-25 session after this many seconds with no request
     /// being answered and no stream open, as if the client had sent DELETE
@@ -67,6 +68,40 @@ fn parse_path(s: &str) -> Result<String, String> {
     Ok(s.to_owned())
 }
 
+/// A name a request header can have (a header named otherwise would never
+/// be seen, and every caller would be anonymous).
+fn parse_header_name(s: &str) -> Result<String, String> {
+    axum::http::HeaderName::from_bytes(s.as_bytes())
+        .map(|h| h.as_str().to_owned())
+        .map_err(|_| format!("{s:?} is not an HTTP header name"))
+}
+
+/// An origin as browsers send it: `scheme://host[:port]`, nothing after.
+fn parse_origin(s: &str) -> Result<String, String> {
+    let bad = || format!("{s:?} is not an origin (scheme://host[:port], e.g. https://app.example)");
+    let uri: axum::http::Uri = s.parse().map_err(|_| bad())?;
+    let bare = uri.scheme().is_some()
+        && uri.authority().is_some()
+        && uri.query().is_none()
+        && !s.ends_with('/')
+        && uri.path() == "/";
+    if bare { Ok(s.to_owned()) } else { Err(bad()) }
+}
+
+/// One principal per token: a token given twice would silently stand for
+/// the last principal named. The token itself is a secret: not shown.
+fn token_map(tokens: &[(String, String)]) -> Result<HashMap<String, String>, String> {
+    let mut map = HashMap::with_capacity(tokens.len());
+    for (token, principal) in tokens {
+        if let Some(first) = map.insert(token.clone(), principal.clone()) {
+            return Err(format!(
+                "--token: one token is given twice (for {first:?} and {principal:?})"
+            ));
+        }
+    }
+    Ok(map)
+}
+
 fn parse_token(s: &str) -> Result<(String, String), String> {
     match s.split_once('=') {
         Some((_, p)) if http::is_reserved_principal(p) => Err(format!(
@@ -84,11 +119,18 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
             "--record works with `stdio` only; over HTTP, nothing would be recorded".into(),
         );
     }
+    if args.require_principal && args.tokens.is_empty() && args.principal_header.is_none() {
+        return Err(
+            "--require-principal needs --token or --principal-header: without them no caller has a principal"
+                .into(),
+        );
+    }
+    let tokens = token_map(&args.tokens)?;
     let proxy = args.shim.proxy_options()?;
     let opts = HttpOptions {
         listen: args.listen,
         path: args.path.clone(),
-        max_body_bytes: args.max_body_bytes,
+        max_body_bytes: usize::try_from(args.max_body_bytes).unwrap_or(usize::MAX),
         require_principal: args.require_principal,
         allowed_origins: args.allowed_origins.clone(),
         session_idle_timeout: (args.session_idle_timeout_s > 0)
@@ -97,13 +139,10 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
         bridge: proxy.bridge.clone(),
     };
     let resolver = Arc::new(ConfiguredPrincipals {
-        tokens: args.tokens.iter().cloned().collect::<HashMap<_, _>>(),
-        trusted_header: args
-            .principal_header
-            .clone()
-            .map(|h| h.to_ascii_lowercase()),
+        tokens,
+        trusted_header: args.principal_header.clone(),
     });
-    let ledger = args.shim.open_ledger(http::SESSION_SCOPE_PREFIX)?;
+    let ledger = args.shim.open_ledger()?;
     let rt = tokio::runtime::Runtime::new().map_err(|e| e.to_string())?;
     rt.block_on(async move {
         let link: crate::upstream::Link = match &args.upstream_url {
@@ -158,5 +197,61 @@ fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     #[cfg(not(unix))]
     async {
         let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        http: Args,
+    }
+
+    fn parse(flags: &[&str]) -> Result<Args, String> {
+        let argv = ["x"].iter().chain(flags).chain(&["--", "server"]);
+        Cli::try_parse_from(argv)
+            .map(|c| c.http)
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn values_that_could_never_work_are_refused_at_start() {
+        for flags in [
+            &["--max-body-bytes", "0"][..],
+            &["--principal-header", "bad header"],
+            &["--allow-origin", "not an origin"],
+            &["--allow-origin", "https://app.example/path"],
+            &["--allow-origin", "https://app.example/"],
+        ] {
+            assert!(parse(flags).is_err(), "{flags:?} was accepted");
+        }
+        let a = parse(&[
+            "--principal-header",
+            "X-User",
+            "--allow-origin",
+            "https://app.example",
+            "--allow-origin",
+            "http://localhost:3000",
+        ])
+        .unwrap();
+        assert_eq!(a.principal_header.as_deref(), Some("x-user"));
+        assert_eq!(a.allowed_origins.len(), 2);
+        // Nobody could have a principal: every tasks/list would be refused.
+        let e = run(parse(&["--require-principal"]).unwrap()).unwrap_err();
+        assert!(e.contains("--token or --principal-header"), "{e}");
+    }
+
+    #[test]
+    fn a_token_given_twice_is_refused_without_showing_it() {
+        let a = parse(&["--token", "s3cret=alice", "--token", "s3cret=bob"]).unwrap();
+        let e = run(a).unwrap_err();
+        assert!(e.contains("given twice"), "{e}");
+        assert!(!e.contains("s3cret"), "the token leaked: {e}");
+        let a = parse(&["--token", "one=alice", "--token", "two=alice"]).unwrap();
+        assert_eq!(token_map(&a.tokens).unwrap().len(), 2);
     }
 }

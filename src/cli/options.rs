@@ -59,7 +59,7 @@ pub struct ShimArgs {
     pub ledger: Option<PathBuf>,
     /// With a Redis `--ledger`: the key prefix. Instances that share tasks
     /// use the same one; unrelated deployments on one server, different ones.
-    #[arg(long, value_name = "PREFIX", default_value = "mcp-tasks-shim")]
+    #[arg(long, value_name = "PREFIX", default_value = DEFAULT_LEDGER_PREFIX)]
     pub ledger_prefix: String,
     /// When the upstream child exits, stops answering or writes garbage,
     /// start it again (with backoff) instead of giving up. Requests in
@@ -84,6 +84,9 @@ pub struct ShimArgs {
     #[arg(long, value_name = "N", default_value_t = 256)]
     pub max_listen_streams: usize,
 }
+
+/// The Redis key prefix when `--ledger-prefix` is not given.
+const DEFAULT_LEDGER_PREFIX: &str = "mcp-tasks-shim";
 
 /// A count or duration where 0 would make the shim useless (every task
 /// refused, every request timed out at once).
@@ -119,11 +122,20 @@ pub(crate) struct ConfigFile {
 
 impl ShimArgs {
     /// The task ledger these arguments ask for: in memory, or the file of
-    /// `--ledger`. Scopes named `per_process_prefix…` belong to clients of
-    /// an earlier process that no client can reach again (stdio sessions,
-    /// HTTP session ids), so they are swept from a durable ledger at start.
-    pub fn open_ledger(&self, per_process_prefix: &str) -> Result<Arc<dyn TaskLedger>, String> {
+    /// `--ledger`. Per-process scopes (stdio sessions, HTTP session ids)
+    /// belong to clients of an earlier process that no client can reach
+    /// again, whichever command made them, so they are swept from a
+    /// durable file at start.
+    pub fn open_ledger(&self) -> Result<Arc<dyn TaskLedger>, String> {
         let cap = usize::try_from(self.max_tasks_per_client).unwrap_or(usize::MAX);
+        let redis = self
+            .ledger
+            .as_deref()
+            .and_then(|p| p.to_str())
+            .is_some_and(shared::is_redis_url);
+        if !redis && self.ledger_prefix != DEFAULT_LEDGER_PREFIX {
+            return Err("--ledger-prefix applies to a redis:// --ledger only".into());
+        }
         let Some(path) = &self.ledger else {
             return Ok(Arc::new(MemoryLedger::new(cap)));
         };
@@ -137,9 +149,15 @@ impl ShimArgs {
             return Ok(Arc::new(ledger));
         }
         let ledger = DiskLedger::open(path, cap).map_err(|e| e.to_string())?;
-        let swept = ledger
-            .drop_scopes_with_prefix(per_process_prefix)
-            .map_err(|e| e.to_string())?;
+        let mut swept = 0;
+        for prefix in [
+            crate::proxy::STDIO_SCOPE_PREFIX,
+            crate::transport::http::SESSION_SCOPE_PREFIX,
+        ] {
+            swept += ledger
+                .drop_scopes_with_prefix(prefix)
+                .map_err(|e| e.to_string())?;
+        }
         if swept > 0 {
             tracing::info!(
                 swept,

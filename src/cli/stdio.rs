@@ -16,7 +16,7 @@ pub struct Args {
 
 pub(crate) fn run(args: Args) -> Result<(), String> {
     let opts = args.shim.proxy_options()?;
-    let ledger = args.shim.open_ledger(proxy::STDIO_SCOPE_PREFIX)?;
+    let ledger = args.shim.open_ledger()?;
     let rt = tokio::runtime::Runtime::new().map_err(|e| e.to_string())?;
     // The session runs on a worker, not on this thread inside `block_on`:
     // there every message to or from a task would cross threads (a futex
