@@ -19,10 +19,11 @@
 mod support;
 
 use std::collections::{BTreeMap, HashSet};
+use std::time::Duration;
 
 use reqwest::{Client, RequestBuilder};
 use serde_json::{Value, json};
-use support::http::{HttpShim, LEGACY, client, initialize, legacy, modern, rpc, send};
+use support::http::{HttpShim, LEGACY, MODERN, Sse, client, initialize, legacy, modern, rpc, send};
 use support::schema::{Revision, assert_valid};
 use support::wire::{modern_reference, shim_bin};
 use tokio::task::JoinSet;
@@ -684,4 +685,68 @@ async fn legacy_sessions_stay_with_their_principal() {
     .await;
     assert_eq!(s, 200, "{body}");
     assert_eq!(body["result"]["status"], "working", "{body}");
+}
+
+/// A 2026-07-28 server's progress for one principal's call reaches that
+/// call's own stream, under the client's token, and no other session:
+/// not another principal's GET stream (it used to go to every open
+/// session), and the token the server saw was the shim's, not alice's.
+#[tokio::test(flavor = "multi_thread")]
+async fn progress_reaches_only_the_call_that_asked_for_it() {
+    let relay = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers/fault_relay.py");
+    let upstream = vec![
+        "python3".to_owned(),
+        relay.to_string_lossy().into_owned(),
+        "progress".into(),
+        "--".into(),
+        shim_bin().to_owned(),
+        "reference-server".into(),
+        "--revision".into(),
+        MODERN.into(),
+    ];
+    let shim = HttpShim::spawn(&["--token", "ta=alice", "--token", "tb=bob"], &upstream);
+    let c = client();
+    let url = shim.url.as_str();
+    let (alice, _) = initialize(&c, url, Some("ta")).await;
+    let (bob, _) = initialize(&c, url, Some("tb")).await;
+    let get = c
+        .get(url)
+        .bearer_auth("tb")
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &bob)
+        .header("mcp-protocol-version", LEGACY)
+        .send()
+        .await
+        .expect("bob's GET stream");
+    let mut bobs = Sse::new(get);
+    // The relay reports progress 0.3 s into the call, which takes 1 s.
+    let call = rpc(
+        5,
+        "tools/call",
+        json!({"name": "slow_compute", "arguments": {"seconds": 1, "label": "FAULT"},
+               "_meta": {"progressToken": "mine"}}),
+    );
+    let resp = legacy(&c, url, Some(&alice), &call)
+        .bearer_auth("ta")
+        .send()
+        .await
+        .expect("alice's call");
+    let mut alices = Sse::new(resp);
+    let mut progress = Vec::new();
+    loop {
+        let m = alices.next().await.expect("the call's answer");
+        if m.get("method").is_none() {
+            assert!(m.get("result").is_some(), "{m}");
+            break;
+        }
+        assert_valid(Revision::Legacy, &m, None);
+        progress.push(m);
+    }
+    assert_eq!(progress.len(), 2, "{progress:#?}");
+    for p in &progress {
+        assert_eq!(p["method"], "notifications/progress", "{p}");
+        assert_eq!(p["params"]["progressToken"], "mine", "{p}");
+    }
+    let leaked = tokio::time::timeout(Duration::from_secs(1), bobs.next()).await;
+    assert!(leaked.is_err(), "bob's stream got {leaked:?}");
 }

@@ -12,6 +12,7 @@ pub mod clock;
 pub mod legacy_front;
 mod listen;
 pub mod modern_front;
+mod progress;
 mod watch;
 
 pub(crate) use cancel::IfDropped;

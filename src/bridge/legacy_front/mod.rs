@@ -29,6 +29,7 @@ use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
 use super::cancel::{CANCELLED, Cancellable};
+use super::progress::{ProgressRoute, ProgressRoutes, ProgressSink};
 use super::watch::Watchers;
 use super::{BridgeConfig, Clock};
 use crate::error::ShimError;
@@ -53,6 +54,8 @@ pub struct LegacyFront {
     watchers: Arc<Watchers>,
     clock: Clock,
     sessions: Mutex<Vec<Weak<LegacySession>>>,
+    /// Where the upstream's progress for each client request goes.
+    progress: ProgressRoutes<LegacySession>,
 }
 
 impl LegacyFront {
@@ -83,6 +86,7 @@ impl LegacyFront {
             policy,
             clock: Clock::new(),
             sessions: Mutex::new(Vec::new()),
+            progress: ProgressRoutes::default(),
         })
     }
 
@@ -101,6 +105,7 @@ impl LegacyFront {
             ended: tokio::sync::watch::Sender::new(false),
             next_ask: AtomicI64::new(1),
             running: Arc::default(),
+            task_progress: Mutex::new(HashMap::new()),
         });
         let mut sessions = lock(&self.sessions);
         sessions.retain(|w| w.strong_count() > 0);
@@ -145,6 +150,26 @@ impl LegacyFront {
             // such notification.
             UpstreamEvent::Notification(n)
                 if n.method == "notifications/subscriptions/acknowledged" => {}
+            // Progress goes to the request it is about, and nowhere else.
+            UpstreamEvent::Notification(n) if n.method == "notifications/progress" => {
+                if !self.progress.deliver(&n) {
+                    tracing::debug!("progress for no routed request; dropped");
+                }
+            }
+            // Log messages say what the server is doing for someone: only
+            // relayed when every open session is one principal's.
+            UpstreamEvent::Notification(n) if n.method == "notifications/message" => {
+                let sessions = self.live_sessions();
+                if sessions.windows(2).all(|w| w[0].scope == w[1].scope) {
+                    for s in sessions {
+                        s.send(Message::Notification(n.clone()));
+                    }
+                } else {
+                    tracing::debug!(
+                        "log message not relayed: sessions of several principals are open"
+                    );
+                }
+            }
             UpstreamEvent::Notification(n) => {
                 for s in self.live_sessions() {
                     s.send(Message::Notification(n.clone()));
@@ -222,6 +247,9 @@ pub struct LegacySession {
     ended: tokio::sync::watch::Sender<bool>,
     next_ask: AtomicI64,
     running: Arc<Cancellable>,
+    /// The progress routes of tasks this session's calls made: progress
+    /// goes on under the call's token until the task ends.
+    task_progress: Mutex<HashMap<String, ProgressRoute<LegacySession>>>,
 }
 
 impl LegacySession {
@@ -331,7 +359,32 @@ impl LegacySession {
         ShimError::Internal(format!("{why} while {what} was waiting")).into()
     }
 
-    async fn request(self: &Arc<Self>, req: Request) -> RpcResult {
+    async fn request(self: &Arc<Self>, mut req: Request) -> RpcResult {
+        // The client's progress token goes upstream as one of the shim's,
+        // routed back here (see `bridge::progress`).
+        let progress = req
+            .params
+            .as_mut()
+            .and_then(|p| self.front.progress.route(self, p));
+        let creates = progress.is_some() && req.method == "tools/call";
+        let answer = self.dispatch(req).await;
+        // A task the call made reports progress under its token until it ends.
+        if creates
+            && let Ok(created) = &answer
+            && let Some(task_id) = created.pointer("/task/taskId").and_then(Value::as_str)
+            && let Some(route) = progress
+        {
+            lock(&self.task_progress).insert(task_id.to_owned(), route);
+        }
+        answer
+    }
+
+    /// The task's progress route goes once it has ended.
+    pub(super) fn task_ended(&self, task_id: &str) {
+        lock(&self.task_progress).remove(task_id);
+    }
+
+    async fn dispatch(self: &Arc<Self>, req: Request) -> RpcResult {
         match req.method.as_str() {
             "initialize" => self.initialize(&req),
             "ping" => Ok(json!({})),
@@ -528,6 +581,12 @@ impl LegacySession {
         if self.out.send(msg).is_err() {
             tracing::debug!("client outbox closed; message dropped");
         }
+    }
+}
+
+impl ProgressSink for LegacySession {
+    fn send_progress(&self, msg: Message) {
+        self.send(msg);
     }
 }
 

@@ -100,6 +100,7 @@ impl LegacySession {
         )?;
         if let (Some(rec), true) = (&rec, changed) {
             self.send(Message::notification(LEGACY_STATUS, to_value(&rec.task)));
+            self.task_ended(rec.id());
         }
         Ok(rec)
     }
@@ -142,6 +143,9 @@ impl LegacySession {
         )?;
         if changed {
             self.send(Message::notification(LEGACY_STATUS, to_value(&rec.task)));
+        }
+        if rec.is_terminal() {
+            self.task_ended(rec.id());
         }
         Some(rec)
     }
@@ -381,6 +385,7 @@ impl LegacySession {
             return Err(ShimError::TaskTerminal(status.to_string()).into());
         }
         self.front.watchers.poke(rec.id());
+        self.task_ended(rec.id());
         let view = to_value(&pinned.task);
         if !told {
             self.send(Message::notification(LEGACY_STATUS, view.clone()));

@@ -84,7 +84,7 @@ pub(super) struct InFlight {
     /// request is cancelled there, and it takes no more input.
     abandon: Option<IfDropped>,
     /// Routes the upstream's progress for this call back to the client.
-    progress: Option<super::progress::ProgressRoute>,
+    progress: Option<crate::bridge::progress::ProgressRoute<ModernSession>>,
 }
 
 impl ModernFront {
@@ -378,7 +378,7 @@ impl ModernSession {
         result: Value,
         asked_task: bool,
         tool: &str,
-        progress: Option<super::progress::ProgressRoute>,
+        progress: Option<crate::bridge::progress::ProgressRoute<ModernSession>>,
         meta: &RequestMeta,
     ) -> RpcResult {
         if !result.is_object() {

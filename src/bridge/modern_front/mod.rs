@@ -11,7 +11,6 @@
 //! answer whose signed `requestState` names the held upstream call.
 
 mod calls;
-mod progress;
 mod state;
 mod tasks;
 
@@ -23,6 +22,7 @@ use serde_json::{Value, json};
 use tokio::sync::{OnceCell, watch};
 
 use super::cancel::{CANCELLED, Cancellable};
+use super::progress::{ProgressRoute, ProgressRoutes, ProgressSink};
 use super::{BridgeConfig, Clock};
 use crate::error::ShimError;
 use crate::jsonrpc::{ErrorObject, Id, Message, Request};
@@ -61,7 +61,7 @@ pub struct ModernFront {
     early: Mutex<Vec<(String, Request)>>,
     signer: StateSigner,
     sessions: Mutex<Vec<Weak<ModernSession>>>,
-    progress: progress::ProgressRoutes,
+    progress: ProgressRoutes<ModernSession>,
     next: AtomicU64,
 }
 
@@ -80,7 +80,7 @@ struct LiveTask {
     asked: watch::Sender<u64>,
     /// The progress route of the call that made the task, kept until the
     /// task ends (its progress is reported under the call's token).
-    progress: Option<progress::ProgressRoute>,
+    progress: Option<ProgressRoute<ModernSession>>,
     /// Driven inside the shim for a plain call: the client never sees the
     /// task, so it has no ledger record (and takes none of the client's
     /// task cap); it is forgotten when its call ends, not by the sweep.
@@ -122,7 +122,7 @@ impl ModernFront {
             early: Mutex::new(Vec::new()),
             signer: StateSigner::new(),
             sessions: Mutex::new(Vec::new()),
-            progress: progress::ProgressRoutes::default(),
+            progress: ProgressRoutes::default(),
             next: AtomicU64::new(1),
         })
     }
@@ -415,7 +415,15 @@ impl ModernSession {
     fn send(&self, msg: Message) {
         let _ = self.out.send(msg);
     }
+}
 
+impl ProgressSink for ModernSession {
+    fn send_progress(&self, msg: Message) {
+        self.send(msg);
+    }
+}
+
+impl ModernSession {
     /// Sends the client an upstream notification that names no task; a
     /// log message only at or above the level its latest request asked
     /// for (none when it asked for none, as 2026-07-28 requires).

@@ -4,8 +4,9 @@
 //! Each HTTP session owns one engine session. Its outgoing messages are
 //! routed: answers to the POST that asked; requests tagged with a task to
 //! the SSE stream of a pending `tasks/result` for that task; other
-//! requests to a pending `tools/call` stream; the rest to the GET stream,
-//! or a bounded backlog until one opens.
+//! requests to a pending `tools/call` stream; progress to the stream of
+//! the request that asked for it, while it is open; the rest to the GET
+//! stream, or a bounded backlog until one opens.
 //!
 //! A session ends with DELETE, or when it has been idle for the configured
 //! time: no request being answered, no open stream. Clients that vanish
@@ -54,6 +55,9 @@ pub(crate) struct HttpSession {
 struct Routes {
     by_id: HashMap<Id, Tx>,
     by_task: HashMap<String, Tx>,
+    /// The streamed requests that asked for progress, by their token (as
+    /// JSON text): their progress goes on their own stream.
+    by_progress: HashMap<String, Tx>,
     calls: Vec<(Id, Tx)>,
     get_stream: Option<Tx>,
     backlog: VecDeque<Message>,
@@ -110,6 +114,13 @@ impl HttpSession {
                     .and_then(|call| r.by_id.get(&call).cloned())
                     .or_else(|| r.calls.last().map(|(_, tx)| tx.clone())),
             },
+            Message::Notification(n) if n.method == "notifications/progress" => n
+                .params
+                .as_ref()
+                .and_then(|p| p.get("progressToken"))
+                .and_then(|t| r.by_progress.get(&t.to_string()))
+                .filter(|tx| !tx.is_closed())
+                .cloned(),
             Message::Notification(_) => None,
         };
         if let Some(id) = msg
@@ -339,6 +350,14 @@ async fn exchange(s: &Arc<HttpSession>, msg: Message, sse: bool) -> Response {
     {
         let mut r = lock(&s.routes);
         r.by_id.insert(id.clone(), tx.clone());
+        if let Some(token) = req
+            .params
+            .as_ref()
+            .and_then(|p| p.get("_meta"))
+            .and_then(|m| m.get("progressToken"))
+        {
+            r.by_progress.insert(token.to_string(), tx.clone());
+        }
         match req.method.as_str() {
             "tasks/result" => {
                 if let Some(task) = req
@@ -442,6 +461,7 @@ impl Drop for Registered {
         r.calls.retain(|(_, t)| !t.same_channel(&self.tx));
         r.by_task
             .retain(|_, t| !t.same_channel(&self.tx) && !t.is_closed());
+        r.by_progress.retain(|_, t| !t.same_channel(&self.tx));
     }
 }
 

@@ -1,42 +1,64 @@
-//! Progress notifications for modern clients of one legacy upstream.
+//! Progress notifications for the many clients of one upstream session.
 //!
-//! Every modern client of a front shares one upstream session, and two of
-//! them may well pick the same `progressToken` (1, say). So a request's
-//! token is replaced upstream by one only the shim hands out, and the
-//! server's `notifications/progress` for it goes back to the session that
-//! made the request, under the client's own token. A route lives as long
-//! as its [`ProgressRoute`]: the request, or the task the request made.
+//! Every client of a front shares one upstream session, and two of them
+//! may well pick the same `progressToken` (1, say). So a request's token
+//! is replaced upstream by one only the shim hands out, and the server's
+//! `notifications/progress` for it goes back to the session that made the
+//! request, under the client's own token, and to no other: progress names
+//! what a client is doing, which is nobody else's business. A route lives
+//! as long as its [`ProgressRoute`]: the request, or the task it made.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use serde_json::Value;
 
-use super::{ModernSession, lock};
 use crate::jsonrpc::{Message, Notification};
 
+/// A client session progress can be sent to.
+pub(crate) trait ProgressSink: Send + Sync + 'static {
+    /// Sends the client a notification.
+    fn send_progress(&self, msg: Message);
+}
+
+type Table<S> = Mutex<HashMap<String, Route<S>>>;
+
 /// Token → who asked, with the token they asked with.
-#[derive(Debug, Default)]
-pub(super) struct ProgressRoutes {
-    routes: Arc<Mutex<HashMap<String, Route>>>,
+#[derive(Debug)]
+pub(crate) struct ProgressRoutes<S> {
+    routes: Arc<Table<S>>,
     next: AtomicU64,
 }
 
+impl<S> Default for ProgressRoutes<S> {
+    fn default() -> Self {
+        ProgressRoutes {
+            routes: Arc::default(),
+            next: AtomicU64::new(0),
+        }
+    }
+}
+
 #[derive(Debug)]
-struct Route {
-    session: Weak<ModernSession>,
+struct Route<S> {
+    session: Weak<S>,
     token: Value,
 }
 
 /// Keeps one route; dropping it forgets the route.
 #[derive(Debug)]
-pub(crate) struct ProgressRoute {
-    routes: Weak<Mutex<HashMap<String, Route>>>,
+pub(crate) struct ProgressRoute<S> {
+    routes: Weak<Table<S>>,
     token: String,
 }
 
-impl Drop for ProgressRoute {
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A poisoned lock only means a panic elsewhere; the data is still usable.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl<S> Drop for ProgressRoute<S> {
     fn drop(&mut self) {
         if let Some(routes) = self.routes.upgrade() {
             lock(&routes).remove(&self.token);
@@ -44,15 +66,11 @@ impl Drop for ProgressRoute {
     }
 }
 
-impl ProgressRoutes {
+impl<S: ProgressSink> ProgressRoutes<S> {
     /// Replaces the client's `params._meta.progressToken` (if any) with a
     /// token of the shim's, routed back to `session` while the returned
     /// guard lives.
-    pub(super) fn route(
-        &self,
-        session: &Arc<ModernSession>,
-        params: &mut Value,
-    ) -> Option<ProgressRoute> {
+    pub(crate) fn route(&self, session: &Arc<S>, params: &mut Value) -> Option<ProgressRoute<S>> {
         let slot = params.get_mut("_meta")?.get_mut("progressToken")?;
         if !(slot.is_string() || slot.is_number()) {
             return None;
@@ -78,7 +96,7 @@ impl ProgressRoutes {
     /// Sends an upstream `notifications/progress` to the session whose
     /// request it is about, under that client's token; false when it is
     /// about no request still routed.
-    pub(super) fn deliver(&self, n: &Notification) -> bool {
+    pub(crate) fn deliver(&self, n: &Notification) -> bool {
         let Some(token) = n
             .params
             .as_ref()
@@ -99,7 +117,7 @@ impl ProgressRoutes {
         };
         let mut params = n.params.clone().unwrap_or_default();
         params["progressToken"] = theirs;
-        session.send(Message::notification(&n.method, params));
+        session.send_progress(Message::notification(&n.method, params));
         true
     }
 }
@@ -107,30 +125,28 @@ impl ProgressRoutes {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bridge::BridgeConfig;
-    use crate::bridge::modern_front::ModernFront;
-    use crate::ledger::MemoryLedger;
-    use crate::upstream::channel::pair;
     use serde_json::json;
+
+    /// A client session: what it was sent.
+    #[derive(Default)]
+    struct Client(Mutex<Vec<Message>>);
+
+    impl ProgressSink for Client {
+        fn send_progress(&self, msg: Message) {
+            lock(&self.0).push(msg);
+        }
+    }
 
     /// Two clients with the same token each get their own progress, under
     /// that token; a route ends with its guard.
-    #[tokio::test]
-    async fn same_tokens_of_two_clients_stay_apart() {
-        let (conn, _events, _server) = pair(std::time::Duration::from_secs(1));
-        let front = ModernFront::new(
-            conn,
-            Arc::new(MemoryLedger::default()),
-            BridgeConfig::default(),
-        );
-        let (a_tx, mut a_rx) = tokio::sync::mpsc::unbounded_channel();
-        let (b_tx, mut b_rx) = tokio::sync::mpsc::unbounded_channel();
-        let a = front.request_session(Some("alice".into()), a_tx);
-        let b = front.request_session(Some("bob".into()), b_tx);
+    #[test]
+    fn same_tokens_of_two_clients_stay_apart() {
+        let routes = ProgressRoutes::<Client>::default();
+        let (a, b) = (Arc::new(Client::default()), Arc::new(Client::default()));
         let mut pa = json!({"name": "x", "_meta": {"progressToken": 1}});
         let mut pb = json!({"name": "x", "_meta": {"progressToken": 1}});
-        let ra = front.progress.route(&a, &mut pa).expect("routed");
-        let _rb = front.progress.route(&b, &mut pb).expect("routed");
+        let ra = routes.route(&a, &mut pa).expect("routed");
+        let _rb = routes.route(&b, &mut pb).expect("routed");
         let (ta, tb) = (
             pa["_meta"]["progressToken"].clone(),
             pb["_meta"]["progressToken"].clone(),
@@ -140,24 +156,22 @@ mod tests {
             method: "notifications/progress".into(),
             params: Some(json!({"progressToken": t, "progress": p})),
         };
-        assert!(front.progress.deliver(&progress(&tb, 7)));
-        match b_rx.try_recv() {
-            Ok(Message::Notification(n)) => {
-                assert_eq!(
-                    n.params.unwrap(),
-                    json!({"progressToken": 1, "progress": 7})
-                );
-            }
+        assert!(routes.deliver(&progress(&tb, 7)));
+        match lock(&b.0).as_slice() {
+            [Message::Notification(n)] => assert_eq!(
+                n.params.clone().unwrap(),
+                json!({"progressToken": 1, "progress": 7})
+            ),
             other => panic!("bob got {other:?}"),
         }
-        assert!(a_rx.try_recv().is_err(), "alice got bob's progress");
+        assert!(lock(&a.0).is_empty(), "alice got bob's progress");
         drop(ra);
         assert!(
-            !front.progress.deliver(&progress(&ta, 1)),
+            !routes.deliver(&progress(&ta, 1)),
             "route gone with its guard"
         );
-        assert!(a_rx.try_recv().is_err());
+        assert!(lock(&a.0).is_empty());
         let mut none = json!({"name": "x"});
-        assert!(front.progress.route(&a, &mut none).is_none());
+        assert!(routes.route(&a, &mut none).is_none());
     }
 }
