@@ -34,6 +34,7 @@
 //! show both.
 
 pub mod bridge;
+mod console;
 pub mod error;
 pub mod ids;
 mod inline;

@@ -1137,3 +1137,61 @@ async fn a_modern_client_hanging_up_cancels_its_call_upstream() {
     let _ = std::fs::remove_file(&sent);
     let _ = std::fs::remove_file(&got);
 }
+
+/// Under `--log-format json` every stderr line is one JSON object: the
+/// log events, the address the shim listens on, and the upstream child's
+/// own stderr (here a line of plain text), which used to be copied as is.
+#[test]
+fn json_logs_are_one_object_per_line_upstream_stderr_included() {
+    use std::io::{BufRead, BufReader};
+    let inner = modern_reference()
+        .iter()
+        .map(|a| format!("'{a}'"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut shim = std::process::Command::new(shim_bin())
+        .args([
+            "--log-format",
+            "json",
+            "--log",
+            "info",
+            "http",
+            "--listen",
+            "127.0.0.1:0",
+            "--",
+        ])
+        .args([
+            "sh",
+            "-c",
+            &format!("echo 'plain upstream complaint' >&2; exec {inner}"),
+        ])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn the shim");
+    let stderr = shim.stderr.take().expect("piped stderr");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut lines = Vec::new();
+    let (mut listening, mut complaint) = (false, false);
+    while !(listening && complaint) && Instant::now() < deadline {
+        let Ok(line) = rx.recv_timeout(Duration::from_millis(200)) else {
+            continue;
+        };
+        let v: Value = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("not one JSON object ({e}): {line}"));
+        let message = v["fields"]["message"].as_str().unwrap_or_default();
+        listening |= message.starts_with("listening on http://127.0.0.1:");
+        complaint |= message == "plain upstream complaint";
+        lines.push(v);
+    }
+    let _ = shim.kill();
+    let _ = shim.wait();
+    assert!(listening && complaint, "{lines:#?}");
+}

@@ -69,7 +69,7 @@ pub fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("mcp-tasks-shim: {e}");
+            crate::console::fail(&format!("mcp-tasks-shim: {e}"), &e);
             ExitCode::FAILURE
         }
     }
@@ -96,7 +96,10 @@ fn init_logging(filter: &str, format: LogFormat) -> Result<(), String> {
         .with_writer(std::io::stderr);
     let _ = match format {
         LogFormat::Text => builder.try_init(),
-        LogFormat::Json => builder.json().try_init(),
+        LogFormat::Json => {
+            crate::console::use_json();
+            builder.json().try_init()
+        }
     };
     Ok(())
 }

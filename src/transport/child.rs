@@ -37,7 +37,7 @@ pub fn spawn(program: &str, args: &[String]) -> std::io::Result<ChildUpstream> {
     tokio::spawn(async move {
         let mut lines = BufReader::new(stderr).lines();
         while let Ok(Some(line)) = lines.next_line().await {
-            eprintln!("[upstream] {line}");
+            crate::console::say("upstream", &format!("[upstream] {line}"), &line);
         }
     });
     Ok(ChildUpstream {

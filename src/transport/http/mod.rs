@@ -350,9 +350,11 @@ pub async fn serve(
         .map_err(|e| std::io::Error::new(e.kind(), format!("--listen {listen}: {e}")))?;
     let path = &shim.app.opts.path;
     tracing::info!(addr = %listener.local_addr()?, %path, upstream = %upstream_rev, "listening");
-    eprintln!(
-        "mcp-tasks-shim: listening on http://{}{path}",
-        listener.local_addr()?,
+    let url = format!("http://{}{path}", listener.local_addr()?);
+    crate::console::say(
+        "mcp_tasks_shim",
+        &format!("mcp-tasks-shim: listening on {url}"),
+        &format!("listening on {url}"),
     );
     // On the signal, stop the upstream first: that answers the calls still
     // waiting on it, so their HTTP requests can finish. Long-lived streams
