@@ -31,18 +31,34 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
 }
 
 fn read_input(file: Option<&PathBuf>) -> Result<String, String> {
-    match file {
-        Some(p) if p.as_os_str() != "-" => {
-            std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))
-        }
+    let (name, bytes) = match file {
+        Some(p) if p.as_os_str() != "-" => (
+            p.display().to_string(),
+            std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()))?,
+        ),
         _ => {
-            let mut s = String::new();
+            let mut b = Vec::new();
             std::io::stdin()
-                .read_to_string(&mut s)
+                .read_to_end(&mut b)
                 .map_err(|e| format!("reading stdin: {e}"))?;
-            Ok(s)
+            ("stdin".to_owned(), b)
         }
-    }
+    };
+    utf8_text(bytes).map_err(|e| format!("{name}: {e}"))
+}
+
+/// The input as text, a leading byte order mark dropped (RFC 8259 lets a
+/// parser ignore it); bytes that are not UTF-8 are named by their line.
+fn utf8_text(bytes: Vec<u8>) -> Result<String, String> {
+    let text = String::from_utf8(bytes).map_err(|e| {
+        let good = &e.as_bytes()[..e.utf8_error().valid_up_to()];
+        let line_no = good.iter().filter(|&&b| b == b'\n').count() + 1;
+        format!("line {line_no}: not UTF-8")
+    })?;
+    Ok(match text.strip_prefix('\u{feff}') {
+        Some(rest) => rest.to_owned(),
+        None => text,
+    })
 }
 
 /// Parses JSONL (empty lines skipped), translates, renders JSONL. Errors
@@ -75,6 +91,13 @@ pub(crate) fn translate_jsonl(text: &str, to: Revision) -> Result<String, String
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bytes_that_are_not_utf8_are_named_by_line_and_a_bom_is_dropped() {
+        let e = utf8_text(b"{}\n{}\n{\"a\": \"\xff\"}\n".to_vec()).unwrap_err();
+        assert_eq!(e, "line 3: not UTF-8");
+        assert_eq!(utf8_text(b"\xef\xbb\xbf{}\n".to_vec()).unwrap(), "{}\n");
+    }
 
     #[test]
     fn errors_name_the_input_line_not_the_record() {
