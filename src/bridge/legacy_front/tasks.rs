@@ -80,7 +80,15 @@ impl LegacySession {
                 return Err(ShimError::Upstream(format!("tasks/get: {}", e.message)).into());
             }
         };
-        Ok(self.record_seen(&d).unwrap_or(rec))
+        // No record back: the store failed to take it (logged there); what
+        // the upstream just said is still the task's news.
+        Ok(self.record_seen(&d).unwrap_or_else(|| {
+            let mut rec = rec;
+            if !rec.is_terminal() {
+                rec.task = ttask::detailed_to_legacy_record(&d);
+            }
+            rec
+        }))
     }
 
     /// Marks a task the upstream no longer knows as failed, its error
@@ -155,17 +163,25 @@ impl LegacySession {
         let rec = if rec.is_terminal() {
             rec
         } else {
-            self.await_task(rec.id(), None).await?;
+            let seen = self.await_task(rec.id(), None).await?;
             // Re-read: the wait stored the outcome, or a cancel was pinned.
             // A session that ended meanwhile (an HTTP DELETE, expiry) took
             // its tasks with it: say that, not "task not found".
-            self.record(req).map_err(|e| {
+            let rec = self.record(req).map_err(|e| {
                 if *self.ended.borrow() {
                     self.ended_error("tasks/result")
                 } else {
                     e
                 }
-            })?
+            })?;
+            if !rec.is_terminal() {
+                // The store did not take the outcome (a full disk, say; it
+                // logged why): answer with what the upstream said rather
+                // than make the record's stale `working` an outcome.
+                let task = ttask::detailed_to_legacy_record(&seen);
+                return ttask::task_result_to_legacy_owned(&task.task_id, task.status, seen.payload);
+            }
+            rec
         };
         if rec.cancel_pinned {
             return Err(ShimError::TaskCancelled.into());
