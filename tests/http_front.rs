@@ -1195,3 +1195,65 @@ fn json_logs_are_one_object_per_line_upstream_stderr_included() {
     let _ = shim.wait();
     assert!(listening && complaint, "{lines:#?}");
 }
+
+/// The same over an `--upstream-url` 2025-11-25 server: a dropped HTTP
+/// connection is no cancel to it (its transport says so), so the shim
+/// sends `notifications/cancelled` for the call it abandoned, which the
+/// server acts on (it logs the cancel).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_modern_client_hanging_up_cancels_its_call_on_a_url_upstream() {
+    use std::io::{BufRead, BufReader};
+    let mut server = std::process::Command::new(shim_bin())
+        .args(["--log", "info", "reference-server", "--revision", LEGACY])
+        .args(["--http", "127.0.0.1:0"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start the reference server");
+    let (tx, rx) = std::sync::mpsc::channel();
+    for pipe in [
+        Box::new(server.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
+        Box::new(server.stderr.take().unwrap()),
+    ] {
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+    }
+    let wait_for = |what: &str| -> String {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(line) = rx.recv_timeout(Duration::from_millis(100))
+                && line.contains(what)
+            {
+                return line;
+            }
+        }
+        panic!("the reference server never said {what:?}");
+    };
+    let listening = wait_for("listening on http://");
+    let url = listening
+        .split("listening on ")
+        .nth(1)
+        .unwrap()
+        .trim()
+        .to_owned();
+    let shim = HttpShim::spawn::<&str>(&["--upstream-url", &url], &[]);
+    let c = client();
+    let call = modern(
+        &c,
+        &shim.url,
+        7,
+        "tools/call",
+        json!({"name": "slow_compute", "arguments": {"seconds": 20, "label": "gone"},
+               "_meta": modern_meta(false)}),
+    )
+    .timeout(Duration::from_millis(500));
+    assert!(call.send().await.is_err(), "the call answered within 0.5 s");
+    wait_for("request cancelled by the client");
+    let _ = server.kill();
+    let _ = server.wait();
+}

@@ -86,6 +86,7 @@ impl LegacyServer {
             && let Some(h) = self.inflight().remove(&id)
         {
             // The requester gave up: stop working and send no answer.
+            tracing::info!(%id, "request cancelled by the client");
             h.abort();
         }
     }

@@ -69,6 +69,28 @@ impl Drop for InFlight<'_> {
     }
 }
 
+/// Sends a 2025-11-25 upstream `notifications/cancelled` for request `id`
+/// when dropped before it is disarmed (its `upstream` taken).
+struct CancelUnanswered {
+    upstream: Option<Arc<HttpUpstream>>,
+    id: Id,
+}
+
+impl Drop for CancelUnanswered {
+    fn drop(&mut self) {
+        // Outside a runtime (the process ending) nothing can be sent.
+        if let Some(up) = self.upstream.take()
+            && tokio::runtime::Handle::try_current().is_ok()
+        {
+            let params = serde_json::json!({
+                "requestId": self.id,
+                "reason": "the requester no longer waits for the answer",
+            });
+            let _ = up.notify("notifications/cancelled", params);
+        }
+    }
+}
+
 /// A connected HTTP upstream and what the probe learnt.
 #[derive(Debug)]
 pub struct HttpLink {
@@ -509,9 +531,20 @@ impl HttpUpstream {
             meta.write_request(&mut body, &id, method, Some(&params));
             body
         });
+        // A 2025-11-25 server does not take a dropped connection for a
+        // cancel (its transport says so): it is told, if nobody waits for
+        // the answer any more.
+        let unanswered = (self.revision == Revision::Legacy).then(|| CancelUnanswered {
+            upstream: Some(self.clone()),
+            id: id.clone(),
+        });
         let msg = Message::request(id, method, params);
         let body = spliced.unwrap_or_else(|| msg.to_json().into_bytes());
-        let answer = self.watched(self.post_in_session(&msg, body)).await?;
+        let answer = self.watched(self.post_in_session(&msg, body)).await;
+        if let Some(mut u) = unanswered {
+            u.upstream = None;
+        }
+        let answer = answer?;
         if method == "initialize" && self.revision == Revision::Legacy {
             *lock(&self.handshake) = msg.params().cloned();
             self.open_get_stream();

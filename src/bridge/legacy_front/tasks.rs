@@ -179,7 +179,11 @@ impl LegacySession {
                 // logged why): answer with what the upstream said rather
                 // than make the record's stale `working` an outcome.
                 let task = ttask::detailed_to_legacy_record(&seen);
-                return ttask::task_result_to_legacy_owned(&task.task_id, task.status, seen.payload);
+                return ttask::task_result_to_legacy_owned(
+                    &task.task_id,
+                    task.status,
+                    seen.payload,
+                );
             }
             rec
         };
