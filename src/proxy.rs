@@ -566,6 +566,9 @@ fn route_upstream(
                 // Its lost requests were answered just before.
                 tracing::debug!(%reason, "upstream closed");
             }
+            UpstreamEvent::Barrier(reached) => {
+                let _ = reached.send(());
+            }
         },
         Some(Mode::LegacyFront(front, _)) => front.handle_upstream(event),
         Some(Mode::ModernFront(front, _)) => front.handle_upstream(event),

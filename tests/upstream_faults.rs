@@ -980,6 +980,45 @@ fn progress_reaches_a_modern_client_under_its_token() {
     }
 }
 
+/// Progress the server writes right before its answer (same write) comes
+/// before the answer, every time, for a client of either revision over
+/// stdio: it travels through the front's event queue while the answer
+/// goes straight to its request, and used to overtake it now and then.
+#[test]
+fn progress_just_before_an_answer_is_not_overtaken() {
+    for (client, upstream) in [
+        (Revision::Modern, "2025-11-25"),
+        (Revision::Legacy, "2026-07-28"),
+    ] {
+        let stamp = Stamp::new(&format!("tight-{client:?}"));
+        let mut shim = stdio_shim(&[], &relay("tight", upstream), client, &stamp);
+        open_session(&mut shim, client);
+        for n in 0..30 {
+            let mut p = as_client(
+                client,
+                json!({"name": "slow_compute", "arguments": {"seconds": 0.05, "label": "FAULT"}}),
+            );
+            p["_meta"]["progressToken"] = json!(format!("t{n}"));
+            let id = shim.request("tools/call", p);
+            let mut before = 0;
+            loop {
+                let m = shim
+                    .next(Duration::from_secs(10))
+                    .expect("the call's messages");
+                if m["id"] == id {
+                    assert!(m.get("result").is_some(), "{m}");
+                    break;
+                }
+                if m["method"] == "notifications/progress" {
+                    assert_eq!(m["params"]["progressToken"], format!("t{n}"), "{m}");
+                    before += 1;
+                }
+            }
+            assert_eq!(before, 2, "{client:?} call {n}: progress after its answer");
+        }
+    }
+}
+
 /// Over HTTP, two clients that both use progress token 1 at once each get
 /// their own call's progress, on an SSE answer, under token 1.
 #[test]

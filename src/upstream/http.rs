@@ -611,6 +611,12 @@ impl Upstream for Arc<HttpUpstream> {
         Ok(UpstreamStream::new(id, rx, move || abort.abort()))
     }
 
+    fn events_barrier(&self) -> Option<tokio::sync::oneshot::Receiver<()>> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let _ = self.events.send(UpstreamEvent::Barrier(tx));
+        Some(rx)
+    }
+
     fn notify(&self, method: &str, params: Value) -> Result<(), ShimError> {
         if method == "notifications/initialized" {
             self.initialized

@@ -911,6 +911,12 @@ impl Upstream for Supervised {
         }
     }
 
+    fn events_barrier(&self) -> Option<tokio::sync::oneshot::Receiver<()>> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.emit(UpstreamEvent::Barrier(tx));
+        Some(rx)
+    }
+
     async fn finish(&self) {
         let Some(generation) = lock(&self.last).clone() else {
             return;

@@ -21,6 +21,10 @@ the call is relayed and, --delay-ms later (default 300), the fault happens:
     progress report progress twice for the call's progressToken (the
              message is the call's `seconds`), then go on relaying; on
              every such call too
+    tight    report progress twice for the call's progressToken right before
+             the server's answer to it, in the same write (the tightest
+             order a server can give), then go on relaying; on every such
+             call
     drain    no fault: when its input ends, the server still answers every
              request relayed to it before its own input is closed (a server
              that finishes its work on end of input, as a client closing
@@ -49,12 +53,15 @@ def main() -> None:
     delay = 0.3
     if "--delay-ms" in opts:
         delay = int(opts[opts.index("--delay-ms") + 1]) / 1000.0
-    if mode not in ("exit", "silent", "garbage", "huge", "deep", "logs", "progress", "drain"):
+    if mode not in ("exit", "silent", "garbage", "huge", "deep", "logs", "progress", "tight", "drain"):
         sys.exit(f"unknown mode {mode!r}")
 
     child = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     out_lock = threading.Lock()
     silent = threading.Event()
+    # tight: FAULT calls relayed and not yet answered, id -> progressToken.
+    tight = {}
+    tight_lock = threading.Lock()
     # drain: ids of requests relayed to the server and not yet answered.
     pending = set()
     pending_lock = threading.Condition()
@@ -121,6 +128,22 @@ def main() -> None:
 
     def upstream_to_client() -> None:
         for line in child.stdout:
+            if mode == "tight":
+                try:
+                    msg = json.loads(line)
+                except ValueError:
+                    msg = None
+                key = json.dumps(msg.get("id")) if isinstance(msg, dict) and "method" not in msg else None
+                with tight_lock:
+                    token = tight.pop(key, None) if key is not None else None
+                if token is not None:
+                    notes = b"".join(
+                        json.dumps({"jsonrpc": "2.0", "method": "notifications/progress",
+                                    "params": {"progressToken": token, "progress": k,
+                                               "total": 2}}).encode() + b"\n"
+                        for k in (1, 2))
+                    write_out(notes + line)
+                    continue
             write_out(line)
             if mode == "drain":
                 try:
@@ -172,6 +195,11 @@ def main() -> None:
             and isinstance(args_, dict)
             and args_.get("label") == "FAULT"
         ):
+            if mode == "tight":
+                token = (params.get("_meta") or {}).get("progressToken")
+                with tight_lock:
+                    tight[json.dumps(msg.get("id"))] = token
+                continue
             triggered = mode not in ("logs", "progress")
             threading.Thread(target=fault, args=(msg,), daemon=True).start()
     # Our input ended: let the server see the end of its own (drain: once

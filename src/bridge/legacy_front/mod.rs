@@ -189,6 +189,9 @@ impl LegacyFront {
                     .fail_all(ShimError::Upstream(reason).to_error_object());
             }
             UpstreamEvent::Relayed(_) => {}
+            UpstreamEvent::Barrier(reached) => {
+                let _ = reached.send(());
+            }
         }
     }
 
@@ -215,6 +218,14 @@ impl LegacyFront {
     /// How many upstream `subscriptions/listen` streams are open now.
     pub fn listen_streams(&self) -> usize {
         self.watchers.listen_streams()
+    }
+
+    /// Once the upstream events emitted so far are handled (see
+    /// [`Upstream::events_barrier`]).
+    async fn events_handled(&self) {
+        if let Some(reached) = self.upstream.events_barrier() {
+            let _ = reached.await;
+        }
     }
 
     fn live_sessions(&self) -> Vec<Arc<LegacySession>> {
@@ -368,6 +379,10 @@ impl LegacySession {
             .and_then(|p| self.front.progress.route(self, p));
         let creates = progress.is_some() && req.method == "tools/call";
         let answer = self.dispatch(req).await;
+        if progress.is_some() {
+            // The progress the upstream sent before its answer first.
+            self.front.events_handled().await;
+        }
         // A task the call made reports progress under its token until it ends.
         if creates
             && let Ok(created) = &answer

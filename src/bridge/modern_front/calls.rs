@@ -233,6 +233,13 @@ impl ModernSession {
                     let result = done.unwrap_or_else(|_| {
                         Err(ShimError::Upstream("the upstream call was dropped".into()).into())
                     })?;
+                    if call.progress.is_some()
+                        && let Some(reached) = self.front.upstream.events_barrier()
+                    {
+                        // The progress the upstream sent before its answer
+                        // is handled (while its route still stands) first.
+                        let _ = reached.await;
+                    }
                     let progress = call.progress.take();
                     return self
                         .answered(result, call.asked_task, &call.tool, progress, meta)

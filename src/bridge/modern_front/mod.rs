@@ -337,6 +337,9 @@ impl ModernFront {
                 rounds.extend(lost.into_iter().map(|id| (id, reason.clone())));
             }
             UpstreamEvent::Relayed(_) => {}
+            UpstreamEvent::Barrier(reached) => {
+                let _ = reached.send(());
+            }
         }
     }
 

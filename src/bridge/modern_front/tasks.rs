@@ -108,6 +108,13 @@ impl ModernFront {
         let front = self.clone();
         tokio::spawn(async move {
             let outcome = front.call("tasks/result", json!({"taskId": id})).await;
+            let reports = lock(&front.tasks)
+                .get(&id)
+                .is_some_and(|live| live.progress.is_some());
+            if reports && let Some(reached) = front.upstream.events_barrier() {
+                // Its last progress is handled before its route goes.
+                let _ = reached.await;
+            }
             let payload = match outcome {
                 Ok(r) => Payload::Result(ttask::strip_related_task(r)),
                 Err(e) => Payload::Error(e),
