@@ -213,6 +213,19 @@ pub enum ProbeVerdict {
     Legacy,
 }
 
+/// For logs: what the probe found, without the whole `server/discover`.
+impl std::fmt::Display for ProbeVerdict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ProbeVerdict::Modern(_) => write!(f, "{MODERN_VERSION} (answered server/discover)"),
+            ProbeVerdict::ModernRefused(code) => {
+                write!(f, "{MODERN_VERSION} (refused server/discover with {code})")
+            }
+            ProbeVerdict::Legacy => write!(f, "{LEGACY_VERSION} (no server/discover)"),
+        }
+    }
+}
+
 impl ProbeVerdict {
     /// The revision to treat the upstream as, and its `server/discover`
     /// result. A server that refused the probe with a 2026-07-28 error is

@@ -79,7 +79,7 @@ pub async fn connect(
         let _ = ev_tx.send(UpstreamEvent::Closed(reason.into()));
     });
     let verdict = super::probe(&*conn, probe_timeout).await;
-    tracing::info!(?verdict, "upstream probe");
+    tracing::info!(%verdict, "upstream probe");
     let (revision, discover) = verdict.into_revision();
     Ok(ChildLink {
         conn,

@@ -219,7 +219,7 @@ impl Link {
         timeout: Duration,
     ) -> Link {
         let verdict = probe(&*upstream, timeout).await;
-        tracing::info!(?verdict, "upstream probe");
+        tracing::info!(%verdict, "upstream probe");
         let (revision, discover) = verdict.into_revision();
         Link {
             upstream,

@@ -235,7 +235,7 @@ pub async fn connect(
     // any other (restarted or reported).
     sup.make_current(&generation);
     let verdict = sup.probe(&generation).await;
-    tracing::info!(?verdict, "upstream probe");
+    tracing::info!(%verdict, "upstream probe");
     let (revision, discover) = verdict.into_revision();
     *lock(&sup.revision) = Some(revision);
     sup.watch_liveness(&generation);

@@ -445,6 +445,7 @@ fn forbidden_origin() -> Response {
 
 /// 401 for credentials the resolver refuses.
 fn unauthorized(why: String) -> Response {
+    tracing::info!(%why, "request refused: 401");
     let mut resp = error_response(StatusCode::UNAUTHORIZED, None, ShimError::Unauthorized(why));
     resp.headers_mut().insert(
         "www-authenticate",
