@@ -1149,28 +1149,30 @@ fn json_logs_are_one_object_per_line_upstream_stderr_included() {
         .map(|a| format!("'{a}'"))
         .collect::<Vec<_>>()
         .join(" ");
-    let mut shim = std::process::Command::new(shim_bin())
-        .args([
-            "--log-format",
-            "json",
-            "--log",
-            "info",
-            "http",
-            "--listen",
-            "127.0.0.1:0",
-            "--",
-        ])
-        .args([
-            "sh",
-            "-c",
-            &format!("echo 'plain upstream complaint' >&2; exec {inner}"),
-        ])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("spawn the shim");
-    let stderr = shim.stderr.take().expect("piped stderr");
+    let mut shim = Killed(
+        std::process::Command::new(shim_bin())
+            .args([
+                "--log-format",
+                "json",
+                "--log",
+                "info",
+                "http",
+                "--listen",
+                "127.0.0.1:0",
+                "--",
+            ])
+            .args([
+                "sh",
+                "-c",
+                &format!("echo 'plain upstream complaint' >&2; exec {inner}"),
+            ])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn the shim"),
+    );
+    let stderr = shim.0.stderr.take().expect("piped stderr");
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
@@ -1191,8 +1193,6 @@ fn json_logs_are_one_object_per_line_upstream_stderr_included() {
         complaint |= message == "plain upstream complaint";
         lines.push(v);
     }
-    let _ = shim.kill();
-    let _ = shim.wait();
     assert!(listening && complaint, "{lines:#?}");
 }
 
@@ -1203,18 +1203,20 @@ fn json_logs_are_one_object_per_line_upstream_stderr_included() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_modern_client_hanging_up_cancels_its_call_on_a_url_upstream() {
     use std::io::{BufRead, BufReader};
-    let mut server = std::process::Command::new(shim_bin())
-        .args(["--log", "info", "reference-server", "--revision", LEGACY])
-        .args(["--http", "127.0.0.1:0"])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("start the reference server");
+    let mut server = Killed(
+        std::process::Command::new(shim_bin())
+            .args(["--log", "info", "reference-server", "--revision", LEGACY])
+            .args(["--http", "127.0.0.1:0"])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("start the reference server"),
+    );
     let (tx, rx) = std::sync::mpsc::channel();
     for pipe in [
-        Box::new(server.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
-        Box::new(server.stderr.take().unwrap()),
+        Box::new(server.0.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
+        Box::new(server.0.stderr.take().unwrap()),
     ] {
         let tx = tx.clone();
         std::thread::spawn(move || {
@@ -1254,6 +1256,14 @@ async fn a_modern_client_hanging_up_cancels_its_call_on_a_url_upstream() {
     .timeout(Duration::from_millis(500));
     assert!(call.send().await.is_err(), "the call answered within 0.5 s");
     wait_for("request cancelled by the client");
-    let _ = server.kill();
-    let _ = server.wait();
+}
+
+/// A child process killed when the test ends, passed or not.
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
