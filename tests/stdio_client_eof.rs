@@ -15,8 +15,8 @@
 mod support;
 
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
-use std::sync::mpsc::channel;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -27,19 +27,14 @@ use support::wire::{REQUEST_TIMEOUT, Wire, shim_bin};
 /// (the guide: the child gets 3 s before it is killed).
 const EXIT: Duration = Duration::from_secs(6);
 
-/// Runs `mcp-tasks-shim stdio <flags> -- <reference server of revision
-/// rev>`, writes `lines` and closes its stdin at once; returns the shim's
-/// exit status and every line it wrote, or panics if it is still running
-/// after [`EXIT`].
-fn write_and_close(
-    rev: &str,
-    flags: &[&str],
-    lines: &[Value],
-) -> (std::process::ExitStatus, Vec<Value>) {
+/// `mcp-tasks-shim stdio <flags> -- <upstream…>` with piped stdin and
+/// stdout; the lines it writes arrive on the receiver as it writes them.
+fn spawn_stdio(flags: &[&str], upstream: &[&str]) -> (Child, Receiver<String>) {
     let mut child = Command::new(shim_bin())
         .arg("stdio")
         .args(flags)
-        .args(["--", shim_bin(), "reference-server", "--revision", rev])
+        .arg("--")
+        .args(upstream)
         .env("RUST_LOG", "off")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -49,23 +44,20 @@ fn write_and_close(
     let stdout = child.stdout.take().expect("piped stdout");
     let (tx, rx) = channel();
     std::thread::spawn(move || {
-        let read: Vec<String> = BufReader::new(stdout)
-            .lines()
-            .map_while(Result::ok)
-            .collect();
-        let _ = tx.send(read);
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
     });
-    let mut stdin = child.stdin.take().expect("piped stdin");
-    let mut all = String::new();
-    for line in lines {
-        all.push_str(&format!("{line}\n"));
-    }
-    stdin.write_all(all.as_bytes()).expect("write to the shim");
-    drop(stdin);
+    (child, rx)
+}
+
+/// The shim's exit status, or a panic (the shim killed) if it is still
+/// running [`EXIT`] after its client closed stdin.
+fn exited(child: &mut Child) -> std::process::ExitStatus {
     let started = Instant::now();
-    let status = loop {
+    loop {
         if let Some(status) = child.try_wait().expect("wait for the shim") {
-            break status;
+            return status;
         }
         if started.elapsed() > EXIT {
             let _ = child.kill();
@@ -73,14 +65,39 @@ fn write_and_close(
             panic!("the shim was still running {EXIT:?} after its client closed stdin");
         }
         std::thread::sleep(Duration::from_millis(10));
-    };
-    let written = rx
-        .recv_timeout(EXIT)
-        .expect("the shim's stdout ends with it");
-    let written = written
-        .iter()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
-        .collect();
+    }
+}
+
+fn json_line(line: &str) -> Value {
+    serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"))
+}
+
+/// Runs `mcp-tasks-shim stdio <flags> -- <reference server of revision
+/// rev>`, writes `lines` and closes its stdin at once; returns the shim's
+/// exit status and every line it wrote, or panics if it is still running
+/// after [`EXIT`].
+fn write_and_close(
+    rev: &str,
+    flags: &[&str],
+    lines: &[Value],
+) -> (std::process::ExitStatus, Vec<Value>) {
+    let (mut child, rx) = spawn_stdio(flags, &[shim_bin(), "reference-server", "--revision", rev]);
+    let mut stdin = child.stdin.take().expect("piped stdin");
+    let mut all = String::new();
+    for line in lines {
+        all.push_str(&format!("{line}\n"));
+    }
+    stdin.write_all(all.as_bytes()).expect("write to the shim");
+    drop(stdin);
+    let status = exited(&mut child);
+    let mut written = Vec::new();
+    loop {
+        match rx.recv_timeout(EXIT) {
+            Ok(line) => written.push(json_line(&line)),
+            Err(RecvTimeoutError::Disconnected) => break,
+            Err(RecvTimeoutError::Timeout) => panic!("the shim's stdout outlived it"),
+        }
+    }
     (status, written)
 }
 
@@ -159,34 +176,19 @@ fn modern_pass_through_relays_every_answer_after_the_client_closes() {
 #[test]
 fn a_translating_session_relays_the_answer_of_a_call_in_flight() {
     let relay = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers/fault_relay.py");
-    let mut child = Command::new(shim_bin())
-        .args(["stdio", "--", "python3"])
-        .arg(&relay)
-        .args([
-            "drain",
-            "--",
-            shim_bin(),
-            "reference-server",
-            "--revision",
-            "2025-11-25",
-        ])
-        .env("RUST_LOG", "off")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn the shim");
-    let stdout = child.stdout.take().expect("piped stdout");
-    let (tx, rx) = channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
-    let next = || -> Value {
-        let line = rx.recv_timeout(REQUEST_TIMEOUT).expect("an answer");
-        serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"))
-    };
+    let relay = relay.to_string_lossy();
+    let upstream = [
+        "python3",
+        &relay,
+        "drain",
+        "--",
+        shim_bin(),
+        "reference-server",
+        "--revision",
+        "2025-11-25",
+    ];
+    let (mut child, rx) = spawn_stdio(&[], &upstream);
+    let next = || -> Value { json_line(&rx.recv_timeout(REQUEST_TIMEOUT).expect("an answer")) };
     let meta = json!({
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientCapabilities": {},
@@ -211,17 +213,7 @@ fn a_translating_session_relays_the_answer_of_a_call_in_flight() {
         "the call's own answer: {answer}"
     );
     assert_valid(Revision::Modern, &answer, Some("tools/call"));
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait for the shim") {
-            break status;
-        }
-        if started.elapsed() > EXIT {
-            let _ = child.kill();
-            panic!("the shim was still running {EXIT:?} after its client closed stdin");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
+    let status = exited(&mut child);
     assert!(status.success(), "exit status {status}");
 }
 
