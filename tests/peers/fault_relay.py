@@ -43,6 +43,19 @@ import threading
 import time
 
 
+def is_fault_call(msg: dict) -> bool:
+    """A `tools/call` of `slow_compute` labelled "FAULT"."""
+    params = msg.get("params") or {}
+    args_ = (params.get("arguments") or {}) if isinstance(params, dict) else {}
+    return (
+        isinstance(params, dict)
+        and msg.get("method") == "tools/call"
+        and params.get("name") == "slow_compute"
+        and isinstance(args_, dict)
+        and args_.get("label") == "FAULT"
+    )
+
+
 def main() -> None:
     args = sys.argv[1:]
     if "--" not in args or not args:
@@ -162,15 +175,21 @@ def main() -> None:
 
     triggered = False
     for line in sys.stdin.buffer:
-        if mode == "drain":
+        if mode in ("drain", "tight"):
             # Noted before the server can answer it.
             try:
                 asked = json.loads(line)
             except ValueError:
                 asked = None
             if isinstance(asked, dict) and "method" in asked and "id" in asked:
-                with pending_lock:
-                    pending.add(json.dumps(asked.get("id")))
+                if mode == "drain":
+                    with pending_lock:
+                        pending.add(json.dumps(asked.get("id")))
+                elif is_fault_call(asked):
+                    params = asked.get("params") or {}
+                    with tight_lock:
+                        tight[json.dumps(asked.get("id"))] = (params.get("_meta") or {}).get(
+                            "progressToken")
         try:
             child.stdin.write(line)
             child.stdin.flush()
@@ -186,19 +205,8 @@ def main() -> None:
             continue
         if mode == "drain":
             continue
-        params = msg.get("params") or {}
-        args_ = (params.get("arguments") or {}) if isinstance(params, dict) else {}
-        if (
-            isinstance(params, dict)
-            and msg.get("method") == "tools/call"
-            and params.get("name") == "slow_compute"
-            and isinstance(args_, dict)
-            and args_.get("label") == "FAULT"
-        ):
+        if is_fault_call(msg):
             if mode == "tight":
-                token = (params.get("_meta") or {}).get("progressToken")
-                with tight_lock:
-                    tight[json.dumps(msg.get("id"))] = token
                 continue
             triggered = mode not in ("logs", "progress")
             threading.Thread(target=fault, args=(msg,), daemon=True).start()

@@ -383,10 +383,15 @@ impl LegacySession {
             // The progress the upstream sent before its answer first.
             self.front.events_handled().await;
         }
-        // A task the call made reports progress under its token until it ends.
+        // A task the call made reports progress under its token until it
+        // ends (one made ended, as a plain answer's stand-in is, has none).
         if creates
             && let Ok(created) = &answer
             && let Some(task_id) = created.pointer("/task/taskId").and_then(Value::as_str)
+            && created
+                .pointer("/task/status")
+                .and_then(Value::as_str)
+                .is_some_and(|s| matches!(s, "working" | "input_required"))
             && let Some(route) = progress
         {
             lock(&self.task_progress).insert(task_id.to_owned(), route);
