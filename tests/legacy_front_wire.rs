@@ -738,3 +738,24 @@ fn a_question_is_not_asked_again_after_a_cancelled_wait() {
     let done = shim.response(&second);
     assert!(text_of(&done["result"]).contains("f.txt"), "{done}");
 }
+
+/// A task whose retention ends while a `tasks/result` waits on it is
+/// gone, as the next `tasks/get` will say (`-32602`), not "lost by the
+/// upstream" (`-32603`): the server forgets it at the end of the TTL it
+/// announced, a moment before the shim's record would.
+#[test]
+fn a_task_that_expires_during_a_wait_is_gone_not_lost() {
+    let mut upstream = modern_reference();
+    upstream.extend(["--task-ttl-ms".to_owned(), "1500".to_owned()]);
+    let mut shim = Wire::spawn(&[], &upstream);
+    shim.initialize();
+    let id = create(
+        &mut shim,
+        "slow_compute",
+        json!({"seconds": 5, "label": "outlived"}),
+    );
+    let e = shim.err("tasks/result", json!({"taskId": id}));
+    assert_eq!(e["code"], -32602, "{e}");
+    let again = shim.err("tasks/get", json!({"taskId": id}));
+    assert_eq!(again["code"], -32602, "{again}");
+}

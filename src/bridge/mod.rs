@@ -134,6 +134,11 @@ impl Default for BridgeConfig {
 /// status message and its cached outcome. A task that had ended (or was
 /// cancelled) is left as it was. Returns the record as it now stands, and
 /// whether this call changed it (the caller then tells the client).
+///
+/// A task at the end of its retention is not lost but expired: the
+/// upstream counted its TTL from a moment before the shim's record did, so
+/// it forgets the task a little earlier. Such a record is left to expire
+/// and reads as gone (`None`), as it will to every later request.
 pub(crate) fn mark_lost(
     ledger: &dyn crate::ledger::TaskLedger,
     clock: &Clock,
@@ -143,17 +148,36 @@ pub(crate) fn mark_lost(
 ) -> Result<(Option<crate::ledger::TaskRecord>, bool), crate::error::ShimError> {
     let reason = crate::error::ShimError::TaskLost(upstream.message.clone()).to_error_object();
     let now = clock.now_iso();
-    let mut changed = false;
-    let rec = ledger.try_update(scope, id, clock.now_ms(), &mut |r| {
+    let now_ms = clock.now_ms();
+    let (mut changed, mut expiring) = (false, false);
+    let rec = ledger.try_update(scope, id, now_ms, &mut |r| {
         if r.is_terminal() {
+            return;
+        }
+        if r.expires_at
+            .is_some_and(|at| at <= now_ms + EXPIRY_SLACK_MS)
+        {
+            expiring = true;
             return;
         }
         r.task = crate::translate::task::lost_view(&r.task, &reason, &now);
         r.payload = crate::wire::modern::Payload::Error(reason.clone());
         changed = true;
     })?;
+    if expiring {
+        tracing::info!(
+            task = id,
+            "the upstream let a task go at the end of its ttl"
+        );
+        return Ok((None, false));
+    }
     if changed {
         tracing::warn!(task = id, upstream = %upstream.message, "the upstream lost a running task; it reads as failed");
     }
     Ok((rec, changed))
 }
+
+/// How much earlier than the shim's record an upstream may forget a task
+/// for it still to count as expired, not lost: the record's TTL starts
+/// when the creation's answer reaches the shim.
+const EXPIRY_SLACK_MS: u64 = 1_000;

@@ -214,9 +214,13 @@ impl LegacySession {
                 Seen::Nothing => {}
                 Seen::Gone(e) => return Err(e),
                 Seen::Lost(e) => {
-                    // Stored as failed: `tasks/result` answers from the record.
-                    self.record_lost(task_id, &e)?;
-                    return Err(ShimError::TaskLost(e.message).into());
+                    // Stored as failed: `tasks/result` answers from the
+                    // record. One at the end of its TTL is gone instead.
+                    return Err(match self.record_lost(task_id, &e)? {
+                        Some(_) => ShimError::TaskLost(e.message),
+                        None => ShimError::UnknownTask,
+                    }
+                    .into());
                 }
                 Seen::Task(d) => {
                     self.record_seen(&d);
