@@ -20,6 +20,7 @@ use futures_util::future::{AbortHandle, Abortable};
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::lock;
 use crate::jsonrpc::Id;
 
 /// The method a client cancels a request with.
@@ -132,11 +133,6 @@ pub(crate) fn spawn_cleanup(work: impl Future<Output = ()> + Send + 'static) {
         }
         Err(_) => tracing::warn!("no runtime to clean up a cancelled request on"),
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // A poisoned lock only means a panic elsewhere; the data is still usable.
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 #[cfg(test)]

@@ -20,6 +20,12 @@ pub use clock::Clock;
 
 use crate::translate::tools::TaskPolicy;
 
+/// Locks `m`. A poisoned lock only means a panic elsewhere; the data is
+/// still usable. One for every engine and its parts.
+pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 /// How often a running shim drops expired tasks (and idle legacy HTTP
 /// sessions) from memory. Lookups never see an expired task anyway; this
 /// only bounds how long its memory is held.

@@ -10,10 +10,11 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, Weak};
 
 use serde_json::Value;
 
+use super::lock;
 use crate::jsonrpc::{Message, Notification};
 
 /// A client session progress can be sent to.
@@ -51,11 +52,6 @@ struct Route<S> {
 pub(crate) struct ProgressRoute<S> {
     routes: Weak<Table<S>>,
     token: String,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A poisoned lock only means a panic elsewhere; the data is still usable.
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl<S> Drop for ProgressRoute<S> {

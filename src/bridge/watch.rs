@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use tokio::sync::{Notify, watch};
 
-use super::BridgeConfig;
 use super::listen::{ListenGuard, Listens};
+use super::{BridgeConfig, lock};
 use crate::jsonrpc::ErrorObject;
 use crate::translate::session::ModernMeta;
 use crate::upstream::Upstream;
@@ -230,9 +230,4 @@ const TIMER_LEAD: Duration = Duration::from_millis(1);
 /// When to arm the timer for a read due at `due` (see [`TIMER_LEAD`]).
 fn armed_for(due: tokio::time::Instant) -> tokio::time::Instant {
     due.checked_sub(TIMER_LEAD).unwrap_or(due)
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // A poisoned lock only means a panic elsewhere; the data is still usable.
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }

@@ -31,7 +31,7 @@ use tokio::sync::oneshot;
 use super::cancel::{CANCELLED, Cancellable};
 use super::progress::{ProgressRoute, ProgressRoutes, ProgressSink};
 use super::watch::Watchers;
-use super::{BridgeConfig, Clock};
+use super::{BridgeConfig, Clock, lock};
 use crate::error::ShimError;
 use crate::jsonrpc::{ErrorObject, Id, Message, Request};
 use crate::ledger::TaskLedger;
@@ -638,11 +638,6 @@ fn default_client() -> LegacyClient {
         client_info: json!({"name": "unknown-legacy-client", "version": "0"}),
         log_level: None,
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // A poisoned lock only means a panic elsewhere; the data is still usable.
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Drops a question's entry in [`LegacySession::asked_during`].

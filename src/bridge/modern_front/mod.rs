@@ -23,7 +23,7 @@ use tokio::sync::{OnceCell, watch};
 
 use super::cancel::{CANCELLED, Cancellable};
 use super::progress::{ProgressRoute, ProgressRoutes, ProgressSink};
-use super::{BridgeConfig, Clock};
+use super::{BridgeConfig, Clock, lock};
 use crate::error::ShimError;
 use crate::jsonrpc::{ErrorObject, Id, Message, Request};
 use crate::ledger::TaskLedger;
@@ -575,11 +575,6 @@ fn require_tasks(meta: &RequestMeta) -> Result<(), ErrorObject> {
     } else {
         Err(ShimError::TasksExtensionRequired.into())
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // A poisoned lock only means a panic elsewhere; the data is still usable.
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 #[cfg(test)]
