@@ -611,10 +611,10 @@ impl Upstream for Arc<HttpUpstream> {
         Ok(UpstreamStream::new(id, rx, move || abort.abort()))
     }
 
-    fn events_barrier(&self) -> Option<tokio::sync::oneshot::Receiver<()>> {
+    async fn events_handled(&self) {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let _ = self.events.send(UpstreamEvent::Barrier(tx));
-        Some(rx)
+        let _ = rx.await;
     }
 
     fn notify(&self, method: &str, params: Value) -> Result<(), ShimError> {

@@ -48,7 +48,7 @@ pub enum UpstreamEvent {
     /// An answer to a request relayed unchanged (pass-through, see
     /// [`supervised::Supervised::send_raw`]).
     Relayed(Message),
-    /// Asked for by [`Upstream::events_barrier`]: whoever handles the
+    /// Sent by [`Upstream::events_handled`]: whoever handles the
     /// events sends on it (or drops it) once it gets here, which is after
     /// every event the upstream had emitted before.
     Barrier(tokio::sync::oneshot::Sender<()>),
@@ -117,14 +117,12 @@ pub trait Upstream: Send + Sync + 'static {
     /// After [`Upstream::shutdown`]: waits (bounded) until the upstream
     /// process, if there is one, has exited, killing it if it lingers.
     async fn finish(&self) {}
-    /// A receiver that resolves once the events this upstream emitted so
-    /// far have been handled (see [`UpstreamEvent::Barrier`]), or `None`
-    /// when it cannot tell. A request's progress is emitted as an event
-    /// while its answer goes straight to the waiting request: awaiting
-    /// this before passing the answer on keeps the progress in front.
-    fn events_barrier(&self) -> Option<tokio::sync::oneshot::Receiver<()>> {
-        None
-    }
+    /// Returns once the events this upstream emitted so far have been
+    /// handled (see [`UpstreamEvent::Barrier`]); at once when it cannot
+    /// tell. A request's progress is emitted as an event while its answer
+    /// goes straight to the waiting request: awaiting this before passing
+    /// the answer on keeps the progress in front.
+    async fn events_handled(&self) {}
     /// Pass-through of one client request whose body is already a valid
     /// request of the upstream's revision: the body goes out as it came in,
     /// the client's id included. `None` when this transport cannot do that

@@ -911,10 +911,10 @@ impl Upstream for Supervised {
         }
     }
 
-    fn events_barrier(&self) -> Option<tokio::sync::oneshot::Receiver<()>> {
+    async fn events_handled(&self) {
         let (tx, rx) = tokio::sync::oneshot::channel();
         self.emit(UpstreamEvent::Barrier(tx));
-        Some(rx)
+        let _ = rx.await;
     }
 
     async fn finish(&self) {

@@ -220,14 +220,6 @@ impl LegacyFront {
         self.watchers.listen_streams()
     }
 
-    /// Once the upstream events emitted so far are handled (see
-    /// [`Upstream::events_barrier`]).
-    async fn events_handled(&self) {
-        if let Some(reached) = self.upstream.events_barrier() {
-            let _ = reached.await;
-        }
-    }
-
     fn live_sessions(&self) -> Vec<Arc<LegacySession>> {
         lock(&self.sessions)
             .iter()
@@ -381,7 +373,7 @@ impl LegacySession {
         let answer = self.dispatch(req).await;
         if progress.is_some() {
             // The progress the upstream sent before its answer first.
-            self.front.events_handled().await;
+            self.front.upstream.events_handled().await;
         }
         // A task the call made reports progress under its token until it
         // ends (one made ended, as a plain answer's stand-in is, has none).

@@ -233,12 +233,10 @@ impl ModernSession {
                     let result = done.unwrap_or_else(|_| {
                         Err(ShimError::Upstream("the upstream call was dropped".into()).into())
                     })?;
-                    if call.progress.is_some()
-                        && let Some(reached) = self.front.upstream.events_barrier()
-                    {
+                    if call.progress.is_some() {
                         // The progress the upstream sent before its answer
                         // is handled (while its route still stands) first.
-                        let _ = reached.await;
+                        self.front.upstream.events_handled().await;
                     }
                     let progress = call.progress.take();
                     return self

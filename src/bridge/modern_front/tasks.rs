@@ -111,9 +111,9 @@ impl ModernFront {
             let reports = lock(&front.tasks)
                 .get(&id)
                 .is_some_and(|live| live.progress.is_some());
-            if reports && let Some(reached) = front.upstream.events_barrier() {
+            if reports {
                 // Its last progress is handled before its route goes.
-                let _ = reached.await;
+                front.upstream.events_handled().await;
             }
             let payload = match outcome {
                 Ok(r) => Payload::Result(ttask::strip_related_task(r)),
