@@ -373,7 +373,7 @@ async fn drive(
         Ending::ClientClosed => {
             let reason = "the client closed the session";
             sup.close_input(reason);
-            // After the shutdown, so that work resumed by a failed question
+            // After closing its input, so that work resumed by a failed question
             // finds the upstream gone too, and ends instead of asking anew.
             if let Some(Mode::LegacyFront(_, session)) = &mode {
                 session.client_closed(reason);

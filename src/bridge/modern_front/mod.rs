@@ -418,15 +418,7 @@ impl ModernSession {
     fn send(&self, msg: Message) {
         let _ = self.out.send(msg);
     }
-}
 
-impl ProgressSink for ModernSession {
-    fn send_progress(&self, msg: Message) {
-        self.send(msg);
-    }
-}
-
-impl ModernSession {
     /// Sends the client an upstream notification that names no task; a
     /// log message only at or above the level its latest request asked
     /// for (none when it asked for none, as 2026-07-28 requires).
@@ -556,6 +548,12 @@ impl ModernSession {
             method,
             self.front.config.cache_ttl_ms,
         ))
+    }
+}
+
+impl ProgressSink for ModernSession {
+    fn send_progress(&self, msg: Message) {
+        self.send(msg);
     }
 }
 
