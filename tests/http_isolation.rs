@@ -737,6 +737,7 @@ async fn progress_reaches_only_the_call_that_asked_for_it() {
         let m = alices.next().await.expect("the call's answer");
         if m.get("method").is_none() {
             assert!(m.get("result").is_some(), "{m}");
+            assert_valid(Revision::Legacy, &m, Some("tools/call"));
             break;
         }
         assert_valid(Revision::Legacy, &m, None);
