@@ -224,7 +224,7 @@ impl LegacyServer {
             }
             _ => {}
         }
-        let ttl = task.map(|t| t.get("ttl").and_then(Value::as_i64));
+        let ttl = task.map(task_ttl).transpose()?;
         let args = p.and_then(|p| p.get("arguments"));
         if name == "test_tool_with_task" {
             self.with_task_flow(r.id.clone(), args.cloned(), ttl.unwrap_or(None));
@@ -384,5 +384,20 @@ fn resource_uri(p: Option<&Value>) -> Result<&str, ShimError> {
         Ok(uri)
     } else {
         Err(ShimError::ResourceNotFound(uri.to_owned()))
+    }
+}
+
+/// Reads `params.task` (schema `TaskMetadata`: an object whose `ttl`, if
+/// any, is an integer). A malformed one is the caller's error, not a
+/// silent plain call or a task with the default retention.
+fn task_ttl(task: &Value) -> Result<Option<i64>, ShimError> {
+    let bad = |why: &str| ShimError::InvalidParams(format!("params.task: {why}"));
+    let task = task.as_object().ok_or_else(|| bad("must be an object"))?;
+    match task.get("ttl") {
+        None | Some(Value::Null) => Ok(None),
+        Some(ttl) => match ttl.as_i64() {
+            Some(ms) if ms >= 0 => Ok(Some(ms)),
+            _ => Err(bad("ttl must be a non-negative integer of milliseconds")),
+        },
     }
 }

@@ -1,0 +1,62 @@
+//! The 2025-11-25 reference server on the raw wire: what an SDK client
+//! will not send. A malformed `params.task` (schema `TaskMetadata`: an
+//! object whose `ttl` is an integer) is the caller's error; before, the
+//! server ran such a call as a task with its default retention, or as a
+//! plain call, and a shim under test never saw the refusal a real server
+//! would give. Every message the server emits is validated against the
+//! 2025-11-25 schema.
+
+mod support;
+
+use std::process::Command;
+
+use serde_json::{Value, json};
+use support::schema::Revision;
+use support::wire::{Wire, shim_bin};
+
+fn legacy_server() -> Wire {
+    let mut cmd = Command::new(shim_bin());
+    cmd.args(["reference-server", "--revision", "2025-11-25"]);
+    let mut w = Wire::from_command(cmd, Revision::Legacy);
+    w.ok(
+        "initialize",
+        json!({"protocolVersion": "2025-11-25", "capabilities": {},
+               "clientInfo": {"name": "raw", "version": "0"}}),
+    );
+    w.notify("notifications/initialized", json!({}));
+    w
+}
+
+fn slow(task: Value) -> Value {
+    json!({"name": "slow_compute", "arguments": {"seconds": 0}, "task": task})
+}
+
+#[test]
+fn a_malformed_params_task_is_invalid_params() {
+    let mut w = legacy_server();
+    for (task, why) in [
+        (json!(5), "must be an object"),
+        (json!("yes"), "must be an object"),
+        (json!({"ttl": "60000"}), "ttl must be"),
+        (json!({"ttl": -1}), "ttl must be"),
+        (json!({"ttl": 1.5}), "ttl must be"),
+    ] {
+        let answer = w.call("tools/call", slow(task.clone()));
+        let error = &answer["error"];
+        assert_eq!(error["code"], -32602, "params.task {task}: {answer}");
+        let message = error["message"].as_str().unwrap_or_default();
+        assert!(message.contains(why), "params.task {task}: {message}");
+    }
+    // Well-formed ones still make tasks, with and without a ttl.
+    for task in [json!({}), json!({"ttl": 60000})] {
+        let created = w.ok("tools/call", slow(task.clone()));
+        assert!(
+            created["task"]["taskId"].is_string(),
+            "params.task {task}: {created}"
+        );
+    }
+    assert_eq!(
+        w.ok("tools/call", slow(json!({"ttl": 60000})))["task"]["ttl"],
+        60000
+    );
+}
