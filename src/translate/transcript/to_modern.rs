@@ -215,7 +215,11 @@ impl ToModern {
         let modern = match p.method.as_str() {
             "initialize" => session::initialize_to_discover(result, 0)?,
             "tools/list" => tools::tools_list_to_modern(result, 0).0,
-            "tools/call" if p.task_augmented => {
+            // A 2025-11-25 server that does not do tasks for this call
+            // ignores `params.task` and answers plainly (spec: "MUST process
+            // requests of that type normally"); that is a plain answer in
+            // 2026-07-28 too, handled by the generic rule below.
+            "tools/call" if p.task_augmented && result.get("task").is_some() => {
                 let created: legacy::CreateTaskResult = from_value("CreateTaskResult", result)?;
                 self.status
                     .insert(created.task.task_id.clone(), created.task.status);
