@@ -310,3 +310,39 @@ async fn a_cancelled_call_ends_its_post_without_an_answer() {
     assert_valid(Revision::Legacy, &pong, Some("ping"));
     assert_eq!(pong["id"], 2, "{pong}");
 }
+
+/// A client that takes JSON only and has no GET stream cannot be asked
+/// anything during a plain call. The question used to wait in the
+/// session's backlog for a stream that never came, and the call with it,
+/// until `--request-timeout-s`. It is refused at once instead: the call
+/// ends with the upstream's outcome of an unanswered question, in time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_no_stream_can_carry_is_refused_at_once() {
+    let shim = HttpShim::spawn(&["--request-timeout-s", "60"], &modern_reference());
+    let c = client();
+    let url = shim.url.as_str();
+    let (sid, _) = initialize(&c, url, None).await;
+    let asking = rpc(
+        1,
+        "tools/call",
+        plain("confirm_delete", json!({"filename": "a.txt"})),
+    );
+    let req = support::http::set_header(
+        legacy(&c, url, Some(&sid), &asking),
+        "accept",
+        Some("application/json"),
+    );
+    let started = std::time::Instant::now();
+    let resp = tokio::time::timeout(Duration::from_secs(20), req.send())
+        .await
+        .expect("the call is answered long before the request timeout")
+        .unwrap();
+    assert!(!support::http::is_sse(resp.headers()));
+    let answer = resp.json::<Value>().await.unwrap();
+    assert_valid(Revision::Legacy, &answer, Some("tools/call"));
+    assert_eq!(answer["id"], 1, "{answer}");
+    assert!(started.elapsed() < Duration::from_secs(20));
+    // Whatever the upstream made of the refusal, the session still works.
+    let (s, pong, _) = send(legacy(&c, url, Some(&sid), &rpc(2, "ping", json!({})))).await;
+    assert_eq!(s, StatusCode::OK, "{pong}");
+}

@@ -97,6 +97,9 @@ impl HttpSession {
 
     fn route(&self, msg: Message) {
         let mut r = lock(&self.routes);
+        // A question asked during a call no stream of this session can
+        // carry (a JSON-only POST, no GET stream, no other call streaming).
+        let mut nowhere_to_ask = false;
         let target = match &msg {
             Message::Response(_) | Message::Error(_) => msg.id().and_then(|id| r.by_id.remove(id)),
             Message::Request(req) => match related_task_of(req.params.as_ref()) {
@@ -108,11 +111,17 @@ impl HttpSession {
                 // Input asked during a plain call goes on that call's
                 // stream; only a question the engine cannot place goes to
                 // the newest call.
-                None => self
-                    .engine
-                    .asked_during(&req.id)
-                    .and_then(|call| r.by_id.get(&call).cloned())
-                    .or_else(|| r.calls.last().map(|(_, tx)| tx.clone())),
+                None => {
+                    let during = self.engine.asked_during(&req.id);
+                    let target = during
+                        .as_ref()
+                        .and_then(|call| r.by_id.get(call).cloned())
+                        .or_else(|| r.calls.last().map(|(_, tx)| tx.clone()));
+                    nowhere_to_ask = target.is_none()
+                        && during.is_some()
+                        && r.get_stream.as_ref().is_none_or(|tx| tx.is_closed());
+                    target
+                }
             },
             Message::Notification(n) if n.method == "notifications/progress" => n
                 .params
@@ -142,6 +151,28 @@ impl HttpSession {
             // (only a resumed stream may carry one): the stream of the
             // request it answers is gone, closed by the client.
             tracing::info!(id = ?msg.id(), "an answer whose request's stream is closed; dropped");
+            return;
+        }
+        if nowhere_to_ask && let Message::Request(q) = &msg {
+            // The backlog waits for a GET stream; a client that takes only
+            // JSON and opened none would leave the call hanging until the
+            // request timeout. Refused as the client would refuse it.
+            tracing::warn!(
+                method = %q.method,
+                "a question during a call whose client accepts no event stream \
+                 and has no GET stream open: refused"
+            );
+            let refusal = Message::error(
+                Some(q.id.clone()),
+                ShimError::Internal(format!(
+                    "{} could not be asked: the client accepts no event stream \
+                     on this call and has no GET stream open",
+                    q.method
+                ))
+                .to_error_object(),
+            );
+            drop(r);
+            self.engine.handle_client(refusal);
             return;
         }
         match &r.get_stream {
