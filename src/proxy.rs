@@ -347,6 +347,11 @@ async fn drive(
 
     match &ending {
         Ending::UpstreamGone(_) => {
+            // Open listen streams are answered (the error naming why) as
+            // the session ends, not cut off by the end of output alone.
+            if let Some(Mode::ModernFront(front, _)) = &mode {
+                front.upstream_ended();
+            }
             // Let the engines flush their error answers. What the client
             // sent meanwhile, or before the upstream's end was taken (the
             // select above picks either when both are ready, as when the

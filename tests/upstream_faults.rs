@@ -209,6 +209,30 @@ fn legacy_client_blocked_on_tasks_result_when_the_upstream_dies() {
     assert!(!status.success());
 }
 
+/// A modern client's `subscriptions/listen` over stdio when its legacy
+/// upstream dies (no restart): before the session ends, the stream is
+/// answered with the error naming the cause, as every other open request
+/// is, instead of the output just stopping.
+#[test]
+fn modern_client_listen_is_answered_when_the_upstream_dies() {
+    let stamp = Stamp::new("modern-listen-kill");
+    let mut shim = stdio_shim(&[], &relay("exit", "2025-11-25"), Revision::Modern, &stamp);
+    open_session(&mut shim, Revision::Modern);
+    let listen = shim.request(
+        "subscriptions/listen",
+        modern_params(json!({"notifications": {"taskIds": []}}), true),
+    );
+    let r = shim.call("tools/call", as_client(Revision::Modern, fault_call()));
+    stamp.report("stdio modern→legacy kill, listen open");
+    assert_upstream_error(&r, "upstream exited");
+    let answer = shim.response(&listen);
+    assert_upstream_error(&answer, "upstream exited");
+    let status = shim
+        .wait_exit(Duration::from_secs(10))
+        .expect("the shim exits after its upstream died");
+    assert!(!status.success());
+}
+
 /// A legacy client's plain call on a modern upstream that hangs.
 #[test]
 fn legacy_client_call_when_the_upstream_stops_answering() {
@@ -773,6 +797,55 @@ fn http_front_modern_client_upstream_killed() {
             started.elapsed().as_millis()
         );
         assert_upstream_error(&body, "upstream exited");
+    });
+}
+
+/// A modern HTTP client's `subscriptions/listen` stream when the legacy
+/// upstream dies for good (no `--restart-upstream`): nothing more can come
+/// on it, so it is answered with `-32603` naming the cause and ends, in
+/// time, instead of staying open and silent.
+#[test]
+fn http_listen_stream_ends_when_the_upstream_is_gone() {
+    block_on(async {
+        let stamp = Stamp::new("http-listen-kill");
+        let shim = http_shim(&[], &relay("exit", "2025-11-25"), &stamp);
+        let c = h::client();
+        let mut listen = json!({"notifications": {"taskIds": []}});
+        listen["_meta"] = h::modern_meta(true);
+        let resp = h::modern(&c, &shim.url, 7, "subscriptions/listen", listen)
+            .send()
+            .await
+            .expect("listen request");
+        assert_eq!(resp.status(), 200);
+        let mut stream = h::Sse::new(resp);
+        let ack = stream.next().await.expect("the acknowledgement");
+        assert_eq!(
+            ack["method"], "notifications/subscriptions/acknowledged",
+            "{ack}"
+        );
+
+        let mut params = fault_call();
+        params["_meta"] = h::modern_meta(false);
+        let (_, body, _) = h::send(h::modern(&c, &shim.url, 1, "tools/call", params)).await;
+        let killed = Instant::now();
+        stamp.report("http modern→legacy kill, listen stream open");
+        assert_upstream_error(&body, "upstream exited");
+
+        let end = tokio::time::timeout(Duration::from_secs(5), stream.next())
+            .await
+            .expect("the listen stream is answered once the upstream is gone")
+            .expect("an answer before the stream ends");
+        support::schema::assert_valid(Revision::Modern, &end, Some("subscriptions/listen"));
+        assert_eq!(end["id"], 7, "{end}");
+        assert_upstream_error(&end, "upstream exited");
+        eprintln!(
+            "http listen: answered {} ms after the call's error",
+            killed.elapsed().as_millis()
+        );
+        let after = tokio::time::timeout(Duration::from_secs(5), stream.next())
+            .await
+            .expect("the stream ends after its answer");
+        assert!(after.is_none(), "nothing after the answer: {after:?}");
     });
 }
 

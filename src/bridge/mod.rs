@@ -59,15 +59,18 @@ pub(crate) fn cancel_unrecorded(
     error
 }
 
-/// Feeds each upstream event to `handle` until the events end.
+/// Feeds each upstream event to `handle` until the events end, then calls
+/// `ended` (the upstream is gone for good).
 pub(crate) fn spawn_follower(
     mut events: tokio::sync::mpsc::UnboundedReceiver<crate::upstream::UpstreamEvent>,
     handle: impl Fn(crate::upstream::UpstreamEvent) + Send + 'static,
+    ended: impl FnOnce() + Send + 'static,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         while let Some(ev) = events.recv().await {
             handle(ev);
         }
+        ended();
     })
 }
 

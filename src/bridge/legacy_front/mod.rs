@@ -121,7 +121,7 @@ impl LegacyFront {
         events: tokio::sync::mpsc::UnboundedReceiver<UpstreamEvent>,
     ) -> tokio::task::JoinHandle<()> {
         let front = self.clone();
-        crate::bridge::spawn_follower(events, move |ev| front.handle_upstream(ev))
+        crate::bridge::spawn_follower(events, move |ev| front.handle_upstream(ev), || {})
     }
 
     /// Feeds one upstream event: task notifications update the owning

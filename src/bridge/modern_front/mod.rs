@@ -56,6 +56,8 @@ pub struct ModernFront {
     /// Rounds the upstream took with it when it went (held id → why), so
     /// that their retry hears the cause, not "invalid requestState".
     lost_rounds: Mutex<HashMap<String, String>>,
+    /// Why the upstream last went away, for [`ModernFront::upstream_ended`].
+    last_fault: Mutex<Option<String>>,
     /// Requests tagged with a task not tracked yet (its creation answer may
     /// still be on its way): task id → request.
     early: Mutex<Vec<(String, Request)>>,
@@ -119,6 +121,7 @@ impl ModernFront {
             open_calls: Mutex::new(Vec::new()),
             held: Mutex::new(HashMap::new()),
             lost_rounds: Mutex::new(HashMap::new()),
+            last_fault: Mutex::new(None),
             early: Mutex::new(Vec::new()),
             signer: StateSigner::new(),
             sessions: Mutex::new(Vec::new()),
@@ -291,8 +294,26 @@ impl ModernFront {
         self: &Arc<Self>,
         events: tokio::sync::mpsc::UnboundedReceiver<UpstreamEvent>,
     ) -> tokio::task::JoinHandle<()> {
-        let front = self.clone();
-        crate::bridge::spawn_follower(events, move |ev| front.handle_upstream(ev))
+        let (front, ended) = (self.clone(), self.clone());
+        crate::bridge::spawn_follower(
+            events,
+            move |ev| front.handle_upstream(ev),
+            move || ended.upstream_ended(),
+        )
+    }
+
+    /// The upstream is gone for good (its events ended: no restart, or
+    /// the restarts gave up). Every open `subscriptions/listen` stream is
+    /// answered with `-32603` naming why, which ends it: nothing more will
+    /// come on it, and a client left reading a silent stream would never
+    /// learn that.
+    pub fn upstream_ended(&self) {
+        let reason = lock(&self.last_fault)
+            .clone()
+            .unwrap_or_else(|| "the upstream server is gone".to_owned());
+        for s in self.live_sessions() {
+            s.end_listens(&reason);
+        }
     }
 
     /// Feeds one upstream event.
@@ -329,6 +350,7 @@ impl ModernFront {
             },
             UpstreamEvent::Closed(reason) => {
                 tracing::warn!(%reason, "legacy upstream closed");
+                *lock(&self.last_fault) = Some(reason.clone());
                 lock(&self.open_calls).clear();
                 let lost: Vec<String> = lock(&self.held).drain().map(|(id, _)| id).collect();
                 let mut rounds = lock(&self.lost_rounds);

@@ -599,6 +599,17 @@ impl ModernSession {
         subs.len() != before
     }
 
+    /// Answers every listen stream of this session with the upstream's
+    /// end (see [`ModernFront::upstream_ended`]).
+    pub(super) fn end_listens(&self, reason: &str) {
+        let subs = std::mem::take(&mut *lock(&self.subscriptions));
+        for sub in subs {
+            tracing::info!(subscription = %sub.id, "listen stream ended: the upstream is gone");
+            let error = ShimError::Upstream(reason.to_owned()).into();
+            let _ = sub.out.send(Message::error(Some(sub.id), error));
+        }
+    }
+
     /// Upstream tools changed: tell the listen streams that asked.
     pub(super) fn tools_changed(&self) {
         for sub in lock(&self.subscriptions)

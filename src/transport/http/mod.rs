@@ -245,7 +245,16 @@ impl HttpShim {
             closing: tokio::sync::watch::Sender::new(false),
         });
         let pump = app.clone();
-        crate::bridge::spawn_follower(events, move |ev| pump.upstream_event(ev));
+        let ended = app.clone();
+        crate::bridge::spawn_follower(
+            events,
+            move |ev| pump.upstream_event(ev),
+            move || {
+                if let Some(front) = &ended.modern {
+                    front.upstream_ended();
+                }
+            },
+        );
         let mut sweepers = Vec::new();
         if let Some(front) = &app.legacy {
             sweepers.push(crate::bridge::spawn_sweeper(

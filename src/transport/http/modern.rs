@@ -8,8 +8,6 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use tokio::sync::mpsc;
-use tokio_stream::StreamExt;
-use tokio_stream::wrappers::UnboundedReceiverStream;
 
 use super::{App, error_response, headers, json_response, modern_status};
 use crate::bridge::IfDropped;
@@ -148,15 +146,19 @@ async fn stream(
     // The engine holds the stream's subscription and the front holds the
     // engine only weakly: unless the stream keeps it, it goes once the
     // acknowledgement is sent, ending the stream before any later status.
-    // Held here, it lives as long as the client reads.
-    let events = futures_util::StreamExt::chain(
-        futures_util::stream::once(std::future::ready(first)),
-        UnboundedReceiverStream::new(rx),
-    )
-    .map(move |m| {
-        let _engine = &engine;
-        super::sse_event(&m)
+    // Held here, it lives as long as the client reads. The stream ends
+    // after its answer (the error the front sends when the upstream is
+    // gone for good).
+    let rest = futures_util::stream::unfold(Some((rx, engine, id)), |state| async move {
+        let (mut rx, engine, id) = state?;
+        let m = rx.recv().await?;
+        let next = (!super::is_answer_to(&m, &id)).then_some((rx, engine, id));
+        Some((super::sse_event(&m), next))
     });
+    let events = futures_util::StreamExt::chain(
+        futures_util::stream::once(std::future::ready(super::sse_event(&first))),
+        rest,
+    );
     let mut resp = Sse::new(app.until_closing(events))
         .keep_alive(KeepAlive::default())
         .into_response();
