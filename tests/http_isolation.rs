@@ -751,3 +751,37 @@ async fn progress_reaches_only_the_call_that_asked_for_it() {
     let leaked = tokio::time::timeout(Duration::from_secs(1), bobs.next()).await;
     assert!(leaked.is_err(), "bob's stream got {leaked:?}");
 }
+
+/// `--max-tasks-per-client` on the relay (2026-07-28 both sides), where
+/// the server decides which calls make tasks. A task past the cap used to
+/// be handed to the client unrecorded, so the cap did not hold and no
+/// other principal was kept from it. Now the call is refused as on the
+/// translating paths, and the task the server started is cancelled.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_task_cap_holds_on_the_relay() {
+    let flags = [
+        "--token",
+        "ta=alice",
+        "--token",
+        "tb=bob",
+        "--max-tasks-per-client",
+        "1",
+    ];
+    let shim = HttpShim::spawn(&flags, &modern_reference());
+    let c = client();
+    let url = shim.url.clone();
+    modern_create(&c, &url, "ta", "first").await;
+    let req = modern(&c, &url, 2, "tools/call", slow("second")).bearer_auth("ta");
+    let (s, body, _) = send(req).await;
+    assert_eq!(s, 200, "{body}");
+    assert_valid(Revision::Modern, &body, Some("tools/call"));
+    assert_eq!(body["error"]["code"], -32603, "refused, not a task: {body}");
+    let message = body["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("at most 1"), "names the cap: {message}");
+    assert!(
+        message.contains("cancelled"),
+        "says the task went: {message}"
+    );
+    // The cap is alice's: bob still gets his task.
+    modern_create(&c, &url, "tb", "bob's").await;
+}

@@ -250,27 +250,58 @@ fn stand_in_for(id: &str) -> String {
 
 /// Records the task a relayed `tools/call` created (its answer is
 /// `resultType: "task"`) as `scope`'s, so that no other scope reaches it
-/// through the relay ([`foreign_task`]). A ledger that refuses (the
-/// scope's cap, a failing store) leaves the task unrecorded: the client
-/// has it already, and only the upstream's own checks then guard it.
-fn record_created(app: &App, scope: &str, result: &serde_json::Value) {
+/// through the relay ([`foreign_task`]). A ledger that refuses it (the
+/// scope's `--max-tasks-per-client`, a failing store) must not leave it
+/// running unrecorded: another scope could then reach it, and the cap
+/// would not hold. It is cancelled upstream, and the error returned is the
+/// client's answer instead of the task, as on the translating paths.
+fn record_created(
+    app: &App,
+    req: &Request,
+    scope: &str,
+    result: &serde_json::Value,
+) -> Result<(), crate::jsonrpc::ErrorObject> {
     if crate::wire::modern::result_type_of(result) != crate::wire::modern::result_type::TASK {
-        return;
+        return Ok(());
     }
     let d = match crate::wire::modern::DetailedTask::from_value(result) {
         Ok(d) => d,
         Err(e) => {
             tracing::warn!(error = %e, "a relayed task creation could not be read; not recorded");
-            return;
+            return Ok(());
         }
     };
+    let task_id = d.task.task_id.clone();
     let record = crate::ledger::TaskRecord::new(
         scope.to_owned(),
         crate::translate::task::detailed_to_legacy_record(&d),
         app.clock.expiry(d.task.ttl_ms),
     );
-    if let Err(e) = app.ledger.insert(record, app.clock.now_ms()) {
-        tracing::warn!(task = %d.task.task_id, error = %e, "a relayed task was not recorded; the upstream alone guards it");
+    let Err(refused) = app.ledger.insert(record, app.clock.now_ms()) else {
+        return Ok(());
+    };
+    tracing::warn!(task = %task_id, error = %refused, "a relayed task was not recorded; cancelling it upstream");
+    // The client's own `_meta` (it passed the checks) speaks for the cancel.
+    let mut params = serde_json::json!({"taskId": task_id});
+    if let Some(meta) = req.params.as_ref().and_then(|p| p.get("_meta")) {
+        params["_meta"] = meta.clone();
+    }
+    let upstream = app.upstream.clone();
+    let cancel = async move { upstream.request("tasks/cancel", params).await };
+    Err(crate::bridge::cancel_unrecorded(task_id, cancel, refused))
+}
+
+/// The answer to relayed `req`: `result`, or the refusal of the task it
+/// created when the ledger would not record it ([`record_created`]).
+fn relayed_answer(app: &App, req: &Request, scope: &str, result: serde_json::Value) -> Message {
+    let recorded = if req.method == "tools/call" {
+        record_created(app, req, scope, &result)
+    } else {
+        Ok(())
+    };
+    match recorded {
+        Ok(()) => Message::response(req.id.clone(), result),
+        Err(error) => Message::error(Some(req.id.clone()), error),
     }
 }
 
@@ -295,12 +326,7 @@ async fn relay_inline(app: &App, req: &Request, body: Bytes, scope: &str) -> Res
         None => {
             let params = req.params.clone().unwrap_or_default();
             let m = match app.upstream.request(&req.method, params).await {
-                Ok(Ok(result)) => {
-                    if creates {
-                        record_created(app, scope, &result);
-                    }
-                    Message::response(req.id.clone(), result)
-                }
+                Ok(Ok(result)) => relayed_answer(app, req, scope, result),
                 Ok(Err(error)) => Message::error(Some(req.id.clone()), error),
                 Err(e) => Message::error(Some(req.id.clone()), e.into()),
             };
@@ -313,8 +339,10 @@ async fn relay_inline(app: &App, req: &Request, body: Bytes, scope: &str) -> Res
             if creates
                 && memchr::memmem::find(&body, b"\"task\"").is_some()
                 && let Ok(v) = serde_json::from_slice::<serde_json::Value>(&body)
+                && let Err(error) = record_created(app, req, scope, &v["result"])
             {
-                record_created(app, scope, &v["result"]);
+                let m = Message::error(Some(req.id.clone()), error);
+                return json_response(modern_status(m_code(&m)), &m);
             }
             return raw_json(StatusCode::OK, body);
         }
@@ -322,10 +350,8 @@ async fn relay_inline(app: &App, req: &Request, body: Bytes, scope: &str) -> Res
     };
     match message {
         Message::Response(r) => {
-            if creates {
-                record_created(app, scope, &r.result);
-            }
-            json_response(StatusCode::OK, &Message::response(req.id.clone(), r.result))
+            let m = relayed_answer(app, req, scope, r.result);
+            json_response(modern_status(m_code(&m)), &m)
         }
         // Errors are rare: rebuilt, so they read exactly as before.
         Message::Error(e) => {
