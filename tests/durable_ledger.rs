@@ -410,6 +410,54 @@ async fn modern_results_outlive_their_shim(ledger: &str, restart: bool) {
     }
 }
 
+/// A modern client's *running* task, made through one instance, asked of a
+/// second instance on the same Redis ledger in front of one 2025-11-25
+/// server (which keeps tasks per connection, so the second instance's
+/// upstream session cannot see it). The second instance used to take the
+/// upstream's "unknown task" as news: it stored the task as failed for
+/// everyone, and acknowledged `tasks/update` and `tasks/cancel` it could
+/// not carry. Now it answers `-32603` saying another instance holds the
+/// task, and leaves the task alone: the first instance still runs it to
+/// its end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_instance_leaves_a_running_legacy_task_alone() {
+    let redis = support::redis::RedisServer::start();
+    let upstream = HttpReference::start(LEGACY, &[]);
+    let c = client();
+    let first = shim(&upstream, Some(&redis.url()));
+    let second = shim(&upstream, Some(&redis.url()));
+    let created = modern_ok(
+        &c,
+        &first,
+        "t1",
+        "tools/call",
+        json!({"name": "slow_compute", "arguments": {"seconds": 2, "label": "held"}}),
+    )
+    .await;
+    let id = created["taskId"].as_str().expect("a task id").to_owned();
+    for (method, params) in [
+        ("tasks/get", json!({"taskId": id})),
+        (
+            "tasks/update",
+            json!({"taskId": id, "inputResponses": {"x": {"action": "decline"}}}),
+        ),
+        ("tasks/cancel", json!({"taskId": id})),
+    ] {
+        let (_, e, _) = send(modern(&c, &second.url, 5, method, params).bearer_auth("t1")).await;
+        assert_valid(Revision::Modern, &e, Some(method));
+        assert_eq!(e["error"]["code"], -32603, "{method}: {e}");
+        let message = e["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("another shim instance"),
+            "{method}: {message}"
+        );
+    }
+    let settled = modern_settled(&c, &first, "t1", &id).await;
+    assert_eq!(settled["status"], "completed", "untouched: {settled}");
+    stop(second);
+    stop(first);
+}
+
 /// Runs a shim that must refuse to start; returns its stderr. Bounded: a
 /// shim that starts anyway is killed and the test fails.
 fn refused_start(upstream: &HttpReference, ledger: &std::path::Path) -> String {

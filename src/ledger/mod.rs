@@ -227,6 +227,14 @@ pub trait TaskLedger: Send + Sync + std::fmt::Debug {
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
+
+    /// Whether other shim instances may be writing this ledger at the same
+    /// time (a shared store). A record this instance did not make may then
+    /// belong to a task held by another instance's upstream session, which
+    /// this instance's upstream rightly does not know.
+    fn shared_with_other_instances(&self) -> bool {
+        false
+    }
 }
 
 /// Logs a storage failure of `ledger` where the trait has no way to report

@@ -538,6 +538,10 @@ enum Attempt {
 }
 
 impl TaskLedger for RedisLedger {
+    fn shared_with_other_instances(&self) -> bool {
+        true
+    }
+
     fn check_room(&self, scope: &str, now: Millis) -> Result<(), LedgerError> {
         let key = format!("{}:scope:{scope}", self.prefix);
         // The scope's set keeps expired ids until a sweep or an insert

@@ -420,17 +420,25 @@ impl ModernSession {
             task.extra.remove("_meta");
             return Ok(ttask::get_result_to_modern_owned(&task, rec.payload));
         }
-        if rec.payload == Payload::None {
+        let elsewhere = self.maybe_elsewhere(&id);
+        if rec.payload == Payload::None && !elsewhere {
             self.reattach(&id);
         }
         let fresh = self.front.call("tasks/get", json!({"taskId": id})).await;
         let task: legacy::Task = match fresh {
             Ok(v) => from_value("task", &v)?,
+            Err(e) if e.code == crate::error::codes::INVALID_PARAMS && elsewhere => {
+                return Err(held_elsewhere(&id));
+            }
             Err(e) if e.code == crate::error::codes::INVALID_PARAMS => {
                 return self.lost(&id, &e);
             }
             Err(e) => return Err(e),
         };
+        if elsewhere && rec.payload == Payload::None {
+            // This instance's upstream knows it after all: follow it here.
+            self.reattach(&id);
+        }
         let payload = if task.status.is_terminal() {
             match rec.payload {
                 Payload::None => self.payload(&id).await.unwrap_or(Payload::None),
@@ -481,6 +489,11 @@ impl ModernSession {
             ShimError::InvalidParams("tasks/update needs inputResponses (an object)".into())
         })?;
         let rec = self.record(params)?;
+        if !rec.task.status.is_terminal() && self.maybe_elsewhere(rec.id()) {
+            // Its questions were asked on another instance's upstream
+            // session: acknowledging here would drop the answers.
+            return Err(held_elsewhere(rec.id()));
+        }
         let mut tasks = lock(&self.front.tasks);
         if let Some(live) = tasks.get_mut(rec.id()) {
             // All checked before any goes upstream: a refused update
@@ -517,10 +530,26 @@ impl ModernSession {
         {
             // Already terminal upstream: cancel is an ack either way now.
             Ok(_) => {}
+            Err(e)
+                if e.code == crate::error::codes::INVALID_PARAMS
+                    && !rec.task.status.is_terminal()
+                    && self.maybe_elsewhere(rec.id()) =>
+            {
+                return Err(held_elsewhere(rec.id()));
+            }
             Err(e) if e.code == crate::error::codes::INVALID_PARAMS => {}
             Err(e) => return Err(e),
         }
         Ok(ttask::cancel_result_to_modern())
+    }
+
+    /// Whether task `id` (in the ledger) may be held by another shim
+    /// instance: the ledger is shared and this instance does not follow
+    /// the task. A 2025-11-25 server keeps tasks per connection, so such
+    /// a task is out of this instance's reach, and the upstream's
+    /// "unknown task" is no news about it.
+    fn maybe_elsewhere(&self, id: &str) -> bool {
+        self.front.ledger.shared_with_other_instances() && !lock(&self.front.tasks).contains_key(id)
     }
 
     /// `subscriptions/listen`: the stream stays open (no answer until
@@ -622,6 +651,17 @@ impl ModernSession {
             ));
         }
     }
+}
+
+/// The answer for a task another shim instance holds (see
+/// [`ModernSession::maybe_elsewhere`]): the task is left as it is.
+fn held_elsewhere(id: &str) -> ErrorObject {
+    ShimError::Upstream(format!(
+        "task {id} is held by another shim instance: the 2025-11-25 server keeps \
+         tasks per connection, so only the instance that created it can reach it \
+         (route requests by Mcp-Name to that instance; see docs/scaling.md)"
+    ))
+    .into()
 }
 
 /// True when the request declared the capability an input request needs.
