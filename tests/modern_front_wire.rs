@@ -266,6 +266,48 @@ async fn input_responses_that_are_not_results_are_refused() {
     .expect("update flow timed out");
 }
 
+/// Elicitation has two modes, declared apart. A form-mode question (the
+/// legacy server's `confirm_delete`) is not shown to a request that
+/// declared URL mode only, as a client that cannot render a form would
+/// be stuck with it; a later request declaring form mode sees it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_form_question_is_not_shown_to_a_url_only_client() {
+    timeout(BOUND, async {
+        let mut s = Raw::new(&[], &legacy_reference());
+        let id = s
+            .create("confirm_delete", json!({"filename": "notes.txt"}))
+            .await;
+        // The question is there for a form-capable request.
+        let asked = s.poll(&id, has_input).await;
+        assert_eq!(asked["status"], "input_required", "{asked}");
+        let mut url_only = meta(true);
+        url_only["io.modelcontextprotocol/clientCapabilities"]["elicitation"] = json!({"url": {}});
+        let seen = s
+            .call("tasks/get", json!({"taskId": id, "_meta": url_only}))
+            .await;
+        let t = &seen["result"];
+        assert!(
+            t.get("inputRequests").is_none_or(|i| i.as_object().is_some_and(|i| i.is_empty())),
+            "a URL-only client is shown no form: {t}"
+        );
+        assert_ne!(t["status"], "input_required", "{t}");
+        // Still held for a request that can take it.
+        let again = s.poll(&id, has_input).await;
+        let key = input_keys(&again).remove(0);
+        s.ok(
+            "tasks/update",
+            json!({"taskId": id, "inputResponses": {key: {"action": "accept", "content": {"confirm": true}}}}),
+            true,
+        )
+        .await;
+        let done = s.poll(&id, terminal).await;
+        assert_eq!(text(&done["result"]), "Deleted notes.txt", "{done}");
+        s.close().await;
+    })
+    .await
+    .expect("mode flow timed out");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn listen_stream_follows_a_task_to_its_end() {
     timeout(BOUND, async {

@@ -21,6 +21,42 @@ pub fn capability_for(method: &str) -> Option<&'static str> {
     }
 }
 
+/// Whether a client that declared `capabilities` can take a server→client
+/// request `method` with `params`. Elicitation has two modes, declared
+/// apart (`elicitation.form`, `elicitation.url`); a request names its mode
+/// (`params.mode`, `form` when absent), and an empty `elicitation: {}` is
+/// form only (the spec's backwards-compatible reading). Other requests
+/// need their capability by name.
+///
+/// ```
+/// use mcp_tasks_shim::translate::input::can_take;
+/// use serde_json::json;
+/// let url_only = json!({"elicitation": {"url": {}}});
+/// let form = json!({"mode": "form", "message": "Sure?", "requestedSchema": {}});
+/// assert!(!can_take(Some(&url_only), "elicitation/create", Some(&form)));
+/// assert!(can_take(Some(&json!({"elicitation": {}})), "elicitation/create", Some(&form)));
+/// assert!(!can_take(Some(&json!({"elicitation": {}})), "sampling/createMessage", None));
+/// ```
+pub fn can_take(capabilities: Option<&Value>, method: &str, params: Option<&Value>) -> bool {
+    let Some(declared) = capability_for(method).and_then(|c| capabilities?.get(c)) else {
+        return false;
+    };
+    if method != "elicitation/create" {
+        return true;
+    }
+    let mode = params
+        .and_then(|p| p.get("mode"))
+        .and_then(Value::as_str)
+        .unwrap_or("form");
+    match declared.as_object() {
+        Some(modes) if modes.contains_key("form") || modes.contains_key("url") => {
+            modes.contains_key(mode)
+        }
+        // `{}` (or a bare value): form only.
+        _ => mode == "form",
+    }
+}
+
 /// The task a legacy server→client request belongs to
 /// (`params._meta["io.modelcontextprotocol/related-task"].taskId`).
 pub fn related_task_of(params: Option<&Value>) -> Option<&str> {

@@ -69,9 +69,10 @@ impl LegacyClient {
         }
     }
 
-    /// True when the client declared `capability` (`elicitation`, `sampling`, `roots`).
-    pub fn declares(&self, capability: &str) -> bool {
-        self.capabilities.get(capability).is_some()
+    /// True when the client declared what server→client request `method`
+    /// (with `params`) needs (see [`super::input::can_take`]).
+    pub fn takes(&self, method: &str, params: Option<&Value>) -> bool {
+        super::input::can_take(Some(&self.capabilities), method, params)
     }
 }
 

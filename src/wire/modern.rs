@@ -253,13 +253,10 @@ impl RequestMeta {
             .is_some()
     }
 
-    /// True when the request declared a client capability by top-level name
-    /// (`elicitation`, `sampling`, `roots`).
-    pub fn declares(&self, capability: &str) -> bool {
-        self.client_capabilities
-            .as_ref()
-            .and_then(|c| c.get(capability))
-            .is_some()
+    /// True when the request's client can take server→client request
+    /// `method` with `params` (see [`crate::translate::input::can_take`]).
+    pub fn takes(&self, method: &str, params: Option<&Value>) -> bool {
+        crate::translate::input::can_take(self.client_capabilities.as_ref(), method, params)
     }
 }
 

@@ -223,7 +223,7 @@ impl LegacySession {
             .get("method")
             .and_then(Value::as_str)
             .unwrap_or_default();
-        let declared = input::capability_for(method).is_some_and(|c| self.client_declares(c));
+        let declared = self.client_takes(method, request.get("params"));
         if !declared {
             return Err(ShimError::Upstream(format!(
                 "the server needs {method:?} input, which this client did not declare"

@@ -490,13 +490,14 @@ impl LegacySession {
         *declared = Declared::new(Some(client));
     }
 
-    /// Whether the client declared capability `name`.
-    fn client_declares(&self, name: &str) -> bool {
+    /// Whether the client declared what request `method` (with `params`)
+    /// needs.
+    fn client_takes(&self, method: &str, params: Option<&Value>) -> bool {
         // A client that skipped `initialize` declared nothing.
         lock(&self.client)
             .client
             .as_ref()
-            .is_some_and(|c| c.declares(name))
+            .is_some_and(|c| c.takes(method, params))
     }
 
     /// The modern `_meta` for requests on this session's behalf.

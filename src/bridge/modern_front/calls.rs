@@ -263,7 +263,7 @@ impl ModernSession {
         let mut inputs = Map::new();
         let mut keys = RoundKeys::new();
         for req in batch {
-            let declared = input::capability_for(&req.method).is_some_and(|c| meta.declares(c));
+            let declared = meta.takes(&req.method, req.params.as_ref());
             if !declared {
                 let err =
                     ShimError::MethodNotFound(format!("the client did not declare {}", req.method));

@@ -670,5 +670,5 @@ fn declared(meta: &RequestMeta, input: &Value) -> bool {
         .get("method")
         .and_then(Value::as_str)
         .unwrap_or_default();
-    input::capability_for(method).is_some_and(|c| meta.declares(c))
+    meta.takes(method, input.get("params"))
 }
