@@ -346,6 +346,16 @@ pub fn check_modern_meta(params: Option<&Value>) -> Result<RequestMeta, ShimErro
     if version != MODERN_VERSION {
         return Err(ShimError::unsupported_version(version));
     }
+    // The schema's `LoggingLevel`: a level outside it would otherwise be
+    // taken silently as "no log messages".
+    if let Some(level) = meta.log_level.as_deref()
+        && !crate::wire::LOG_LEVELS.contains(&level)
+    {
+        return Err(ShimError::InvalidParams(format!(
+            "params._meta[\"{META_LOG_LEVEL}\"] must be one of {}, not {level:?}",
+            crate::wire::LOG_LEVELS.join(", ")
+        )));
+    }
     match &meta.client_capabilities {
         Some(Value::Object(_)) => Ok(meta),
         None | Some(Value::Null) => Err(ShimError::InvalidParams(format!(
@@ -376,10 +386,9 @@ fn usual_valid_meta(meta: &Map<String, Value>) -> bool {
     let version_ok = matches!(meta.get(META_PROTOCOL_VERSION),
         Some(Value::String(v)) if v == MODERN_VERSION);
     let caps_ok = matches!(meta.get(META_CLIENT_CAPABILITIES), Some(Value::Object(_)));
-    let level_ok = matches!(
-        meta.get(META_LOG_LEVEL),
-        None | Some(Value::Null | Value::String(_))
-    );
+    let level_ok = matches!(meta.get(META_LOG_LEVEL), None | Some(Value::Null))
+        || matches!(meta.get(META_LOG_LEVEL),
+        Some(Value::String(l)) if crate::wire::LOG_LEVELS.contains(&l.as_str()));
     version_ok && caps_ok && level_ok
 }
 
@@ -793,6 +802,26 @@ mod tests {
         old.params = Some(json!({"_meta": {META_PROTOCOL_VERSION: "2025-11-25",
                                            META_CLIENT_CAPABILITIES: {}}}));
         assert_eq!(request_to_legacy(&old).unwrap_err().code(), -32022);
+        // The schema's LoggingLevel, on the fast path and the full check.
+        for (level, fine) in [
+            (json!("info"), true),
+            (json!("bogus"), false),
+            (json!(3), false),
+        ] {
+            let mut r = ok.clone();
+            r.params = Some(json!({"_meta": {META_PROTOCOL_VERSION: MODERN_VERSION,
+                                             META_CLIENT_CAPABILITIES: {},
+                                             META_LOG_LEVEL: level}}));
+            assert_eq!(request_to_legacy(&r).is_ok(), fine, "{level}");
+            assert_eq!(
+                validate_modern_meta(r.params.as_ref()).is_ok(),
+                fine,
+                "{level}"
+            );
+            if !fine {
+                assert_eq!(request_to_legacy(&r).unwrap_err().code(), -32602, "{level}");
+            }
+        }
         let mut none = ok;
         none.params = None;
         assert_eq!(request_to_legacy(&none).unwrap_err().code(), -32602);
