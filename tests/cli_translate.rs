@@ -107,6 +107,22 @@ fn a_bad_third_line_fails_with_its_number_and_no_output() {
     }
 }
 
+/// A transcript already in the target revision is named as such, with
+/// the way to translate it, not reported as a broken file.
+#[test]
+fn a_transcript_already_in_the_target_revision_says_so() {
+    let file = format!("{CORPUS}/legacy-completed.jsonl");
+    let out = run(&["translate", "--to", "2025-11-25", &file], None);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(out.stdout.is_empty());
+    assert!(stderr.contains("line 1:"), "{stderr}");
+    assert!(
+        stderr.contains("looks like 2025-11-25 already") && stderr.contains("--to 2026-07-28"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn demo_shows_both_revisions_side_by_side() {
     let out = run(&["demo"], None);

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use serde_json::Value;
 
 use crate::revision::Revision;
-use crate::translate::transcript::{Record, translate_transcript};
+use crate::translate::transcript::{Record, TranscriptError, translate_transcript};
 
 /// Arguments of `translate`.
 #[derive(Debug, clap::Args)]
@@ -78,7 +78,19 @@ pub(crate) fn translate_jsonl(text: &str, to: Revision) -> Result<String, String
     }
     let out = translate_transcript(&records, to).map_err(|e| {
         let line_no = line_of.get(e.index()).copied().unwrap_or(0);
-        format!("line {line_no}: {}", e.reason())
+        let first = records
+            .get(..e.index())
+            .is_some_and(|before| before.iter().all(|r| r.msg.is_none()));
+        let hint = match &e {
+            // The very first message already speaks the target revision:
+            // most likely the wrong direction, not a broken file.
+            TranscriptError::WrongRevision { .. } if first => format!(
+                " (the transcript looks like {to} already; --to {} translates the other way)",
+                to.other()
+            ),
+            _ => String::new(),
+        };
+        format!("line {line_no}: {}{hint}", e.reason())
     })?;
     let mut text = String::new();
     for rec in out {

@@ -112,22 +112,90 @@ pub fn translate_grouped(
     to: Revision,
 ) -> Result<Vec<Vec<Record>>, TranscriptError> {
     let pairs = pair_responses(records);
+    let mut refusals = Refusals::new(records, &pairs);
     let mut out = Vec::with_capacity(records.len());
     match to {
         Revision::Modern => {
             let mut t = to_modern::ToModern::new(records, &pairs);
             for (index, rec) in records.iter().enumerate() {
-                out.push(step(index, rec, to, |msg| t.record(index, rec, msg))?);
+                let translated = step(index, rec, to, |msg| t.record(index, rec, msg));
+                out.push(refusals.settle(index, rec, to, translated)?);
             }
         }
         Revision::Legacy => {
             let mut t = to_legacy::ToLegacy::new(records, &pairs);
             for (index, rec) in records.iter().enumerate() {
-                out.push(step(index, rec, to, |msg| t.record(index, rec, msg))?);
+                let translated = step(index, rec, to, |msg| t.record(index, rec, msg));
+                out.push(refusals.settle(index, rec, to, translated)?);
             }
         }
     }
     Ok(out)
+}
+
+/// Requests the server refused with an error. A recording holds the
+/// client's mistakes too (an unknown protocol version, a missing `_meta`),
+/// which the server answered with an error: such a request that cannot be
+/// translated becomes a note, and so does its error answer, instead of
+/// making the whole recording untranslatable.
+struct Refusals {
+    /// Request index → its error answer's index.
+    refused: HashMap<usize, usize>,
+    /// Error answers whose request became a note.
+    noted_answers: std::collections::HashSet<usize>,
+}
+
+impl Refusals {
+    fn new(records: &[Record], pairs: &HashMap<usize, usize>) -> Self {
+        let refused = pairs
+            .iter()
+            .filter(|(req, answer)| {
+                records[**req].dir == Dir::C2s
+                    && matches!(records[**answer].msg, Some(Message::Error(_)))
+            })
+            .map(|(req, answer)| (*req, *answer))
+            .collect();
+        Refusals {
+            refused,
+            noted_answers: std::collections::HashSet::new(),
+        }
+    }
+
+    /// `translated` (record `index`'s translation), or the notes that
+    /// replace a refused request that could not be translated and its
+    /// answer.
+    fn settle(
+        &mut self,
+        index: usize,
+        rec: &Record,
+        to: Revision,
+        translated: Result<Vec<Record>, TranscriptError>,
+    ) -> Result<Vec<Record>, TranscriptError> {
+        if self.noted_answers.remove(&index) {
+            return Ok(vec![rec.noted(format!(
+                "the server's refusal of the request above, which has no {to} form"
+            ))]);
+        }
+        match translated {
+            Err(
+                e @ (TranscriptError::WrongRevision { .. } | TranscriptError::Translate { .. }),
+            ) => {
+                let Some(answer) = self.refused.get(&index) else {
+                    return Err(e);
+                };
+                self.noted_answers.insert(*answer);
+                let why = match e {
+                    TranscriptError::WrongRevision { why, .. } => why,
+                    TranscriptError::Translate { source, .. } => source.to_string(),
+                    TranscriptError::Record { source, .. } => source.to_string(),
+                };
+                Ok(vec![rec.noted(format!(
+                    "a request the server refused, with no {to} form ({why})"
+                ))])
+            }
+            other => other,
+        }
+    }
 }
 
 /// One record: note-only records (an earlier translation's output) pass
@@ -257,6 +325,59 @@ mod tests {
         assert_eq!(e.index(), 1);
         let s2c = rec(json!({"dir":"s2c","msg":{"jsonrpc":"2.0","id":0,"method":"ping"}}));
         assert!(translate_transcript(&[s2c], Revision::Legacy).is_err());
+    }
+
+    /// A recording keeps the client's mistakes and the server's refusals:
+    /// those requests become notes (their error answers too), the rest of
+    /// the recording is translated. A mistake the server did not refuse
+    /// still stops the run.
+    #[test]
+    fn requests_the_server_refused_become_notes() {
+        let meta = |version: &str| {
+            json!({"io.modelcontextprotocol/protocolVersion": version,
+                   "io.modelcontextprotocol/clientCapabilities": {}})
+        };
+        let ask = |id: i64, method: &str, version: &str| {
+            rec(
+                json!({"dir":"c2s","msg":{"jsonrpc":"2.0","id":id,"method":method,
+                "params":{"_meta": meta(version)}}}),
+            )
+        };
+        let refuse = |id: i64, code: i64| {
+            rec(json!({"dir":"s2c","msg":{"jsonrpc":"2.0","id":id,
+                "error":{"code":code,"message":"refused"}}}))
+        };
+        let no_caps = rec(
+            json!({"dir":"c2s","msg":{"jsonrpc":"2.0","id":4,"method":"tools/list",
+            "params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}}),
+        );
+        let records = [
+            ask(1, "tools/list", "2025-06-18"),
+            refuse(1, -32022),
+            ask(2, "ping", "2026-07-28"),
+            refuse(2, -32601),
+            no_caps,
+            refuse(4, -32602),
+            ask(3, "tools/list", "2026-07-28"),
+            rec(json!({"dir":"s2c","msg":{"jsonrpc":"2.0","id":3,
+                "result":{"tools":[],"resultType":"complete"}}})),
+        ];
+        let out = translate_transcript(&records, Revision::Legacy).expect("translated");
+        let notes: Vec<_> = out.iter().filter(|r| r.msg.is_none()).collect();
+        assert_eq!(notes.len(), 6, "{out:#?}");
+        let note = |i: usize| notes[i].note.clone().unwrap_or_default();
+        assert!(note(0).contains("2025-06-18"), "{}", note(0));
+        assert!(note(1).contains("refusal"), "{}", note(1));
+        assert!(note(2).contains("not a 2026-07-28 method"), "{}", note(2));
+        assert!(note(4).contains("refused"), "{}", note(4));
+        let last = out
+            .last()
+            .and_then(|r| r.msg.as_ref())
+            .expect("the good answer");
+        assert_eq!(last.id(), Some(&Id::Num(3)));
+        // Not refused by the server: still an error with its index.
+        let e = translate_transcript(&records[..1], Revision::Legacy).unwrap_err();
+        assert_eq!(e.index(), 0);
     }
 
     #[test]

@@ -72,6 +72,13 @@ pub(super) fn modern_only_note(method: &str, is_retry: bool) -> Option<&'static 
         "tasks/result" | "tasks/list" => {
             "2026-07-28 removed this method: the server answers -32601"
         }
+        "ping"
+        | "initialize"
+        | "logging/setLevel"
+        | "resources/subscribe"
+        | "resources/unsubscribe" => {
+            "not a 2026-07-28 method (a 2025-11-25 client's): a 2026-07-28 server answers -32601"
+        }
         "tools/call" if is_retry => {
             "MRTR retry: 2025-11-25 has no counterpart; the shim answers the server→client \
              requests of the call it holds open upstream and resumes it"
