@@ -114,11 +114,6 @@ fn parse_token(s: &str) -> Result<(String, String), String> {
 }
 
 pub(crate) fn run(args: Args) -> Result<(), String> {
-    if args.shim.record.is_some() {
-        return Err(
-            "--record works with `stdio` only; over HTTP, nothing would be recorded".into(),
-        );
-    }
     if args.require_principal && args.tokens.is_empty() && args.principal_header.is_none() {
         return Err(
             "--require-principal needs --token or --principal-header: without them no caller has a principal"

@@ -38,10 +38,6 @@ pub struct ShimArgs {
     #[arg(long, value_name = "S", default_value_t = 300,
           value_parser = at_least_one)]
     pub request_timeout_s: u64,
-    /// Append the client-side conversation to FILE as a JSONL transcript
-    /// (the input format of `translate`). stdio only.
-    #[arg(long, value_name = "FILE")]
-    pub record: Option<PathBuf>,
     /// Modern clients without the tasks extension calling a legacy tool whose
     /// `taskSupport` is `required`: run it as a task inside the shim and
     /// answer with the final result, instead of `-32021`.
@@ -209,7 +205,6 @@ impl ShimArgs {
             bridge,
             probe_timeout: Duration::from_millis(self.probe_timeout_ms),
             request_timeout: Duration::from_secs(self.request_timeout_s),
-            record: self.record.clone(),
             ping_interval: (self.upstream_ping_ms > 0)
                 .then(|| Duration::from_millis(self.upstream_ping_ms)),
             ping_timeout: Duration::from_millis(self.upstream_ping_timeout_ms.max(1)),

@@ -9,13 +9,18 @@ pub struct Args {
     /// Bridge options.
     #[command(flatten)]
     pub shim: ShimArgs,
+    /// Append the client-side conversation to FILE as a JSONL transcript
+    /// (the input format of `translate`).
+    #[arg(long, value_name = "FILE")]
+    pub record: Option<std::path::PathBuf>,
     /// The upstream server command and its arguments (after `--`).
     #[arg(last = true, required = true, value_name = "UPSTREAM")]
     pub upstream: Vec<String>,
 }
 
 pub(crate) fn run(args: Args) -> Result<(), String> {
-    let opts = args.shim.proxy_options()?;
+    let mut opts = args.shim.proxy_options()?;
+    opts.record = args.record;
     let ledger = args.shim.open_ledger()?;
     let rt = tokio::runtime::Runtime::new().map_err(|e| e.to_string())?;
     // The session runs on a worker, not on this thread inside `block_on`:

@@ -136,8 +136,13 @@ pub async fn connect(url: &str, request_timeout: Duration) -> Result<HttpLink, S
         .send_post(&probe, probe.to_json().into_bytes(), None)
         .await
         .map_err(|e| {
+            // Its cause without a second "Upstream error:" prefix.
+            let cause = match e {
+                ShimError::Upstream(cause) => cause,
+                other => other.to_string(),
+            };
             ShimError::Upstream(format!(
-                "cannot probe {url}: {e}; the shim learns the upstream's revision at start, so start the server first"
+                "cannot probe {url}: {cause}; the shim learns the upstream's revision at start, so start the server first"
             ))
         })?;
     let answer = up.answer_of(&probe, resp).await.ok().flatten();

@@ -33,7 +33,7 @@ pub(super) async fn post(
     };
     let id = req.id.clone();
     if matches!(req.method.as_str(), "tasks/result" | "tasks/list") {
-        let e = ShimError::MethodNotFound(req.method.clone());
+        let e = ShimError::MethodNotFound(format!("{} is not a 2026-07-28 method", req.method));
         return error_response(StatusCode::NOT_FOUND, Some(id), e);
     }
     if let Err(e) = headers::check(hdrs, &msg) {
