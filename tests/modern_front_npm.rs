@@ -53,6 +53,25 @@ async fn everything_flow() {
         d["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "mcp-servers/everything",
         "{d}"
     );
+    // What the shim bridges, and only that: list changes on listen
+    // streams, not resource subscriptions (which it does not carry).
+    assert!(d["capabilities"]["resources"].is_object(), "{d}");
+    assert!(
+        d["capabilities"]["resources"].get("subscribe").is_none(),
+        "resource subscriptions are not advertised: {d}"
+    );
+    let mut p = json!({"notifications": {"promptsListChanged": true,
+        "resourcesListChanged": true, "resourceSubscriptions": ["demo://resource/static/document/architecture.md"]}});
+    p["_meta"] = meta(true);
+    s.request("subscriptions/listen", p).await;
+    let ack = s
+        .next_matching(|v| v["method"] == "notifications/subscriptions/acknowledged")
+        .await;
+    assert_eq!(
+        ack["params"]["notifications"],
+        json!({"promptsListChanged": true, "resourcesListChanged": true}),
+        "prompt and resource list changes are carried: {ack}"
+    );
 
     // Its task tool is registered only after `initialized`; the shim
     // initializes on the first request, so it is listed from then on.

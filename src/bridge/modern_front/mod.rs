@@ -189,12 +189,12 @@ impl ModernFront {
         s
     }
 
-    /// The upstream declared `tools.listChanged` (false until it has been
-    /// initialized).
-    fn upstream_tools_list_changed(&self) -> bool {
+    /// The upstream declared `<kind>.listChanged` (`tools`, `prompts`,
+    /// `resources`; false until it has been initialized).
+    fn upstream_list_changed(&self, kind: &str) -> bool {
         self.init
             .get()
-            .and_then(|init| init.pointer("/capabilities/tools/listChanged"))
+            .and_then(|init| init.get("capabilities")?.get(kind)?.get("listChanged"))
             .and_then(Value::as_bool)
             == Some(true)
     }
@@ -329,7 +329,23 @@ impl ModernFront {
                 "notifications/tools/list_changed" => {
                     lock(&self.tools).clear();
                     for s in self.live_sessions() {
-                        s.tools_changed();
+                        s.list_changed(tasks::ListKind::Tools);
+                    }
+                }
+                // Listen streams that asked hear of it; a sole client
+                // (stdio) outside a stream too, as before.
+                m @ ("notifications/prompts/list_changed"
+                | "notifications/resources/list_changed") => {
+                    let kind = if m.contains("prompts") {
+                        tasks::ListKind::Prompts
+                    } else {
+                        tasks::ListKind::Resources
+                    };
+                    for s in self.live_sessions() {
+                        s.list_changed(kind);
+                        if s.sole_client {
+                            s.relay(&n);
+                        }
                     }
                 }
                 // Progress goes to the request it is about, if it is still
@@ -549,10 +565,17 @@ impl ModernSession {
 
     async fn discover(&self) -> RpcResult {
         let init = self.front.initialized().await?;
-        Ok(tsession::initialize_to_discover(
-            init,
-            self.front.config.cache_ttl_ms,
-        )?)
+        let mut discover = tsession::initialize_to_discover(init, self.front.config.cache_ttl_ms)?;
+        // Resource subscriptions are not bridged (no `resourceSubscriptions`
+        // on listen streams, no `resources/subscribe` in 2026-07-28):
+        // advertising them would promise updates that never come.
+        if let Some(resources) = discover
+            .pointer_mut("/capabilities/resources")
+            .and_then(Value::as_object_mut)
+        {
+            resources.remove("subscribe");
+        }
+        Ok(discover)
     }
 
     async fn tools_list(&self, params: Value) -> RpcResult {

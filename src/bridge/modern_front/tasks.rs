@@ -31,12 +31,51 @@ const PAYLOAD_WAIT: Duration = Duration::from_secs(10);
 /// for that task's creation answer before it is refused.
 const EARLY_INPUT_GRACE: Duration = Duration::from_secs(5);
 
+/// A list whose changes a listen stream can ask for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum ListKind {
+    Tools,
+    Prompts,
+    Resources,
+}
+
+impl ListKind {
+    const ALL: [ListKind; 3] = [ListKind::Tools, ListKind::Prompts, ListKind::Resources];
+
+    /// The capability (`<name>.listChanged`) the upstream declares.
+    fn capability(self) -> &'static str {
+        match self {
+            ListKind::Tools => "tools",
+            ListKind::Prompts => "prompts",
+            ListKind::Resources => "resources",
+        }
+    }
+
+    /// The listen filter member, and the acknowledgement's.
+    fn filter_key(self) -> &'static str {
+        match self {
+            ListKind::Tools => "toolsListChanged",
+            ListKind::Prompts => "promptsListChanged",
+            ListKind::Resources => "resourcesListChanged",
+        }
+    }
+
+    fn notification(self) -> &'static str {
+        match self {
+            ListKind::Tools => "notifications/tools/list_changed",
+            ListKind::Prompts => "notifications/prompts/list_changed",
+            ListKind::Resources => "notifications/resources/list_changed",
+        }
+    }
+}
+
 /// One `subscriptions/listen` stream.
 #[derive(Debug)]
 pub(super) struct Subscription {
     id: Id,
     task_ids: Vec<String>,
-    tools_list_changed: bool,
+    /// The list changes it asked for (and the upstream declares).
+    lists: Vec<ListKind>,
     out: Outbox,
 }
 
@@ -583,15 +622,19 @@ impl ModernSession {
             .collect();
         // Acknowledged only if the server sends it (the schema: the ack
         // lists what the server supports).
-        let tools_list_changed = filter.get("toolsListChanged").and_then(Value::as_bool)
-            == Some(true)
-            && self.front.upstream_tools_list_changed();
+        let lists: Vec<ListKind> = ListKind::ALL
+            .into_iter()
+            .filter(|k| {
+                filter.get(k.filter_key()).and_then(Value::as_bool) == Some(true)
+                    && self.front.upstream_list_changed(k.capability())
+            })
+            .collect();
         let mut ack = serde_json::Map::new();
         if filter.get("taskIds").is_some() {
             ack.insert("taskIds".into(), json!(accepted));
         }
-        if tools_list_changed {
-            ack.insert("toolsListChanged".into(), json!(true));
+        for k in &lists {
+            ack.insert(k.filter_key().into(), json!(true));
         }
         let _ = self.out.send(Message::notification(
             "notifications/subscriptions/acknowledged",
@@ -600,7 +643,7 @@ impl ModernSession {
         lock(&self.subscriptions).push(Subscription {
             id: req.id.clone(),
             task_ids: accepted.clone(),
-            tools_list_changed,
+            lists,
             out: self.out.clone(),
         });
         // The current state of each task, so that a change made before the
@@ -639,14 +682,14 @@ impl ModernSession {
         }
     }
 
-    /// Upstream tools changed: tell the listen streams that asked.
-    pub(super) fn tools_changed(&self) {
+    /// An upstream list changed: tell the listen streams that asked.
+    pub(super) fn list_changed(&self, kind: ListKind) {
         for sub in lock(&self.subscriptions)
             .iter()
-            .filter(|s| s.tools_list_changed)
+            .filter(|s| s.lists.contains(&kind))
         {
             let _ = sub.out.send(Message::notification(
-                "notifications/tools/list_changed",
+                kind.notification(),
                 json!({"_meta": {META_SUBSCRIPTION_ID: sub.id}}),
             ));
         }
