@@ -260,3 +260,133 @@ async fn odd_results_are_made_valid_or_refused() {
         answers[1]
     );
 }
+
+/// A legacy server whose one plain tool asks a question (untagged) and,
+/// once answered, reports progress under the call's token, then answers.
+async fn asking_progress_server(
+    mut from_shim: mpsc::UnboundedReceiver<Message>,
+    to_shim: mpsc::UnboundedSender<Message>,
+) {
+    let mut call: Option<(Id, Value)> = None;
+    while let Some(msg) = from_shim.recv().await {
+        match &msg {
+            Message::Request(r) => match r.method.as_str() {
+                "initialize" => {
+                    let _ = to_shim.send(Message::response(
+                        r.id.clone(),
+                        json!({"protocolVersion": revision::LEGACY_VERSION,
+                               "capabilities": {"tools": {}},
+                               "serverInfo": {"name": "scripted", "version": "0"}}),
+                    ));
+                }
+                "tools/list" => {
+                    let _ = to_shim.send(Message::response(
+                        r.id.clone(),
+                        json!({"tools": [{"name": "ask", "inputSchema": {"type": "object"},
+                               "execution": {"taskSupport": "forbidden"}}]}),
+                    ));
+                }
+                "tools/call" => {
+                    let token = r.params.as_ref().unwrap()["_meta"]["progressToken"].clone();
+                    call = Some((r.id.clone(), token));
+                    let _ = to_shim.send(Message::request(
+                        "question",
+                        "elicitation/create",
+                        json!({"mode": "form", "message": "Proceed?",
+                               "requestedSchema": {"type": "object",
+                                   "properties": {"ok": {"type": "boolean"}}}}),
+                    ));
+                }
+                _ => {}
+            },
+            Message::Response(a) if a.id == Id::from("question") => {
+                let (id, token) = call.take().expect("asked during a call");
+                let _ = to_shim.send(Message::notification(
+                    "notifications/progress",
+                    json!({"progressToken": token, "progress": 1, "total": 2}),
+                ));
+                // The notification and the answer travel apart inside the
+                // shim over a channel: give the first a head start.
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                let _ = to_shim.send(Message::response(
+                    id,
+                    json!({"content": [{"type": "text", "text": "done"}]}),
+                ));
+            }
+            _ => {}
+        }
+    }
+}
+
+/// After an MRTR round, the retry is the request the client waits on:
+/// the call's progress comes under the retry's own `progressToken`, not
+/// the first request's (which was answered with the round), and not at
+/// all when the retry asks for none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn progress_after_an_mrtr_retry_is_the_retrys() {
+    for retry_token in [Some("B"), None] {
+        let (conn, events, server_end) = channel::pair(Duration::from_secs(60));
+        let front = ModernFront::new(
+            conn,
+            Arc::new(MemoryLedger::default()),
+            BridgeConfig::default(),
+        );
+        tokio::spawn(asking_progress_server(
+            server_end.from_shim,
+            server_end.to_shim,
+        ));
+        front.follow(events);
+        let (out, mut outbox) = mpsc::unbounded_channel();
+        let session = front.session("client".into(), out);
+        let mut first = call(1, "ask", Map::new());
+        if let Message::Request(r) = &mut first {
+            r.params.as_mut().unwrap()["_meta"]["progressToken"] = json!("A");
+        }
+        session.handle_client(first);
+        let round = timeout(Duration::from_secs(5), outbox.recv())
+            .await
+            .expect("the round")
+            .expect("open outbox")
+            .to_value();
+        assert_valid(Revision::Modern, &round, Some("tools/call"));
+        let result = &round["result"];
+        assert_eq!(result["resultType"], "input_required", "{round}");
+        let key = result["inputRequests"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .next()
+            .unwrap()
+            .clone();
+        let mut extra = Map::new();
+        extra.insert(
+            "inputResponses".into(),
+            json!({key: {"action": "accept", "content": {"ok": true}}}),
+        );
+        extra.insert("requestState".into(), result["requestState"].clone());
+        let mut retry = call(2, "ask", extra);
+        if let (Message::Request(r), Some(t)) = (&mut retry, retry_token) {
+            r.params.as_mut().unwrap()["_meta"]["progressToken"] = json!(t);
+        }
+        session.handle_client(retry);
+        let mut progress = Vec::new();
+        loop {
+            let m = timeout(Duration::from_secs(5), outbox.recv())
+                .await
+                .expect("the retry's answer")
+                .expect("open outbox")
+                .to_value();
+            if m["method"] == "notifications/progress" {
+                assert_valid(Revision::Modern, &m, None);
+                progress.push(m["params"]["progressToken"].clone());
+                continue;
+            }
+            assert_valid(Revision::Modern, &m, Some("tools/call"));
+            assert_eq!(m["id"], 2, "{m}");
+            assert_eq!(m["result"]["content"][0]["text"], "done", "{m}");
+            break;
+        }
+        let want: Vec<Value> = retry_token.into_iter().map(|t| json!(t)).collect();
+        assert_eq!(progress, want, "retry token {retry_token:?}");
+    }
+}

@@ -89,6 +89,34 @@ impl<S: ProgressSink> ProgressRoutes<S> {
         })
     }
 
+    /// Hands an upstream request's route to a later client request that
+    /// continues it (an MRTR retry): its progress now goes to `session`
+    /// under the token in `params._meta.progressToken`. A retry that asks
+    /// for no progress ends the route; without a route (the first request
+    /// asked for none, so the upstream has no token) there is nothing to
+    /// hand over.
+    pub(crate) fn hand_over(
+        &self,
+        route: Option<ProgressRoute<S>>,
+        session: &Arc<S>,
+        params: Option<&Value>,
+    ) -> Option<ProgressRoute<S>> {
+        let route = route?;
+        let theirs = params?
+            .get("_meta")?
+            .get("progressToken")
+            .filter(|t| t.is_string() || t.is_number())?
+            .clone();
+        lock(&self.routes).insert(
+            route.token.clone(),
+            Route {
+                session: Arc::downgrade(session),
+                token: theirs,
+            },
+        );
+        Some(route)
+    }
+
     /// Sends an upstream `notifications/progress` to the session whose
     /// request it is about, under that client's token; false when it is
     /// about no request still routed.
@@ -169,5 +197,36 @@ mod tests {
         assert!(lock(&a.0).is_empty());
         let mut none = json!({"name": "x"});
         assert!(routes.route(&a, &mut none).is_none());
+    }
+
+    /// An MRTR retry takes the call's progress over: under its own token,
+    /// to its own session; a retry without a token ends the route.
+    #[test]
+    fn a_retry_takes_the_route_over() {
+        let routes = ProgressRoutes::<Client>::default();
+        let (first, retry) = (Arc::new(Client::default()), Arc::new(Client::default()));
+        let mut params = json!({"_meta": {"progressToken": "A"}});
+        let route = routes.route(&first, &mut params);
+        let ours = params["_meta"]["progressToken"].clone();
+        let progress = |n: u64| Notification {
+            method: "notifications/progress".into(),
+            params: Some(json!({"progressToken": ours, "progress": n})),
+        };
+        let route = routes.hand_over(
+            route,
+            &retry,
+            Some(&json!({"_meta": {"progressToken": "B"}})),
+        );
+        assert!(routes.deliver(&progress(1)));
+        assert!(lock(&first.0).is_empty());
+        let got = lock(&retry.0).clone();
+        assert_eq!(got.len(), 1);
+        let Message::Notification(n) = &got[0] else {
+            panic!("{got:?}")
+        };
+        assert_eq!(n.params.as_ref().unwrap()["progressToken"], "B");
+        let gone = routes.hand_over(route, &retry, Some(&json!({})));
+        assert!(gone.is_none());
+        assert!(!routes.deliver(&progress(2)));
     }
 }

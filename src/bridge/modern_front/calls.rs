@@ -364,7 +364,14 @@ impl ModernSession {
             let _ = self.front.upstream.respond(id, Ok(answer));
         }
         match held.round {
-            Round::Call(call) => self.run(call, meta).await,
+            Round::Call(mut call) => {
+                // The retry is the request now: the call's progress is its.
+                call.progress =
+                    self.front
+                        .progress
+                        .hand_over(call.progress.take(), self, req.params.as_ref());
+                self.run(call, meta).await
+            }
             Round::Driven { task_id, unwanted } => {
                 if let Some(live) = lock(&self.front.tasks).get_mut(&task_id) {
                     for key in &answered {
