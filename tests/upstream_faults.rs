@@ -1171,3 +1171,41 @@ fn an_mrtr_round_lost_with_the_upstream_says_so() {
     let message = error_of(&r)["message"].as_str().unwrap_or_default();
     assert!(message.contains("upstream exited"), "{r}");
 }
+
+/// `--request-timeout-s` holds for requests relayed unchanged (a 2025-11-25
+/// client in front of a 2025-11-25 server) as for the shim's own: the
+/// client gets `-32603` naming the timeout, the session goes on, and the
+/// server's late answer is dropped rather than sent as a second answer.
+#[test]
+fn pass_through_requests_time_out_too() {
+    let upstream = [
+        shim_bin().to_owned(),
+        "reference-server".into(),
+        "--revision".into(),
+        "2025-11-25".into(),
+    ];
+    let mut shim = Wire::spawn(
+        &["--request-timeout-s", "1", "--upstream-ping-ms", "0"],
+        &upstream,
+    );
+    shim.initialize();
+    let started = Instant::now();
+    let slow = json!({"name": "slow_compute", "arguments": {"seconds": 3, "label": "late"}});
+    let r = shim.call("tools/call", slow);
+    let waited = started.elapsed();
+    assert_upstream_error(&r, "no answer within 1 s");
+    assert!(waited < Duration::from_secs(3), "answered in {waited:?}");
+    let hello = shim.ok(
+        "tools/call",
+        json!({"name": "greet", "arguments": {"name": "still here"}}),
+    );
+    assert!(text_of(&hello).contains("still here"), "{hello}");
+    // The server's own answer comes at about 3 s: it must not reach the
+    // client, which was answered already.
+    let late = r["id"].clone();
+    while started.elapsed() < Duration::from_secs(4) {
+        if let Some(m) = shim.next(Duration::from_millis(200)) {
+            assert_ne!(m["id"], late, "a second answer: {m}");
+        }
+    }
+}

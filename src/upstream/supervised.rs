@@ -21,11 +21,11 @@
 //! followed by the last `logging/setLevel`, if the client sent one, and
 //! each `resources/subscribe` the client has not unsubscribed.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use serde_json::{Value, json};
@@ -52,6 +52,8 @@ const BACKOFF_MAX: Duration = Duration::from_secs(5);
 const EXIT_GRACE: Duration = Duration::from_millis(500);
 /// How long a stopping child may take to exit before it is killed.
 const STOP_GRACE: Duration = Duration::from_secs(3);
+/// How often relayed requests are checked against `request_timeout`.
+const RELAYED_SWEEP: Duration = Duration::from_secs(1);
 
 /// How the upstream child is watched.
 #[derive(Debug, Clone)]
@@ -125,8 +127,9 @@ struct Generation {
     conn: Arc<Connection>,
     /// The child's stdin: the connection's messages and relayed lines.
     input: Arc<ChildInput>,
-    /// Client request ids relayed unchanged and not answered yet.
-    relayed: Mutex<HashSet<Id>>,
+    /// Client request ids relayed unchanged and not answered yet, with
+    /// when each went (for `request_timeout`).
+    relayed: Mutex<HashMap<Id, Instant>>,
     /// Why it failed, once it did (first reason wins).
     dead: watch::Sender<Option<String>>,
     /// Its output has been read to the end.
@@ -331,7 +334,7 @@ impl Supervised {
     ) -> Result<(), ShimError> {
         match id {
             Some(id) => {
-                lock(&generation.relayed).insert(id.clone());
+                lock(&generation.relayed).insert(id.clone(), Instant::now());
             }
             None if method == Some("notifications/initialized") => {
                 lock(&self.handshake).initialized = true;
@@ -350,7 +353,7 @@ impl Supervised {
         // A fault that ran meanwhile has taken the id and answers it; only
         // an id still here is ours to fail.
         match id {
-            Some(id) if !lock(&generation.relayed).remove(id) => Ok(()),
+            Some(id) if lock(&generation.relayed).remove(id).is_none() => Ok(()),
             _ => Err(error),
         }
     }
@@ -420,13 +423,14 @@ impl Supervised {
                 )
                 .writing_lines_to(input),
             ),
-            relayed: Mutex::new(HashSet::new()),
+            relayed: Mutex::new(HashMap::new()),
             dead: watch::Sender::new(None),
             drained: watch::Sender::new(false),
             kill: Notify::new(),
             monitor: Mutex::new(None),
         });
         tokio::spawn(self.clone().read(generation.clone(), spawned.stdout));
+        tokio::spawn(self.clone().time_out_relayed(generation.clone()));
         let monitor = tokio::spawn(self.clone().monitor(generation.clone(), spawned.child));
         *lock(&generation.monitor) = Some(monitor);
         tracing::debug!(generation = n, program = %self.program, "upstream started");
@@ -522,7 +526,7 @@ impl Supervised {
             if let Some(sink) = &relay_to
                 && line.len() <= max
                 && let Some(Peeked::Response { id }) = crate::jsonrpc::peek(line)
-                && lock(&generation.relayed).remove(&id)
+                && lock(&generation.relayed).remove(&id).is_some()
             {
                 forward(&**sink, line);
                 continue;
@@ -587,7 +591,7 @@ impl Supervised {
         let relayed = match &m {
             Message::Response(_) | Message::Error(_) => m
                 .id()
-                .is_some_and(|id| lock(&generation.relayed).remove(id)),
+                .is_some_and(|id| lock(&generation.relayed).remove(id).is_some()),
             _ => false,
         };
         let event = if relayed {
@@ -638,6 +642,51 @@ impl Supervised {
             Err(e) => format!("upstream process lost: {e}"),
         };
         self.fault(&generation, reason);
+    }
+
+    /// Relayed requests get `request_timeout` as the shim's own do: one
+    /// unanswered that long is answered `-32603` and forgotten, so a late
+    /// answer from the child is dropped rather than sent twice. Checked
+    /// once a second, and only while something is relayed.
+    async fn time_out_relayed(self: Arc<Self>, generation: Arc<Generation>) {
+        let limit = self.opts.request_timeout;
+        let mut dead = generation.dead.subscribe();
+        loop {
+            tokio::select! {
+                () = tokio::time::sleep(RELAYED_SWEEP.min(limit)) => {}
+                _ = dead.wait_for(Option::is_some) => return,
+            }
+            let expired: Vec<Id> = {
+                let mut relayed = lock(&generation.relayed);
+                if relayed.is_empty() {
+                    continue;
+                }
+                let now = Instant::now();
+                let expired: Vec<Id> = relayed
+                    .iter()
+                    .filter(|(_, since)| now.duration_since(**since) >= limit)
+                    .map(|(id, _)| id.clone())
+                    .collect();
+                for id in &expired {
+                    relayed.remove(id);
+                }
+                expired
+            };
+            for id in expired {
+                tracing::warn!(
+                    ?id,
+                    "a relayed request went unanswered for --request-timeout-s"
+                );
+                let error = ShimError::Upstream(format!(
+                    "no answer within {} s (--request-timeout-s)",
+                    limit.as_secs_f64()
+                ));
+                self.emit(UpstreamEvent::Relayed(Message::error(
+                    Some(id),
+                    error.into(),
+                )));
+            }
+        }
     }
 
     /// Starts the liveness check of a probed generation. (Not earlier: a
@@ -721,7 +770,10 @@ impl Supervised {
         // Relayed requests are answered here, before `Closed`, so a client
         // hears why its request failed whichever way the answer would
         // have come.
-        let orphans: Vec<Id> = lock(&generation.relayed).drain().collect();
+        let orphans: Vec<Id> = lock(&generation.relayed)
+            .drain()
+            .map(|(id, _)| id)
+            .collect();
         for id in orphans {
             let error = ShimError::Upstream(reason.clone()).into();
             self.emit(UpstreamEvent::Relayed(Message::error(Some(id), error)));
