@@ -255,6 +255,23 @@ async fn modern_error_paths(upstream: Vec<String>) {
         "tasks/result",
     );
 
+    // `initialize` from a client whose header says 2026-07-28: what a
+    // 2026-07-28 server answers (404 + -32601), not a legacy session.
+    let init = json!({"protocolVersion": LEGACY, "capabilities": {},
+        "clientInfo": {"name": "confused", "version": "0"}});
+    let (s, body, h) = send(modern(&c, url, 16, "initialize", init)).await;
+    expect_error(
+        "initialize with a 2026-07-28 header",
+        &(s, body.clone()),
+        StatusCode::NOT_FOUND,
+        -32601,
+        "initialize",
+    );
+    assert!(
+        h.get("mcp-session-id").is_none(),
+        "no session opened: {body}"
+    );
+
     // GET / DELETE without a session: 405, Allow: POST.
     for m in [reqwest::Method::GET, reqwest::Method::DELETE] {
         let (s, _, h) = send(

@@ -522,6 +522,15 @@ async fn post_endpoint(
         return legacy::post(app, &sid, msg, &headers, principal).await;
     }
     if msg.method() == Some("initialize") {
+        // A client that says it speaks 2026-07-28 gets what a 2026-07-28
+        // server answers, not a 2025-11-25 session it did not ask for.
+        if headers::header(&headers, "mcp-protocol-version") == Some(revision::MODERN_VERSION) {
+            let e = ShimError::MethodNotFound(format!(
+                "initialize is not a {} method (MCP-Protocol-Version says {0}); such a client starts with server/discover",
+                revision::MODERN_VERSION
+            ));
+            return error_response(StatusCode::NOT_FOUND, msg.id().cloned(), e);
+        }
         return legacy::initialize(app, msg, principal).await;
     }
     let signal = match revision::detect_client(&msg) {
