@@ -242,6 +242,31 @@ fn a_retention_of_zero_or_less_keeps_the_result_readable() {
     }
 }
 
+/// A synthetic task's result is kept in the shim's ledger for the
+/// retention the client asks for, up to `--max-task-ttl-ms` (1 h by
+/// default): a client asking for `i64::MAX` pinned its result, of any
+/// size, in memory for good. The answer says what was granted.
+#[test]
+fn a_synthetic_tasks_retention_is_bounded() {
+    for (flags, asked, granted) in [
+        (&[][..], i64::MAX, 3_600_000),
+        (&[][..], 60_000, 60_000),
+        (&["--max-task-ttl-ms", "5000"][..], 60_000, 5_000),
+    ] {
+        let mut shim = Wire::legacy_front(flags);
+        shim.initialize();
+        let r = shim.ok(
+            "tools/call",
+            json!({"name": "greet", "arguments": {"name": "Long"}, "task": {"ttl": asked}}),
+        );
+        assert_eq!(r["task"]["ttl"], granted, "{flags:?} asked {asked}: {r}");
+        let id = r["task"]["taskId"].as_str().expect("taskId").to_owned();
+        let listed = shim.ok("tasks/list", json!({}));
+        assert_eq!(listed["tasks"][0]["taskId"], id.as_str(), "{listed}");
+        assert_eq!(listed["tasks"][0]["ttl"], granted, "{listed}");
+    }
+}
+
 /// A `params.task` that is no `TaskMetadata` (not an object, or a `ttl`
 /// that is no integer) is refused with `-32602`, as a 2025-11-25 server
 /// refuses it, and starts nothing: before, it was taken as a task request

@@ -119,6 +119,10 @@ pub struct BridgeConfig {
     /// Most upstream `subscriptions/listen` streams open at once (one per
     /// watched task); tasks beyond it are only polled. 0: never listen.
     pub max_listen_streams: usize,
+    /// Longest retention the shim grants a task it keeps itself (a
+    /// synthetic task for a plain answer, its result cached): a client's
+    /// `params.task.ttl` above it is lowered to it (ms).
+    pub max_task_ttl_ms: i64,
 }
 
 impl Default for BridgeConfig {
@@ -133,6 +137,7 @@ impl Default for BridgeConfig {
             task_ttl_ms: None,
             cache_ttl_ms: 0,
             max_listen_streams: 256,
+            max_task_ttl_ms: 3_600_000,
         }
     }
 }

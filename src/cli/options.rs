@@ -46,6 +46,12 @@ pub struct ShimArgs {
     /// The `params.task.ttl` the shim asks a legacy server for (ms).
     #[arg(long, value_name = "MS")]
     pub task_ttl_ms: Option<i64>,
+    /// Longest retention granted to a task the shim keeps itself (a
+    /// synthetic task for a server's plain answer, its result cached in
+    /// the ledger): a client's `params.task.ttl` above it is lowered (ms).
+    #[arg(long, value_name = "MS", default_value_t = 3_600_000,
+          value_parser = clap::value_parser!(i64).range(1..))]
+    pub max_task_ttl_ms: i64,
     /// Keep the task ledger (ownership, cancel pins, cached results) in
     /// this file so a restart loses none of it; created if missing. One
     /// shim process per file. Or a Redis server (`redis://host:port/db`,
@@ -186,6 +192,7 @@ impl ShimArgs {
         }
         bridge.drive_required_tasks = self.drive_required_tasks;
         bridge.max_listen_streams = self.max_listen_streams;
+        bridge.max_task_ttl_ms = self.max_task_ttl_ms;
         if let Some(ms) = self.task_ttl_ms {
             if ms < 0 {
                 return Err("task ttl must not be negative".into());

@@ -108,9 +108,14 @@ impl LegacySession {
         };
         let now = self.front.clock.now_iso();
         // A retention of zero or less would drop the result before the
-        // client could read it; the receiver may choose another (and says
+        // client could read it, and one without bound would let a client
+        // pin memory for good; the receiver may choose another (and says
         // which in the answer).
-        let ttl = meta.ttl.filter(|t| *t > 0).unwrap_or(SYNTHETIC_TTL_MS);
+        let ttl = meta
+            .ttl
+            .filter(|t| *t > 0)
+            .unwrap_or(SYNTHETIC_TTL_MS)
+            .min(self.front.config.max_task_ttl_ms);
         let task = legacy::Task {
             task_id: crate::ids::random_id(),
             status: TaskStatus::Working,
