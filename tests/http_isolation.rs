@@ -785,3 +785,58 @@ async fn the_task_cap_holds_on_the_relay() {
     // The cap is alice's: bob still gets his task.
     modern_create(&c, &url, "tb", "bob's").await;
 }
+
+/// Two copies of a header that names the caller (or its session, origin
+/// or protocol) are refused: the first copy used to win, so a client
+/// behind a proxy that appends its own `X-Principal` could pick whose
+/// tasks it got.
+#[tokio::test(flavor = "multi_thread")]
+async fn doubled_identity_headers_are_refused() {
+    let flags = [
+        "--token",
+        "ta=alice",
+        "--token",
+        "tb=bob",
+        "--principal-header",
+        "x-principal",
+    ];
+    let shim = HttpShim::spawn(&flags, &modern_reference());
+    let c = client();
+    let url = shim.url.clone();
+    let tools = |id: i64| modern(&c, &url, id, "tools/list", json!({}));
+    let doubled = [
+        (
+            tools(1)
+                .header("authorization", "Bearer tb")
+                .header("authorization", "Bearer ta"),
+            401,
+        ),
+        (
+            tools(2)
+                .header("x-principal", "victim")
+                .header("x-principal", "attacker"),
+            401,
+        ),
+        (
+            tools(3)
+                .header("origin", "http://127.0.0.1")
+                .header("origin", "http://evil.example"),
+            400,
+        ),
+        (tools(4).header("mcp-protocol-version", "2026-07-28"), 400),
+    ];
+    for (i, (req, status)) in doubled.into_iter().enumerate() {
+        let (s, body, _) = send(req).await;
+        assert_eq!(s.as_u16(), status, "case {i}: {body}");
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("more than one"),
+            "case {i}: {body}"
+        );
+    }
+    // One copy of each still works.
+    let (s, body, _) = send(tools(5).header("authorization", "Bearer ta")).await;
+    assert_eq!(s, 200, "{body}");
+}

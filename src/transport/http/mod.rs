@@ -463,6 +463,15 @@ fn unauthorized(why: String) -> Response {
     resp
 }
 
+/// Request headers the shim reads one value of.
+const SINGLE_VALUED: &[&str] = &[
+    "origin",
+    "mcp-session-id",
+    "mcp-protocol-version",
+    "mcp-method",
+    "mcp-name",
+];
+
 /// What every request passes before anything else: the Origin rule and
 /// the credentials check. The request's principal, resolved here once for
 /// everything that follows, or the refusal.
@@ -471,6 +480,15 @@ fn admit(
     headers: &HeaderMap,
     extensions: &axum::http::Extensions,
 ) -> Result<Option<String>, Box<Response>> {
+    // Headers that hold one value: two copies are refused rather than
+    // read as the first (which one a proxy or client put first is not
+    // something to build on).
+    for name in SINGLE_VALUED {
+        if headers.get_all(*name).iter().nth(1).is_some() {
+            let e = ShimError::InvalidRequest(format!("more than one {name} header"));
+            return Err(Box::new(error_response(StatusCode::BAD_REQUEST, None, e)));
+        }
+    }
     if !origin_ok(app, headers) {
         return Err(Box::new(forbidden_origin()));
     }

@@ -94,6 +94,14 @@ impl PrincipalResolver for ConfiguredPrincipals {
     /// as anonymous, which would put the client's tasks in the scope every
     /// anonymous caller shares.
     fn authenticate(&self, headers: &HeaderMap) -> Result<Option<String>, String> {
+        // Two copies of a header that names the caller are two claims; the
+        // first one winning would let a client behind a proxy that appends
+        // its own copy pick whose tasks it gets.
+        for name in std::iter::once("authorization").chain(self.trusted_header.as_deref()) {
+            if headers.get_all(name).iter().nth(1).is_some() {
+                return Err(format!("more than one {name} header"));
+            }
+        }
         let Some(auth) = headers.get("authorization") else {
             return Ok(self.resolve(headers));
         };
