@@ -392,12 +392,12 @@ fn waiting_call_fails_with_the_cause_for_each_fault() {
 }
 
 /// A modern client's task on a legacy upstream that dies and is
-/// restarted: the task died with it. A `tasks/get` in flight at the fault
-/// fails with the cause; later ones read the task as failed, the error
-/// saying the upstream no longer knows it (the new upstream answers "Task
-/// not found"), instead of the client's own task turning into an unknown
-/// id. (Without a restart the stdio shim exits, so there is no later
-/// `tasks/get` to ask.)
+/// restarted: the task died with it. The shim marks it failed as soon as
+/// the child is gone, naming why, and tells the task's listen stream then,
+/// without waiting for a `tasks/get` to find the loss; later `tasks/get`s
+/// read it failed, instead of the client's own task turning into an
+/// unknown id. (Without a restart the stdio shim exits, so there is no
+/// later `tasks/get` to ask.)
 #[test]
 fn modern_client_task_reads_failed_after_a_restart() {
     let stamp = Stamp::new("modern-task-kill");
@@ -406,35 +406,42 @@ fn modern_client_task_reads_failed_after_a_restart() {
     let created = shim.ok("tools/call", modern_params(fault_call(), true));
     assert_eq!(created["resultType"], "task", "{created}");
     let task_id = created["taskId"].as_str().expect("taskId").to_owned();
-    // Poll until the loss shows (bounded: the relay dies 300 ms in).
-    let get = || modern_params(json!({"taskId": task_id}), true);
+    let listen = shim.request(
+        "subscriptions/listen",
+        modern_params(json!({"notifications": {"taskIds": [task_id]}}), true),
+    );
+    // The relay dies 300 ms in; the stream hears of it on its own.
     let deadline = Instant::now() + Duration::from_secs(15);
-    let failed = loop {
-        let r = shim.call("tasks/get", get());
-        if r.get("error").is_some() {
-            // Only a read in flight at the fault may fail, naming it.
-            assert_upstream_error(&r, "upstream exited");
-        } else if r["result"]["status"] == "failed" {
-            stamp.report("stdio modern→legacy kill + restart (tasks/get)");
-            break r;
-        } else {
-            support::schema::assert_valid(Revision::Modern, &r, Some("tasks/get"));
-            assert_eq!(r["result"]["status"], "working", "{r}");
+    let told = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let m = shim
+            .next(left)
+            .expect("the listen stream is told the task failed");
+        if m["method"] == "notifications/tasks" && m["params"]["status"] == "failed" {
+            stamp.report("stdio modern→legacy kill + restart (listen)");
+            break m;
         }
-        assert!(Instant::now() < deadline, "the task never read failed: {r}");
-        std::thread::sleep(Duration::from_millis(100));
     };
+    support::schema::assert_valid(Revision::Modern, &told, None);
+    assert_eq!(
+        told["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], listen,
+        "{told}"
+    );
+    let get = || modern_params(json!({"taskId": task_id}), true);
+    let failed = shim.call("tasks/get", get());
     support::schema::assert_valid(Revision::Modern, &failed, Some("tasks/get"));
     let result = &failed["result"];
+    assert_eq!(result["status"], "failed", "{failed}");
     let error = &result["error"];
     assert_eq!(error["code"], -32603, "{failed}");
     let message = error["message"].as_str().unwrap_or_default();
     assert!(message.contains("no longer knows this task"), "{failed}");
     assert!(
-        message.contains("not found"),
-        "the upstream's words: {failed}"
+        message.contains("upstream exited"),
+        "names the cause: {failed}"
     );
     assert_eq!(result["statusMessage"], error["message"], "{failed}");
+    assert_eq!(told["params"]["error"], *error, "{told}");
     // It stays failed: the ledger holds the outcome now.
     let again = shim.call("tasks/get", get());
     support::schema::assert_valid(Revision::Modern, &again, Some("tasks/get"));

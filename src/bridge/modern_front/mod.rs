@@ -302,6 +302,30 @@ impl ModernFront {
         )
     }
 
+    /// The child process died: the tasks it ran died with it (a restarted
+    /// child knows none of them). Each one the shim follows for a client
+    /// is marked failed now, naming why, and its listen streams are told,
+    /// instead of reading `working` until someone asks `tasks/get`.
+    fn tasks_died_with_the_child(&self, reason: &str) {
+        let followed: Vec<(String, String)> = lock(&self.tasks)
+            .iter()
+            .filter(|(_, t)| !t.driven)
+            .map(|(id, t)| (id.clone(), t.scope.clone()))
+            .collect();
+        let why = crate::jsonrpc::ErrorObject {
+            code: crate::error::codes::INTERNAL_ERROR,
+            message: reason.to_owned(),
+            data: None,
+        };
+        for (id, scope) in followed {
+            match crate::bridge::mark_lost(&*self.ledger, &self.clock, &scope, &id, &why) {
+                Ok((Some(_), true)) => self.notify_subscribers(&scope, &id, None),
+                Ok(_) => {}
+                Err(e) => tracing::warn!(task = %id, error = %e, "could not mark a lost task"),
+            }
+        }
+    }
+
     /// The upstream is gone for good (its events ended: no restart, or
     /// the restarts gave up). Every open `subscriptions/listen` stream is
     /// answered with `-32603` naming why, which ends it: nothing more will
@@ -367,6 +391,7 @@ impl ModernFront {
             UpstreamEvent::Closed(reason) => {
                 tracing::warn!(%reason, "legacy upstream closed");
                 *lock(&self.last_fault) = Some(reason.clone());
+                self.tasks_died_with_the_child(&reason);
                 lock(&self.open_calls).clear();
                 let lost: Vec<String> = lock(&self.held).drain().map(|(id, _)| id).collect();
                 let mut rounds = lock(&self.lost_rounds);

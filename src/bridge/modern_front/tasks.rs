@@ -201,7 +201,12 @@ impl ModernFront {
 
     /// Sends `notifications/tasks` to the scope's listen streams that
     /// follow `task_id`.
-    fn notify_subscribers(&self, scope: &str, task_id: &str, task: Option<legacy::Task>) {
+    pub(super) fn notify_subscribers(
+        &self,
+        scope: &str,
+        task_id: &str,
+        task: Option<legacy::Task>,
+    ) {
         let Some((task, payload)) = self.view(scope, task_id, task) else {
             return;
         };
