@@ -1216,3 +1216,42 @@ fn pass_through_requests_time_out_too() {
         }
     }
 }
+
+/// An `--upstream-url` server that goes away: every request fails at once
+/// with `-32603` naming it, and the log says so, once when it starts (not
+/// once per request) and once when the server is back.
+#[test]
+fn an_unreachable_url_upstream_is_logged_once_each_way() {
+    let server = support::http::HttpReference::start(support::http::MODERN, &[]);
+    let addr = server.addr;
+    let shim = HttpShim::spawn::<&str>(&["--upstream-url", &server.url], &[]);
+    block_on(async move {
+        let c = h::client();
+        let list = |id| h::modern(&c, &shim.url, id, "tools/list", json!({}));
+        let (_, ok, _) = h::send(list(1)).await;
+        assert!(ok["result"]["tools"].is_array(), "{ok}");
+        drop(server);
+        for id in 2..5 {
+            let (_, body, _) = h::send(list(id)).await;
+            assert_upstream_error(&body, "HTTP upstream unreachable");
+        }
+        // The log is read on another thread: give it a moment.
+        let logged = |needle: &str| {
+            let deadline = Instant::now() + Duration::from_secs(2);
+            loop {
+                let lines = shim.logged(needle);
+                if !lines.is_empty() || Instant::now() > deadline {
+                    return lines;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        };
+        let gone = logged("HTTP upstream unreachable");
+        assert_eq!(gone.len(), 1, "one line for three failures: {gone:#?}");
+        assert!(gone[0].contains("ERROR"), "{gone:#?}");
+        let _back = support::http::HttpReference::start_at(support::http::MODERN, &[], addr);
+        let (_, ok, _) = h::send(list(5)).await;
+        assert!(ok["result"]["tools"].is_array(), "{ok}");
+        assert_eq!(logged("reachable again").len(), 1);
+    });
+}

@@ -51,6 +51,9 @@ pub struct HttpUpstream {
     /// Sent to each time a liveness check goes unanswered, with why: every
     /// request in flight then fails with that reason.
     hangs: tokio::sync::watch::Sender<String>,
+    /// The last request could not reach the server: logged once when that
+    /// starts and once when it ends, not for every request in between.
+    unreachable: std::sync::atomic::AtomicBool,
 }
 
 /// Counts a request in flight for as long as it lives.
@@ -127,6 +130,7 @@ pub async fn connect(url: &str, request_timeout: Duration) -> Result<HttpLink, S
         next_id: 1.into(),
         in_flight: 0.into(),
         hangs: tokio::sync::watch::Sender::new(String::new()),
+        unreachable: false.into(),
     };
     let info = json!({"name": "mcp-tasks-shim", "version": env!("CARGO_PKG_VERSION")});
     let probe = revision::probe_request(Id::Num(0), &info);
@@ -310,9 +314,25 @@ impl HttpUpstream {
         if let Some(t) = timeout {
             req = req.timeout(t);
         }
-        let resp = req.body(body).send().await.map_err(|e| {
-            ShimError::Upstream(format!("HTTP upstream unreachable: {}", cause(&e)))
-        })?;
+        let sent = req.body(body).send().await;
+        let was_unreachable = self
+            .unreachable
+            .swap(sent.is_err(), std::sync::atomic::Ordering::Relaxed);
+        let resp = match sent {
+            Ok(resp) => {
+                if was_unreachable {
+                    tracing::warn!(url = %self.url, "HTTP upstream reachable again");
+                }
+                resp
+            }
+            Err(e) => {
+                let why = format!("HTTP upstream unreachable: {}", cause(&e));
+                if !was_unreachable {
+                    tracing::error!(url = %self.url, "{why}");
+                }
+                return Err(ShimError::Upstream(why));
+            }
+        };
         if let Some(sid) = resp
             .headers()
             .get("mcp-session-id")

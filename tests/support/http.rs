@@ -37,6 +37,8 @@ pub struct HttpShim {
     pub url: String,
     /// `http://127.0.0.1:PORT`.
     pub base: String,
+    /// Every stderr line the shim wrote so far (besides the address).
+    pub log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl HttpShim {
@@ -56,6 +58,8 @@ impl HttpShim {
         let mut child = cmd.spawn().expect("spawn mcp-tasks-shim http");
         let stderr = child.stderr.take().expect("piped stderr");
         let (tx, rx) = channel();
+        let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let kept = log.clone();
         std::thread::spawn(move || {
             let mut tx = Some(tx);
             for line in BufReader::new(stderr).lines() {
@@ -67,12 +71,14 @@ impl HttpShim {
                     continue;
                 }
                 eprintln!("[shim] {line}");
+                kept.lock().unwrap_or_else(|p| p.into_inner()).push(line);
             }
         });
         let mut shim = HttpShim {
             child: Some(child),
             url: String::new(),
             base: String::new(),
+            log,
         };
         let url = rx
             .recv_timeout(STEP)
@@ -80,6 +86,12 @@ impl HttpShim {
         shim.base = url.trim_end_matches("/mcp").to_owned();
         shim.url = url;
         shim
+    }
+
+    /// The stderr lines so far that contain `needle`.
+    pub fn logged(&self, needle: &str) -> Vec<String> {
+        let log = self.log.lock().unwrap_or_else(|p| p.into_inner());
+        log.iter().filter(|l| l.contains(needle)).cloned().collect()
     }
 
     /// The shim's process id.
