@@ -357,6 +357,16 @@ impl ModernSession {
             }
             held
         };
+        let mut held = held;
+        if let Round::Call(call) = &mut held.round {
+            // The retry is the request now: the call's progress is its.
+            // Handed over before the answers go up: the server may report
+            // progress the moment it has them.
+            call.progress =
+                self.front
+                    .progress
+                    .hand_over(call.progress.take(), self, req.params.as_ref());
+        }
         let answered: Vec<String> = held.keys.keys().cloned().collect();
         for (key, (id, _)) in held.keys {
             // Every key has an answer: checked above.
@@ -364,14 +374,7 @@ impl ModernSession {
             let _ = self.front.upstream.respond(id, Ok(answer));
         }
         match held.round {
-            Round::Call(mut call) => {
-                // The retry is the request now: the call's progress is its.
-                call.progress =
-                    self.front
-                        .progress
-                        .hand_over(call.progress.take(), self, req.params.as_ref());
-                self.run(call, meta).await
-            }
+            Round::Call(call) => self.run(call, meta).await,
             Round::Driven { task_id, unwanted } => {
                 if let Some(live) = lock(&self.front.tasks).get_mut(&task_id) {
                     for key in &answered {
