@@ -1255,3 +1255,78 @@ fn an_unreachable_url_upstream_is_logged_once_each_way() {
         assert_eq!(logged("reachable again").len(), 1);
     });
 }
+
+/// Over HTTP without `--restart-upstream`, the shim keeps serving after
+/// its child died, and a 2025-11-25 client's tasks died with the child:
+/// `tasks/list` lists them failed, naming the exit, and `tasks/get` reads
+/// them so, instead of listing `working` while `tasks/get` fails.
+#[test]
+fn http_legacy_tasks_read_failed_once_the_upstream_is_gone() {
+    block_on(async {
+        let stamp = Stamp::new("http-legacy-gone");
+        let shim = http_shim(&[], &relay("exit", "2026-07-28"), &stamp);
+        let c = h::client();
+        let (sid, _) = h::initialize(&c, &shim.url, None).await;
+        let mut slow =
+            json!({"name": "slow_compute", "arguments": {"seconds": 30, "label": "mine"}});
+        slow["task"] = json!({"ttl": 60_000});
+        let (_, created, _) = h::send(h::legacy(
+            &c,
+            &shim.url,
+            Some(&sid),
+            &h::rpc(2, "tools/call", slow),
+        ))
+        .await;
+        let task = created["result"]["task"]["taskId"]
+            .as_str()
+            .expect("a task")
+            .to_owned();
+        let (_, body, _) = h::send(h::legacy(
+            &c,
+            &shim.url,
+            Some(&sid),
+            &h::rpc(3, "tools/call", fault_call()),
+        ))
+        .await;
+        assert_upstream_error(&body, "upstream exited");
+        // The shim learns the end is for good just after the fault's
+        // answer: bounded retries.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let (listed, entry) = loop {
+            let (_, listed, _) = h::send(h::legacy(
+                &c,
+                &shim.url,
+                Some(&sid),
+                &h::rpc(4, "tasks/list", json!({})),
+            ))
+            .await;
+            support::schema::assert_valid(Revision::Legacy, &listed, Some("tasks/list"));
+            let entry = listed["result"]["tasks"]
+                .as_array()
+                .and_then(|t| t.iter().find(|t| t["taskId"] == task.as_str()))
+                .unwrap_or_else(|| panic!("the task is listed: {listed}"))
+                .clone();
+            if entry["status"] == "failed" || Instant::now() > deadline {
+                break (listed, entry);
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        assert_eq!(entry["status"], "failed", "{listed}");
+        assert!(
+            entry["statusMessage"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("upstream exited"),
+            "{entry}"
+        );
+        let (_, got, _) = h::send(h::legacy(
+            &c,
+            &shim.url,
+            Some(&sid),
+            &h::rpc(5, "tasks/get", json!({"taskId": task})),
+        ))
+        .await;
+        support::schema::assert_valid(Revision::Legacy, &got, Some("tasks/get"));
+        assert_eq!(got["result"]["status"], "failed", "{got}");
+    });
+}

@@ -56,6 +56,9 @@ pub struct LegacyFront {
     sessions: Mutex<Vec<Weak<LegacySession>>>,
     /// Where the upstream's progress for each client request goes.
     progress: ProgressRoutes<LegacySession>,
+    /// Why the upstream last went away, and whether that was for good
+    /// (its events ended: no restart follows).
+    fault: Mutex<(Option<String>, bool)>,
 }
 
 impl LegacyFront {
@@ -87,6 +90,27 @@ impl LegacyFront {
             clock: Clock::new(),
             sessions: Mutex::new(Vec::new()),
             progress: ProgressRoutes::default(),
+            fault: Mutex::new((None, false)),
+        })
+    }
+
+    /// The upstream is gone for good (its events ended): the tasks it ran
+    /// are dead, and read as failed from now on instead of as the status
+    /// last seen.
+    pub fn upstream_ended(&self) {
+        lock(&self.fault).1 = true;
+    }
+
+    /// Why the upstream is gone, if it is gone for good.
+    fn gone_for_good(&self) -> Option<crate::jsonrpc::ErrorObject> {
+        let fault = lock(&self.fault);
+        fault.1.then(|| crate::jsonrpc::ErrorObject {
+            code: crate::error::codes::INTERNAL_ERROR,
+            message: fault
+                .0
+                .clone()
+                .unwrap_or_else(|| "the upstream server is gone".into()),
+            data: None,
         })
     }
 
@@ -120,8 +144,12 @@ impl LegacyFront {
         self: &Arc<Self>,
         events: tokio::sync::mpsc::UnboundedReceiver<UpstreamEvent>,
     ) -> tokio::task::JoinHandle<()> {
-        let front = self.clone();
-        crate::bridge::spawn_follower(events, move |ev| front.handle_upstream(ev), || {})
+        let (front, ended) = (self.clone(), self.clone());
+        crate::bridge::spawn_follower(
+            events,
+            move |ev| front.handle_upstream(ev),
+            move || ended.upstream_ended(),
+        )
     }
 
     /// Feeds one upstream event: task notifications update the owning
@@ -180,6 +208,7 @@ impl LegacyFront {
                 let _ = self.upstream.respond(r.id, Err(err));
             }
             UpstreamEvent::Closed(reason) => {
+                lock(&self.fault).0 = Some(reason.clone());
                 for s in self.live_sessions() {
                     s.fail_asks(&reason);
                 }

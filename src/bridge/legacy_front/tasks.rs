@@ -60,12 +60,18 @@ impl LegacySession {
 
     /// Reads the task upstream and stores what was seen.
     async fn refresh(&self, rec: TaskRecord) -> Result<TaskRecord, ErrorObject> {
-        let answer = self
-            .front
-            .upstream
-            .get_task(rec.id(), &self.meta())
-            .await
-            .map_err(ErrorObject::from)?;
+        let answer = match self.front.upstream.get_task(rec.id(), &self.meta()).await {
+            Ok(answer) => answer,
+            // Gone for good: the task died with it.
+            Err(e) => {
+                let Some(why) = self.front.gone_for_good() else {
+                    return Err(e.into());
+                };
+                return self
+                    .record_lost(rec.id(), &why)?
+                    .ok_or_else(|| ShimError::UnknownTask.into());
+            }
+        };
         let d = match answer {
             Ok(d) => d,
             // A task this client holds as running that the upstream does
@@ -347,6 +353,11 @@ impl LegacySession {
                 Ok(Err(e)) if e.code == crate::error::codes::INVALID_PARAMS => {
                     self.record_lost(page.records[i].id(), &e).ok().flatten()
                 }
+                // The upstream is gone for good: so are its tasks.
+                Err(_) => self
+                    .front
+                    .gone_for_good()
+                    .and_then(|why| self.record_lost(page.records[i].id(), &why).ok().flatten()),
                 // Anything else: the page shows the last status seen.
                 _ => None,
             };

@@ -253,6 +253,9 @@ impl HttpShim {
                 if let Some(front) = &ended.modern {
                     front.upstream_ended();
                 }
+                if let Some(front) = &ended.legacy {
+                    front.upstream_ended();
+                }
             },
         );
         let mut sweepers = Vec::new();
