@@ -340,6 +340,14 @@ async fn listen_stream_follows_a_task_to_its_end() {
             .await;
         assert_eq!(sub(&asked), json!(listen), "{asked}");
         assert_eq!(asked["params"]["taskId"], json!(id));
+        // The stream and tasks/get tell the same story, status message
+        // included (the server's "Waiting for client input.").
+        let got = s.ok("tasks/get", json!({"taskId": id}), true).await;
+        assert_eq!(got["status"], "input_required", "{got}");
+        assert_eq!(
+            asked["params"]["statusMessage"], got["statusMessage"],
+            "stream {asked} vs tasks/get {got}"
+        );
         let key = input_keys(&asked["params"]).remove(0);
         s.ok(
             "tasks/update",

@@ -136,6 +136,15 @@ impl ModernFront {
             // Terminal statuses are announced when their payload arrives.
             if !task.status.is_terminal() {
                 let id = task.task_id.clone();
+                // Kept, so that the next view of the task (the question
+                // captured, a tasks/get) shows this status message too,
+                // not the one seen before.
+                self.ledger
+                    .update(&scope, &id, self.clock.now_ms(), &mut |r| {
+                        if !r.is_terminal() && !r.cancel_pinned {
+                            r.task = task.clone();
+                        }
+                    });
                 self.notify_subscribers(&scope, &id, Some(task));
             }
         }
