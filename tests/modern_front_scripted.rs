@@ -34,6 +34,14 @@ use support::schema::{Revision, assert_valid};
 use tokio::sync::mpsc;
 use tokio::time::timeout;
 
+/// The scripted servers' `InitializeResult`: a 2025-11-25 server with
+/// tools and no tasks.
+fn scripted_init() -> Value {
+    json!({"protocolVersion": revision::LEGACY_VERSION,
+           "capabilities": {"tools": {}},
+           "serverInfo": {"name": "scripted", "version": "0"}})
+}
+
 /// A legacy server with two plain tools: `older` waits for the answer to
 /// a question it asks (untagged) once `newer` has been called; `newer`
 /// is answered right after the question, in the same breath.
@@ -46,12 +54,7 @@ async fn scripted_server(
         match &msg {
             Message::Request(r) => match r.method.as_str() {
                 "initialize" => {
-                    let _ = to_shim.send(Message::response(
-                        r.id.clone(),
-                        json!({"protocolVersion": revision::LEGACY_VERSION,
-                               "capabilities": {"tools": {}},
-                               "serverInfo": {"name": "scripted", "version": "0"}}),
-                    ));
+                    let _ = to_shim.send(Message::response(r.id.clone(), scripted_init()));
                 }
                 "tools/list" => {
                     let tool = |name: &str| {
@@ -272,12 +275,7 @@ async fn asking_progress_server(
         match &msg {
             Message::Request(r) => match r.method.as_str() {
                 "initialize" => {
-                    let _ = to_shim.send(Message::response(
-                        r.id.clone(),
-                        json!({"protocolVersion": revision::LEGACY_VERSION,
-                               "capabilities": {"tools": {}},
-                               "serverInfo": {"name": "scripted", "version": "0"}}),
-                    ));
+                    let _ = to_shim.send(Message::response(r.id.clone(), scripted_init()));
                 }
                 "tools/list" => {
                     let _ = to_shim.send(Message::response(

@@ -200,6 +200,19 @@ async fn without_the_extension() {
     .expect("flow timed out");
 }
 
+/// Confirms `confirm_delete`'s question `key` with `tasks/update`, polls
+/// the task to its end, and checks its result.
+async fn confirm_and_finish(s: &mut Raw, id: &str, key: String) {
+    s.ok(
+        "tasks/update",
+        json!({"taskId": id, "inputResponses": {key: {"action": "accept", "content": {"confirm": true}}}}),
+        true,
+    )
+    .await;
+    let done = s.poll(id, terminal).await;
+    assert_eq!(text(&done["result"]), "Deleted notes.txt", "{done}");
+}
+
 /// `tasks/update` answers become the legacy server's JSON-RPC results,
 /// which must be the result of the request asked (here an elicitation's):
 /// anything else is refused, nothing reaches the server, and the question
@@ -246,20 +259,15 @@ async fn input_responses_that_are_not_results_are_refused() {
                 .await;
             assert_eq!(e["code"], -32602, "{e}");
             assert!(
-                e["message"].as_str().is_some_and(|m| m.contains("inputResponses")),
+                e["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("inputResponses")),
                 "{task_id}: {e}"
             );
         }
         let still = s.poll(&id, has_input).await;
         assert_eq!(still["status"], "input_required", "{still}");
-        s.ok(
-            "tasks/update",
-            json!({"taskId": id, "inputResponses": {key: {"action": "accept", "content": {"confirm": true}}}}),
-            true,
-        )
-        .await;
-        let done = s.poll(&id, terminal).await;
-        assert_eq!(text(&done["result"]), "Deleted notes.txt", "{done}");
+        confirm_and_finish(&mut s, &id, key).await;
         s.close().await;
     })
     .await
@@ -287,21 +295,15 @@ async fn a_form_question_is_not_shown_to_a_url_only_client() {
             .await;
         let t = &seen["result"];
         assert!(
-            t.get("inputRequests").is_none_or(|i| i.as_object().is_some_and(|i| i.is_empty())),
+            t.get("inputRequests")
+                .is_none_or(|i| i.as_object().is_some_and(|i| i.is_empty())),
             "a URL-only client is shown no form: {t}"
         );
         assert_ne!(t["status"], "input_required", "{t}");
         // Still held for a request that can take it.
         let again = s.poll(&id, has_input).await;
         let key = input_keys(&again).remove(0);
-        s.ok(
-            "tasks/update",
-            json!({"taskId": id, "inputResponses": {key: {"action": "accept", "content": {"confirm": true}}}}),
-            true,
-        )
-        .await;
-        let done = s.poll(&id, terminal).await;
-        assert_eq!(text(&done["result"]), "Deleted notes.txt", "{done}");
+        confirm_and_finish(&mut s, &id, key).await;
         s.close().await;
     })
     .await
