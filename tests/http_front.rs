@@ -1284,3 +1284,82 @@ impl Drop for Killed {
         let _ = self.0.wait();
     }
 }
+
+/// Reads what the server sends on `s` until it closes the connection or
+/// `within` passes; `None` if it was still open then.
+fn read_until_closed(s: &mut std::net::TcpStream, within: Duration) -> Option<String> {
+    use std::io::Read;
+    let deadline = std::time::Instant::now() + within;
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return None;
+        }
+        s.set_read_timeout(Some(left.min(Duration::from_millis(200))))
+            .unwrap();
+        match s.read(&mut buf) {
+            Ok(0) => return Some(String::from_utf8_lossy(&got).into_owned()),
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(_) => return Some(String::from_utf8_lossy(&got).into_owned()),
+        }
+    }
+}
+
+/// Slow clients cannot hold the shim's connections: headers trickled past
+/// `--read-timeout-s` close the connection, a body trickled past it gets
+/// 408 (in JSON-RPC), and past `--max-connections` new connections are
+/// closed as they come. Before, all of these stayed open indefinitely.
+#[test]
+fn slow_clients_are_cut_off() {
+    use std::io::Write;
+    use std::net::TcpStream;
+    let shim = HttpShim::spawn(
+        &["--read-timeout-s", "1", "--max-connections", "3"],
+        &legacy_reference(),
+    );
+    let addr = shim.base.trim_start_matches("http://").to_owned();
+    let started = std::time::Instant::now();
+    // Half a request head, then nothing.
+    let mut head = TcpStream::connect(&addr).unwrap();
+    head.write_all(b"POST /mcp HTTP/1.1\r\nHost: x\r\n")
+        .unwrap();
+    // A whole head, then 3 of 100 body bytes.
+    let mut body = TcpStream::connect(&addr).unwrap();
+    body.write_all(b"POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"j").unwrap();
+    // A third one holds the last slot; a fourth is over the cap.
+    let mut third = TcpStream::connect(&addr).unwrap();
+    third
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let mut fourth = TcpStream::connect(&addr).unwrap();
+    let refused = read_until_closed(&mut fourth, Duration::from_millis(900));
+    assert_eq!(
+        refused.as_deref(),
+        Some(""),
+        "the fourth connection is closed at once"
+    );
+
+    let answer = read_until_closed(&mut body, Duration::from_secs(5)).expect("answered and closed");
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("did not arrive within"), "{answer}");
+    let cut = read_until_closed(&mut head, Duration::from_secs(5));
+    assert!(cut.is_some(), "a trickled head is cut off");
+    assert!(read_until_closed(&mut third, Duration::from_secs(5)).is_some());
+    assert!(started.elapsed() < Duration::from_secs(8));
+
+    // The slots are free again: a normal request is served.
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let c = client();
+        let (status, _, _) = send(modern(&c, &shim.url, 1, "tools/list", json!({}))).await;
+        assert_eq!(status, StatusCode::OK);
+    });
+}

@@ -43,6 +43,16 @@ pub struct Args {
     #[arg(long, value_name = "N", default_value_t = http::DEFAULT_MAX_SESSIONS,
           value_parser = super::options::at_least_one)]
     pub max_sessions: u64,
+    /// How long a client may take to send a request's headers, and then
+    /// its body; a slower one is disconnected (headers) or answered 408
+    /// (body).
+    #[arg(long, value_name = "SECONDS", default_value_t = http::DEFAULT_READ_TIMEOUT_S,
+          value_parser = super::options::at_least_one)]
+    pub read_timeout_s: u64,
+    /// Most client connections open at once; more are closed as they come.
+    #[arg(long, value_name = "N", default_value_t = http::DEFAULT_MAX_CONNECTIONS,
+          value_parser = super::options::at_least_one)]
+    pub max_connections: u64,
     /// Bridge options.
     #[command(flatten)]
     pub shim: ShimArgs,
@@ -131,6 +141,8 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
         session_idle_timeout: (args.session_idle_timeout_s > 0)
             .then(|| std::time::Duration::from_secs(args.session_idle_timeout_s)),
         max_sessions: usize::try_from(args.max_sessions).unwrap_or(usize::MAX),
+        read_timeout: std::time::Duration::from_secs(args.read_timeout_s),
+        max_connections: usize::try_from(args.max_connections).unwrap_or(usize::MAX),
         bridge: proxy.bridge.clone(),
     };
     let resolver = Arc::new(ConfiguredPrincipals {

@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -47,6 +47,10 @@ pub const DEFAULT_MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
 pub const DEFAULT_SESSION_IDLE_TIMEOUT_S: u64 = 1800;
 /// Most legacy sessions open at once unless configured.
 pub const DEFAULT_MAX_SESSIONS: u64 = 10_000;
+/// Default of [`HttpOptions::read_timeout`] (seconds).
+pub const DEFAULT_READ_TIMEOUT_S: u64 = 30;
+/// Default of [`HttpOptions::max_connections`].
+pub const DEFAULT_MAX_CONNECTIONS: u64 = 4_096;
 
 /// A configuration [`HttpShim::new`] cannot serve.
 #[derive(Debug, thiserror::Error)]
@@ -106,6 +110,14 @@ pub struct HttpOptions {
     pub session_idle_timeout: Option<std::time::Duration>,
     /// Most legacy sessions open at once; `initialize` beyond it answers 503.
     pub max_sessions: usize,
+    /// How long a client may take to send a request's headers, and then
+    /// its body, before the connection is closed (slow clients holding
+    /// connections open). Used by [`serve`] (headers) and the endpoint
+    /// (body).
+    pub read_timeout: std::time::Duration,
+    /// Most client connections open at once ([`serve`]); more are closed
+    /// as they come.
+    pub max_connections: usize,
     /// Engine settings.
     pub bridge: BridgeConfig,
 }
@@ -124,6 +136,8 @@ impl Default for HttpOptions {
                 DEFAULT_SESSION_IDLE_TIMEOUT_S,
             )),
             max_sessions: usize::try_from(DEFAULT_MAX_SESSIONS).unwrap_or(usize::MAX),
+            read_timeout: std::time::Duration::from_secs(DEFAULT_READ_TIMEOUT_S),
+            max_connections: usize::try_from(DEFAULT_MAX_CONNECTIONS).unwrap_or(usize::MAX),
             bridge: BridgeConfig::default(),
         }
     }
@@ -298,7 +312,6 @@ impl HttpShim {
                     .post(post_endpoint)
                     .delete(delete_endpoint),
             )
-            .layer(DefaultBodyLimit::max(self.app.opts.max_body_bytes))
             .with_state(self.app.clone())
     }
 
@@ -371,31 +384,70 @@ pub async fn serve(
     // On the signal, stop the upstream first: that answers the calls still
     // waiting on it, so their HTTP requests can finish. Long-lived streams
     // (GET, `subscriptions/listen`, pending SSE) are cut after a grace period.
-    let stopping = Arc::new(tokio::sync::Notify::new());
     let graceful = {
-        let (shim, stopping) = (shim.clone(), stopping.clone());
+        let shim = shim.clone();
         async move {
             shutdown.await;
             tracing::info!("shutting down: answering pending calls, stopping the upstream");
             shim.begin_shutdown("the shim is shutting down");
-            stopping.notify_one();
         }
     };
-    // SSE answers (legacy `tools/call`, `tasks/result`) go out in several
-    // writes; without TCP_NODELAY, Nagle holds the later ones until the
-    // client's delayed ACK, about 40 ms per answer.
-    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+    let read_timeout = shim.app.opts.read_timeout;
+    let slots = Arc::new(tokio::sync::Semaphore::new(shim.app.opts.max_connections));
+    let connections = hyper_util::server::graceful::GracefulShutdown::new();
+    let mut graceful = std::pin::pin!(graceful);
+    loop {
+        let (tcp, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    // Out of descriptors, say: wait rather than spin.
+                    tracing::warn!(error = %e, "cannot accept a connection");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut graceful => break,
+        };
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            tracing::warn!(%peer, max = shim.app.opts.max_connections,
+                "connection closed: the connection limit (--max-connections) is reached");
+            continue;
+        };
+        // SSE answers (legacy `tools/call`, `tasks/result`) go out in
+        // several writes; without TCP_NODELAY, Nagle holds the later ones
+        // until the client's delayed ACK, about 40 ms per answer.
         if let Err(e) = tcp.set_nodelay(true) {
             tracing::debug!(error = %e, "cannot set TCP_NODELAY");
         }
-    });
-    let server = axum::serve(listener, router).with_graceful_shutdown(graceful);
+        let service =
+            hyper_util::service::TowerToHyperService::new(tower::ServiceExt::map_request(
+                router.clone(),
+                |r: axum::http::Request<hyper::body::Incoming>| r.map(axum::body::Body::new),
+            ));
+        // hyper's header read timeout needs a timer, which axum::serve
+        // does not give it: a client trickling its headers, or sending
+        // none, is dropped after `read_timeout`.
+        let conn = hyper::server::conn::http1::Builder::new()
+            .timer(hyper_util::rt::TokioTimer::new())
+            .header_read_timeout(read_timeout)
+            .serve_connection(hyper_util::rt::TokioIo::new(tcp), service);
+        let conn = connections.watch(conn);
+        tokio::spawn(async move {
+            if let Err(e) = conn.await {
+                tracing::debug!(%peer, error = %e, "connection ended with an error");
+            }
+            drop(slot);
+        });
+    }
+    // No new connections; answered requests finish, open streams were cut
+    // by `begin_shutdown`; whatever still runs gets the grace period.
+    drop(listener);
     tokio::select! {
-        r = server => r?,
-        () = async {
-            stopping.notified().await;
-            tokio::time::sleep(SHUTDOWN_GRACE).await;
-        } => tracing::info!("open streams cut after the shutdown grace period"),
+        () = connections.shutdown() => {}
+        () = tokio::time::sleep(SHUTDOWN_GRACE) => {
+            tracing::info!("open connections cut after the shutdown grace period");
+        }
     }
     shim.finish().await;
     Ok(())
@@ -466,6 +518,42 @@ fn unauthorized(why: String) -> Response {
     resp
 }
 
+/// A request's whole body, within `--read-timeout-s` and
+/// `--max-body-bytes`. One that cannot be read is still answered in
+/// JSON-RPC, so clients can tell what went wrong: 413 when it is too
+/// large, 408 when it is too slow (a client trickling its body held the
+/// connection and the request open for as long as it liked).
+async fn read_body(opts: &HttpOptions, body: axum::body::Body) -> Result<Bytes, Box<Response>> {
+    let read = axum::body::to_bytes(body, opts.max_body_bytes);
+    match tokio::time::timeout(opts.read_timeout, read).await {
+        Ok(Ok(bytes)) => Ok(bytes),
+        // Over the limit (or the client went away, and reads no answer).
+        Ok(Err(e)) => {
+            let e = ShimError::InvalidRequest(format!(
+                "the request body could not be read within {} bytes (--max-body-bytes): {e}",
+                opts.max_body_bytes
+            ));
+            Err(Box::new(error_response(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                None,
+                e,
+            )))
+        }
+        Err(_) => {
+            tracing::info!("a request body did not arrive within the read timeout");
+            let e = ShimError::InvalidRequest(format!(
+                "the request body did not arrive within {} s",
+                opts.read_timeout.as_secs_f64()
+            ));
+            Err(Box::new(error_response(
+                StatusCode::REQUEST_TIMEOUT,
+                None,
+                e,
+            )))
+        }
+    }
+}
+
 /// Request headers the shim reads one value of.
 const SINGLE_VALUED: &[&str] = &[
     "origin",
@@ -519,20 +607,15 @@ async fn post_endpoint(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
     extensions: axum::http::Extensions,
-    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
+    body: axum::body::Body,
 ) -> Response {
     let principal = match admit(&app, &headers, &extensions) {
         Ok(principal) => principal,
         Err(refused) => return *refused,
     };
-    // A body that cannot be read (larger than --max-body-bytes: 413) is
-    // still answered in JSON-RPC, so clients can tell what went wrong.
-    let body = match body {
+    let body = match read_body(&app.opts, body).await {
         Ok(body) => body,
-        Err(rejection) => {
-            let e = ShimError::InvalidRequest(rejection.body_text());
-            return error_response(rejection.status(), None, e);
-        }
+        Err(refused) => return *refused,
     };
     let msg = match Message::parse_bounded(&body, app.opts.max_body_bytes) {
         Ok(m) => m,
