@@ -427,6 +427,18 @@ fn modern_client_task_reads_failed_after_a_restart() {
         told["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], listen,
         "{told}"
     );
+    // Told once: not again when the task's own tasks/result fails too,
+    // nor when the new child is up.
+    let quiet_until = Instant::now() + Duration::from_millis(1500);
+    while let Some(m) = shim.next(quiet_until.saturating_duration_since(Instant::now())) {
+        assert!(
+            !(m["method"] == "notifications/tasks" && m["params"]["taskId"] == task_id.as_str()),
+            "a second notification for the lost task: {m}"
+        );
+        if Instant::now() >= quiet_until {
+            break;
+        }
+    }
     let get = || modern_params(json!({"taskId": task_id}), true);
     let failed = shim.call("tasks/get", get());
     support::schema::assert_valid(Revision::Modern, &failed, Some("tasks/get"));
@@ -853,6 +865,17 @@ fn http_listen_stream_ends_when_the_upstream_is_gone() {
             .await
             .expect("the stream ends after its answer");
         assert!(after.is_none(), "nothing after the answer: {after:?}");
+        // A stream asked for from now on would never carry anything: it is
+        // refused at once, not opened to hang.
+        let mut again = json!({"notifications": {"taskIds": []}});
+        again["_meta"] = h::modern_meta(true);
+        let (_, refused, _) = tokio::time::timeout(
+            Duration::from_secs(5),
+            h::send(h::modern(&c, &shim.url, 8, "subscriptions/listen", again)),
+        )
+        .await
+        .expect("a listen after the end is answered at once");
+        assert_upstream_error(&refused, "upstream exited");
     });
 }
 

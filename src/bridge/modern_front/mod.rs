@@ -58,6 +58,8 @@ pub struct ModernFront {
     lost_rounds: Mutex<HashMap<String, String>>,
     /// Why the upstream last went away, for [`ModernFront::upstream_ended`].
     last_fault: Mutex<Option<String>>,
+    /// Set by [`ModernFront::upstream_ended`]: no successor will come.
+    gone: std::sync::atomic::AtomicBool,
     /// Requests tagged with a task not tracked yet (its creation answer may
     /// still be on its way): task id → request.
     early: Mutex<Vec<(String, Request)>>,
@@ -122,6 +124,7 @@ impl ModernFront {
             held: Mutex::new(HashMap::new()),
             lost_rounds: Mutex::new(HashMap::new()),
             last_fault: Mutex::new(None),
+            gone: std::sync::atomic::AtomicBool::new(false),
             early: Mutex::new(Vec::new()),
             signer: StateSigner::new(),
             sessions: Mutex::new(Vec::new()),
@@ -332,12 +335,22 @@ impl ModernFront {
     /// come on it, and a client left reading a silent stream would never
     /// learn that.
     pub fn upstream_ended(&self) {
-        let reason = lock(&self.last_fault)
-            .clone()
-            .unwrap_or_else(|| "the upstream server is gone".to_owned());
+        self.gone.store(true, std::sync::atomic::Ordering::SeqCst);
+        let reason = self.gone_for_good().unwrap_or_default();
         for s in self.live_sessions() {
             s.end_listens(&reason);
         }
+    }
+
+    /// Why the upstream is gone, once it is gone for good.
+    fn gone_for_good(&self) -> Option<String> {
+        self.gone
+            .load(std::sync::atomic::Ordering::SeqCst)
+            .then(|| {
+                lock(&self.last_fault)
+                    .clone()
+                    .unwrap_or_else(|| "the upstream server is gone".to_owned())
+            })
     }
 
     /// Feeds one upstream event.

@@ -6,6 +6,7 @@
 //! server→client requests tagged with the task) and its answer is the
 //! task's payload, cached once for every later `tasks/get`.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -77,6 +78,10 @@ pub(super) struct Subscription {
     /// The list changes it asked for (and the upstream declares).
     lists: Vec<ListKind>,
     out: Outbox,
+    /// The last `notifications/tasks` params sent per task: the same news
+    /// twice (two paths learning one change, say a lost task's failed
+    /// `tasks/result` and the loss itself) is sent once.
+    last_sent: HashMap<String, Value>,
 }
 
 impl ModernFront {
@@ -170,10 +175,28 @@ impl ModernFront {
             let now = front.clock.now_ms();
             // No record: a driven task (see `LiveTask::driven`), or one
             // already expired; nobody will read its status then.
+            // A task already settled in the ledger (marked lost when the
+            // child died, whose `tasks/result` then failed too) keeps that
+            // outcome, and its listen streams are not told twice.
+            let mut settled_before = false;
             let recorded = front
                 .ledger
-                .update(&scope, &id, now, &mut |r| r.payload = payload.clone())
+                .update(&scope, &id, now, &mut |r| {
+                    if r.is_terminal() && r.payload != Payload::None {
+                        settled_before = true;
+                    } else {
+                        r.payload = payload.clone();
+                    }
+                })
                 .is_some();
+            if settled_before {
+                if let Some(live) = lock(&front.tasks).get_mut(&id) {
+                    live.inputs.clear();
+                    live.outcome.send_replace(Some(payload));
+                    live.progress = None;
+                }
+                return;
+            }
             if let Some(live) = lock(&front.tasks).get_mut(&id) {
                 live.inputs.clear();
                 live.outcome.send_replace(Some(payload.clone()));
@@ -225,10 +248,14 @@ impl ModernFront {
             .filter(|s| s.scope == scope)
         {
             for sub in lock(&s.subscriptions)
-                .iter()
+                .iter_mut()
                 .filter(|sub| sub.task_ids.iter().any(|t| t == task_id))
             {
                 let params = notify::status_to_modern(&task, &payload, &sub.id);
+                if sub.last_sent.get(task_id) == Some(&params) {
+                    continue;
+                }
+                sub.last_sent.insert(task_id.to_owned(), params.clone());
                 let _ = sub
                     .out
                     .send(Message::notification(notify::MODERN_STATUS, params));
@@ -608,6 +635,10 @@ impl ModernSession {
     /// `subscriptions/listen`: the stream stays open (no answer until
     /// teardown); an acknowledgement names the task ids accepted.
     pub(super) fn listen(&self, req: &Request, meta: &RequestMeta) -> Option<RpcResult> {
+        // Nothing would ever come on a stream opened now.
+        if let Some(why) = self.front.gone_for_good() {
+            return Some(Err(ShimError::Upstream(why).into()));
+        }
         let filter = match req.params.as_ref().and_then(|p| p.get("notifications")) {
             Some(f @ Value::Object(_)) => f.clone(),
             _ => {
@@ -659,12 +690,19 @@ impl ModernSession {
             task_ids: accepted.clone(),
             lists,
             out: self.out.clone(),
+            last_sent: HashMap::new(),
         });
         // The current state of each task, so that a change made before the
         // stream opened (a question already asked) is not lost.
         for t in &accepted {
             if let Some((task, payload)) = self.front.view(&self.scope, t, None) {
                 let params = notify::status_to_modern(&task, &payload, &req.id);
+                if let Some(sub) = lock(&self.subscriptions)
+                    .iter_mut()
+                    .find(|s| s.id == req.id)
+                {
+                    sub.last_sent.insert(t.clone(), params.clone());
+                }
                 let _ = self
                     .out
                     .send(Message::notification(notify::MODERN_STATUS, params));
