@@ -1208,12 +1208,17 @@ fn an_mrtr_round_lost_with_the_upstream_says_so() {
 /// server's late answer is dropped rather than sent as a second answer.
 #[test]
 fn pass_through_requests_time_out_too() {
-    let upstream = [
+    let reference = [
         shim_bin().to_owned(),
         "reference-server".into(),
         "--revision".into(),
         "2025-11-25".into(),
     ];
+    let (sent, got) = (
+        temp_path("timeout-sent.jsonl"),
+        temp_path("timeout-got.jsonl"),
+    );
+    let upstream = support::wire::recording_upstream(&reference, &sent, &got);
     let mut shim = Wire::spawn(
         &["--request-timeout-s", "1", "--upstream-ping-ms", "0"],
         &upstream,
@@ -1224,7 +1229,22 @@ fn pass_through_requests_time_out_too() {
     let r = shim.call("tools/call", slow);
     let waited = started.elapsed();
     assert_upstream_error(&r, "no answer within 1 s");
-    assert!(waited < Duration::from_secs(3), "answered in {waited:?}");
+    assert!(
+        waited < Duration::from_millis(1500),
+        "answered in {waited:?}"
+    );
+    // The server is told to stop, as for the shim's own requests.
+    let cancelled = support::wire::read_jsonl(&sent)
+        .into_iter()
+        .find(|m| m["method"] == "notifications/cancelled");
+    let cancelled = cancelled.unwrap_or_else(|| {
+        std::thread::sleep(Duration::from_millis(300));
+        support::wire::read_jsonl(&sent)
+            .into_iter()
+            .find(|m| m["method"] == "notifications/cancelled")
+            .expect("the timed-out request is cancelled upstream")
+    });
+    assert_eq!(cancelled["params"]["requestId"], r["id"], "{cancelled}");
     let hello = shim.ok(
         "tools/call",
         json!({"name": "greet", "arguments": {"name": "still here"}}),
@@ -1238,6 +1258,8 @@ fn pass_through_requests_time_out_too() {
             assert_ne!(m["id"], late, "a second answer: {m}");
         }
     }
+    let _ = std::fs::remove_file(&sent);
+    let _ = std::fs::remove_file(&got);
 }
 
 /// An `--upstream-url` server that goes away: every request fails at once

@@ -651,17 +651,15 @@ impl Supervised {
     async fn time_out_relayed(self: Arc<Self>, generation: Arc<Generation>) {
         let limit = self.opts.request_timeout;
         let mut dead = generation.dead.subscribe();
+        let mut wait = RELAYED_SWEEP.min(limit);
         loop {
             tokio::select! {
-                () = tokio::time::sleep(RELAYED_SWEEP.min(limit)) => {}
+                () = tokio::time::sleep(wait) => {}
                 _ = dead.wait_for(Option::is_some) => return,
             }
+            let now = Instant::now();
             let expired: Vec<Id> = {
                 let mut relayed = lock(&generation.relayed);
-                if relayed.is_empty() {
-                    continue;
-                }
-                let now = Instant::now();
                 let expired: Vec<Id> = relayed
                     .iter()
                     .filter(|(_, since)| now.duration_since(**since) >= limit)
@@ -670,17 +668,38 @@ impl Supervised {
                 for id in &expired {
                     relayed.remove(id);
                 }
+                // Wake when the oldest one left is due (a tick after, at
+                // most), not a whole sweep late.
+                wait = relayed
+                    .values()
+                    .map(|since| (*since + limit).saturating_duration_since(now))
+                    .min()
+                    .map_or(RELAYED_SWEEP.min(limit), |due| {
+                        due.max(Duration::from_millis(1))
+                    });
                 expired
             };
             for id in expired {
                 tracing::warn!(
                     ?id,
-                    "a relayed request went unanswered for --request-timeout-s"
+                    "a relayed request went unanswered for --request-timeout-s; cancelled"
                 );
-                let error = ShimError::Upstream(format!(
+                let why = format!(
                     "no answer within {} s (--request-timeout-s)",
                     limit.as_secs_f64()
-                ));
+                );
+                // The server stops the work nobody waits for any more, as
+                // for the shim's own requests.
+                let cancel = Message::notification(
+                    "notifications/cancelled",
+                    json!({"requestId": id, "reason": why}),
+                );
+                let mut line = cancel.to_json();
+                line.push('\n');
+                if let Err(e) = generation.input.write_line(line.as_bytes()) {
+                    tracing::debug!(error = %e, "could not cancel a timed-out relayed request");
+                }
+                let error = ShimError::Upstream(why);
                 self.emit(UpstreamEvent::Relayed(Message::error(
                     Some(id),
                     error.into(),
