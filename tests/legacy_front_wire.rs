@@ -176,13 +176,21 @@ fn task_support_flags_shape_tools_list_and_calls() {
     let r = shim.ok("tasks/result", json!({"taskId": id}));
     assert_eq!(text_of(&r), "Hello, x!");
 
-    // forbidden with params.task: run plainly, a plain result.
+    // forbidden with params.task: run plainly, but answered as the task
+    // the client asked for (an SDK reads a CreateTaskResult there): a
+    // synthetic one, already holding the plain outcome.
     let r = shim.ok(
         "tools/call",
         task_call("slow_compute", json!({"seconds": 0, "label": "forbidden"})),
     );
-    assert!(r.get("task").is_none(), "{r}");
-    assert!(text_of(&r).contains("forbidden"), "{r}");
+    let id = r["task"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a task: {r}"));
+    assert_eq!(r["task"]["status"], "working", "{r}");
+    let got = shim.ok("tasks/get", json!({"taskId": id}));
+    assert_eq!(got["status"], "completed", "{got}");
+    let result = shim.ok("tasks/result", json!({"taskId": id}));
+    assert!(text_of(&result).contains("forbidden"), "{result}");
 }
 
 #[test]

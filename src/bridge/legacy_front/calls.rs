@@ -35,9 +35,15 @@ impl LegacySession {
             ))
             .into());
         }
-        // A forbidden tool called with params.task runs as a plain call.
-        let task = task.filter(|_| support != TaskSupport::Forbidden);
-        if task.is_some() {
+        // A forbidden tool called with params.task runs as a plain call
+        // (the spec's SHOULD is -32601; the tool still works this way), and
+        // the client that asked for a task gets one: a synthetic task
+        // holding the plain outcome, since SDKs read the answer to a
+        // task-augmented call as a CreateTaskResult.
+        let asked = task;
+        let task = asked.clone().filter(|_| support != TaskSupport::Forbidden);
+        let forbidden_but_asked = asked.is_some() && task.is_none();
+        if asked.is_some() {
             // A client at its cap is refused before the server starts work
             // (the insert below still enforces it, for calls that race).
             self.front
@@ -49,14 +55,18 @@ impl LegacySession {
             let result = self.call_with(&req.method, &params).await?;
             match result_type_of(&result) {
                 result_type::TASK => {
-                    return self.created(result, task.as_ref(), &req.id).await;
+                    let answer = self.created(result, task.as_ref(), &req.id).await?;
+                    if forbidden_but_asked {
+                        return self.plain(answer, asked.as_ref());
+                    }
+                    return Ok(answer);
                 }
                 result_type::INPUT_REQUIRED => {
                     // The retry is the call plus this round's answers,
                     // which replace the last round's.
                     self.answer_round(&mut params, &result, &req.id).await?;
                 }
-                _ => return self.plain(result, task.as_ref()),
+                _ => return self.plain(result, asked.as_ref()),
             }
         }
         Err(ShimError::Upstream(format!(
