@@ -792,3 +792,35 @@ fn a_task_that_expires_during_a_wait_is_gone_not_lost() {
     let again = shim.err("tasks/get", json!({"taskId": id}));
     assert_eq!(again["code"], -32602, "{again}");
 }
+
+/// A 2026-07-28 server names itself in every result's `_meta`
+/// (`io.modelcontextprotocol/serverInfo`); a 2025-11-25 client learnt the
+/// name once, from `initialize`, and its results do not carry it.
+#[test]
+fn results_carry_no_modern_server_info() {
+    let mut shim = Wire::legacy_front(&[]);
+    shim.initialize();
+    let key = "io.modelcontextprotocol/serverInfo";
+    let plain = shim.ok(
+        "tools/call",
+        json!({"name": "greet", "arguments": {"name": "Info"}}),
+    );
+    assert!(plain["_meta"].get(key).is_none(), "{plain}");
+    let tools = shim.ok("tools/list", json!({}));
+    assert!(tools["_meta"].get(key).is_none(), "{tools}");
+    let created = shim.ok(
+        "tools/call",
+        task_call("slow_compute", json!({"seconds": 0, "label": "info"})),
+    );
+    assert!(created["_meta"].get(key).is_none(), "{created}");
+    let synthetic = shim.ok(
+        "tools/call",
+        json!({"name": "greet", "arguments": {"name": "S"}, "task": {}}),
+    );
+    let id = synthetic["task"]["taskId"]
+        .as_str()
+        .expect("a task")
+        .to_owned();
+    let result = shim.ok("tasks/result", json!({"taskId": id}));
+    assert!(result["_meta"].get(key).is_none(), "{result}");
+}

@@ -646,6 +646,9 @@ pub fn result_to_legacy_owned(result: Value, method: &str) -> Value {
         out.remove("ttlMs");
         out.remove("cacheScope");
     }
+    // 2026-07-28 names the server on every result; a 2025-11-25 client
+    // learnt it once, from `initialize`.
+    super::remove_meta_key(&mut out, META_SERVER_INFO);
     Value::Object(out)
 }
 

@@ -201,6 +201,8 @@ pub fn create_result_to_legacy_owned(result: Value) -> Result<Value, ShimError> 
     out.insert("task".into(), task_to_legacy_owned(t).into_value());
     if let Some(m) = meta {
         out.insert("_meta".into(), m);
+        // A 2026-07-28 result's server name has no place in 2025-11-25.
+        super::remove_meta_key(&mut out, crate::revision::META_SERVER_INFO);
     }
     Ok(Value::Object(out))
 }
@@ -287,7 +289,10 @@ pub fn task_result_to_legacy_owned(
 pub fn tag_related_task(mut result: Value, task_id: &str) -> Value {
     if let Value::Object(m) = &mut result {
         m.remove("resultType");
-        meta_mut(m).insert(META_RELATED_TASK.into(), json!({"taskId": task_id}));
+        let meta = meta_mut(m);
+        // The 2026-07-28 server's name on its result: not 2025-11-25's.
+        meta.remove(crate::revision::META_SERVER_INFO);
+        meta.insert(META_RELATED_TASK.into(), json!({"taskId": task_id}));
     }
     result
 }
