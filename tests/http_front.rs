@@ -364,6 +364,7 @@ async fn legacy_session_paths_and_metrics() {
     .await;
     assert_eq!(s, StatusCode::NOT_FOUND, "{body}");
     assert_valid(Revision::Legacy, &body, None);
+    assert_eq!(body["id"], 2, "the error answers the request: {body}");
     for m in [reqwest::Method::GET, reqwest::Method::DELETE] {
         let (s, _, _) = send(c.request(m.clone(), url).header("mcp-session-id", "nope")).await;
         assert_eq!(s, StatusCode::NOT_FOUND, "{m} of an unknown session");

@@ -308,9 +308,11 @@ fn session(app: &App, sid: &str, principal: &Option<String>) -> Option<Arc<HttpS
     Some(s.clone())
 }
 
-fn unknown_session() -> Response {
+/// 404 for a session the shim does not know; a POSTed request's answer
+/// names its id (`None` for GET, DELETE, or a POSTed notification).
+fn unknown_session(id: Option<Id>) -> Response {
     let e = ShimError::InvalidRequest("unknown or expired Mcp-Session-Id".into());
-    error_response(StatusCode::NOT_FOUND, None, e)
+    error_response(StatusCode::NOT_FOUND, id, e)
 }
 
 pub(super) async fn post(
@@ -323,7 +325,11 @@ pub(super) async fn post(
     app.metrics
         .count(Revision::Legacy, msg.method().unwrap_or("(response)"));
     let Some(s) = session(&app, sid, &principal) else {
-        return unknown_session();
+        let id = match &msg {
+            Message::Request(r) => Some(r.id.clone()),
+            _ => None,
+        };
+        return unknown_session(id);
     };
     // The 2025-11-25 transport: a server MUST answer 400 to an invalid
     // or unsupported MCP-Protocol-Version (an absent one means 2025-03-26).
@@ -499,7 +505,7 @@ impl Drop for Registered {
 pub(super) fn get_stream(app: Arc<App>, sid: &str, principal: Option<String>) -> Response {
     app.metrics.count(Revision::Legacy, "GET");
     let Some(s) = session(&app, sid, &principal) else {
-        return unknown_session();
+        return unknown_session(None);
     };
     let (tx, rx) = mpsc::unbounded_channel();
     {
@@ -525,7 +531,7 @@ pub(super) fn delete(app: Arc<App>, sid: &str, principal: Option<String>) -> Res
         }
     };
     let Some(s) = removed else {
-        return unknown_session();
+        return unknown_session(None);
     };
     end(&app, &s, "the session was deleted");
     tracing::info!(session = %sid, "legacy HTTP session deleted");
