@@ -824,3 +824,34 @@ fn results_carry_no_modern_server_info() {
     let result = shim.ok("tasks/result", json!({"taskId": id}));
     assert!(result["_meta"].get(key).is_none(), "{result}");
 }
+
+/// A client that declared no elicitation, calling a tool that asks before
+/// it makes its task (an MRTR round): the question is declined for it at
+/// once, as inside a task, and the call goes on with that answer. Before,
+/// the whole call failed with "Upstream error: the server needs …".
+#[test]
+fn undeclared_input_before_a_task_is_declined_not_fatal() {
+    let mut shim = Wire::legacy_front(&[]);
+    shim.ok(
+        "initialize",
+        json!({"protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "no-elicitation", "version": "1"}}),
+    );
+    shim.notify("notifications/initialized", json!({}));
+    let plain = shim.ok(
+        "tools/call",
+        json!({"name": "test_tool_with_task", "arguments": {}, "task": {}}),
+    );
+    let id = plain["task"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a task: {plain}"))
+        .to_owned();
+    let result = shim.ok("tasks/result", json!({"taskId": id}));
+    assert!(text_of(&result).contains("Hello"), "{result}");
+    assert!(
+        shim.received
+            .iter()
+            .all(|m| m["method"] != "elicitation/create"),
+        "the client was never asked"
+    );
+}

@@ -240,10 +240,17 @@ impl LegacySession {
             .unwrap_or_default();
         let declared = self.client_takes(method, request.get("params"));
         if !declared {
-            return Err(ShimError::Upstream(format!(
-                "the server needs {method:?} input, which this client did not declare"
-            ))
-            .into());
+            // Declined at once, as the client would decline what it
+            // cannot show: the call goes on with that answer.
+            tracing::info!(%method, "input the client did not declare; declined for it");
+            return match method {
+                "elicitation/create" => Ok(json!({"action": "decline"})),
+                "roots/list" => Ok(json!({"roots": []})),
+                _ => Err(ShimError::Internal(format!(
+                    "the server needs {method:?} input, which this client did not declare"
+                ))
+                .into()),
+            };
         }
         let mut req =
             input::input_request_to_legacy(key, request, task_id.unwrap_or(""), 0.into())?;
