@@ -271,6 +271,21 @@ async fn modern_error_paths(upstream: Vec<String>) {
         h.get("mcp-session-id").is_none(),
         "no session opened: {body}"
     );
+    // ...and one naming no version the shim speaks: 400.
+    let init = json!({"protocolVersion": LEGACY, "capabilities": {},
+        "clientInfo": {"name": "future", "version": "0"}});
+    let (s, body, h) = send(set_header(
+        legacy(&c, url, None, &rpc(17, "initialize", init)),
+        "mcp-protocol-version",
+        Some("2099-01-01"),
+    ))
+    .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(body["error"]["code"], -32600, "{body}");
+    assert!(
+        h.get("mcp-session-id").is_none(),
+        "no session opened: {body}"
+    );
 
     // GET / DELETE without a session: 405, Allow: POST.
     for m in [reqwest::Method::GET, reqwest::Method::DELETE] {

@@ -26,7 +26,8 @@ pub struct ShimArgs {
     /// `tasks/list` page size [default: 50, or the config file's].
     #[arg(long, value_name = "N")]
     pub page_size: Option<usize>,
-    /// Most live tasks one client (session or principal) may hold.
+    /// Most tasks one client (session or principal) may hold; finished
+    /// ones count until their retention (ttl) ends.
     #[arg(long, value_name = "N", default_value_t = 10_000,
           value_parser = at_least_one)]
     pub max_tasks_per_client: u64,

@@ -57,6 +57,19 @@ pub fn can_take(capabilities: Option<&Value>, method: &str, params: Option<&Valu
     }
 }
 
+/// Why a client that [`can_take`] said no to cannot be asked `method`
+/// with `params`: the elicitation mode it lacks, or the capability.
+pub fn not_declared(method: &str, params: Option<&Value>) -> String {
+    if method == "elicitation/create" {
+        let mode = params
+            .and_then(|p| p.get("mode"))
+            .and_then(Value::as_str)
+            .unwrap_or("form");
+        return format!("the client did not declare elicitation in {mode} mode");
+    }
+    format!("the client did not declare {method}")
+}
+
 /// The task a legacy server→client request belongs to
 /// (`params._meta["io.modelcontextprotocol/related-task"].taskId`).
 pub fn related_task_of(params: Option<&Value>) -> Option<&str> {
@@ -268,6 +281,25 @@ pub fn input_key(method: &str, seq: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A refusal names what is missing: the elicitation mode asked for, or
+    /// the capability.
+    #[test]
+    fn refusals_name_the_missing_mode() {
+        let url = json!({"mode": "url", "url": "https://example.com", "message": "m", "elicitationId": "e"});
+        assert_eq!(
+            not_declared("elicitation/create", Some(&url)),
+            "the client did not declare elicitation in url mode"
+        );
+        assert_eq!(
+            not_declared("elicitation/create", Some(&json!({"message": "m"}))),
+            "the client did not declare elicitation in form mode"
+        );
+        assert_eq!(
+            not_declared("sampling/createMessage", None),
+            "the client did not declare sampling/createMessage"
+        );
+    }
 
     #[test]
     fn input_request_round_trip() {

@@ -265,8 +265,10 @@ impl ModernSession {
         for req in batch {
             let declared = meta.takes(&req.method, req.params.as_ref());
             if !declared {
-                let err =
-                    ShimError::MethodNotFound(format!("the client did not declare {}", req.method));
+                let err = ShimError::MethodNotFound(input::not_declared(
+                    &req.method,
+                    req.params.as_ref(),
+                ));
                 let _ = self.front.upstream.respond(req.id, Err(err.into()));
                 continue;
             }

@@ -445,13 +445,13 @@ impl ModernSession {
                     keys.insert(key.clone(), (id.clone(), method.to_owned()));
                     true
                 } else {
-                    refused.push((id.clone(), method.to_owned()));
+                    refused.push((id.clone(), input::not_declared(method, asked.get("params"))));
                     false
                 }
             });
         }
-        for (id, method) in refused {
-            let err = ShimError::MethodNotFound(format!("the client did not declare {method}"));
+        for (id, why) in refused {
+            let err = ShimError::MethodNotFound(why);
             let _ = self.front.upstream.respond(id, Err(err.into()));
         }
         (!inputs.is_empty()).then_some((inputs, keys))

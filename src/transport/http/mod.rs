@@ -628,12 +628,23 @@ async fn post_endpoint(
     if msg.method() == Some("initialize") {
         // A client that says it speaks 2026-07-28 gets what a 2026-07-28
         // server answers, not a 2025-11-25 session it did not ask for.
-        if headers::header(&headers, "mcp-protocol-version") == Some(revision::MODERN_VERSION) {
-            let e = ShimError::MethodNotFound(format!(
-                "initialize is not a {} method (MCP-Protocol-Version says {0}); such a client starts with server/discover",
-                revision::MODERN_VERSION
-            ));
-            return error_response(StatusCode::NOT_FOUND, msg.id().cloned(), e);
+        match headers::header(&headers, "mcp-protocol-version") {
+            Some(v) if v == revision::MODERN_VERSION => {
+                let e = ShimError::MethodNotFound(format!(
+                    "initialize is not a {v} method (MCP-Protocol-Version says {v}); such a client starts with server/discover"
+                ));
+                return error_response(StatusCode::NOT_FOUND, msg.id().cloned(), e);
+            }
+            // The 2025-11-25 transport: an unsupported version is a 400.
+            Some(v) if !revision::LEGACY_VERSIONS.contains(&v) => {
+                let e = ShimError::InvalidRequest(format!(
+                    "unsupported MCP-Protocol-Version {v:?} (one of {}, or {})",
+                    revision::LEGACY_VERSIONS.join(", "),
+                    revision::MODERN_VERSION
+                ));
+                return error_response(StatusCode::BAD_REQUEST, msg.id().cloned(), e);
+            }
+            _ => {}
         }
         return legacy::initialize(app, msg, principal).await;
     }
