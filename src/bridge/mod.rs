@@ -26,6 +26,34 @@ pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// What a front knows of its upstream's end: why it last went away, and
+/// whether that was for good (its events ended: no restart follows).
+/// Shared by both fronts.
+#[derive(Debug, Default)]
+pub(crate) struct UpstreamFate(std::sync::Mutex<(Option<String>, bool)>);
+
+impl UpstreamFate {
+    /// The upstream went away (it may be restarted).
+    pub(crate) fn closed(&self, reason: &str) {
+        lock(&self.0).0 = Some(reason.to_owned());
+    }
+
+    /// No successor will come.
+    pub(crate) fn ended(&self) {
+        lock(&self.0).1 = true;
+    }
+
+    /// Why the upstream is gone, once it is gone for good.
+    pub(crate) fn gone_for_good(&self) -> Option<String> {
+        let fate = lock(&self.0);
+        fate.1.then(|| {
+            fate.0
+                .clone()
+                .unwrap_or_else(|| "the upstream server is gone".to_owned())
+        })
+    }
+}
+
 /// How often a running shim drops expired tasks (and idle legacy HTTP
 /// sessions) from memory. Lookups never see an expired task anyway; this
 /// only bounds how long its memory is held.
@@ -142,8 +170,8 @@ impl Default for BridgeConfig {
     }
 }
 
-/// Marks `scope`'s task `id`, which the upstream answered it does not know
-/// (`upstream`, a `-32602`), as failed: the error that says so, `-32603`
+/// Marks `scope`'s task `id`, which the upstream no longer knows (`why`:
+/// its `-32602` message, or how the upstream went), as failed: the error that says so, `-32603`
 /// [`ShimError::TaskLost`](crate::error::ShimError::TaskLost), becomes its
 /// status message and its cached outcome. A task that had ended (or was
 /// cancelled) is left as it was. Returns the record as it now stands, and
@@ -158,9 +186,9 @@ pub(crate) fn mark_lost(
     clock: &Clock,
     scope: &str,
     id: &str,
-    upstream: &crate::jsonrpc::ErrorObject,
+    why: &str,
 ) -> Result<(Option<crate::ledger::TaskRecord>, bool), crate::error::ShimError> {
-    let reason = crate::error::ShimError::TaskLost(upstream.message.clone()).to_error_object();
+    let reason = crate::error::ShimError::TaskLost(why.to_owned()).to_error_object();
     let now = clock.now_iso();
     let now_ms = clock.now_ms();
     let (mut changed, mut expiring) = (false, false);
@@ -186,7 +214,7 @@ pub(crate) fn mark_lost(
         return Ok((None, false));
     }
     if changed {
-        tracing::warn!(task = id, upstream = %upstream.message, "the upstream lost a running task; it reads as failed");
+        tracing::warn!(task = id, upstream = %why, "the upstream lost a running task; it reads as failed");
     }
     Ok((rec, changed))
 }

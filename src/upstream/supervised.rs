@@ -645,9 +645,10 @@ impl Supervised {
     }
 
     /// Relayed requests get `request_timeout` as the shim's own do: one
-    /// unanswered that long is answered `-32603` and forgotten, so a late
-    /// answer from the child is dropped rather than sent twice. Checked
-    /// once a second, and only while something is relayed.
+    /// unanswered that long is answered `-32603`, cancelled upstream and
+    /// forgotten, so a late answer from the child is dropped rather than
+    /// sent twice. The check wakes when the oldest relayed request is due,
+    /// and once a second while none is relayed.
     async fn time_out_relayed(self: Arc<Self>, generation: Arc<Generation>) {
         let limit = self.opts.request_timeout;
         let mut dead = generation.dead.subscribe();
@@ -658,16 +659,16 @@ impl Supervised {
                 _ = dead.wait_for(Option::is_some) => return,
             }
             let now = Instant::now();
-            let expired: Vec<Id> = {
+            let mut expired = Vec::new();
+            {
                 let mut relayed = lock(&generation.relayed);
-                let expired: Vec<Id> = relayed
-                    .iter()
-                    .filter(|(_, since)| now.duration_since(**since) >= limit)
-                    .map(|(id, _)| id.clone())
-                    .collect();
-                for id in &expired {
-                    relayed.remove(id);
-                }
+                relayed.retain(|id, since| {
+                    let due = now.duration_since(*since) >= limit;
+                    if due {
+                        expired.push(id.clone());
+                    }
+                    !due
+                });
                 // Wake when the oldest one left is due (a tick after, at
                 // most), not a whole sweep late.
                 wait = relayed
@@ -677,8 +678,7 @@ impl Supervised {
                     .map_or(RELAYED_SWEEP.min(limit), |due| {
                         due.max(Duration::from_millis(1))
                     });
-                expired
-            };
+            }
             for id in expired {
                 tracing::warn!(
                     ?id,
@@ -690,13 +690,10 @@ impl Supervised {
                 );
                 // The server stops the work nobody waits for any more, as
                 // for the shim's own requests.
-                let cancel = Message::notification(
-                    "notifications/cancelled",
-                    json!({"requestId": id, "reason": why}),
-                );
-                let mut line = cancel.to_json();
-                line.push('\n');
-                if let Err(e) = generation.input.write_line(line.as_bytes()) {
+                if let Err(e) = generation
+                    .conn
+                    .send(super::stream::cancel_message(&id, &why))
+                {
                     tracing::debug!(error = %e, "could not cancel a timed-out relayed request");
                 }
                 let error = ShimError::Upstream(why);

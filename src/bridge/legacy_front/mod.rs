@@ -56,9 +56,8 @@ pub struct LegacyFront {
     sessions: Mutex<Vec<Weak<LegacySession>>>,
     /// Where the upstream's progress for each client request goes.
     progress: ProgressRoutes<LegacySession>,
-    /// Why the upstream last went away, and whether that was for good
-    /// (its events ended: no restart follows).
-    fault: Mutex<(Option<String>, bool)>,
+    /// Why the upstream went, and whether for good.
+    fate: super::UpstreamFate,
 }
 
 impl LegacyFront {
@@ -90,7 +89,7 @@ impl LegacyFront {
             clock: Clock::new(),
             sessions: Mutex::new(Vec::new()),
             progress: ProgressRoutes::default(),
-            fault: Mutex::new((None, false)),
+            fate: super::UpstreamFate::default(),
         })
     }
 
@@ -98,20 +97,7 @@ impl LegacyFront {
     /// are dead, and read as failed from now on instead of as the status
     /// last seen.
     pub fn upstream_ended(&self) {
-        lock(&self.fault).1 = true;
-    }
-
-    /// Why the upstream is gone, if it is gone for good.
-    fn gone_for_good(&self) -> Option<crate::jsonrpc::ErrorObject> {
-        let fault = lock(&self.fault);
-        fault.1.then(|| crate::jsonrpc::ErrorObject {
-            code: crate::error::codes::INTERNAL_ERROR,
-            message: fault
-                .0
-                .clone()
-                .unwrap_or_else(|| "the upstream server is gone".into()),
-            data: None,
-        })
+        self.fate.ended();
     }
 
     /// Opens a client session whose tasks live in ledger scope `scope` and
@@ -208,7 +194,7 @@ impl LegacyFront {
                 let _ = self.upstream.respond(r.id, Err(err));
             }
             UpstreamEvent::Closed(reason) => {
-                lock(&self.fault).0 = Some(reason.clone());
+                self.fate.closed(&reason);
                 for s in self.live_sessions() {
                     s.fail_asks(&reason);
                 }

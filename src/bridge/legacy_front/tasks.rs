@@ -64,7 +64,7 @@ impl LegacySession {
             Ok(answer) => answer,
             // Gone for good: the task died with it.
             Err(e) => {
-                let Some(why) = self.front.gone_for_good() else {
+                let Some(why) = self.front.fate.gone_for_good() else {
                     return Err(e.into());
                 };
                 return self
@@ -79,7 +79,7 @@ impl LegacySession {
             // client learns why, and `tasks/list` stops calling it working.
             Err(e) if e.code == crate::error::codes::INVALID_PARAMS => {
                 return self
-                    .record_lost(rec.id(), &e)?
+                    .record_lost(rec.id(), &e.message)?
                     .ok_or_else(|| ShimError::UnknownTask.into());
             }
             Err(e) => {
@@ -97,20 +97,20 @@ impl LegacySession {
         }))
     }
 
-    /// Marks a task the upstream no longer knows as failed, its error
-    /// cached for `tasks/result` (unless it ended or was cancelled first),
-    /// and tells the client. Returns the record as it now stands.
+    /// Marks a task the upstream no longer knows (`why`) as failed, its
+    /// error cached for `tasks/result` (unless it ended or was cancelled
+    /// first), and tells the client. Returns the record as it now stands.
     pub(super) fn record_lost(
         &self,
         task_id: &str,
-        upstream: &ErrorObject,
+        why: &str,
     ) -> Result<Option<TaskRecord>, ErrorObject> {
         let (rec, changed) = crate::bridge::mark_lost(
             &*self.front.ledger,
             &self.front.clock,
             &self.scope,
             task_id,
-            upstream,
+            why,
         )?;
         if let (Some(rec), true) = (&rec, changed) {
             self.send(Message::notification(LEGACY_STATUS, to_value(&rec.task)));
@@ -222,7 +222,7 @@ impl LegacySession {
                 Seen::Lost(e) => {
                     // Stored as failed: `tasks/result` answers from the
                     // record. One at the end of its TTL is gone instead.
-                    return Err(match self.record_lost(task_id, &e)? {
+                    return Err(match self.record_lost(task_id, &e.message)? {
                         Some(_) => ShimError::TaskLost(e.message),
                         None => ShimError::UnknownTask,
                     }
@@ -347,20 +347,21 @@ impl LegacySession {
         }
         let mut tasks: Vec<_> = page.records.iter().map(|r| r.task.clone()).collect();
         while let Some(Ok((i, outcome))) = refreshes.join_next().await {
-            let seen = match outcome {
-                Ok(Ok(d)) => self.record_seen(&d),
-                // Lost upstream: listed as failed, as `tasks/get` would say.
-                Ok(Err(e)) if e.code == crate::error::codes::INVALID_PARAMS => {
-                    self.record_lost(page.records[i].id(), &e).ok().flatten()
-                }
-                // The upstream is gone for good: so are its tasks.
-                Err(_) => self
-                    .front
-                    .gone_for_good()
-                    .and_then(|why| self.record_lost(page.records[i].id(), &why).ok().flatten()),
-                // Anything else: the page shows the last status seen.
-                _ => None,
-            };
+            let seen =
+                match outcome {
+                    Ok(Ok(d)) => self.record_seen(&d),
+                    // Lost upstream: listed as failed, as `tasks/get` would say.
+                    Ok(Err(e)) if e.code == crate::error::codes::INVALID_PARAMS => self
+                        .record_lost(page.records[i].id(), &e.message)
+                        .ok()
+                        .flatten(),
+                    // The upstream is gone for good: so are its tasks.
+                    Err(_) => self.front.fate.gone_for_good().and_then(|why| {
+                        self.record_lost(page.records[i].id(), &why).ok().flatten()
+                    }),
+                    // Anything else: the page shows the last status seen.
+                    _ => None,
+                };
             if let Some(rec) = seen {
                 tasks[i] = rec.task;
             }

@@ -56,10 +56,8 @@ pub struct ModernFront {
     /// Rounds the upstream took with it when it went (held id → why), so
     /// that their retry hears the cause, not "invalid requestState".
     lost_rounds: Mutex<HashMap<String, String>>,
-    /// Why the upstream last went away, for [`ModernFront::upstream_ended`].
-    last_fault: Mutex<Option<String>>,
-    /// Set by [`ModernFront::upstream_ended`]: no successor will come.
-    gone: std::sync::atomic::AtomicBool,
+    /// Why the upstream went, and whether for good.
+    fate: super::UpstreamFate,
     /// Requests tagged with a task not tracked yet (its creation answer may
     /// still be on its way): task id → request.
     early: Mutex<Vec<(String, Request)>>,
@@ -123,8 +121,7 @@ impl ModernFront {
             open_calls: Mutex::new(Vec::new()),
             held: Mutex::new(HashMap::new()),
             lost_rounds: Mutex::new(HashMap::new()),
-            last_fault: Mutex::new(None),
-            gone: std::sync::atomic::AtomicBool::new(false),
+            fate: super::UpstreamFate::default(),
             early: Mutex::new(Vec::new()),
             signer: StateSigner::new(),
             sessions: Mutex::new(Vec::new()),
@@ -315,13 +312,8 @@ impl ModernFront {
             .filter(|(_, t)| !t.driven)
             .map(|(id, t)| (id.clone(), t.scope.clone()))
             .collect();
-        let why = crate::jsonrpc::ErrorObject {
-            code: crate::error::codes::INTERNAL_ERROR,
-            message: reason.to_owned(),
-            data: None,
-        };
         for (id, scope) in followed {
-            match crate::bridge::mark_lost(&*self.ledger, &self.clock, &scope, &id, &why) {
+            match crate::bridge::mark_lost(&*self.ledger, &self.clock, &scope, &id, reason) {
                 Ok((Some(_), true)) => self.notify_subscribers(&scope, &id, None),
                 Ok(_) => {}
                 Err(e) => tracing::warn!(task = %id, error = %e, "could not mark a lost task"),
@@ -335,22 +327,11 @@ impl ModernFront {
     /// come on it, and a client left reading a silent stream would never
     /// learn that.
     pub fn upstream_ended(&self) {
-        self.gone.store(true, std::sync::atomic::Ordering::SeqCst);
-        let reason = self.gone_for_good().unwrap_or_default();
+        self.fate.ended();
+        let reason = self.fate.gone_for_good().unwrap_or_default();
         for s in self.live_sessions() {
             s.end_listens(&reason);
         }
-    }
-
-    /// Why the upstream is gone, once it is gone for good.
-    fn gone_for_good(&self) -> Option<String> {
-        self.gone
-            .load(std::sync::atomic::Ordering::SeqCst)
-            .then(|| {
-                lock(&self.last_fault)
-                    .clone()
-                    .unwrap_or_else(|| "the upstream server is gone".to_owned())
-            })
     }
 
     /// Feeds one upstream event.
@@ -371,13 +352,7 @@ impl ModernFront {
                 }
                 // Listen streams that asked hear of it; a sole client
                 // (stdio) outside a stream too, as before.
-                m @ ("notifications/prompts/list_changed"
-                | "notifications/resources/list_changed") => {
-                    let kind = if m.contains("prompts") {
-                        tasks::ListKind::Prompts
-                    } else {
-                        tasks::ListKind::Resources
-                    };
+                m if let Some(kind) = tasks::ListKind::of_notification(m) => {
                     for s in self.live_sessions() {
                         s.list_changed(kind);
                         if s.sole_client {
@@ -403,7 +378,7 @@ impl ModernFront {
             },
             UpstreamEvent::Closed(reason) => {
                 tracing::warn!(%reason, "legacy upstream closed");
-                *lock(&self.last_fault) = Some(reason.clone());
+                self.fate.closed(&reason);
                 self.tasks_died_with_the_child(&reason);
                 lock(&self.open_calls).clear();
                 let lost: Vec<String> = lock(&self.held).drain().map(|(id, _)| id).collect();

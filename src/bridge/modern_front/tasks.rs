@@ -61,6 +61,11 @@ impl ListKind {
         }
     }
 
+    /// The kind whose change `method` announces.
+    pub(super) fn of_notification(method: &str) -> Option<ListKind> {
+        Self::ALL.into_iter().find(|k| k.notification() == method)
+    }
+
     fn notification(self) -> &'static str {
         match self {
             ListKind::Tools => "notifications/tools/list_changed",
@@ -189,19 +194,14 @@ impl ModernFront {
                     }
                 })
                 .is_some();
-            if settled_before {
-                if let Some(live) = lock(&front.tasks).get_mut(&id) {
-                    live.inputs.clear();
-                    live.outcome.send_replace(Some(payload));
-                    live.progress = None;
-                }
-                return;
-            }
             if let Some(live) = lock(&front.tasks).get_mut(&id) {
                 live.inputs.clear();
                 live.outcome.send_replace(Some(payload.clone()));
                 // It has ended: no more progress.
                 live.progress = None;
+            }
+            if settled_before {
+                return;
             }
             // The status the payload ends in, as tasks/get would say.
             if recorded
@@ -461,14 +461,9 @@ impl ModernSession {
     /// or dropped the task early) has failed: stored so, its error cached,
     /// listen streams told, and answered as such. A task that had already
     /// ended, its outcome not fetched, stays unknown.
-    fn lost(&self, id: &str, upstream: &ErrorObject) -> RpcResult {
-        let (rec, changed) = crate::bridge::mark_lost(
-            &*self.front.ledger,
-            &self.front.clock,
-            &self.scope,
-            id,
-            upstream,
-        )?;
+    fn lost(&self, id: &str, why: &str) -> RpcResult {
+        let (rec, changed) =
+            crate::bridge::mark_lost(&*self.front.ledger, &self.front.clock, &self.scope, id, why)?;
         let rec = rec
             .filter(|r| matches!(r.payload, Payload::Error(_)))
             .ok_or(ShimError::UnknownTask)?;
@@ -511,7 +506,7 @@ impl ModernSession {
                 return Err(held_elsewhere(&id));
             }
             Err(e) if e.code == crate::error::codes::INVALID_PARAMS => {
-                return self.lost(&id, &e);
+                return self.lost(&id, &e.message);
             }
             Err(e) => return Err(e),
         };
@@ -636,7 +631,7 @@ impl ModernSession {
     /// teardown); an acknowledgement names the task ids accepted.
     pub(super) fn listen(&self, req: &Request, meta: &RequestMeta) -> Option<RpcResult> {
         // Nothing would ever come on a stream opened now.
-        if let Some(why) = self.front.gone_for_good() {
+        if let Some(why) = self.front.fate.gone_for_good() {
             return Some(Err(ShimError::Upstream(why).into()));
         }
         let filter = match req.params.as_ref().and_then(|p| p.get("notifications")) {

@@ -19,6 +19,12 @@ pub(crate) fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> 
     headers.get(name).and_then(|v| v.to_str().ok())
 }
 
+/// Whether header `name` came more than once: two claims, where the
+/// shim reads one value (the first one winning is nothing to build on).
+pub(crate) fn doubled(headers: &HeaderMap, name: &str) -> bool {
+    headers.get_all(name).iter().nth(1).is_some()
+}
+
 /// Decodes the base64 sentinel form; plain values come back unchanged.
 pub(crate) fn decode_sentinel(value: &str) -> Result<String, ShimError> {
     match value

@@ -575,7 +575,7 @@ fn admit(
     // read as the first (which one a proxy or client put first is not
     // something to build on).
     for name in SINGLE_VALUED {
-        if headers.get_all(*name).iter().nth(1).is_some() {
+        if headers::doubled(headers, name) {
             let e = ShimError::InvalidRequest(format!("more than one {name} header"));
             return Err(Box::new(error_response(StatusCode::BAD_REQUEST, None, e)));
         }

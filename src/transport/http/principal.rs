@@ -98,7 +98,7 @@ impl PrincipalResolver for ConfiguredPrincipals {
         // first one winning would let a client behind a proxy that appends
         // its own copy pick whose tasks it gets.
         for name in std::iter::once("authorization").chain(self.trusted_header.as_deref()) {
-            if headers.get_all(name).iter().nth(1).is_some() {
+            if super::headers::doubled(headers, name) {
                 return Err(format!("more than one {name} header"));
             }
         }
