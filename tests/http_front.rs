@@ -281,6 +281,7 @@ async fn modern_error_paths(upstream: Vec<String>) {
     ))
     .await;
     assert_eq!(s, StatusCode::BAD_REQUEST, "{body}");
+    assert_valid(Revision::Legacy, &body, Some("initialize"));
     assert_eq!(body["error"]["code"], -32600, "{body}");
     assert!(
         h.get("mcp-session-id").is_none(),
@@ -1366,6 +1367,13 @@ fn slow_clients_are_cut_off() {
     let answer = read_until_closed(&mut body, Duration::from_secs(5)).expect("answered and closed");
     assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
     assert!(answer.contains("did not arrive within"), "{answer}");
+    // The body is a JSON-RPC error (no id: the request never arrived).
+    let refusal: Value = answer
+        .split_once("\r\n\r\n")
+        .and_then(|(_, b)| serde_json::from_str(b).ok())
+        .unwrap_or_else(|| panic!("a JSON-RPC body: {answer}"));
+    assert_valid(Revision::Legacy, &refusal, None);
+    assert_eq!(refusal["error"]["code"], -32600, "{refusal}");
     let cut = read_until_closed(&mut head, Duration::from_secs(5));
     assert!(cut.is_some(), "a trickled head is cut off");
     assert!(read_until_closed(&mut third, Duration::from_secs(5)).is_some());

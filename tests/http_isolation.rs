@@ -828,6 +828,7 @@ async fn doubled_identity_headers_are_refused() {
     for (i, (req, status)) in doubled.into_iter().enumerate() {
         let (s, body, _) = send(req).await;
         assert_eq!(s.as_u16(), status, "case {i}: {body}");
+        assert_valid(Revision::Modern, &body, Some("tools/list"));
         assert!(
             body["error"]["message"]
                 .as_str()

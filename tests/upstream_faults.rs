@@ -838,6 +838,7 @@ fn http_listen_stream_ends_when_the_upstream_is_gone() {
         assert_eq!(resp.status(), 200);
         let mut stream = h::Sse::new(resp);
         let ack = stream.next().await.expect("the acknowledgement");
+        support::schema::assert_valid(Revision::Modern, &ack, None);
         assert_eq!(
             ack["method"], "notifications/subscriptions/acknowledged",
             "{ack}"
