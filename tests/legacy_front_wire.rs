@@ -855,3 +855,142 @@ fn undeclared_input_before_a_task_is_declined_not_fatal() {
         "the client was never asked"
     );
 }
+
+/// The next message matching `pred` within `within`; others are kept.
+#[track_caller]
+fn seen_within(shim: &mut Wire, within: Duration, pred: impl Fn(&Value) -> bool) -> Option<Value> {
+    let deadline = Instant::now() + within;
+    let mut kept = Vec::new();
+    let mut found = None;
+    while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+        let Some(m) = shim.next(left) else { break };
+        if pred(&m) {
+            found = Some(m);
+            break;
+        }
+        kept.push(m);
+    }
+    for m in kept.into_iter().rev() {
+        shim.unread(m);
+    }
+    found
+}
+
+fn withdraws(question: &Value) -> impl Fn(&Value) -> bool + '_ {
+    move |m| m["method"] == "notifications/cancelled" && m["params"]["requestId"] == question["id"]
+}
+
+/// A question the client has not answered is withdrawn
+/// (`notifications/cancelled` naming it) when the client cancels its task,
+/// so the client's prompt does not stay up for a task that is gone; a
+/// question whose wait alone was cancelled stays asked (see
+/// `a_question_is_not_asked_again_after_a_cancelled_wait`).
+#[test]
+fn a_question_is_withdrawn_when_its_task_is_cancelled() {
+    let mut shim = Wire::legacy_front(&[]);
+    shim.initialize();
+    shim.auto_answer = false;
+    let task = create(&mut shim, "confirm_delete", json!({"filename": "g.txt"}));
+    let wait = shim.request("tasks/result", json!({"taskId": task}));
+    let asked = seen_within(&mut shim, Duration::from_secs(5), |m| {
+        m["method"] == "elicitation/create"
+    })
+    .expect("the task's question");
+    assert!(
+        seen_within(&mut shim, Duration::from_millis(500), withdraws(&asked)).is_none(),
+        "withdrawn while the task still waits on it"
+    );
+    let cancelled = shim.ok("tasks/cancel", json!({"taskId": task}));
+    assert_eq!(cancelled["status"], "cancelled", "{cancelled}");
+    let withdrawal = seen_within(&mut shim, Duration::from_secs(5), withdraws(&asked))
+        .unwrap_or_else(|| {
+            panic!(
+                "question {} not withdrawn: {:#?}",
+                asked["id"], shim.received
+            )
+        });
+    assert!(
+        withdrawal["params"]["reason"]
+            .as_str()
+            .is_some_and(|r| !r.is_empty()),
+        "{withdrawal}"
+    );
+    let ended = shim.response(&wait);
+    assert!(
+        ended.get("error").is_some() || ended["result"].is_object(),
+        "{ended}"
+    );
+    // A late answer changes nothing: the task stays cancelled.
+    shim.send(&json!({"jsonrpc": "2.0", "id": asked["id"],
+        "result": {"action": "accept", "content": {"confirm": true}}}));
+    let t = shim.ok("tasks/get", json!({"taskId": task}));
+    assert_eq!(t["status"], "cancelled", "{t}");
+}
+
+/// A question asked during a plain call is withdrawn when the client
+/// cancels that call.
+#[test]
+fn a_question_is_withdrawn_when_its_call_is_cancelled() {
+    let mut shim = Wire::legacy_front(&[]);
+    shim.initialize();
+    shim.auto_answer = false;
+    let call = shim.request(
+        "tools/call",
+        json!({"name": "confirm_delete", "arguments": {"filename": "h.txt"}}),
+    );
+    let asked = seen_within(&mut shim, Duration::from_secs(5), |m| {
+        m["method"] == "elicitation/create"
+    })
+    .expect("the call's question");
+    shim.notify("notifications/cancelled", json!({"requestId": call}));
+    seen_within(&mut shim, Duration::from_secs(5), withdraws(&asked)).unwrap_or_else(|| {
+        panic!(
+            "question {} not withdrawn: {:#?}",
+            asked["id"], shim.received
+        )
+    });
+    shim.ok("ping", json!({}));
+    assert_unanswered_until(
+        &mut shim,
+        &call,
+        Instant::now() + Duration::from_millis(500),
+    );
+}
+
+/// Several questions of one task reach the client in the server's order
+/// (its `inputRequests`): they went out in whatever order the runtime ran
+/// one task per question, mostly reversed. Eight tasks.
+#[test]
+fn a_tasks_questions_come_in_the_servers_order() {
+    let mut shim = Wire::legacy_front(&[]);
+    shim.initialize();
+    shim.auto_answer = false;
+    for round in 0..8 {
+        let task = create(&mut shim, "multi_input", json!({}));
+        let wait = shim.request("tasks/result", json!({"taskId": task}));
+        let mut asked = Vec::new();
+        while asked.len() < 2 {
+            let q = seen_within(&mut shim, Duration::from_secs(5), |m| {
+                m["method"] == "elicitation/create"
+            })
+            .unwrap_or_else(|| panic!("round {round}: two questions, got {asked:#?}"));
+            asked.push(q);
+        }
+        let messages: Vec<&str> = asked
+            .iter()
+            .map(|q| q["params"]["message"].as_str().unwrap_or_default())
+            .collect();
+        assert_eq!(messages[1], "Proceed?", "round {round}: {messages:?}");
+        for q in &asked {
+            let content = if q["params"]["message"] == "Proceed?" {
+                json!({"confirm": true})
+            } else {
+                json!({"name": "Ada"})
+            };
+            shim.send(&json!({"jsonrpc": "2.0", "id": q["id"],
+                "result": {"action": "accept", "content": content}}));
+        }
+        let done = shim.response(&wait);
+        assert!(text_of(&done["result"]).contains("Ada"), "round {round}: {done}");
+    }
+}

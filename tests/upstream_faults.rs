@@ -1123,6 +1123,59 @@ fn progress_just_before_an_answer_is_not_overtaken() {
     }
 }
 
+/// Over HTTP too, a 2025-11-25 client's progress the server writes right
+/// before its answer comes before the answer (on an SSE answer), every
+/// time: the front routes it through the session's router, while the
+/// answer goes straight to the POST.
+#[test]
+fn http_progress_just_before_an_answer_is_not_overtaken() {
+    block_on(async {
+        let stamp = Stamp::new("tight-http");
+        let shim = http_shim(&[], &relay("tight", "2026-07-28"), &stamp);
+        let c = h::client();
+        let (sid, _) = h::initialize(&c, &shim.url, None).await;
+        for n in 0..30 {
+            let mut p = json!({"name": "slow_compute",
+                "arguments": {"seconds": 0.05, "label": "FAULT"}});
+            p["_meta"] = json!({"progressToken": format!("t{n}")});
+            let body = h::rpc(100 + n, "tools/call", p);
+            let resp =
+                tokio::time::timeout(h::STEP, h::legacy(&c, &shim.url, Some(&sid), &body).send())
+                    .await
+                    .expect("answered in time")
+                    .expect("the call");
+            let got = if h::is_sse(resp.headers()) {
+                let mut sse = h::Sse::new(resp);
+                let mut got = Vec::new();
+                while let Some(m) = sse.next().await {
+                    got.push(m);
+                }
+                got
+            } else {
+                vec![resp.json::<Value>().await.expect("a JSON answer")]
+            };
+            for m in &got {
+                let answers = m.get("method").is_none().then_some("tools/call");
+                support::schema::assert_valid(Revision::Legacy, m, answers);
+            }
+            let progress = got
+                .iter()
+                .take_while(|m| m.get("method").is_some())
+                .filter(|m| m["method"] == "notifications/progress")
+                .count();
+            assert_eq!(
+                progress, 2,
+                "call {n}: progress lost or after its answer: {got:?}"
+            );
+            assert_eq!(
+                got.last().map(|m| &m["id"]),
+                Some(&json!(100 + n)),
+                "call {n}: {got:?}"
+            );
+        }
+    });
+}
+
 /// Over HTTP, two clients that both use progress token 1 at once each get
 /// their own call's progress, on an SSE answer, under token 1.
 #[test]

@@ -32,6 +32,10 @@ pub struct Outbox(OutboxKind);
 #[derive(Debug, Clone)]
 enum OutboxKind {
     Channel(tokio::sync::mpsc::UnboundedSender<Message>),
+    Counted(
+        tokio::sync::mpsc::UnboundedSender<Message>,
+        std::sync::Arc<std::sync::atomic::AtomicU64>,
+    ),
     Lines(std::sync::Arc<LinesOut>),
 }
 
@@ -58,10 +62,25 @@ impl Outbox {
         Outbox(OutboxKind::Lines(std::sync::Arc::new(LinesOut(sink))))
     }
 
+    /// A channel whose messages are counted into `sent` as they go in, so
+    /// that its reader, counting what it took, can tell when it has caught
+    /// up with everything sent before a given moment.
+    pub fn counted(
+        tx: tokio::sync::mpsc::UnboundedSender<Message>,
+        sent: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    ) -> Outbox {
+        Outbox(OutboxKind::Counted(tx, sent))
+    }
+
     /// Sends `msg`; fails (dropping it) when the peer is gone.
     pub fn send(&self, msg: Message) -> Result<(), PeerGone> {
         match &self.0 {
             OutboxKind::Channel(tx) => tx.send(msg).map_err(|_| PeerGone),
+            OutboxKind::Counted(tx, sent) => {
+                tx.send(msg).map_err(|_| PeerGone)?;
+                sent.fetch_add(1, std::sync::atomic::Ordering::Release);
+                Ok(())
+            }
             OutboxKind::Lines(out) => out.0.write_line(&msg.to_line()).map_err(|_| PeerGone),
         }
     }

@@ -235,6 +235,12 @@ impl Wire {
         m
     }
 
+    /// Puts `msg` back in front of the backlog, for the next
+    /// [`Wire::next`] or [`Wire::response`].
+    pub fn unread(&mut self, msg: Value) {
+        self.backlog.push_front(msg);
+    }
+
     /// Drains the backlog (notifications and the like seen so far).
     pub fn take_backlog(&mut self) -> Vec<Value> {
         self.backlog.drain(..).collect()

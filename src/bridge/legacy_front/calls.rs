@@ -184,7 +184,10 @@ impl LegacySession {
         let params = json!({"taskId": task_id});
         match self.upstream_request("tasks/cancel", &params).await {
             Ok(Ok(_)) => {
-                tracing::info!(task = %task_id, "call cancelled; its task cancelled upstream")
+                tracing::info!(task = %task_id, "call cancelled; its task cancelled upstream");
+                // Read again now: a question still open for the call is
+                // withdrawn once the task reads cancelled.
+                self.front.watchers.poke(&task_id);
             }
             Ok(Err(e)) => {
                 tracing::info!(task = %task_id, code = e.code, "upstream refused to cancel a driven task")

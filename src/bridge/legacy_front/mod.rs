@@ -584,12 +584,22 @@ impl LegacySession {
             if let Some(reason) = self.client_gone.get() {
                 return Err(ShimError::Upstream(reason.clone()).into());
             }
-            asks.insert(id, tx);
+            asks.insert(id.clone(), tx);
         }
+        // Dropped before the answer when the client's request it serves
+        // was cancelled, or its task no longer waits on it: the client is
+        // told, so its prompt does not stay up for nothing.
+        let mut unanswered = Unanswered {
+            session: self,
+            question: id,
+            settled: false,
+        };
         self.send(Message::Request(req));
-        rx.await.unwrap_or_else(|_| {
+        let outcome = rx.await.unwrap_or_else(|_| {
             Err(ShimError::Internal("the session closed before the client answered".into()).into())
-        })
+        });
+        unanswered.settled = true;
+        outcome
     }
 
     fn resolve_ask(&self, id: &Id, outcome: RpcResult) {
@@ -647,6 +657,31 @@ fn default_client() -> LegacyClient {
         log_level: None,
     }
 }
+
+/// A question sent to the client and not answered yet; see
+/// [`LegacySession::ask`].
+struct Unanswered<'a> {
+    session: &'a LegacySession,
+    question: Id,
+    settled: bool,
+}
+
+impl Drop for Unanswered<'_> {
+    fn drop(&mut self) {
+        // Gone from `asks` already: answered, or failed with the session.
+        if !self.settled && lock(&self.session.asks).remove(&self.question).is_some() {
+            tracing::info!(question = %self.question, "question withdrawn: nothing waits for its answer any more");
+            self.session.send(crate::upstream::stream::cancel_message(
+                &self.question,
+                WITHDRAWN,
+            ));
+        }
+    }
+}
+
+/// Why the client is told to drop a question of the shim's.
+const WITHDRAWN: &str =
+    "no longer needed: the request or task it was asked for was cancelled or has ended";
 
 /// Drops a question's entry in [`LegacySession::asked_during`].
 struct AskedDuring<'a> {

@@ -234,10 +234,15 @@ impl LegacySession {
                         return Ok(*d);
                     }
                     if let Payload::Input(requests) = &d.payload {
-                        for (key, request) in requests {
-                            if watcher.claim(key) && self.take_outstanding(task_id, key) {
-                                self.spawn_answer(task_id, key, request, during.cloned());
-                            }
+                        let batch: Vec<_> = requests
+                            .iter()
+                            .filter(|(key, _)| {
+                                watcher.claim(key) && self.take_outstanding(task_id, key)
+                            })
+                            .map(|(key, request)| (key.clone(), request.clone()))
+                            .collect();
+                        if !batch.is_empty() {
+                            self.spawn_answers(task_id, batch, during.cloned());
                         }
                     }
                 }
@@ -252,58 +257,103 @@ impl LegacySession {
         }
     }
 
-    /// Asks the client one input request and forwards the answer upstream
-    /// with `tasks/update`, then re-polls.
-    fn spawn_answer(
+    /// Asks the client each input request of `batch` (key, request) and
+    /// forwards each answer upstream with `tasks/update`, then re-polls.
+    /// The questions go out in the server's order (one task polls them in
+    /// turn; a task per question went out in whatever order the runtime
+    /// ran them) and are answered in any order.
+    fn spawn_answers(
         self: &Arc<Self>,
         task_id: &str,
-        key: &str,
-        request: &Value,
+        batch: Vec<(String, Value)>,
         during: Option<Id>,
     ) {
-        let (this, task_id, key, request) = (
-            self.clone(),
-            task_id.to_owned(),
-            key.to_owned(),
-            request.clone(),
-        );
+        let (this, task_id) = (self.clone(), task_id.to_owned());
         tokio::spawn(async move {
-            let tag = during.is_none().then_some(task_id.as_str());
-            let answer = match this.ask_input(&key, &request, tag, during.as_ref()).await {
-                Ok(answer) => Some(answer),
-                // An elicitation this client cannot be asked (it declared
-                // no elicitation, or it went away) has not been accepted:
-                // answer `cancel`, as for one it refused, so the task moves
-                // on. Left unanswered, the task would sit in input_required
-                // and a blocking tasks/result would wait until the TTL
-                // (found by tests/fuzz_engines.rs).
-                Err(e)
-                    if request.get("method").and_then(Value::as_str)
-                        == Some("elicitation/create") =>
-                {
-                    tracing::info!(%task_id, %key, message = %e.message, "elicitation not deliverable; answering cancel");
-                    Some(serde_json::json!({"action": "cancel"}))
-                }
-                Err(e) => {
-                    tracing::warn!(%task_id, %key, message = %e.message, "input request not answered");
-                    None
-                }
-            };
-            if let Some(answer) = answer {
-                let mut responses = serde_json::Map::new();
-                responses.insert(key.clone(), answer);
-                let params = crate::translate::input::update_params(&task_id, responses);
-                match this.upstream_request("tasks/update", &params).await {
-                    Ok(Ok(_)) => {}
-                    Ok(Err(e)) => {
-                        tracing::warn!(%task_id, %key, code = e.code, "upstream refused tasks/update")
-                    }
-                    Err(e) => tracing::warn!(%task_id, %key, error = %e, "tasks/update failed"),
-                }
-            }
-            super::lock(&this.outstanding).remove(&(task_id.clone(), key));
-            this.front.watchers.poke(&task_id);
+            let each = batch
+                .iter()
+                .map(|(key, request)| this.answer_one(&task_id, key, request, during.as_ref()));
+            futures_util::future::join_all(each).await;
         });
+    }
+
+    /// One input request of [`Self::spawn_answers`].
+    async fn answer_one(&self, task_id: &str, key: &str, request: &Value, during: Option<&Id>) {
+        let tag = during.is_none().then_some(task_id);
+        let asked = self.ask_input(key, request, tag, during);
+        let outcome = tokio::select! {
+            // The asking first, so that its question is sent before the
+            // next one's.
+            biased;
+            outcome = asked => outcome,
+            // Dropping the asking withdraws the question from the client;
+            // nothing goes upstream.
+            why = self.input_withdrawn(task_id) => {
+                tracing::info!(%task_id, %key, %why, "input request withdrawn from the client");
+                super::lock(&self.outstanding).remove(&(task_id.to_owned(), key.to_owned()));
+                return;
+            }
+        };
+        let answer = match outcome {
+            Ok(answer) => Some(answer),
+            // An elicitation this client cannot be asked (it declared no
+            // elicitation, or it went away) has not been accepted: answer
+            // `cancel`, as for one it refused, so the task moves on. Left
+            // unanswered, the task would sit in input_required and a
+            // blocking tasks/result would wait until the TTL (found by
+            // tests/fuzz_engines.rs).
+            Err(e)
+                if request.get("method").and_then(Value::as_str) == Some("elicitation/create") =>
+            {
+                tracing::info!(%task_id, %key, message = %e.message, "elicitation not deliverable; answering cancel");
+                Some(serde_json::json!({"action": "cancel"}))
+            }
+            Err(e) => {
+                tracing::warn!(%task_id, %key, message = %e.message, "input request not answered");
+                None
+            }
+        };
+        if let Some(answer) = answer {
+            let mut responses = serde_json::Map::new();
+            responses.insert(key.to_owned(), answer);
+            let params = crate::translate::input::update_params(task_id, responses);
+            match self.upstream_request("tasks/update", &params).await {
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => {
+                    tracing::warn!(%task_id, %key, code = e.code, "upstream refused tasks/update")
+                }
+                Err(e) => tracing::warn!(%task_id, %key, error = %e, "tasks/update failed"),
+            }
+        }
+        super::lock(&self.outstanding).remove(&(task_id.to_owned(), key.to_owned()));
+        self.front.watchers.poke(task_id);
+    }
+
+    /// Resolves, saying why, once `task_id` can no longer use the answer
+    /// to an input request: it was cancelled here, or it ended or was lost
+    /// upstream. Holds a watch of the task meanwhile, so it is still
+    /// polled.
+    async fn input_withdrawn(&self, task_id: &str) -> String {
+        let (_watcher, mut rx) = self.front.watchers.subscribe(task_id, self.meta());
+        loop {
+            if self.is_pinned(task_id) {
+                return "the client cancelled the task".into();
+            }
+            match &*rx.borrow_and_update() {
+                Seen::Nothing => {}
+                Seen::Gone(e) | Seen::Lost(e) => return e.message.clone(),
+                Seen::Task(d) if d.task.status.is_terminal() => {
+                    return format!("the task is {}", d.task.status);
+                }
+                // Not `working` without the key: a status notification
+                // from before the question may still arrive after a poll
+                // that saw it asked.
+                Seen::Task(_) => {}
+            }
+            if rx.changed().await.is_err() {
+                return "the task is no longer watched".into();
+            }
+        }
     }
 
     /// Marks input request `key` of `task_id` as being asked; false when

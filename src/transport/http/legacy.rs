@@ -4,7 +4,8 @@
 //! Each HTTP session owns one engine session. Its outgoing messages are
 //! routed: answers to the POST that asked; requests tagged with a task to
 //! the SSE stream of a pending `tasks/result` for that task; other
-//! requests to a pending `tools/call` stream; progress to the stream of
+//! requests to a pending `tools/call` stream; the withdrawal of a question
+//! to the stream that carried it; progress to the stream of
 //! the request that asked for it, while it is open; the rest to the GET
 //! stream, or a bounded backlog until one opens.
 //!
@@ -34,6 +35,10 @@ use crate::translate::input::related_task_of;
 /// Messages kept for a GET stream that is not open yet.
 const BACKLOG: usize = 1000;
 
+/// The longest an answer waits for the session's router to place what
+/// was sent before it.
+const ROUTER_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
 type Tx = mpsc::UnboundedSender<Message>;
 
 /// One legacy HTTP session.
@@ -49,6 +54,11 @@ pub(crate) struct HttpSession {
     in_flight: AtomicUsize,
     /// When the session was last in use ([`App::now_ms`]).
     last_used_ms: AtomicU64,
+    /// Messages the engine sent to the router, and those it routed: see
+    /// [`HttpSession::routed_so_far`].
+    sent: Arc<AtomicU64>,
+    routed: AtomicU64,
+    caught_up: tokio::sync::Notify,
 }
 
 #[derive(Debug, Default)]
@@ -66,6 +76,9 @@ struct Routes {
     /// stream that carried them may have been closed by the client before
     /// they were read.
     asked: HashMap<String, Vec<Message>>,
+    /// The call stream each question outside a task went on, while it is
+    /// unanswered: its withdrawal follows it there.
+    placed: HashMap<Id, Tx>,
 }
 
 impl HttpSession {
@@ -120,6 +133,9 @@ impl HttpSession {
                     nowhere_to_ask = target.is_none()
                         && during.is_some()
                         && r.get_stream.as_ref().is_none_or(|tx| tx.is_closed());
+                    if let Some(tx) = &target {
+                        r.placed.insert(req.id.clone(), tx.clone());
+                    }
                     target
                 }
             },
@@ -130,6 +146,9 @@ impl HttpSession {
                 .and_then(|t| r.by_progress.get(&t.to_string()))
                 .filter(|tx| !tx.is_closed())
                 .cloned(),
+            Message::Notification(n) if n.method == "notifications/cancelled" => {
+                self.withdrawal_route(&mut r, n.params.as_ref())
+            }
             Message::Notification(_) => None,
         };
         if let Some(id) = msg
@@ -189,6 +208,56 @@ impl HttpSession {
     }
 }
 
+impl HttpSession {
+    /// Waits until the router has placed every message the engine sent
+    /// before now: an answer that goes straight to its POST must not
+    /// overtake what the request sent ahead of it (progress, a withdrawn
+    /// question), nor end the stream those were bound for. Bounded: a
+    /// router stopped with its session does not hold the answer.
+    async fn routed_so_far(&self) {
+        let target = self.sent.load(Ordering::Acquire);
+        if self.routed.load(Ordering::Acquire) >= target {
+            return;
+        }
+        let wait = async {
+            loop {
+                let caught_up = self.caught_up.notified();
+                tokio::pin!(caught_up);
+                caught_up.as_mut().enable();
+                if self.routed.load(Ordering::Acquire) >= target {
+                    return;
+                }
+                caught_up.await;
+            }
+        };
+        if tokio::time::timeout(ROUTER_WAIT, wait).await.is_err() {
+            tracing::warn!("the session's router fell behind; answering anyway");
+        }
+    }
+
+    /// Where the withdrawal of a question goes: the stream that carried
+    /// the question, if still open (else the GET stream). A withdrawn
+    /// task question is not asked again on a later `tasks/result` stream.
+    fn withdrawal_route(&self, r: &mut Routes, params: Option<&serde_json::Value>) -> Option<Tx> {
+        let question: Id = serde_json::from_value(params?.get("requestId")?.clone()).ok()?;
+        let mut task = None;
+        r.asked.retain(|t, asked| {
+            let before = asked.len();
+            asked.retain(|q| q.id() != Some(&question));
+            if asked.len() != before {
+                task = Some(t.clone());
+            }
+            !asked.is_empty()
+        });
+        let placed = r.placed.remove(&question);
+        let stream = match task {
+            Some(task) => r.by_task.get(&task).cloned(),
+            None => placed,
+        };
+        stream.filter(|tx| !tx.is_closed())
+    }
+}
+
 /// Marks a session in use while one of its requests is answered; idle
 /// time counts from when the last one ends.
 struct InUse<'a> {
@@ -245,12 +314,16 @@ pub(super) async fn initialize(app: Arc<App>, msg: Message, principal: Option<St
         .clone()
         .unwrap_or_else(|| format!("{}{sid}", super::SESSION_SCOPE_PREFIX));
     let (tx, mut rx) = mpsc::unbounded_channel();
+    let sent = Arc::new(AtomicU64::new(0));
     let session = Arc::new(HttpSession {
-        engine: front.session(scope, tx),
+        engine: front.session(scope, crate::transport::Outbox::counted(tx, sent.clone())),
         routes: Mutex::new(Routes::default()),
         principal,
         in_flight: AtomicUsize::new(0),
         last_used_ms: AtomicU64::new(app.now_ms()),
+        sent,
+        routed: AtomicU64::new(0),
+        caught_up: tokio::sync::Notify::new(),
     });
     // Weak: the engine holds this channel's sender, so a strong reference
     // here would keep the session (and the task) alive after DELETE.
@@ -259,6 +332,8 @@ pub(super) async fn initialize(app: Arc<App>, msg: Message, principal: Option<St
         while let Some(m) = rx.recv().await {
             let Some(s) = router.upgrade() else { break };
             s.route(m);
+            s.routed.fetch_add(1, Ordering::Release);
+            s.caught_up.notify_waiters();
         }
     });
     // The session exists for the client only once `initialize` succeeded:
@@ -364,6 +439,7 @@ async fn exchange(s: &Arc<HttpSession>, msg: Message, sse: bool) -> Response {
                     asked.retain(|q| q.id() != Some(id));
                     !asked.is_empty()
                 });
+                r.placed.remove(id);
             }
             s.engine.handle_client(other);
             return StatusCode::ACCEPTED.into_response();
@@ -431,6 +507,18 @@ async fn exchange(s: &Arc<HttpSession>, msg: Message, sse: bool) -> Response {
         biased;
         Some(question) = rx.recv() => question,
         answer = &mut work => {
+            s.routed_so_far().await;
+            if let Ok(first) = rx.try_recv() {
+                // Something the request sent before its answer reached
+                // the router late: a stream after all, the answer last.
+                match answer {
+                    Ok(Some(m)) => drop(registered.tx.send(m)),
+                    Ok(None) => {}
+                    Err(_) => drop(registered.tx.send(no_answer(id.clone()))),
+                }
+                drop(registered);
+                return super::sse_until_answer(&first, rx, id, s.clone(), None);
+            }
             drop(registered);
             return match answer {
                 Ok(Some(m)) => json_response(StatusCode::OK, &m),
@@ -451,6 +539,7 @@ async fn exchange(s: &Arc<HttpSession>, msg: Message, sse: bool) -> Response {
             Ok(None) => None,
             Err(_) => Some(no_answer(registered.id.clone())),
         };
+        registered.session.routed_so_far().await;
         let (tx, answered) = (registered.tx.clone(), registered.id.clone());
         drop(registered);
         if let Some(m) = answer
@@ -499,6 +588,7 @@ impl Drop for Registered {
         r.by_task
             .retain(|_, t| !t.same_channel(&self.tx) && !t.is_closed());
         r.by_progress.retain(|_, t| !t.same_channel(&self.tx));
+        r.placed.retain(|_, t| !t.same_channel(&self.tx));
     }
 }
 
