@@ -150,8 +150,9 @@ pub fn detailed_to_legacy_owned(d: DetailedTask) -> (legacy::Task, Payload) {
 ///
 /// Judgement calls (see docs/translation.md):
 /// - legacy `failed` with a result (the `isError` case) → `completed` + result;
-/// - `failed` without a known payload → `failed` with an `-32603` built from
-///   the status message, since the modern schema requires `error`;
+/// - `failed` without a known payload, or with a result that is no
+///   `isError` one → `failed` with an `-32603` built from the status
+///   message, since the modern schema requires `error`;
 /// - `input_required` with no captured request yet → `working`, since a
 ///   modern client cannot act on an empty `inputRequests`.
 pub fn detailed_from_legacy(t: &legacy::Task, payload: &Payload) -> DetailedTask {
@@ -162,6 +163,12 @@ pub fn detailed_from_legacy(t: &legacy::Task, payload: &Payload) -> DetailedTask
 pub fn detailed_from_legacy_owned(t: &legacy::Task, payload: Payload) -> DetailedTask {
     let mut task = task_to_modern(t);
     let payload = match (t.status, payload) {
+        // Not the `isError` case: a server that failed the task and gave
+        // no error (the Python SDK's `tasks/result` of a task whose tool
+        // raised is an empty result). Completed, it read as a success.
+        (TaskStatus::Failed, Payload::Result(r)) if !is_error_result(&r) => {
+            Payload::Error(failure_of(t))
+        }
         (TaskStatus::Completed | TaskStatus::Failed, Payload::Result(r)) => {
             task.status = TaskStatus::Completed;
             Payload::Result(r)
@@ -170,12 +177,7 @@ pub fn detailed_from_legacy_owned(t: &legacy::Task, payload: Payload) -> Detaile
             task.status = TaskStatus::Failed;
             Payload::Error(e)
         }
-        (TaskStatus::Failed, _) => Payload::Error(ErrorObject::new(
-            crate::error::codes::INTERNAL_ERROR,
-            t.status_message
-                .clone()
-                .unwrap_or_else(|| "Task failed".into()),
-        )),
+        (TaskStatus::Failed, _) => Payload::Error(failure_of(t)),
         (TaskStatus::InputRequired, Payload::Input(i)) if !i.is_empty() => Payload::Input(i),
         (TaskStatus::InputRequired, _) => {
             task.status = TaskStatus::Working;
@@ -184,6 +186,17 @@ pub fn detailed_from_legacy_owned(t: &legacy::Task, payload: Payload) -> Detaile
         _ => Payload::None,
     };
     DetailedTask { task, payload }
+}
+
+/// The error of a legacy `failed` task that gave none: `-32603` with its
+/// status message.
+fn failure_of(t: &legacy::Task) -> ErrorObject {
+    ErrorObject::new(
+        crate::error::codes::INTERNAL_ERROR,
+        t.status_message
+            .clone()
+            .unwrap_or_else(|| "Task failed".into()),
+    )
 }
 
 /// Modern flat creation result → legacy `{task: {…}}`; result `_meta` kept
@@ -443,6 +456,22 @@ mod tests {
         let back = get_result_to_modern(&t, &Payload::None);
         assert_eq!(back["ttlMs"], Value::Null);
         assert!(back.as_object().unwrap().contains_key("ttlMs"));
+    }
+
+    #[test]
+    fn a_failed_task_whose_result_is_no_error_stays_failed() {
+        let mut v = modern_task("working");
+        v["statusMessage"] = json!("py_fail exploded");
+        let (mut t, _) = get_result_to_legacy(&v).unwrap();
+        t.status = TaskStatus::Failed;
+        let empty = Payload::Result(
+            json!({"_meta": {"io.modelcontextprotocol/related-task": {"taskId": "t"}}}),
+        );
+        let back = get_result_to_modern(&t, &empty);
+        assert_eq!(back["status"], "failed", "{back}");
+        assert_eq!(back["error"]["code"], -32603, "{back}");
+        assert_eq!(back["error"]["message"], "py_fail exploded", "{back}");
+        assert!(back.get("result").is_none(), "{back}");
     }
 
     #[test]
