@@ -991,6 +991,9 @@ fn a_tasks_questions_come_in_the_servers_order() {
                 "result": {"action": "accept", "content": content}}));
         }
         let done = shim.response(&wait);
-        assert!(text_of(&done["result"]).contains("Ada"), "round {round}: {done}");
+        assert!(
+            text_of(&done["result"]).contains("Ada"),
+            "round {round}: {done}"
+        );
     }
 }

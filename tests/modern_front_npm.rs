@@ -297,3 +297,38 @@ async fn sdk_flow() {
     assert_eq!(e["code"], -32602, "{e}");
     s.close().await;
 }
+
+/// A server that grants its tasks no ttl (`null`, "unlimited", as the
+/// Python SDK's store does when asked for none): the shim keeps its record
+/// of each for `--max-task-ttl-ms`, not for good. Before, finished tasks
+/// counted against `--max-tasks-per-client` for ever, and once at the cap
+/// every later task call failed until the shim restarted.
+#[tokio::test(flavor = "multi_thread")]
+async fn tasks_granted_no_ttl_do_not_fill_the_cap_for_good() {
+    timeout(Duration::from_secs(40), async {
+        let mut s = Raw::new(
+            &["--max-tasks-per-client", "2", "--max-task-ttl-ms", "1500"],
+            &node("sdk_task_server.mjs", &["--no-ttl"]),
+        );
+        s.ok("server/discover", json!({}), true).await;
+        let call = json!({"name": "slow_task", "arguments": {"ms": 10}});
+        for _ in 0..2 {
+            let created = s.ok("tools/call", call.clone(), true).await;
+            assert_eq!(created["resultType"], "task", "{created}");
+            assert_eq!(created["ttlMs"], serde_json::Value::Null, "{created}");
+        }
+        let full = s.err("tools/call", call.clone(), true).await;
+        assert!(
+            full["message"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("task limit"),
+            "{full}"
+        );
+        tokio::time::sleep(Duration::from_millis(2000)).await;
+        let again = s.ok("tools/call", call.clone(), true).await;
+        assert_eq!(again["resultType"], "task", "{again}");
+    })
+    .await
+    .expect("timed out");
+}

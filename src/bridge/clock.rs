@@ -46,6 +46,16 @@ impl Clock {
     pub fn expiry(&self, ttl_ms: Option<i64>) -> Option<Millis> {
         ttl_ms.map(|t| self.now_ms().saturating_add(t.max(0) as Millis))
     }
+
+    /// When the record of an upstream task created now expires: at the end
+    /// of the ttl the server granted, or after `unlimited_ms` when it
+    /// granted none (`ttl: null`, "unlimited"). A record that never expires
+    /// would count against its client's task cap for good, long after the
+    /// task ended.
+    pub fn record_expiry(&self, ttl_ms: Option<i64>, unlimited_ms: i64) -> Millis {
+        let ttl = ttl_ms.unwrap_or(unlimited_ms);
+        self.now_ms().saturating_add(ttl.max(0) as Millis)
+    }
 }
 
 impl Default for Clock {

@@ -50,6 +50,8 @@ pub struct ShimArgs {
     /// Longest retention granted to a task the shim keeps itself (a
     /// synthetic task for a server's plain answer, its result cached in
     /// the ledger): a client's `params.task.ttl` above it is lowered (ms).
+    /// Also how long the shim keeps its record of a server's task granted
+    /// no ttl (`null`), from its creation.
     #[arg(long, value_name = "MS", default_value_t = 3_600_000,
           value_parser = clap::value_parser!(i64).range(1..))]
     pub max_task_ttl_ms: i64,

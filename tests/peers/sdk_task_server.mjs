@@ -3,7 +3,9 @@
 // `InMemoryTaskMessageQueue`): what a third-party legacy server with tasks
 // looks like. Used by tests/modern_front_npm.rs behind the shim.
 //
-// usage: node sdk_task_server.mjs   (stdio)
+// usage: node sdk_task_server.mjs [--no-ttl]   (stdio)
+// --no-ttl: tasks are granted `ttl: null` (unlimited), as the Python SDK's
+//           store does for a request without one.
 //
 // Tools:
 // - greet {name}          plain (taskSupport forbidden): "Hello, {name}!"
@@ -56,7 +58,9 @@ const greeting = (answer) =>
 // Task handlers share these: the SDK's own store serves tasks/get and tasks/result.
 const getTask = async (_args, extra) => extra.taskStore.getTask(extra.taskId);
 const getTaskResult = async (_args, extra) => extra.taskStore.getTaskResult(extra.taskId);
-const newTask = (extra) => extra.taskStore.createTask({ ttl: extra.taskRequestedTtl ?? 60_000, pollInterval: 100 });
+const noTtl = process.argv.includes('--no-ttl');
+const newTask = (extra) =>
+  extra.taskStore.createTask({ ttl: noTtl ? null : (extra.taskRequestedTtl ?? 60_000), pollInterval: 100 });
 
 server.registerTool('greet', { description: 'Says hello', inputSchema: { name: z.string() } }, async ({ name }) =>
   text(`Hello, ${name}!`),

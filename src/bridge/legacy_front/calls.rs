@@ -92,7 +92,11 @@ impl LegacySession {
         let record = TaskRecord::new(
             self.scope.clone(),
             ttask::detailed_to_legacy_record(&d),
-            self.front.clock.expiry(d.task.ttl_ms),
+            Some(
+                self.front
+                    .clock
+                    .record_expiry(d.task.ttl_ms, self.front.config.max_task_ttl_ms),
+            ),
         );
         if let Err(e) = self.front.ledger.insert(record, self.front.clock.now_ms()) {
             let (this, id) = (self.clone(), d.task.task_id.clone());

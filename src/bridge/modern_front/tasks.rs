@@ -318,7 +318,11 @@ impl ModernSession {
         let created: legacy::CreateTaskResult = from_value("CreateTaskResult", created)?;
         let task = created.task;
         let id = task.task_id.clone();
-        let expires_at = self.front.clock.expiry(task.ttl);
+        let expires_at = Some(
+            self.front
+                .clock
+                .record_expiry(task.ttl, self.front.config.max_task_ttl_ms),
+        );
         let record = TaskRecord::new(self.scope.clone(), task, expires_at);
         if !driven && let Err(e) = self.front.ledger.insert(record, self.front.clock.now_ms()) {
             let (upstream, task_id) = (self.front.upstream.clone(), id.clone());

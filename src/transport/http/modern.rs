@@ -275,7 +275,10 @@ fn record_created(
     let record = crate::ledger::TaskRecord::new(
         scope.to_owned(),
         crate::translate::task::detailed_to_legacy_record(&d),
-        app.clock.expiry(d.task.ttl_ms),
+        Some(
+            app.clock
+                .record_expiry(d.task.ttl_ms, app.opts.bridge.max_task_ttl_ms),
+        ),
     );
     let Err(refused) = app.ledger.insert(record, app.clock.now_ms()) else {
         return Ok(());
