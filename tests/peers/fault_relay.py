@@ -25,6 +25,10 @@ the call is relayed and, --delay-ms later (default 300), the fault happens:
              the server's answer to it, in the same write (the tightest
              order a server can give), then go on relaying; on every such
              call
+    slowcreate
+             hold the server's answer to the call back for --delay-ms (a
+             server slow to create the task), on every such call; other
+             lines flow meanwhile
     drain    no fault: when its input ends, the server still answers every
              request relayed to it before its own input is closed (a server
              that finishes its work on end of input, as a client closing
@@ -66,7 +70,8 @@ def main() -> None:
     delay = 0.3
     if "--delay-ms" in opts:
         delay = int(opts[opts.index("--delay-ms") + 1]) / 1000.0
-    if mode not in ("exit", "silent", "garbage", "huge", "deep", "logs", "progress", "tight", "drain"):
+    if mode not in ("exit", "silent", "garbage", "huge", "deep", "logs", "progress", "tight",
+                    "slowcreate", "drain"):
         sys.exit(f"unknown mode {mode!r}")
 
     child = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
@@ -157,6 +162,17 @@ def main() -> None:
                         for k in (1, 2))
                     write_out(notes + line)
                     continue
+            if mode == "slowcreate":
+                try:
+                    msg = json.loads(line)
+                except ValueError:
+                    msg = None
+                key = json.dumps(msg.get("id")) if isinstance(msg, dict) and "method" not in msg else None
+                with tight_lock:
+                    held = tight.pop(key, None) if key is not None else None
+                if held is not None:
+                    threading.Timer(delay, write_out, args=(line,)).start()
+                    continue
             write_out(line)
             if mode == "drain":
                 try:
@@ -175,7 +191,7 @@ def main() -> None:
 
     triggered = False
     for line in sys.stdin.buffer:
-        if mode in ("drain", "tight"):
+        if mode in ("drain", "tight", "slowcreate"):
             # Noted before the server can answer it.
             try:
                 asked = json.loads(line)
@@ -185,6 +201,9 @@ def main() -> None:
                 if mode == "drain":
                     with pending_lock:
                         pending.add(json.dumps(asked.get("id")))
+                elif mode == "slowcreate" and is_fault_call(asked):
+                    with tight_lock:
+                        tight[json.dumps(asked.get("id"))] = True
                 elif is_fault_call(asked):
                     params = asked.get("params") or {}
                     with tight_lock:
@@ -206,7 +225,7 @@ def main() -> None:
         if mode == "drain":
             continue
         if is_fault_call(msg):
-            if mode == "tight":
+            if mode in ("tight", "slowcreate"):
                 continue
             triggered = mode not in ("logs", "progress")
             threading.Thread(target=fault, args=(msg,), daemon=True).start()

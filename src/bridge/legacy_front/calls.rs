@@ -52,7 +52,11 @@ impl LegacySession {
                 .map_err(ShimError::from)?;
         }
         for _ in 0..=self.front.config.max_input_rounds {
-            let result = self.call_with(&req.method, &params).await?;
+            let result = if asked.is_some() {
+                self.call_making_task(&params).await?
+            } else {
+                self.call_with(&req.method, &params).await?
+            };
             match result_type_of(&result) {
                 result_type::TASK => {
                     let answer = self.created(result, task.as_ref(), &req.id).await?;
@@ -74,6 +78,33 @@ impl LegacySession {
             self.front.config.max_input_rounds
         ))
         .into())
+    }
+
+    /// `tools/call` with `params` for a client that asked for a task. If
+    /// the client cancels it before the server answers, the answer is still
+    /// awaited (the request timeout bounds it) and the task it made is
+    /// cancelled upstream: a server that makes the task anyway would
+    /// otherwise run it to its end, unreachable, the client never having
+    /// learnt its id.
+    async fn call_making_task(self: &Arc<Self>, params: &Value) -> RpcResult {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let (this, params) = (self.clone(), params.clone());
+        tokio::spawn(async move {
+            let outcome = this.call_with("tools/call", &params).await;
+            let Err(Ok(created)) = tx.send(outcome) else {
+                return;
+            };
+            if result_type_of(&created) != result_type::TASK {
+                return;
+            }
+            if let Some(task_id) = created.get("taskId").and_then(Value::as_str) {
+                tracing::info!(task = %task_id, "the client cancelled its task call before the task was made; cancelling the task");
+                this.cancel_driven(task_id.to_owned()).await;
+            }
+        });
+        rx.await.unwrap_or_else(|_| {
+            Err(ShimError::Internal("the upstream call was dropped".into()).into())
+        })
     }
 
     /// The upstream made a task: hand it to a client that asked for one,

@@ -185,6 +185,19 @@ impl ModernSession {
         // it (see `inline`), instead of waking a runtime worker each way.
         crate::inline::start_here(async move {
             let call = upstream.request("tools/call", params);
+            if asked_task {
+                // Not aborted with the client's call: 2025-11-25 says a
+                // task-augmented request is cancelled with `tasks/cancel`,
+                // not `notifications/cancelled`, and a creation dropped
+                // unread would leave a task nobody can reach running. Its
+                // answer is awaited (the request timeout bounds it), and
+                // the task it made cancelled if nobody wants it any more.
+                let outcome = call.await.unwrap_or_else(|e| Err(e.into()));
+                if let Err(Ok(created)) = dtx.send(outcome) {
+                    cancel_unwanted_creation(upstream, created).await;
+                }
+                return;
+            }
             // Aborted: the request was dropped, which cancels it upstream.
             if let Ok(outcome) = Abortable::new(call, registration).await {
                 let _ = dtx.send(outcome.unwrap_or_else(|e| Err(e.into())));
@@ -432,5 +445,32 @@ impl ModernSession {
         // A required tool, driven inside the shim for a client without tasks.
         tracing::info!(task = %task_id, "driving a required task for a client without the extension");
         self.drive(&task_id, tool, meta).await
+    }
+}
+
+/// `tasks/cancel` for the task a creation answer names, when the client
+/// cancelled the call before the answer came.
+async fn cancel_unwanted_creation(upstream: Arc<dyn crate::upstream::Upstream>, created: Value) {
+    let Some(task_id) = created.pointer("/task/taskId").and_then(Value::as_str) else {
+        return;
+    };
+    match upstream
+        .request("tasks/cancel", serde_json::json!({"taskId": task_id}))
+        .await
+    {
+        Ok(Ok(_)) => tracing::info!(
+            task = %task_id,
+            "the client cancelled its call before the task was made; the task is cancelled"
+        ),
+        Ok(Err(e)) => tracing::info!(
+            task = %task_id,
+            code = e.code,
+            "the client cancelled its call before the task was made; the server refused tasks/cancel"
+        ),
+        Err(e) => tracing::warn!(
+            task = %task_id,
+            error = %e,
+            "could not cancel a task whose call the client cancelled"
+        ),
     }
 }
