@@ -475,3 +475,60 @@ async fn a_cancelled_tasks_question_is_withdrawn_not_asked_again() {
         "a withdrawn question was asked again: {on_again:#?}"
     );
 }
+
+/// The same for a task: a client that takes JSON only and has no GET
+/// stream waits on a task that asks a question with `tasks/result`. The
+/// question went to the backlog of a GET stream that never came, and the
+/// `tasks/result` waited until the task's ttl. It is refused for the
+/// client instead (the question, whether asked before or during the
+/// wait), and the wait ends with the task's outcome, in time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tasks_question_no_stream_can_carry_is_refused() {
+    let shim = HttpShim::spawn(&["--request-timeout-s", "60"], &modern_reference());
+    let c = client();
+    let url = shim.url.as_str();
+    for (n, early) in [(1, false), (2, true)] {
+        let (sid, _) = initialize(&c, url, None).await;
+        let json_only = |body: &Value| {
+            support::http::set_header(
+                legacy(&c, url, Some(&sid), body),
+                "accept",
+                Some("application/json"),
+            )
+        };
+        let mut call = plain("confirm_delete", json!({"filename": "j.txt"}));
+        call["task"] = json!({"ttl": 60000});
+        let (_, created, _) = send(json_only(&rpc(1, "tools/call", call))).await;
+        let task = created["result"]["task"]["taskId"]
+            .as_str()
+            .expect("a task")
+            .to_owned();
+        if early {
+            // The question is asked (and waits for a stream) before the
+            // client waits on the task.
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            loop {
+                let (_, got, _) =
+                    send(json_only(&rpc(2, "tasks/get", json!({"taskId": task})))).await;
+                if got["result"]["status"] == "input_required" {
+                    break;
+                }
+                assert!(std::time::Instant::now() < deadline, "{got}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+        let wait = json_only(&rpc(3, "tasks/result", json!({"taskId": task})));
+        let resp = tokio::time::timeout(Duration::from_secs(20), wait.send())
+            .await
+            .unwrap_or_else(|_| panic!("round {n}: tasks/result still waiting after 20 s"))
+            .unwrap();
+        assert!(!support::http::is_sse(resp.headers()));
+        let answer = resp.json::<Value>().await.unwrap();
+        assert_valid(Revision::Legacy, &answer, Some("tasks/result"));
+        assert_eq!(answer["id"], 3, "round {n}: {answer}");
+        let t = answer["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(t.contains("j.txt"), "round {n}: {answer}");
+    }
+}

@@ -79,6 +79,9 @@ struct Routes {
     /// The call stream each question outside a task went on, while it is
     /// unanswered: its withdrawal follows it there.
     placed: HashMap<Id, Tx>,
+    /// `tasks/result`s answered as JSON (no stream for questions) now
+    /// waiting, by task.
+    json_waits: HashMap<String, usize>,
 }
 
 impl HttpSession {
@@ -118,8 +121,17 @@ impl HttpSession {
             Message::Request(req) => match related_task_of(req.params.as_ref()) {
                 Some(task) => {
                     let task = task.to_owned();
-                    r.asked.entry(task.clone()).or_default().push(msg.clone());
-                    r.by_task.get(&task).cloned()
+                    let target = r.by_task.get(&task).cloned();
+                    // Only JSON-only `tasks/result`s wait on the task:
+                    // none of them can carry it, and a stream opened later
+                    // would find it asked.
+                    nowhere_to_ask = target.is_none()
+                        && r.json_waits.get(&task).is_some_and(|n| *n > 0)
+                        && r.get_stream.as_ref().is_none_or(|tx| tx.is_closed());
+                    if !nowhere_to_ask {
+                        r.asked.entry(task).or_default().push(msg.clone());
+                    }
+                    target
                 }
                 // Input asked during a plain call goes on that call's
                 // stream; only a question the engine cannot place goes to
@@ -175,23 +187,10 @@ impl HttpSession {
         if nowhere_to_ask && let Message::Request(q) = &msg {
             // The backlog waits for a GET stream; a client that takes only
             // JSON and opened none would leave the call hanging until the
-            // request timeout. Refused as the client would refuse it.
-            tracing::warn!(
-                method = %q.method,
-                "a question during a call whose client accepts no event stream \
-                 and has no GET stream open: refused"
-            );
-            let refusal = Message::error(
-                Some(q.id.clone()),
-                ShimError::Internal(format!(
-                    "{} could not be asked: the client accepts no event stream \
-                     on this call and has no GET stream open",
-                    q.method
-                ))
-                .to_error_object(),
-            );
+            // request timeout (a `tasks/result` until the task's ttl).
+            // Refused as the client would refuse it.
             drop(r);
-            self.engine.handle_client(refusal);
+            self.refuse_question(q);
             return;
         }
         match &r.get_stream {
@@ -209,6 +208,26 @@ impl HttpSession {
 }
 
 impl HttpSession {
+    /// Answers question `q` of the shim's for the client, with an error:
+    /// no stream of the session can carry it.
+    fn refuse_question(&self, q: &crate::jsonrpc::Request) {
+        tracing::warn!(
+            method = %q.method,
+            "a question for a client that accepts no event stream on the request \
+             waiting for it and has no GET stream open: refused"
+        );
+        let refusal = Message::error(
+            Some(q.id.clone()),
+            ShimError::Internal(format!(
+                "{} could not be asked: the client accepts no event stream \
+                 on the request waiting for it and has no GET stream open",
+                q.method
+            ))
+            .to_error_object(),
+        );
+        self.engine.handle_client(refusal);
+    }
+
     /// Waits until the router has placed every message the engine sent
     /// before now: an answer that goes straight to its POST must not
     /// overtake what the request sent ahead of it (progress, a withdrawn
@@ -448,6 +467,10 @@ async fn exchange(s: &Arc<HttpSession>, msg: Message, sse: bool) -> Response {
     let id = req.id.clone();
     let streams = sse && matches!(req.method.as_str(), "tasks/result" | "tools/call");
     if !streams {
+        let _waiting = (req.method == "tasks/result")
+            .then(|| req.params.as_ref()?.get("taskId")?.as_str())
+            .flatten()
+            .map(|task| JsonWait::new(s, task));
         // A JSON answer carries only the answer: it comes straight back from
         // the engine instead of through the session's router. A client that
         // hangs up does not cut the engine's work short.
@@ -556,6 +579,50 @@ async fn exchange(s: &Arc<HttpSession>, msg: Message, sse: bool) -> Response {
     // each pending request then gets).
     // Not `hang_up`: 2025-11-25 says a disconnect is no cancellation.
     super::sse_until_answer(&first, rx, id, s.clone(), None)
+}
+
+/// A `tasks/result` answered as JSON, waiting on its task: questions
+/// about the task that no stream can carry are refused meanwhile, and
+/// those already waiting for a stream are refused now.
+struct JsonWait<'a> {
+    session: &'a HttpSession,
+    task: String,
+}
+
+impl<'a> JsonWait<'a> {
+    fn new(session: &'a HttpSession, task: &str) -> Self {
+        let mut r = lock(&session.routes);
+        *r.json_waits.entry(task.to_owned()).or_default() += 1;
+        let no_stream = r.get_stream.as_ref().is_none_or(|tx| tx.is_closed())
+            && r.by_task.get(task).is_none_or(|tx| tx.is_closed());
+        let stranded = if no_stream {
+            r.asked.remove(task).unwrap_or_default()
+        } else {
+            Vec::new()
+        };
+        drop(r);
+        for q in &stranded {
+            if let Message::Request(q) = q {
+                session.refuse_question(q);
+            }
+        }
+        JsonWait {
+            session,
+            task: task.to_owned(),
+        }
+    }
+}
+
+impl Drop for JsonWait<'_> {
+    fn drop(&mut self) {
+        let mut r = lock(&self.session.routes);
+        if let Some(n) = r.json_waits.get_mut(&self.task) {
+            *n -= 1;
+            if *n == 0 {
+                r.json_waits.remove(&self.task);
+            }
+        }
+    }
 }
 
 /// The answer to request `id` when the shim's work for it panicked.
