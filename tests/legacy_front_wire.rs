@@ -997,3 +997,49 @@ fn a_tasks_questions_come_in_the_servers_order() {
         );
     }
 }
+
+/// A client that answers an elicitation with something that is no
+/// ElicitResult (`"yes"`, an unknown action) has accepted nothing: the
+/// server is told `cancel`. Before, the shim forwarded `{}` in a
+/// `tasks/update` the tasks extension's schema refuses.
+#[test]
+fn an_answer_that_is_no_elicit_result_is_a_cancel() {
+    for (n, bad) in [json!("yes"), json!({"action": "maybe"}), json!([1])]
+        .into_iter()
+        .enumerate()
+    {
+        let (sent, got) = (
+            temp_path(&format!("bad-answer-{n}-sent.jsonl")),
+            temp_path(&format!("bad-answer-{n}-got.jsonl")),
+        );
+        let mut shim = Wire::spawn(&[], &recording_upstream(&modern_reference(), &sent, &got));
+        shim.initialize();
+        shim.auto_answer = false;
+        let task = create(&mut shim, "confirm_delete", json!({"filename": "k.txt"}));
+        let wait = shim.request("tasks/result", json!({"taskId": task}));
+        let asked = seen_within(&mut shim, Duration::from_secs(5), |m| {
+            m["method"] == "elicitation/create"
+        })
+        .expect("the task's question");
+        shim.send(&json!({"jsonrpc": "2.0", "id": asked["id"], "result": bad}));
+        let done = shim.response(&wait);
+        assert_eq!(
+            text_of(&done["result"]),
+            "Deletion of k.txt cancelled",
+            "{bad}: {done}"
+        );
+        let update = recorded(&sent, Instant::now() + Duration::from_secs(2), |m| {
+            m["method"] == "tasks/update"
+        });
+        let answers = update["params"]["inputResponses"]
+            .as_object()
+            .expect("inputResponses");
+        assert!(
+            answers.values().all(|a| a == &json!({"action": "cancel"})),
+            "{bad}: {update}"
+        );
+        drop(shim);
+        let _ = std::fs::remove_file(&sent);
+        let _ = std::fs::remove_file(&got);
+    }
+}

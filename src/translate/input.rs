@@ -198,6 +198,27 @@ pub fn legacy_answer_to_input_response(result: &Value) -> Value {
     Value::Object(out)
 }
 
+/// Whether a client's answer to `elicitation/create` is an ElicitResult:
+/// an object whose `action` is `accept`, `decline` or `cancel` (with
+/// `content`, if any, an object).
+///
+/// ```
+/// use mcp_tasks_shim::translate::input::is_elicit_result;
+/// use serde_json::json;
+/// assert!(is_elicit_result(&json!({"action": "accept", "content": {"ok": true}})));
+/// assert!(is_elicit_result(&json!({"action": "decline"})));
+/// assert!(!is_elicit_result(&json!("yes")));
+/// assert!(!is_elicit_result(&json!({"action": "maybe"})));
+/// assert!(!is_elicit_result(&json!({"action": "accept", "content": 42})));
+/// ```
+pub fn is_elicit_result(answer: &Value) -> bool {
+    let action_ok = matches!(
+        answer.get("action").and_then(Value::as_str),
+        Some("accept" | "decline" | "cancel")
+    );
+    action_ok && answer.get("content").is_none_or(Value::is_object)
+}
+
 /// A modern client's `inputResponses`, checked before any answer goes to a
 /// legacy server: each value becomes the `result` of a JSON-RPC answer
 /// there, and a result must be an object (`InputResponse` is one of three

@@ -298,6 +298,13 @@ impl LegacySession {
             crate::translate::remove_meta_key(p, META_RELATED_TASK);
         }
         match self.ask(req, during).await {
+            // An answer that is no ElicitResult (`"yes"`, `{}`, an unknown
+            // action) has not accepted anything either; forwarded, it made
+            // a tasks/update the schema refuses.
+            Ok(answer) if method == "elicitation/create" && !input::is_elicit_result(&answer) => {
+                tracing::warn!(%answer, "client answered an elicitation with no ElicitResult; answering cancel");
+                Ok(json!({"action": "cancel"}))
+            }
             Ok(answer) => Ok(input::legacy_answer_to_input_response(&answer)),
             // A client that errors on an elicitation has not accepted it.
             Err(e) if method == "elicitation/create" => {
