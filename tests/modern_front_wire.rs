@@ -613,3 +613,33 @@ async fn notifications_reach_a_legacy_server_in_its_terms() {
     .await
     .expect("notification flow timed out");
 }
+
+/// A 2026-07-28 client cancels a task while the 2025-11-25 server's
+/// question about it is open: the shim answers the server's
+/// `elicitation/create` (`cancel`) instead of leaving it waiting for an
+/// answer no client will give.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cancelled_tasks_open_question_is_answered_upstream() {
+    let (sent, got) = (record_path("cancel-q-sent"), record_path("cancel-q-got"));
+    timeout(BOUND, async {
+        let mut s = Raw::new(&[], &recording_upstream(&legacy_reference(), &sent, &got));
+        s.ok("server/discover", json!({}), true).await;
+        let id = s
+            .create("confirm_delete", json!({"filename": "m.txt"}))
+            .await;
+        s.poll(&id, has_input).await;
+        let question = recorded(&got, Instant::now() + Duration::from_secs(2), |m| {
+            m["method"] == "elicitation/create"
+        });
+        s.ok("tasks/cancel", json!({"taskId": id}), true).await;
+        let answer = recorded(&sent, Instant::now() + Duration::from_secs(3), |m| {
+            m["id"] == question["id"] && m.get("method").is_none()
+        });
+        assert_eq!(answer["result"], json!({"action": "cancel"}), "{answer}");
+        s.close().await;
+    })
+    .await
+    .expect("cancel flow timed out");
+    let _ = std::fs::remove_file(&sent);
+    let _ = std::fs::remove_file(&got);
+}

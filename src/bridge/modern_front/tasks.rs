@@ -619,6 +619,22 @@ impl ModernSession {
             Err(e) if e.code == crate::error::codes::INVALID_PARAMS => {}
             Err(e) => return Err(e),
         }
+        // The server's questions about the task will get no answer from
+        // the client now: they are answered here, so that the server is not
+        // left waiting on them (an elicitation is cancelled; anything else
+        // refused).
+        let asked = lock(&self.front.tasks)
+            .get_mut(rec.id())
+            .map(|live| std::mem::take(&mut live.inputs))
+            .unwrap_or_default();
+        for (key, (id, request)) in asked {
+            let answer = match request.get("method").and_then(Value::as_str) {
+                Some("elicitation/create") => Ok(json!({"action": "cancel"})),
+                _ => Err(ShimError::Internal("the task was cancelled".into()).into()),
+            };
+            tracing::info!(task = rec.id(), %key, "task cancelled; its open question answered for the client");
+            let _ = self.front.upstream.respond(id, answer);
+        }
         Ok(ttask::cancel_result_to_modern())
     }
 
