@@ -61,7 +61,7 @@ pub(crate) fn check_meta(p: Option<&Value>) -> Result<CheckedMeta, ShimError> {
     let tasks = caps
         .get("extensions")
         .and_then(|e| e.get(TASKS_EXTENSION))
-        .is_some();
+        .is_some_and(Value::is_object);
     Ok(CheckedMeta { tasks })
 }
 

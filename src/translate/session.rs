@@ -356,6 +356,12 @@ pub fn check_modern_meta(params: Option<&Value>) -> Result<RequestMeta, ShimErro
             crate::wire::LOG_LEVELS.join(", ")
         )));
     }
+    // `Implementation` in the schema: an object, when given.
+    if meta.client_info.as_ref().is_some_and(|i| !i.is_object()) {
+        return Err(ShimError::InvalidParams(format!(
+            "params._meta[\"{META_CLIENT_INFO}\"] must be an object"
+        )));
+    }
     match &meta.client_capabilities {
         Some(Value::Object(_)) => Ok(meta),
         None | Some(Value::Null) => Err(ShimError::InvalidParams(format!(
@@ -389,7 +395,11 @@ fn usual_valid_meta(meta: &Map<String, Value>) -> bool {
     let level_ok = matches!(meta.get(META_LOG_LEVEL), None | Some(Value::Null))
         || matches!(meta.get(META_LOG_LEVEL),
         Some(Value::String(l)) if crate::wire::LOG_LEVELS.contains(&l.as_str()));
-    version_ok && caps_ok && level_ok
+    let info_ok = matches!(
+        meta.get(META_CLIENT_INFO),
+        None | Some(Value::Null | Value::Object(_))
+    );
+    version_ok && caps_ok && level_ok && info_ok
 }
 
 /// The `_meta` members a 2026-07-28 request carries for itself (what a
@@ -527,7 +537,7 @@ pub fn server_caps_to_legacy(caps: &Value) -> Value {
     let has_tasks = out
         .remove("extensions")
         .and_then(|e| e.get(TASKS_EXTENSION).cloned())
-        .is_some();
+        .is_some_and(|v| v.is_object());
     if has_tasks {
         out.insert(
             "tasks".into(),
@@ -781,6 +791,43 @@ mod tests {
         let missing = check_modern_meta(Some(&with(Value::Null))).unwrap_err();
         assert!(missing.to_string().contains("missing"), "{missing}");
         assert!(check_modern_meta(Some(&with(json!({})))).is_ok());
+    }
+
+    #[test]
+    fn client_info_that_is_no_object_is_refused_on_both_paths() {
+        let with = |info: Value| {
+            json!({"_meta": {META_PROTOCOL_VERSION: MODERN_VERSION,
+                META_CLIENT_CAPABILITIES: {}, META_CLIENT_INFO: info}})
+        };
+        for bad in [json!("x"), json!(3), json!([])] {
+            let e = check_modern_meta(Some(&with(bad.clone()))).unwrap_err();
+            assert!(e.to_string().contains("must be an object"), "{bad}: {e}");
+            assert!(validate_modern_meta(Some(&with(bad))).is_err());
+        }
+        for good in [json!({"name": "c", "version": "1"}), Value::Null] {
+            assert!(
+                validate_modern_meta(Some(&with(good.clone()))).is_ok(),
+                "{good}"
+            );
+            assert!(check_modern_meta(Some(&with(good))).is_ok());
+        }
+    }
+
+    #[test]
+    fn a_null_extension_declares_nothing() {
+        let meta = |ext: Value| RequestMeta {
+            client_capabilities: Some(json!({"extensions": {TASKS_EXTENSION: ext}})),
+            ..Default::default()
+        };
+        assert!(meta(json!({})).declares_tasks());
+        assert!(!meta(Value::Null).declares_tasks());
+        let server = |ext: Value| json!({"extensions": {TASKS_EXTENSION: ext}});
+        assert!(server_caps_to_legacy(&server(json!({})))["tasks"].is_object());
+        assert!(
+            server_caps_to_legacy(&server(Value::Null))
+                .get("tasks")
+                .is_none()
+        );
     }
 
     #[test]

@@ -244,13 +244,14 @@ pub struct RequestMeta {
 }
 
 impl RequestMeta {
-    /// True when the request declared the tasks extension.
+    /// True when the request declared the tasks extension: its settings
+    /// object is present (`null` is no declaration).
     pub fn declares_tasks(&self) -> bool {
         self.client_capabilities
             .as_ref()
             .and_then(|c| c.get("extensions"))
             .and_then(|e| e.get(crate::revision::TASKS_EXTENSION))
-            .is_some()
+            .is_some_and(Value::is_object)
     }
 
     /// True when the request's client can take server→client request

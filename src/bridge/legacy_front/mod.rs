@@ -72,7 +72,7 @@ impl LegacyFront {
             .get("capabilities")
             .and_then(|c| c.get("extensions"))
             .and_then(|e| e.get(crate::revision::TASKS_EXTENSION))
-            .is_some();
+            .is_some_and(Value::is_object);
         let mut policy = config.policy.clone().unwrap_or_default();
         policy.default.get_or_insert(if has_tasks {
             TaskSupport::Optional
