@@ -1386,4 +1386,19 @@ fn slow_clients_are_cut_off() {
         let (status, _, _) = send(modern(&c, &shim.url, 1, "tools/list", json!({}))).await;
         assert_eq!(status, StatusCode::OK);
     });
+
+    // A keep-alive connection left idle after its request holds its slot
+    // no longer than the read timeout either.
+    let mut idle = TcpStream::connect(&addr).unwrap();
+    idle.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let idle_since = std::time::Instant::now();
+    let served = read_until_closed(&mut idle, Duration::from_secs(5))
+        .expect("served, then closed when idle");
+    assert!(served.starts_with("HTTP/1.1 200"), "{served}");
+    let idled = idle_since.elapsed();
+    assert!(
+        idled < Duration::from_secs(4),
+        "an idle keep-alive connection was closed after {idled:?}, not ~1 s"
+    );
 }

@@ -45,7 +45,7 @@ pub struct Args {
     pub max_sessions: u64,
     /// How long a client may take to send a request's headers, and then
     /// its body; a slower one is disconnected (headers) or answered 408
-    /// (body).
+    /// (body). A keep-alive connection idle this long is closed.
     #[arg(long, value_name = "SECONDS", default_value_t = http::DEFAULT_READ_TIMEOUT_S,
           value_parser = super::options::at_least_one)]
     pub read_timeout_s: u64,
