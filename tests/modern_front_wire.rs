@@ -317,9 +317,21 @@ async fn listen_stream_follows_a_task_to_its_end() {
         let id = s
             .create("confirm_delete", json!({"filename": "notes.txt"}))
             .await;
-        // A listen must say what it opts in to.
+        // A listen must say what it opts in to, in the schema's types: a
+        // flag that is no boolean, or task ids that are no list of
+        // strings, was acknowledged as not asked for.
         let e = s.err("subscriptions/listen", json!({}), true).await;
         assert_eq!(e["code"], -32602, "{e}");
+        for bad in [
+            json!({"toolsListChanged": "yes"}),
+            json!({"taskIds": id}),
+            json!({"taskIds": [id, 7]}),
+        ] {
+            let e = s
+                .err("subscriptions/listen", json!({"notifications": bad}), true)
+                .await;
+            assert_eq!(e["code"], -32602, "{bad}: {e}");
+        }
         let mut p = json!({"notifications": {"taskIds": [id, "not-mine"], "toolsListChanged": true}});
         p["_meta"] = meta(true);
         let listen = s.request("subscriptions/listen", p).await;

@@ -40,6 +40,33 @@ pub(super) enum ListKind {
     Resources,
 }
 
+/// The `subscriptions/listen` filter's members have the schema's types
+/// (`null` reads as absent): a flag that is no boolean was acknowledged
+/// as not asked, and a `taskIds` that is no list of strings as empty, so
+/// the client waited for notifications that never came.
+fn check_listen_filter(filter: &Value) -> Result<(), ShimError> {
+    for k in ListKind::ALL {
+        let key = k.filter_key();
+        if filter
+            .get(key)
+            .is_some_and(|v| !v.is_null() && !v.is_boolean())
+        {
+            return Err(ShimError::InvalidParams(format!(
+                "params.notifications.{key} must be a boolean"
+            )));
+        }
+    }
+    for key in ["taskIds", "resourceSubscriptions"] {
+        let strings = |v: &Value| v.as_array().is_some_and(|a| a.iter().all(Value::is_string));
+        if filter.get(key).is_some_and(|v| !v.is_null() && !strings(v)) {
+            return Err(ShimError::InvalidParams(format!(
+                "params.notifications.{key} must be a list of strings"
+            )));
+        }
+    }
+    Ok(())
+}
+
 impl ListKind {
     const ALL: [ListKind; 3] = [ListKind::Tools, ListKind::Prompts, ListKind::Resources];
 
@@ -663,6 +690,9 @@ impl ModernSession {
                 .into()));
             }
         };
+        if let Err(e) = check_listen_filter(&filter) {
+            return Some(Err(e.into()));
+        }
         let wanted: Vec<String> = filter
             .get("taskIds")
             .and_then(Value::as_array)
