@@ -380,6 +380,48 @@ mod tests {
         assert_eq!(e.index(), 0);
     }
 
+    /// A second `server/discover` is answered from the legacy session
+    /// already open (no second `initialize`), and a `tasks/update` the
+    /// server refused reads as refused, not acknowledged.
+    #[test]
+    fn a_second_discover_and_a_refused_update_read_as_the_shim_makes_them() {
+        let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                          "io.modelcontextprotocol/clientCapabilities": {}});
+        let ask = |id: i64, method: &str, mut params: Value| {
+            params["_meta"] = meta.clone();
+            rec(
+                json!({"dir":"c2s","msg":{"jsonrpc":"2.0","id":id,"method":method,"params":params}}),
+            )
+        };
+        let discovered = rec(json!({"dir":"s2c","msg":{"jsonrpc":"2.0","id":1,"result":{
+            "supportedVersions":["2026-07-28"],"capabilities":{},
+            "serverInfo":{"name":"s","version":"1"},"resultType":"complete"}}}));
+        let mut again = discovered.to_value();
+        again["msg"]["id"] = json!(2);
+        let records = [
+            ask(1, "server/discover", json!({})),
+            discovered,
+            ask(2, "server/discover", json!({})),
+            rec(again),
+            ask(
+                3,
+                "tasks/update",
+                json!({"taskId": "t", "inputResponses": {}}),
+            ),
+            rec(json!({"dir":"s2c","msg":{"jsonrpc":"2.0","id":3,
+                "error":{"code":-32602,"message":"Unknown task: t"}}})),
+        ];
+        let out = translate_transcript(&records, Revision::Legacy).expect("translated");
+        let inits = out
+            .iter()
+            .filter(|r| r.msg.as_ref().and_then(Message::method) == Some("initialize"))
+            .count();
+        assert_eq!(inits, 1, "{out:#?}");
+        let last = out.last().and_then(|r| r.note.clone()).unwrap_or_default();
+        assert!(last.contains("refused tasks/update"), "{last}");
+        assert!(last.contains("Unknown task"), "{last}");
+    }
+
     #[test]
     fn notes_pass_through_and_extra_keys_stay() {
         let note =

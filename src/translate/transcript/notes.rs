@@ -57,6 +57,9 @@ pub(super) fn noted_answer(method: &str) -> &'static str {
             "acknowledges tasks/update: its answers went to the server's requests above"
         }
         "subscriptions/listen" => "closes the listen stream: 2025-11-25 has no counterpart",
+        "server/discover" => {
+            "the server's answer to a later server/discover: the shim answers it from the session's initialize"
+        }
         "tools/call" => "answers an MRTR retry: the shim resumes the call it holds open upstream",
         _ => "answers a request that has no 2025-11-25 counterpart",
     }

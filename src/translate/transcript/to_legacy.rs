@@ -102,6 +102,11 @@ impl ToLegacy {
         out.extend(match q.method.as_str() {
             // Requests without a legacy form become notes, and so do their answers.
             _ if note.is_some() => vec![rec.noted(note.unwrap_or_default())],
+            // The live shim opens one legacy session and answers later
+            // discovers from it: no second initialize.
+            "server/discover" if self.opened => vec![rec.noted(
+                "answered by the shim from the legacy session it opened already (no second initialize)",
+            )],
             "server/discover" => {
                 let init = self.open(q.id.clone(), &meta)?;
                 let note = "the shim opens the legacy session with initialize and answers server/discover from it";
@@ -202,7 +207,14 @@ impl ToLegacy {
             .id()
             .and_then(|id| self.pending.remove(&(Dir::C2s, id.clone())));
         if let Some(p) = pending.as_ref().filter(|p| p.noted) {
-            return Ok(vec![rec.noted(noted_answer(&p.method))]);
+            return Ok(vec![match msg {
+                // Not an acknowledgement: what the server refused, said.
+                Message::Error(e) => rec.noted(format!(
+                    "the server refused {} ({}: {})",
+                    p.method, e.error.code, e.error.message
+                )),
+                _ => rec.noted(noted_answer(&p.method)),
+            }]);
         }
         let (Some(p), Message::Response(r)) = (pending, msg) else {
             // Errors read the same in both; unknown answers pass as they are.
