@@ -110,7 +110,18 @@ pub enum Ending {
     ClientClosed,
     /// The upstream exited or broke; pending requests were answered with errors.
     UpstreamGone(String),
+    /// Stopped from outside (see [`Stops`]), for the reason given: pending
+    /// requests were answered with it and the upstream was shut down.
+    Stopped(String),
 }
+
+/// Requests to stop a session from outside the protocol, each naming why
+/// (the `stdio` command's signal handlers send "the shim received
+/// SIGTERM"). On the first, whatever is still pending is answered with
+/// that reason and the upstream is stopped as when the client leaves (end
+/// of input, killed after a grace period); another, or one that comes
+/// while the session is already ending, kills the upstream at once.
+pub type Stops = mpsc::UnboundedReceiver<String>;
 
 /// Runs the proxy over `program args…` (started, and restarted if so
 /// configured, under [`supervised`]) until the client or the upstream goes
@@ -134,7 +145,12 @@ where
         opts.max_message_bytes,
     ));
     let to_client = spawn_client_writer(opts.record.clone(), ClientSide::Stream(client_out))?;
-    drive(client_rx, to_client, None, program, args, ledger, opts).await
+    // Nothing stops this session but its ends.
+    let (_, stops) = mpsc::unbounded_channel();
+    drive(
+        client_rx, to_client, None, stops, program, args, ledger, opts,
+    )
+    .await
 }
 
 /// The fast lane of a stdio session on the shim's own stdio: once the
@@ -220,12 +236,13 @@ fn feed(line: &[u8], max: usize, engine: impl FnOnce(Message)) -> bool {
 /// dedicated thread doing blocking reads or writes: tokio's `Stdin` and
 /// `Stdout` run every read and write on its blocking pool, a hand-off and
 /// a wake-up each, which cost more than everything else the shim does per
-/// message.
+/// message. `stops` stops the session from outside (see [`Stops`]).
 pub async fn run_stdio(
     program: &str,
     args: &[String],
     ledger: Arc<dyn TaskLedger>,
     opts: ProxyOptions,
+    stops: Stops,
 ) -> std::io::Result<Ending> {
     use std::os::fd::AsFd;
     // Plain files on fds 0 and 1: `std::io::Stdout` would line-buffer and
@@ -261,6 +278,7 @@ pub async fn run_stdio(
         client_rx,
         to_client,
         Some(lane),
+        stops,
         program,
         args,
         ledger,
@@ -297,10 +315,14 @@ fn read_client(
     Ok(())
 }
 
+// Both callers are in this file; a struct to carry the arguments would
+// only rename them.
+#[allow(clippy::too_many_arguments)]
 async fn drive(
     mut client_rx: mpsc::UnboundedReceiver<Inbound>,
     to_client: ClientWriter,
     lane: Option<Arc<Lane>>,
+    mut stops: Stops,
     program: &str,
     args: &[String],
     ledger: Arc<dyn TaskLedger>,
@@ -308,16 +330,35 @@ async fn drive(
 ) -> std::io::Result<Ending> {
     let recorder = to_client.recorder.clone();
 
-    let link = supervised::connect(program, args, opts.supervise()).await?;
-    let sup = link.upstream;
+    // A stop during the probe ends it at once, instead of after
+    // `probe_timeout` (a server that is slow to start, or never answers).
+    let started = supervised::start(program, args, opts.supervise())?;
+    let sup = started.upstream().clone();
+    let probing = started.probe();
+    tokio::pin!(probing);
+    let mut stopped: Option<String> = None;
+    let link = loop {
+        tokio::select! {
+            link = &mut probing => break link,
+            Some(reason) = stops.recv(), if stopped.is_none() => {
+                sup.stop(&reason);
+                stopped = Some(reason);
+            }
+        }
+    };
     let mut events = link.events;
     let upstream_rev = link.revision;
     let discover = link.discover;
 
     let mut mode: Option<Mode> = None;
+    let mut killed = false;
     let mut last_fault = String::from("the upstream is gone");
     let ending = loop {
+        if let Some(reason) = stopped.take() {
+            break Ending::Stopped(reason);
+        }
         tokio::select! {
+            Some(reason) = stops.recv() => break Ending::Stopped(reason),
             inbound = client_rx.recv() => {
                 let Some(inbound) = inbound else { break Ending::ClientClosed };
                 handle_client(inbound, &mut mode, &to_client, &recorder, &sup, &Setup {
@@ -375,13 +416,18 @@ async fn drive(
                 }
             }
         }
-        Ending::ClientClosed => {
-            let reason = "the client closed the session";
-            sup.close_input(reason);
-            // After closing its input, so that work resumed by a failed question
-            // finds the upstream gone too, and ends instead of asking anew.
-            if let Some(Mode::LegacyFront(_, session)) = &mode {
-                session.client_closed(reason);
+        Ending::ClientClosed | Ending::Stopped(_) => {
+            if let Ending::Stopped(reason) = &ending {
+                stop_session(reason, &sup, mode.as_ref());
+                stopped = Some(reason.clone());
+            } else {
+                let reason = "the client closed the session";
+                sup.close_input(reason);
+                // After closing its input, so that work resumed by a failed question
+                // finds the upstream gone too, and ends instead of asking anew.
+                if let Some(Mode::LegacyFront(_, session)) = &mode {
+                    session.client_closed(reason);
+                }
             }
             // The child still answers what the client sent last (a client
             // may close its side right after writing): relay its output
@@ -395,6 +441,27 @@ async fn drive(
                     Some(event) = events.recv() => {
                         route_upstream(event, mode.as_mut(), &sup, &to_client.outbox);
                     }
+                    // A client still writing after a stop is answered, the
+                    // error naming why, rather than left waiting.
+                    Some(inbound) = client_rx.recv(), if stopped.is_some() => {
+                        handle_client(inbound, &mut mode, &to_client, &recorder, &sup, &Setup {
+                            upstream: upstream_rev, discover: &discover, ledger: &ledger, opts: &opts,
+                        }).await;
+                        if let Some(lane) = &lane {
+                            lane.behind_driver.fetch_sub(1, Ordering::SeqCst);
+                        }
+                    }
+                    Some(reason) = stops.recv() => {
+                        // Whoever sends another stop will not wait out the
+                        // grace period.
+                        if stopped.is_none() {
+                            stop_session(&reason, &sup, mode.as_ref());
+                            stopped = Some(reason);
+                        }
+                        tracing::debug!("killing the upstream now");
+                        sup.kill();
+                        killed = true;
+                    }
                 }
             }
             while let Ok(event) = events.try_recv() {
@@ -406,8 +473,46 @@ async fn drive(
     // Our clone of the recorder must go too, or the transcript writer never
     // sees its channel close and `finish` waits forever.
     drop(recorder);
-    to_client.finish().await;
-    Ok(ending)
+    let Some(reason) = stopped else {
+        to_client.finish().await;
+        return Ok(ending);
+    };
+    // A client that stopped reading must not keep a stopped shim alive:
+    // what it has not taken by then is lost.
+    let grace = if killed { KILLED_FLUSH } else { STOP_FLUSH };
+    tokio::select! {
+        () = to_client.finish() => {}
+        () = tokio::time::sleep(grace) => {
+            tracing::warn!("the client did not read the last answers; exiting without them");
+        }
+        Some(_) = stops.recv() => {}
+    }
+    Ok(Ending::Stopped(reason))
+}
+
+/// How long a stopped session may take to write its last answers.
+const STOP_FLUSH: Duration = Duration::from_secs(2);
+/// The same after the upstream was killed (a second stop): short, since
+/// whoever sent it wants the shim gone.
+const KILLED_FLUSH: Duration = Duration::from_millis(200);
+
+/// Stops a session from outside (see [`Stops`]): everything still
+/// waiting fails with `reason` now, and the upstream's input is closed.
+fn stop_session(reason: &str, sup: &Supervised, mode: Option<&Mode>) {
+    tracing::info!(%reason, "stopping the session: answering pending requests, stopping the upstream");
+    sup.stop(reason);
+    match mode {
+        // As an ended HTTP session: waits on the client (questions) and on
+        // tasks (`tasks/result`, a driven `tools/call`) end now.
+        Some(Mode::LegacyFront(_, session)) => session.end(reason),
+        // As when the upstream is gone for good, which it soon is: the
+        // tasks it keeps go with it, and listen streams are answered.
+        Some(Mode::ModernFront(front, _)) => {
+            front.handle_upstream(UpstreamEvent::Closed(reason.to_owned()));
+            front.upstream_ended();
+        }
+        Some(Mode::Passthrough) | None => {}
+    }
 }
 
 /// Points the lane at the session's destination once the mode is known.

@@ -219,6 +219,21 @@ pub async fn connect(
     args: &[String],
     opts: SuperviseOptions,
 ) -> std::io::Result<SupervisedLink> {
+    Ok(start(program, args, opts)?.probe().await)
+}
+
+/// A child started by [`start`] whose revision is still to be probed.
+#[derive(Debug)]
+pub struct Started {
+    sup: Arc<Supervised>,
+    events: mpsc::UnboundedReceiver<UpstreamEvent>,
+    generation: Arc<Generation>,
+}
+
+/// [`connect`] in two steps, for a caller that may have to stop the
+/// upstream while it is still being probed (a probe can take
+/// `probe_timeout`; [`Supervised::stop`] ends it at once).
+pub fn start(program: &str, args: &[String], opts: SuperviseOptions) -> std::io::Result<Started> {
     let (tx, events) = mpsc::unbounded_channel();
     let sup = Arc::new(Supervised {
         program: program.to_owned(),
@@ -237,17 +252,38 @@ pub async fn connect(
     // Current from the start, so a death during the probe is a fault like
     // any other (restarted or reported).
     sup.make_current(&generation);
-    let verdict = sup.probe(&generation).await;
-    tracing::info!(%verdict, "upstream probe");
-    let (revision, discover) = verdict.into_revision();
-    *lock(&sup.revision) = Some(revision);
-    sup.watch_liveness(&generation);
-    Ok(SupervisedLink {
-        upstream: sup,
+    Ok(Started {
+        sup,
         events,
-        revision,
-        discover,
+        generation,
     })
+}
+
+impl Started {
+    /// The upstream being started.
+    pub fn upstream(&self) -> &Arc<Supervised> {
+        &self.sup
+    }
+
+    /// Probes the child's revision (see [`connect`]).
+    pub async fn probe(self) -> SupervisedLink {
+        let Started {
+            sup,
+            events,
+            generation,
+        } = self;
+        let verdict = sup.probe(&generation).await;
+        tracing::info!(%verdict, "upstream probe");
+        let (revision, discover) = verdict.into_revision();
+        *lock(&sup.revision) = Some(revision);
+        sup.watch_liveness(&generation);
+        SupervisedLink {
+            upstream: sup,
+            events,
+            revision,
+            discover,
+        }
+    }
 }
 
 impl Supervised {
@@ -310,6 +346,27 @@ impl Supervised {
         let old = self.state.send_replace(State::Down(reason.to_owned()));
         if let State::Up(generation) = old {
             generation.conn.close_input(reason);
+        }
+    }
+
+    /// The shim is being stopped (a signal): as with
+    /// [`Supervised::close_input`], the child's input is closed and no
+    /// restart follows, and [`Upstream::finish`] gives it the same grace
+    /// before killing it. But nobody will wait for what it still writes:
+    /// every request waiting on it, the shim's own and those relayed for a
+    /// pass-through client, fails with `reason` now.
+    pub fn stop(&self, reason: &str) {
+        let live = self.current().ok();
+        Upstream::shutdown(self, reason);
+        if let Some(generation) = live {
+            self.fail_relayed(&generation, reason);
+        }
+    }
+
+    /// Cuts [`Upstream::finish`]'s grace short: the child is killed now.
+    pub fn kill(&self) {
+        if let Some(generation) = lock(&self.last).as_ref() {
+            generation.kill.notify_one();
         }
     }
 
@@ -786,14 +843,7 @@ impl Supervised {
         // Relayed requests are answered here, before `Closed`, so a client
         // hears why its request failed whichever way the answer would
         // have come.
-        let orphans: Vec<Id> = lock(&generation.relayed)
-            .drain()
-            .map(|(id, _)| id)
-            .collect();
-        for id in orphans {
-            let error = ShimError::Upstream(reason.clone()).into();
-            self.emit(UpstreamEvent::Relayed(Message::error(Some(id), error)));
-        }
+        self.fail_relayed(generation, &reason);
         // A hung or garbling child must not linger; for an exited one this
         // is a no-op.
         generation.kill.notify_one();
@@ -810,6 +860,21 @@ impl Supervised {
         } else {
             // No successor: the event stream ends here.
             lock(&self.events).take();
+        }
+    }
+
+    /// Answers each client request relayed to `generation` and still
+    /// unanswered with `reason`. Taking an id out of `relayed` is what
+    /// makes an answer ours to give: one the child sends later finds no
+    /// id, and the client never gets two.
+    fn fail_relayed(&self, generation: &Generation, reason: &str) {
+        let orphans: Vec<Id> = lock(&generation.relayed)
+            .drain()
+            .map(|(id, _)| id)
+            .collect();
+        for id in orphans {
+            let error = ShimError::Upstream(reason.to_owned()).into();
+            self.emit(UpstreamEvent::Relayed(Message::error(Some(id), error)));
         }
     }
 
