@@ -87,6 +87,9 @@ struct LiveTask {
     /// task, so it has no ledger record (and takes none of the client's
     /// task cap); it is forgotten when its call ends, not by the sweep.
     driven: bool,
+    /// Why the task takes no more input (cancelled, or its outcome came):
+    /// a question still arriving is answered for the client at once.
+    closed: Option<&'static str>,
 }
 
 impl LiveTask {
@@ -99,6 +102,7 @@ impl LiveTask {
             asked: watch::Sender::new(0),
             progress: None,
             driven,
+            closed: None,
         }
     }
 }

@@ -152,6 +152,12 @@ impl ModernFront {
         live.seq += 1;
         let key = input::input_key(&req.method, live.seq);
         let (modern, _) = input::legacy_request_to_input(req);
+        if let Some(why) = live.closed {
+            drop(tasks);
+            let asked = std::collections::BTreeMap::from([(key, (req.id.clone(), modern))]);
+            self.answer_for_the_client(task_id, asked, why);
+            return true;
+        }
         live.inputs.insert(key, (req.id.clone(), modern));
         live.asked.send_modify(|n| *n += 1);
         let scope = live.scope.clone();
@@ -184,6 +190,26 @@ impl ModernFront {
                     });
                 self.notify_subscribers(&scope, &id, Some(task));
             }
+        }
+    }
+
+    /// Answers the server's open questions about task `task_id` (key →
+    /// the server's request id and the request), which no client will
+    /// answer any more (`why`): an elicitation is cancelled, anything else
+    /// refused, so that the server is not left waiting on them.
+    pub(super) fn answer_for_the_client(
+        &self,
+        task_id: &str,
+        asked: std::collections::BTreeMap<String, (Id, Value)>,
+        why: &str,
+    ) {
+        for (key, (id, request)) in asked {
+            let answer = match request.get("method").and_then(Value::as_str) {
+                Some("elicitation/create") => Ok(json!({"action": "cancel"})),
+                _ => Err(ShimError::Internal(why.to_owned()).into()),
+            };
+            tracing::info!(task = %task_id, %key, %why, "the server's open question answered for the client");
+            let _ = self.upstream.respond(id, answer);
         }
     }
 
@@ -221,8 +247,17 @@ impl ModernFront {
                     }
                 })
                 .is_some();
+            let asked = lock(&front.tasks)
+                .get_mut(&id)
+                .map(|live| {
+                    live.closed = Some("the task has ended");
+                    std::mem::take(&mut live.inputs)
+                })
+                .unwrap_or_default();
+            // The task has ended (a cancel's error can come before the
+            // cancel's own answer): nobody will answer what it asked.
+            front.answer_for_the_client(&id, asked, "the task has ended");
             if let Some(live) = lock(&front.tasks).get_mut(&id) {
-                live.inputs.clear();
                 live.outcome.send_replace(Some(payload.clone()));
                 // It has ended: no more progress.
                 live.progress = None;
@@ -647,21 +682,16 @@ impl ModernSession {
             Err(e) => return Err(e),
         }
         // The server's questions about the task will get no answer from
-        // the client now: they are answered here, so that the server is not
-        // left waiting on them (an elicitation is cancelled; anything else
-        // refused).
+        // the client now.
         let asked = lock(&self.front.tasks)
             .get_mut(rec.id())
-            .map(|live| std::mem::take(&mut live.inputs))
+            .map(|live| {
+                live.closed = Some("the task was cancelled");
+                std::mem::take(&mut live.inputs)
+            })
             .unwrap_or_default();
-        for (key, (id, request)) in asked {
-            let answer = match request.get("method").and_then(Value::as_str) {
-                Some("elicitation/create") => Ok(json!({"action": "cancel"})),
-                _ => Err(ShimError::Internal("the task was cancelled".into()).into()),
-            };
-            tracing::info!(task = rec.id(), %key, "task cancelled; its open question answered for the client");
-            let _ = self.front.upstream.respond(id, answer);
-        }
+        self.front
+            .answer_for_the_client(rec.id(), asked, "the task was cancelled");
         Ok(ttask::cancel_result_to_modern())
     }
 
