@@ -198,7 +198,12 @@ impl LegacySession {
         // Only the shim knows this task: if the client cancels the call
         // (dropping this wait), the task goes with it.
         let (this, id) = (self.clone(), task_id.to_owned());
-        let unwanted = IfDropped::new(move || spawn_cleanup(this.cancel_driven(id)));
+        let unwanted = IfDropped::new(move || {
+            // Withdrawn now, while the call's stream is still there to
+            // carry it, not once the task reads cancelled.
+            this.withdraw_questions(&id, "the request it was asked in was cancelled");
+            spawn_cleanup(this.cancel_driven(id))
+        });
         let d = self.await_task(task_id, Some(during)).await;
         unwanted.disarm();
         match d?.payload {
@@ -247,7 +252,9 @@ impl LegacySession {
             .unwrap_or_default();
         let mut answers = Map::new();
         for (key, request) in &requests {
-            let answer = self.ask_input(key, request, None, Some(during)).await?;
+            let answer = self
+                .ask_input(key, request, None, Some(during), None)
+                .await?;
             answers.insert(key.clone(), answer);
         }
         let p = params.as_object_mut().ok_or_else(|| {
@@ -263,7 +270,9 @@ impl LegacySession {
 
     /// Asks the client one input request; `task_id` tags it with the
     /// related task (`None` for requests outside a task the client knows),
-    /// `during` names the client request it is asked for, if any.
+    /// `during` names the client request it is asked for, if any, and
+    /// `serves` the task that needs the answer, if any (tagged or driven:
+    /// see [`LegacySession::withdraw_questions`]).
     /// Returns the answer as a modern input response.
     pub(super) async fn ask_input(
         &self,
@@ -271,6 +280,7 @@ impl LegacySession {
         request: &Value,
         task_id: Option<&str>,
         during: Option<&Id>,
+        serves: Option<&str>,
     ) -> Result<Value, ErrorObject> {
         let method = request
             .get("method")
@@ -297,7 +307,7 @@ impl LegacySession {
         {
             crate::translate::remove_meta_key(p, META_RELATED_TASK);
         }
-        match self.ask(req, during).await {
+        match self.ask(req, during, serves).await {
             // An answer that is no ElicitResult (`"yes"`, `{}`, an unknown
             // action) has not accepted anything either; forwarded, it made
             // a tasks/update the schema refuses.

@@ -110,6 +110,8 @@ impl LegacyFront {
             out: out.into(),
             asks: Mutex::new(HashMap::new()),
             asked_during: Mutex::new(HashMap::new()),
+            question_task: Mutex::new(HashMap::new()),
+            withdrawn: Mutex::new(std::collections::HashSet::new()),
             outstanding: Mutex::new(std::collections::HashSet::new()),
             client_gone: std::sync::OnceLock::new(),
             ended: tokio::sync::watch::Sender::new(false),
@@ -254,6 +256,12 @@ pub struct LegacySession {
     /// The client request each unanswered question outside a task serves
     /// (see [`LegacySession::asked_during`]).
     asked_during: Mutex<HashMap<Id, Id>>,
+    /// The task each unanswered question serves, if any.
+    question_task: Mutex<HashMap<Id, String>>,
+    /// Questions withdrawn from the client (`notifications/cancelled`
+    /// sent) whose asking has not ended yet: an answer that still comes is
+    /// ignored, and the withdrawal is not sent twice.
+    withdrawn: Mutex<std::collections::HashSet<Id>>,
     /// Task input requests (task id, key) asked and not yet answered: one
     /// is not asked again while the first asking waits, even by a new
     /// watcher after every `tasks/result` of the task was cancelled.
@@ -562,7 +570,7 @@ impl LegacySession {
 
     /// Sends the client `req` (under an id of the shim's) and waits for its
     /// answer; `during` is the client request it is asked for, if any.
-    async fn ask(&self, mut req: Request, during: Option<&Id>) -> RpcResult {
+    async fn ask(&self, mut req: Request, during: Option<&Id>, serves: Option<&str>) -> RpcResult {
         let id = Id::Str(format!(
             "mcp-tasks-shim-{}",
             self.next_ask.fetch_add(1, Ordering::Relaxed)
@@ -586,6 +594,9 @@ impl LegacySession {
             }
             asks.insert(id.clone(), tx);
         }
+        if let Some(task) = serves {
+            lock(&self.question_task).insert(id.clone(), task.to_owned());
+        }
         // Dropped before the answer when the client's request it serves
         // was cancelled, or its task no longer waits on it: the client is
         // told, so its prompt does not stay up for nothing.
@@ -602,7 +613,35 @@ impl LegacySession {
         outcome
     }
 
+    /// Withdraws, at once, every unanswered question about `task_id`
+    /// (`notifications/cancelled` naming each, with `why`): its task was
+    /// cancelled or ended, or the call driving it was cancelled. The
+    /// asking itself ends when its task is seen ended; meanwhile an answer
+    /// is ignored. Sent before the answer of a request waiting on the
+    /// task, which a transport may put on the same stream and close it.
+    pub(super) fn withdraw_questions(&self, task_id: &str, why: &str) {
+        let asked: Vec<Id> = lock(&self.question_task)
+            .iter()
+            .filter(|(_, t)| t.as_str() == task_id)
+            .map(|(q, _)| q.clone())
+            .collect();
+        for q in asked {
+            let open = lock(&self.asks).contains_key(&q);
+            if open && lock(&self.withdrawn).insert(q.clone()) {
+                tracing::info!(question = %q, task = %task_id, %why, "question withdrawn");
+                self.send(crate::upstream::stream::cancel_message(
+                    &q,
+                    &format!("{WITHDRAWN} ({why})"),
+                ));
+            }
+        }
+    }
+
     fn resolve_ask(&self, id: &Id, outcome: RpcResult) {
+        if lock(&self.withdrawn).contains(id) {
+            tracing::info!(%id, "client answered a question already withdrawn; ignored");
+            return;
+        }
         match lock(&self.asks).remove(id) {
             Some(tx) => {
                 let _ = tx.send(outcome);
@@ -668,10 +707,13 @@ struct Unanswered<'a> {
 
 impl Drop for Unanswered<'_> {
     fn drop(&mut self) {
+        let s = self.session;
+        lock(&s.question_task).remove(&self.question);
+        let told = lock(&s.withdrawn).remove(&self.question);
         // Gone from `asks` already: answered, or failed with the session.
-        if !self.settled && lock(&self.session.asks).remove(&self.question).is_some() {
+        if !self.settled && lock(&s.asks).remove(&self.question).is_some() && !told {
             tracing::info!(question = %self.question, "question withdrawn: nothing waits for its answer any more");
-            self.session.send(crate::upstream::stream::cancel_message(
+            s.send(crate::upstream::stream::cancel_message(
                 &self.question,
                 WITHDRAWN,
             ));

@@ -213,13 +213,18 @@ impl LegacySession {
         let mut ended = self.ended.subscribe();
         loop {
             if self.is_pinned(task_id) {
+                self.withdraw_questions(task_id, "the client cancelled the task");
                 return Err(ShimError::TaskCancelled.into());
             }
             let seen = rx.borrow_and_update().clone();
             match seen {
                 Seen::Nothing => {}
-                Seen::Gone(e) => return Err(e),
+                Seen::Gone(e) => {
+                    self.withdraw_questions(task_id, &e.message);
+                    return Err(e);
+                }
                 Seen::Lost(e) => {
+                    self.withdraw_questions(task_id, &e.message);
                     // Stored as failed: `tasks/result` answers from the
                     // record. One at the end of its TTL is gone instead.
                     return Err(match self.record_lost(task_id, &e.message)? {
@@ -231,6 +236,8 @@ impl LegacySession {
                 Seen::Task(d) => {
                     self.record_seen(&d);
                     if d.task.status.is_terminal() {
+                        let why = format!("the task is {}", d.task.status);
+                        self.withdraw_questions(task_id, &why);
                         return Ok(*d);
                     }
                     if let Payload::Input(requests) = &d.payload {
@@ -280,7 +287,7 @@ impl LegacySession {
     /// One input request of [`Self::spawn_answers`].
     async fn answer_one(&self, task_id: &str, key: &str, request: &Value, during: Option<&Id>) {
         let tag = during.is_none().then_some(task_id);
-        let asked = self.ask_input(key, request, tag, during);
+        let asked = self.ask_input(key, request, tag, during, Some(task_id));
         let outcome = tokio::select! {
             // The asking first, so that its question is sent before the
             // next one's.
@@ -470,6 +477,9 @@ impl LegacySession {
         if let Some(status) = ended {
             return Err(ShimError::TaskTerminal(status.to_string()).into());
         }
+        // Before the poke wakes a `tasks/result` waiting on the task, whose
+        // answer may end the stream that carried the questions.
+        self.withdraw_questions(rec.id(), "the client cancelled the task");
         self.front.watchers.poke(rec.id());
         self.task_ended(rec.id());
         let view = to_value(&pinned.task);
