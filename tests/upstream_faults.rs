@@ -745,6 +745,67 @@ fn http_legacy_upstream_restarted_in_place_gets_a_new_session() {
     });
 }
 
+/// A 2025-11-25 HTTP upstream that, as the Python SDK's server does, puts
+/// an `Mcp-Session-Id` on its 400 to the revision probe (a session it
+/// does not keep) and refuses unknown sessions with 404
+/// (`tests/peers/stray_session_ids.py` in front of the reference server).
+/// The shim took that id for its session and sent everything under it:
+/// every request met 404, the renewal too, for good. A session is now
+/// taken only from the answer to `initialize`.
+#[test]
+fn http_legacy_upstream_session_comes_from_initialize_only() {
+    block_on(async {
+        let upstream = h::HttpReference::start("2025-11-25", &[]);
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers/stray_session_ids.py");
+        let mut relay = KillOnDrop(
+            Command::new("python3")
+                .arg(&script)
+                .arg(&upstream.url)
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .expect("start stray_session_ids.py"),
+        );
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(relay.0.stdout.take().expect("piped")),
+            &mut line,
+        )
+        .expect("the relay's address");
+        let port = line.trim().trim_start_matches("listening on ").to_owned();
+        let url = format!("http://127.0.0.1:{port}/mcp");
+        let shim = HttpShim::spawn(&["--upstream-url", &url], &[] as &[&str]);
+        let c = h::client();
+        let (status, body, _) =
+            h::send(h::modern(&c, &shim.url, 1, "server/discover", json!({}))).await;
+        assert_eq!(status, 200, "{body}");
+        support::schema::assert_valid(Revision::Modern, &body, Some("server/discover"));
+        for id in 2..4 {
+            let (status, body, _) = h::send(h::modern(
+                &c,
+                &shim.url,
+                id,
+                "tools/call",
+                json!({"name": "greet", "arguments": {"name": "Py"}}),
+            ))
+            .await;
+            assert_eq!(status, 200, "{body}");
+            support::schema::assert_valid(Revision::Modern, &body, Some("tools/call"));
+            assert!(text_of(&body["result"]).contains("Py"), "{body}");
+        }
+    });
+}
+
+/// A child process killed when the test is done with it, passed or not.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// One legacy HTTP session's upstream dies mid-call: that call fails, the
 /// other session (and a modern client) get fast, clear errors, the shim
 /// still serves HTTP; with `--restart-upstream` they are served again.

@@ -333,10 +333,17 @@ impl HttpUpstream {
                 return Err(ShimError::Upstream(why));
             }
         };
-        if let Some(sid) = resp
-            .headers()
-            .get("mcp-session-id")
-            .and_then(|v| v.to_str().ok())
+        // The 2025-11-25 transport assigns the session on the response that
+        // carries the InitializeResult. An id on any other answer is not
+        // one: the Python SDK's server sets one on the 400 it answers the
+        // revision probe with, then forgets it, and every request sent
+        // under it met 404 for good.
+        if method == "initialize"
+            && resp.status().is_success()
+            && let Some(sid) = resp
+                .headers()
+                .get("mcp-session-id")
+                .and_then(|v| v.to_str().ok())
         {
             *lock(&self.session) = Some(sid.to_owned());
         }
