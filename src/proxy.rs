@@ -508,6 +508,9 @@ fn stop_session(reason: &str, sup: &Supervised, mode: Option<&Mode>) {
         // As when the upstream is gone for good, which it soon is: the
         // tasks it keeps go with it, and listen streams are answered.
         Some(Mode::ModernFront(front, _)) => {
+            // Listen streams close gracefully first (the schema's result
+            // for a server tearing them down), not in error.
+            front.close_listens();
             front.handle_upstream(UpstreamEvent::Closed(reason.to_owned()));
             front.upstream_ended();
         }

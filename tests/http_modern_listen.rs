@@ -146,3 +146,67 @@ async fn listen_over_http_with_an_http_upstream() {
         .await
         .expect("listen flow timed out");
 }
+
+/// A listen stream open when the shim is told to stop (SIGTERM) ends
+/// gracefully: its last message is the `SubscriptionsListenResult` the
+/// schema defines for a server tearing a subscription down, not a bare
+/// end of the connection (which an SDK reads as a lost subscription).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listen_stream_ends_gracefully_at_shutdown() {
+    let reference = [
+        shim_bin().to_owned(),
+        "reference-server".to_owned(),
+        "--revision".to_owned(),
+        LEGACY.to_owned(),
+    ];
+    let mut shim = HttpShim::spawn(&[], &reference);
+    let c = client();
+    timeout(BOUND, async {
+        let (status, created, _) = send(modern(
+            &c,
+            &shim.url,
+            1,
+            "tools/call",
+            json!({"name": "slow_compute", "arguments": {"seconds": 30, "label": "held"}}),
+        ))
+        .await;
+        assert_eq!(status, StatusCode::OK, "{created}");
+        let task_id = created["result"]["taskId"].clone();
+        let resp = modern(
+            &c,
+            &shim.url,
+            LISTEN_ID,
+            "subscriptions/listen",
+            json!({"notifications": {"taskIds": [task_id]}}),
+        )
+        .send()
+        .await
+        .expect("listen request");
+        assert_eq!(resp.status(), StatusCode::OK);
+        let mut sse = Sse::new(resp);
+        let ack = sse.next().await.expect("the acknowledgement");
+        assert_eq!(
+            ack["method"], "notifications/subscriptions/acknowledged",
+            "{ack}"
+        );
+        let status = tokio::task::spawn_blocking(move || {
+            let st = shim.terminate(Duration::from_secs(8));
+            (st, shim)
+        });
+        let mut rest = Vec::new();
+        while let Some(m) = sse.next().await {
+            assert_valid(Revision::Modern, &m, Some("subscriptions/listen"));
+            rest.push(m);
+        }
+        let last = rest
+            .last()
+            .unwrap_or_else(|| panic!("nothing after the ack"));
+        assert_eq!(last["id"], json!(LISTEN_ID), "{rest:#?}");
+        assert_eq!(last["result"]["resultType"], "complete", "{last}");
+        assert_eq!(last["result"]["_meta"][SUB], json!(LISTEN_ID), "{last}");
+        let (st, _shim) = status.await.expect("terminate");
+        assert!(st.is_some_and(|s| s.success()), "{st:?}");
+    })
+    .await
+    .expect("timed out");
+}

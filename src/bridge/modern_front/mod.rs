@@ -325,6 +325,16 @@ impl ModernFront {
         }
     }
 
+    /// Ends every open `subscriptions/listen` stream gracefully, with the
+    /// `SubscriptionsListenResult` the 2026-07-28 schema defines for a
+    /// server tearing a subscription down (at shutdown): without it a
+    /// client cannot tell a graceful close from a dropped connection.
+    pub fn close_listens(&self) {
+        for s in self.live_sessions() {
+            s.close_listens();
+        }
+    }
+
     /// The upstream is gone for good (its events ended: no restart, or
     /// the restarts gave up). Every open `subscriptions/listen` stream is
     /// answered with `-32603` naming why, which ends it: nothing more will

@@ -809,6 +809,17 @@ impl ModernSession {
         }
     }
 
+    /// See [`ModernFront::close_listens`].
+    pub(super) fn close_listens(&self) {
+        let subs = std::mem::take(&mut *lock(&self.subscriptions));
+        for sub in subs {
+            tracing::info!(subscription = %sub.id, "listen stream closed: the shim is shutting down");
+            let result = json!({"resultType": result_type::COMPLETE,
+                "_meta": {META_SUBSCRIPTION_ID: sub.id}});
+            let _ = sub.out.send(Message::response(sub.id, result));
+        }
+    }
+
     /// An upstream list changed: tell the listen streams that asked.
     pub(super) fn list_changed(&self, kind: ListKind) {
         for sub in lock(&self.subscriptions)

@@ -330,6 +330,10 @@ impl HttpShim {
     /// server's graceful shutdown does not wait for tasks that may run for
     /// hours, or for clients that never close their streams.
     pub fn begin_shutdown(&self, reason: &str) {
+        // First: once the upstream is stopped, they would end in error.
+        if let Some(front) = &self.app.modern {
+            front.close_listens();
+        }
         self.app.upstream.shutdown(reason);
         legacy::end_waits(&self.app, reason);
         self.app.closing.send_replace(true);

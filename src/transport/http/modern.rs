@@ -149,17 +149,25 @@ async fn stream(
     // Held here, it lives as long as the client reads. The stream ends
     // after its answer (the error the front sends when the upstream is
     // gone for good).
-    let rest = futures_util::stream::unfold(Some((rx, engine, id)), |state| async move {
-        let (mut rx, engine, id) = state?;
-        let m = rx.recv().await?;
-        let next = (!super::is_answer_to(&m, &id)).then_some((rx, engine, id));
+    // At shutdown the front answers the listen (a graceful close) before
+    // the shim starts closing streams: what is queued goes out first, and
+    // only then does the stream end.
+    let closing = app.closing.subscribe();
+    let rest = futures_util::stream::unfold(Some((rx, engine, id, closing)), |state| async move {
+        let (mut rx, engine, id, mut closing) = state?;
+        let m = tokio::select! {
+            biased;
+            m = rx.recv() => m?,
+            _ = closing.wait_for(|c| *c) => rx.try_recv().ok()?,
+        };
+        let next = (!super::is_answer_to(&m, &id)).then_some((rx, engine, id, closing));
         Some((super::sse_event(&m), next))
     });
     let events = futures_util::StreamExt::chain(
         futures_util::stream::once(std::future::ready(super::sse_event(&first))),
         rest,
     );
-    let mut resp = Sse::new(app.until_closing(events))
+    let mut resp = Sse::new(events)
         .keep_alive(KeepAlive::default())
         .into_response();
     resp.headers_mut().insert(
