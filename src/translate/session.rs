@@ -356,10 +356,15 @@ pub fn check_modern_meta(params: Option<&Value>) -> Result<RequestMeta, ShimErro
             crate::wire::LOG_LEVELS.join(", ")
         )));
     }
-    // `Implementation` in the schema: an object, when given.
-    if meta.client_info.as_ref().is_some_and(|i| !i.is_object()) {
+    // `Implementation` in the schema, when given: an object with a
+    // string `name` and `version`.
+    if meta
+        .client_info
+        .as_ref()
+        .is_some_and(|i| !is_implementation(i))
+    {
         return Err(ShimError::InvalidParams(format!(
-            "params._meta[\"{META_CLIENT_INFO}\"] must be an object"
+            "params._meta[\"{META_CLIENT_INFO}\"] must be an object with string \"name\" and \"version\""
         )));
     }
     match &meta.client_capabilities {
@@ -395,11 +400,18 @@ fn usual_valid_meta(meta: &Map<String, Value>) -> bool {
     let level_ok = matches!(meta.get(META_LOG_LEVEL), None | Some(Value::Null))
         || matches!(meta.get(META_LOG_LEVEL),
         Some(Value::String(l)) if crate::wire::LOG_LEVELS.contains(&l.as_str()));
-    let info_ok = matches!(
-        meta.get(META_CLIENT_INFO),
-        None | Some(Value::Null | Value::Object(_))
-    );
+    let info_ok = match meta.get(META_CLIENT_INFO) {
+        None | Some(Value::Null) => true,
+        Some(info) => is_implementation(info),
+    };
     version_ok && caps_ok && level_ok && info_ok
+}
+
+/// An `Implementation` as the schema requires it: an object whose `name`
+/// and `version` are strings (other members are optional).
+fn is_implementation(info: &Value) -> bool {
+    info.get("name").is_some_and(Value::is_string)
+        && info.get("version").is_some_and(Value::is_string)
 }
 
 /// The `_meta` members a 2026-07-28 request carries for itself (what a
@@ -799,7 +811,13 @@ mod tests {
             json!({"_meta": {META_PROTOCOL_VERSION: MODERN_VERSION,
                 META_CLIENT_CAPABILITIES: {}, META_CLIENT_INFO: info}})
         };
-        for bad in [json!("x"), json!(3), json!([])] {
+        for bad in [
+            json!("x"),
+            json!(3),
+            json!([]),
+            json!({}),
+            json!({"name": 5, "version": "1"}),
+        ] {
             let e = check_modern_meta(Some(&with(bad.clone()))).unwrap_err();
             assert!(e.to_string().contains("must be an object"), "{bad}: {e}");
             assert!(validate_modern_meta(Some(&with(bad))).is_err());
