@@ -255,6 +255,15 @@ async fn modern_error_paths(upstream: Vec<String>) {
         "tasks/result",
     );
 
+    // A 2026-07-28 request with a stray `Mcp-Session-Id` (which its
+    // transport ignores) is served, not refused as an unknown session.
+    let (s, body, _) =
+        send(modern(&c, url, 18, "tools/list", json!({})).header("mcp-session-id", "left-over"))
+            .await;
+    assert_eq!(s, StatusCode::OK, "{body}");
+    assert_valid(Revision::Modern, &body, Some("tools/list"));
+    assert!(body["result"]["tools"].is_array(), "{body}");
+
     // `initialize` from a client whose header says 2026-07-28: what a
     // 2026-07-28 server answers (404 + -32601), not a legacy session.
     let init = json!({"protocolVersion": LEGACY, "capabilities": {},

@@ -625,7 +625,14 @@ async fn post_endpoint(
         Ok(m) => m,
         Err(e) => return error_response(StatusCode::BAD_REQUEST, None, e),
     };
-    if let Some(sid) = headers::header(&headers, "mcp-session-id") {
+    // A 2026-07-28 request (its transport's version header) has no
+    // session, and that transport has an `Mcp-Session-Id` ignored: left
+    // over by a client library, it is no reason to refuse the request.
+    let modern_header =
+        headers::header(&headers, "mcp-protocol-version") == Some(revision::MODERN_VERSION);
+    if let Some(sid) = headers::header(&headers, "mcp-session-id")
+        && !modern_header
+    {
         let sid = sid.to_owned();
         return legacy::post(app, &sid, msg, &headers, principal).await;
     }
