@@ -90,8 +90,15 @@ pub(crate) fn check(headers: &HeaderMap, msg: &Message) -> Result<(), ShimError>
         )));
     }
     if let Some(body) = name_source(method, msg.params()) {
-        let raw = header(headers, "mcp-name")
-            .ok_or_else(|| ShimError::HeaderMismatch("missing Mcp-Name header".into()))?;
+        let raw = header(headers, "mcp-name").ok_or_else(|| {
+            // Present but not visible ASCII is not "missing": a name
+            // outside ASCII travels base64-encoded (`=?base64?…?=`).
+            ShimError::HeaderMismatch(if headers.contains_key("mcp-name") {
+                "Mcp-Name header is not visible ASCII; encode such a name as =?base64?…?=".into()
+            } else {
+                "missing Mcp-Name header".into()
+            })
+        })?;
         let h_name = decode_sentinel(raw)?;
         if h_name != body {
             return Err(ShimError::HeaderMismatch(format!(
@@ -133,6 +140,21 @@ mod tests {
             ("mcp-name", &enc),
         ]);
         assert!(check(&ok, &call()).is_ok());
+    }
+
+    #[test]
+    fn a_raw_non_ascii_name_is_named_as_such_not_missing() {
+        let mut raw = h(&[
+            ("mcp-method", "tools/call"),
+            ("mcp-protocol-version", "2026-07-28"),
+        ]);
+        raw.insert(
+            "mcp-name",
+            axum::http::HeaderValue::from_bytes("héllo".as_bytes()).unwrap(),
+        );
+        let e = check(&raw, &call()).unwrap_err();
+        assert_eq!(e.code(), -32020);
+        assert!(e.to_string().contains("not visible ASCII"), "{e}");
     }
 
     #[test]
