@@ -62,9 +62,9 @@ impl Outbox {
         Outbox(OutboxKind::Lines(std::sync::Arc::new(LinesOut(sink))))
     }
 
-    /// A channel whose messages are counted into `sent` as they go in, so
-    /// that its reader, counting what it took, can tell when it has caught
-    /// up with everything sent before a given moment.
+    /// A channel whose messages are counted into `sent` as they go in
+    /// (just before), so that its reader, counting what it took, can tell
+    /// when it has caught up with everything sent before a given moment.
     pub fn counted(
         tx: tokio::sync::mpsc::UnboundedSender<Message>,
         sent: std::sync::Arc<std::sync::atomic::AtomicU64>,
@@ -77,9 +77,14 @@ impl Outbox {
         match &self.0 {
             OutboxKind::Channel(tx) => tx.send(msg).map_err(|_| PeerGone),
             OutboxKind::Counted(tx, sent) => {
-                tx.send(msg).map_err(|_| PeerGone)?;
-                sent.fetch_add(1, std::sync::atomic::Ordering::Release);
-                Ok(())
+                // Counted before it goes in: counted after, a message sent
+                // meanwhile on another thread could be taken for this one
+                // by a reader comparing counts (routed, not yet counted).
+                sent.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+                tx.send(msg).map_err(|_| {
+                    sent.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+                    PeerGone
+                })
             }
             OutboxKind::Lines(out) => out.0.write_line(&msg.to_line()).map_err(|_| PeerGone),
         }

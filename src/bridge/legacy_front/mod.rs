@@ -620,6 +620,11 @@ impl LegacySession {
     /// is ignored. Sent before the answer of a request waiting on the
     /// task, which a transport may put on the same stream and close it.
     pub(super) fn withdraw_questions(&self, task_id: &str, why: &str) {
+        // Held throughout, here and where an asking that ends unanswered
+        // withdraws itself ([`Unanswered`]): whoever comes second returns
+        // only once the withdrawal is out, so an answer it goes on to send
+        // (the waiting `tasks/result`'s) comes after it.
+        let mut withdrawn = lock(&self.withdrawn);
         let asked: Vec<Id> = lock(&self.question_task)
             .iter()
             .filter(|(_, t)| t.as_str() == task_id)
@@ -627,7 +632,7 @@ impl LegacySession {
             .collect();
         for q in asked {
             let open = lock(&self.asks).contains_key(&q);
-            if open && lock(&self.withdrawn).insert(q.clone()) {
+            if open && withdrawn.insert(q.clone()) {
                 tracing::info!(question = %q, task = %task_id, %why, "question withdrawn");
                 self.send(crate::upstream::stream::cancel_message(
                     &q,
@@ -708,8 +713,10 @@ struct Unanswered<'a> {
 impl Drop for Unanswered<'_> {
     fn drop(&mut self) {
         let s = self.session;
+        // Held to the end (see `withdraw_questions`).
+        let mut withdrawn = lock(&s.withdrawn);
         lock(&s.question_task).remove(&self.question);
-        let told = lock(&s.withdrawn).remove(&self.question);
+        let told = withdrawn.remove(&self.question);
         // Gone from `asks` already: answered, or failed with the session.
         if !self.settled && lock(&s.asks).remove(&self.question).is_some() && !told {
             tracing::info!(question = %self.question, "question withdrawn: nothing waits for its answer any more");
@@ -718,6 +725,7 @@ impl Drop for Unanswered<'_> {
                 WITHDRAWN,
             ));
         }
+        drop(withdrawn);
     }
 }
 
