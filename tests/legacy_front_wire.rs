@@ -512,16 +512,6 @@ fn pid_recording_upstream(pidfile: &std::path::Path) -> Vec<String> {
     ]
 }
 
-fn process_alive(pid: u32) -> bool {
-    // A zombie has exited; only a live process counts.
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => !stat
-            .rsplit_once(')')
-            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
-        Err(_) => false,
-    }
-}
-
 #[test]
 fn closing_stdin_ends_the_shim_and_its_upstream() {
     let pidfile = temp_path("upstream.pid");
@@ -543,7 +533,7 @@ fn closing_stdin_ends_the_shim_and_its_upstream() {
         .trim()
         .parse()
         .expect("a pid");
-    assert!(process_alive(upstream_pid));
+    assert!(support::http::alive(upstream_pid));
 
     let started = Instant::now();
     shim.close_stdin();
@@ -554,7 +544,7 @@ fn closing_stdin_ends_the_shim_and_its_upstream() {
     assert!(started.elapsed() < Duration::from_secs(6));
     // The shim waited for (reaped) its child before exiting.
     assert!(
-        !process_alive(upstream_pid),
+        !support::http::alive(upstream_pid),
         "upstream {upstream_pid} outlived the shim"
     );
     // The transcript was flushed and closed.

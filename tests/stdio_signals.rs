@@ -31,16 +31,6 @@ fn send_signal(pid: u32, signal: libc::c_int) {
     assert_eq!(rc, 0, "kill({pid}, {signal}) failed");
 }
 
-fn process_alive(pid: u32) -> bool {
-    // A zombie has exited; only a live process counts.
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => !stat
-            .rsplit_once(')')
-            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
-        Err(_) => false,
-    }
-}
-
 /// The upstream's pid, written by the `sh` wrapping it; killed when the
 /// test ends, so that a shim that leaks it does not leak it past the test.
 struct Upstream {
@@ -94,7 +84,7 @@ impl Upstream {
     fn gone_within(&self, within: Duration) -> bool {
         let pid = self.pid.expect("pid read");
         let deadline = Instant::now() + within;
-        while process_alive(pid) {
+        while support::http::alive(pid) {
             if Instant::now() >= deadline {
                 return false;
             }
@@ -106,7 +96,7 @@ impl Upstream {
 
 impl Drop for Upstream {
     fn drop(&mut self) {
-        if let Some(pid) = self.pid.filter(|&p| process_alive(p)) {
+        if let Some(pid) = self.pid.filter(|&p| support::http::alive(p)) {
             let _ = std::process::Command::new("kill")
                 .args(["-KILL", &pid.to_string()])
                 .status();
@@ -144,12 +134,12 @@ fn settle(shim: &mut Wire) {
     shim.ok("ping", json!({}));
 }
 
-/// A translating session (a 2025-11-25 client in front of a 2026-07-28
-/// server) with a call still running upstream.
-#[test]
-fn sigterm_answers_a_pending_call_and_stops_the_upstream() {
+/// A 2025-11-25 client's session over `upstream` with a call still
+/// running there, stopped by `signal`: the call is answered naming it,
+/// the shim exits 128 + the signal, and the upstream is gone.
+fn stop_a_legacy_clients_session(upstream_cmd: &[String], signal: libc::c_int, name: &str) {
     let mut upstream = Upstream::new();
-    let mut shim = Wire::spawn(&[], &upstream.exec(&modern_reference()));
+    let mut shim = Wire::spawn(&[], &upstream.exec(upstream_cmd));
     shim.initialize();
     let pid = upstream.pid();
     let call = shim.request(
@@ -157,42 +147,32 @@ fn sigterm_answers_a_pending_call_and_stops_the_upstream() {
         json!({"name": "slow_compute", "arguments": {"seconds": 30, "label": "cut short"}}),
     );
     settle(&mut shim);
-    assert!(process_alive(pid));
+    assert!(support::http::alive(pid));
 
-    let (status, took) = signal_and_wait(&mut shim, libc::SIGTERM);
-    assert_eq!(status.code(), Some(143), "exit status {status}");
-    // The reference server exits at the end of its input: no grace needed.
-    assert!(took < Duration::from_secs(3), "SIGTERM took {took:?}");
-    answered_naming(&mut shim, &call, "SIGTERM");
+    let (status, took) = signal_and_wait(&mut shim, signal);
+    assert_eq!(status.code(), Some(128 + signal), "exit status {status}");
+    // The reference servers exit at the end of their input: no grace needed.
+    assert!(took < Duration::from_secs(3), "{name} took {took:?}");
+    answered_naming(&mut shim, &call, name);
     assert!(
         upstream.gone_within(Duration::from_secs(1)),
         "upstream {pid} outlived the shim"
     );
 }
 
+/// A translating session (a 2025-11-25 client in front of a 2026-07-28
+/// server) with a call still running upstream.
+#[test]
+fn sigterm_answers_a_pending_call_and_stops_the_upstream() {
+    stop_a_legacy_clients_session(&modern_reference(), libc::SIGTERM, "SIGTERM");
+}
+
 /// A pass-through session (2025-11-25 on both sides): the pending
 /// request was relayed unchanged, and is answered all the same.
 #[test]
 fn sigint_answers_a_relayed_call_and_stops_the_upstream() {
-    let mut upstream = Upstream::new();
     let legacy = [shim_bin(), "reference-server", "--revision", "2025-11-25"].map(str::to_owned);
-    let mut shim = Wire::spawn(&[], &upstream.exec(&legacy));
-    shim.initialize();
-    let pid = upstream.pid();
-    let call = shim.request(
-        "tools/call",
-        json!({"name": "slow_compute", "arguments": {"seconds": 30, "label": "cut short"}}),
-    );
-    settle(&mut shim);
-
-    let (status, took) = signal_and_wait(&mut shim, libc::SIGINT);
-    assert_eq!(status.code(), Some(130), "exit status {status}");
-    assert!(took < Duration::from_secs(3), "SIGINT took {took:?}");
-    answered_naming(&mut shim, &call, "SIGINT");
-    assert!(
-        upstream.gone_within(Duration::from_secs(1)),
-        "upstream {pid} outlived the shim"
-    );
+    stop_a_legacy_clients_session(&legacy, libc::SIGINT, "SIGINT");
 }
 
 /// A translating session the other way round (a 2026-07-28 client in

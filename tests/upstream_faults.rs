@@ -1184,112 +1184,77 @@ fn progress_just_before_an_answer_is_not_overtaken() {
     }
 }
 
-/// A 2026-07-28 client cancels a task call before the 2025-11-25 server
-/// has answered its creation (the server takes 1 s): the shim awaits the
-/// creation and cancels the task with `tasks/cancel`, which 2025-11-25
-/// requires for task-augmented requests, instead of sending
-/// `notifications/cancelled` and dropping the answer, which left a task
-/// nobody could reach running to its end.
+/// A client cancels a task call before the server has answered its
+/// creation (the server takes 1 s): the shim awaits the creation and
+/// cancels the task with `tasks/cancel`, instead of dropping the answer,
+/// which left a task nobody could reach running to its end. Both ways:
+/// a 2026-07-28 client in front of a 2025-11-25 server (which must not be
+/// sent `notifications/cancelled` for a task-augmented request: that
+/// revision requires `tasks/cancel`), and a 2025-11-25 client asking a
+/// 2026-07-28 server for a task.
 #[test]
 fn a_task_call_cancelled_before_its_creation_gets_its_task_cancelled() {
-    let (sent, got) = (
-        temp_path("slowcreate-sent.jsonl"),
-        temp_path("slowcreate-got.jsonl"),
-    );
-    let stamp = Stamp::new("slowcreate");
-    let mut slow = relay("slowcreate", "2025-11-25");
-    slow.splice(3..3, ["--delay-ms".to_owned(), "1000".to_owned()]);
-    let mut shim = stdio_shim(
-        &[],
-        &support::wire::recording_upstream(&slow, &sent, &got),
-        Revision::Modern,
-        &stamp,
-    );
-    open_session(&mut shim, Revision::Modern);
-    let started = Instant::now();
-    let call = modern_params(
-        json!({"name": "slow_compute", "arguments": {"seconds": 5, "label": "FAULT"}}),
-        true,
-    );
-    let id = shim.request("tools/call", call);
-    std::thread::sleep(Duration::from_millis(300));
-    shim.notify("notifications/cancelled", json!({"requestId": id}));
-    let upstream_call = support::wire::recorded(&sent, started + Duration::from_secs(3), |m| {
-        m["method"] == "tools/call"
-    });
-    let created = support::wire::recorded(&got, started + Duration::from_secs(4), |m| {
-        m["id"] == upstream_call["id"] && m.pointer("/result/task/taskId").is_some()
-    });
-    let task = created["result"]["task"]["taskId"].clone();
-    let cancel = support::wire::recorded(&sent, started + Duration::from_secs(4), |m| {
-        m["method"] == "tasks/cancel" && m["params"]["taskId"] == task
-    });
-    assert!(cancel.get("id").is_some(), "{cancel}");
-    let upstream_sent = support::wire::read_jsonl(&sent);
-    assert!(
-        !upstream_sent
-            .iter()
-            .any(|m| m["method"] == "notifications/cancelled"
-                && m["params"]["requestId"] == upstream_call["id"]),
-        "a task-augmented request was cancelled with notifications/cancelled: {upstream_sent:#?}"
-    );
-    while let Some(m) = shim.next(Duration::from_millis(300)) {
-        assert!(
-            !(m.get("method").is_none() && m["id"] == id),
-            "the cancelled call was answered: {m}"
+    let call = json!({"name": "slow_compute", "arguments": {"seconds": 5, "label": "FAULT"}});
+    let mut legacy_call = call.clone();
+    legacy_call["task"] = json!({"ttl": 60000});
+    for (client, upstream, params, task_of) in [
+        (
+            Revision::Modern,
+            "2025-11-25",
+            modern_params(call, true),
+            "/result/task/taskId",
+        ),
+        (
+            Revision::Legacy,
+            "2026-07-28",
+            legacy_call,
+            "/result/taskId",
+        ),
+    ] {
+        let (sent, got) = (
+            temp_path(&format!("slowcreate-{upstream}-sent.jsonl")),
+            temp_path(&format!("slowcreate-{upstream}-got.jsonl")),
         );
+        let stamp = Stamp::new(&format!("slowcreate-{upstream}"));
+        let mut slow = relay("slowcreate", upstream);
+        slow.splice(3..3, ["--delay-ms".to_owned(), "1000".to_owned()]);
+        let recorded_upstream = support::wire::recording_upstream(&slow, &sent, &got);
+        let mut shim = stdio_shim(&[], &recorded_upstream, client, &stamp);
+        open_session(&mut shim, client);
+        let started = Instant::now();
+        let id = shim.request("tools/call", params);
+        std::thread::sleep(Duration::from_millis(300));
+        shim.notify("notifications/cancelled", json!({"requestId": id}));
+        let upstream_call = support::wire::recorded(&sent, started + Duration::from_secs(3), |m| {
+            m["method"] == "tools/call"
+        });
+        let created = support::wire::recorded(&got, started + Duration::from_secs(4), |m| {
+            m["id"] == upstream_call["id"] && m.pointer(task_of).is_some()
+        });
+        let task = created.pointer(task_of).cloned().unwrap_or_default();
+        support::wire::recorded(&sent, started + Duration::from_secs(4), |m| {
+            m["method"] == "tasks/cancel" && m["params"]["taskId"] == task
+        });
+        if upstream == "2025-11-25" {
+            let upstream_sent = support::wire::read_jsonl(&sent);
+            assert!(
+                !upstream_sent
+                    .iter()
+                    .any(|m| m["method"] == "notifications/cancelled"
+                        && m["params"]["requestId"] == upstream_call["id"]),
+                "a task-augmented request was cancelled with notifications/cancelled: {upstream_sent:#?}"
+            );
+        }
+        while let Some(m) = shim.next(Duration::from_millis(300)) {
+            assert!(
+                !(m.get("method").is_none() && m["id"] == id),
+                "{client:?}: the cancelled call was answered: {m}"
+            );
+        }
+        drop(shim);
+        let _ = std::fs::remove_file(&sent);
+        let _ = std::fs::remove_file(&got);
     }
-    drop(shim);
-    let _ = std::fs::remove_file(&sent);
-    let _ = std::fs::remove_file(&got);
-}
-
-/// The same for a 2025-11-25 client asking a 2026-07-28 server for a
-/// task: the server makes the task although the call was cancelled, and
-/// the shim cancels it once it learns its id.
-#[test]
-fn a_legacy_task_call_cancelled_before_its_creation_gets_its_task_cancelled() {
-    let (sent, got) = (
-        temp_path("slowcreate-legacy-sent.jsonl"),
-        temp_path("slowcreate-legacy-got.jsonl"),
-    );
-    let stamp = Stamp::new("slowcreate-legacy");
-    let mut slow = relay("slowcreate", "2026-07-28");
-    slow.splice(3..3, ["--delay-ms".to_owned(), "1000".to_owned()]);
-    let mut shim = stdio_shim(
-        &[],
-        &support::wire::recording_upstream(&slow, &sent, &got),
-        Revision::Legacy,
-        &stamp,
-    );
-    open_session(&mut shim, Revision::Legacy);
-    let started = Instant::now();
-    let id = shim.request(
-        "tools/call",
-        json!({"name": "slow_compute", "arguments": {"seconds": 5, "label": "FAULT"},
-            "task": {"ttl": 60000}}),
-    );
-    std::thread::sleep(Duration::from_millis(300));
-    shim.notify("notifications/cancelled", json!({"requestId": id}));
-    let upstream_call = support::wire::recorded(&sent, started + Duration::from_secs(3), |m| {
-        m["method"] == "tools/call"
-    });
-    let created = support::wire::recorded(&got, started + Duration::from_secs(4), |m| {
-        m["id"] == upstream_call["id"] && m["result"]["resultType"] == "task"
-    });
-    let task = created["result"]["taskId"].clone();
-    support::wire::recorded(&sent, started + Duration::from_secs(4), |m| {
-        m["method"] == "tasks/cancel" && m["params"]["taskId"] == task
-    });
-    while let Some(m) = shim.next(Duration::from_millis(300)) {
-        assert!(
-            !(m.get("method").is_none() && m["id"] == id),
-            "the cancelled call was answered: {m}"
-        );
-    }
-    drop(shim);
-    let _ = std::fs::remove_file(&sent);
-    let _ = std::fs::remove_file(&got);
 }
 
 /// Over HTTP too, a 2025-11-25 client's progress the server writes right

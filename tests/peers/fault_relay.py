@@ -144,16 +144,22 @@ def main() -> None:
                 sys.stdout.buffer.write(b"this is not JSON-RPC {\n")
                 sys.stdout.buffer.flush()
 
+    def noted_answer(line: bytes):
+        """What was noted for the FAULT call `line` answers (tight: its
+        progressToken; slowcreate: True), taken; None for any other line."""
+        try:
+            msg = json.loads(line)
+        except ValueError:
+            return None
+        if not isinstance(msg, dict) or "method" in msg:
+            return None
+        with tight_lock:
+            return tight.pop(json.dumps(msg.get("id")), None)
+
     def upstream_to_client() -> None:
         for line in child.stdout:
             if mode == "tight":
-                try:
-                    msg = json.loads(line)
-                except ValueError:
-                    msg = None
-                key = json.dumps(msg.get("id")) if isinstance(msg, dict) and "method" not in msg else None
-                with tight_lock:
-                    token = tight.pop(key, None) if key is not None else None
+                token = noted_answer(line)
                 if token is not None:
                     notes = b"".join(
                         json.dumps({"jsonrpc": "2.0", "method": "notifications/progress",
@@ -162,17 +168,9 @@ def main() -> None:
                         for k in (1, 2))
                     write_out(notes + line)
                     continue
-            if mode == "slowcreate":
-                try:
-                    msg = json.loads(line)
-                except ValueError:
-                    msg = None
-                key = json.dumps(msg.get("id")) if isinstance(msg, dict) and "method" not in msg else None
-                with tight_lock:
-                    held = tight.pop(key, None) if key is not None else None
-                if held is not None:
-                    threading.Timer(delay, write_out, args=(line,)).start()
-                    continue
+            if mode == "slowcreate" and noted_answer(line) is not None:
+                threading.Timer(delay, write_out, args=(line,)).start()
+                continue
             write_out(line)
             if mode == "drain":
                 try:
