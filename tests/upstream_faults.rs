@@ -796,6 +796,58 @@ fn http_legacy_upstream_session_comes_from_initialize_only() {
     });
 }
 
+/// Over an HTTP upstream, a 2025-11-25 server's question during a call
+/// comes on that call's own answer stream, so the shim knows whose it is.
+/// It used to guess (the newest call), and with calls of two clients open
+/// it refused the question: here an anonymous client's call asks for a
+/// name (before its task exists) while another client's long call is
+/// open, and the asking client gets the question (an MRTR round), every
+/// time. Five rounds.
+#[test]
+fn http_upstream_questions_go_to_the_call_whose_stream_carried_them() {
+    block_on(async {
+        let upstream = h::HttpReference::start("2025-11-25", &[]);
+        let shim = HttpShim::spawn(&["--upstream-url", &upstream.url], &[] as &[&str]);
+        let c = h::client();
+        for round in 0..5 {
+            // Another client's call, open all along.
+            let long = tokio::spawn(
+                h::modern(
+                    &c,
+                    &shim.url,
+                    1,
+                    "tools/call",
+                    // No extension declared: a plain call, open 3 s.
+                    json!({"name": "slow_compute", "arguments": {"seconds": 3, "label": "other"},
+                        "_meta": h::modern_meta(false)}),
+                )
+                .send(),
+            );
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let mut ask = json!({"name": "test_tool_with_task", "arguments": {}});
+            ask["_meta"] = h::modern_meta(true);
+            ask["_meta"]["io.modelcontextprotocol/clientCapabilities"]["elicitation"] =
+                json!({"form": {}});
+            let req = c
+                .post(&shim.url)
+                .header("content-type", "application/json")
+                .header("accept", "application/json, text/event-stream")
+                .header("mcp-protocol-version", "2026-07-28")
+                .header("mcp-method", "tools/call")
+                .header("mcp-name", "test_tool_with_task")
+                .body(h::rpc(2, "tools/call", ask).to_string());
+            let (status, body, _) = h::send(req).await;
+            assert_eq!(status, 200, "round {round}: {body}");
+            support::schema::assert_valid(Revision::Modern, &body, Some("tools/call"));
+            assert_eq!(
+                body["result"]["resultType"], "input_required",
+                "round {round}: the asking call did not get its question: {body}"
+            );
+            long.abort();
+        }
+    });
+}
+
 /// A child process killed when the test is done with it, passed or not.
 struct KillOnDrop(std::process::Child);
 

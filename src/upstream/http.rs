@@ -54,7 +54,15 @@ pub struct HttpUpstream {
     /// The last request could not reach the server: logged once when that
     /// starts and once when it ends, not for every request in between.
     unreachable: std::sync::atomic::AtomicBool,
+    /// Server→client requests that came on the answer stream of a call a
+    /// front marked ([`super::CALL_ORIGIN`]): request id → the call's mark,
+    /// until the front asks ([`Upstream::origin_of`]) or answers.
+    origins: Mutex<std::collections::HashMap<Id, u64>>,
 }
+
+/// Most remembered origins: beyond, the oldest are not worth keeping (a
+/// front asks at once, or never).
+const MAX_ORIGINS: usize = 4096;
 
 /// Counts a request in flight for as long as it lives.
 struct InFlight<'a>(&'a std::sync::atomic::AtomicUsize);
@@ -131,6 +139,7 @@ pub async fn connect(url: &str, request_timeout: Duration) -> Result<HttpLink, S
         in_flight: 0.into(),
         hangs: tokio::sync::watch::Sender::new(String::new()),
         unreachable: false.into(),
+        origins: Mutex::new(std::collections::HashMap::new()),
     };
     let info = json!({"name": "mcp-tasks-shim", "version": env!("CARGO_PKG_VERSION")});
     let probe = revision::probe_request(Id::Num(0), &info);
@@ -432,7 +441,17 @@ impl HttpUpstream {
     fn emit(&self, m: Message) {
         let ev = match m {
             Message::Notification(n) => UpstreamEvent::Notification(n),
-            Message::Request(r) => UpstreamEvent::Request(r),
+            Message::Request(r) => {
+                // Read on the stream of a call a front marked: its own.
+                if let Ok(origin) = super::CALL_ORIGIN.try_with(|o| *o) {
+                    let mut origins = lock(&self.origins);
+                    if origins.len() >= MAX_ORIGINS {
+                        origins.clear();
+                    }
+                    origins.insert(r.id.clone(), origin);
+                }
+                UpstreamEvent::Request(r)
+            }
             _ => return,
         };
         let _ = self.events.send(ev);
@@ -679,7 +698,12 @@ impl Upstream for Arc<HttpUpstream> {
         Some(self.watched(self.relay_body(id, method, name, body)).await)
     }
 
+    fn origin_of(&self, id: &Id) -> Option<u64> {
+        lock(&self.origins).get(id).copied()
+    }
+
     fn respond(&self, id: Id, outcome: RpcResult) -> Result<(), ShimError> {
+        lock(&self.origins).remove(&id);
         let this = self.clone();
         let msg = match outcome {
             Ok(result) => Message::response(id, result),

@@ -54,6 +54,15 @@ pub enum UpstreamEvent {
     Barrier(tokio::sync::oneshot::Sender<()>),
 }
 
+tokio::task_local! {
+    /// Set by a front around an upstream call (its own number for the
+    /// call): an upstream that can tell which of its requests a
+    /// server→client request came with (an HTTP upstream: it arrives on
+    /// that request's answer stream) remembers it for
+    /// [`Upstream::origin_of`].
+    pub static CALL_ORIGIN: u64;
+}
+
 /// What a bridge needs from an upstream server.
 ///
 /// `request` resolves with the upstream's own answer (`Ok(Ok(result))` or
@@ -104,6 +113,14 @@ pub trait Upstream: Send + Sync + 'static {
         Err(ShimError::MethodNotFound(format!(
             "{method}: this upstream holds no long-lived requests"
         )))
+    }
+    /// The [`CALL_ORIGIN`] of the call whose answer stream carried the
+    /// server→client request `id`, if this upstream could tell (until the
+    /// request is answered). The default tells nothing: over one stdio
+    /// stream no request says which call it belongs to.
+    fn origin_of(&self, id: &Id) -> Option<u64> {
+        let _ = id;
+        None
     }
     /// Sends a notification.
     fn notify(&self, method: &str, params: Value) -> Result<(), ShimError>;

@@ -93,7 +93,17 @@ impl ModernFront {
     /// of several clients are: a guess could then show one client's
     /// question (and its answer) to another, so it is refused instead.
     pub(super) fn interject(&self, req: &Request) -> bool {
+        let origin = self.upstream.origin_of(&req.id);
         let calls = lock(&self.open_calls);
+        // The upstream says whose it is (it came on that call's answer
+        // stream): no guessing, and no other call's to take if that one
+        // has ended.
+        if let Some(origin) = origin {
+            return calls
+                .iter()
+                .find(|c| c.id == origin)
+                .is_some_and(|call| call.interjections.send(req.clone()).is_ok());
+        }
         let Some(call) = calls.last() else {
             return false;
         };
@@ -184,7 +194,12 @@ impl ModernSession {
         // this returns, and the answer continues on the thread that reads
         // it (see `inline`), instead of waking a runtime worker each way.
         crate::inline::start_here(async move {
-            let call = upstream.request("tools/call", params);
+            // Marked: an upstream that can tell which call a question came
+            // with (on its answer stream) says so (see `interject`).
+            let call = crate::upstream::CALL_ORIGIN.scope(open_id, {
+                let upstream = upstream.clone();
+                async move { upstream.request("tools/call", params).await }
+            });
             if asked_task {
                 // Not aborted with the client's call: 2025-11-25 says a
                 // task-augmented request is cancelled with `tasks/cancel`,
