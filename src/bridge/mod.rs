@@ -15,7 +15,7 @@ pub mod modern_front;
 mod progress;
 mod watch;
 
-pub(crate) use cancel::IfDropped;
+pub(crate) use cancel::{IfDropped, cancelled_id};
 pub use clock::Clock;
 
 use crate::translate::tools::TaskPolicy;

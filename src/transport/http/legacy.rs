@@ -258,7 +258,7 @@ impl HttpSession {
     /// the question, if still open (else the GET stream). A withdrawn
     /// task question is not asked again on a later `tasks/result` stream.
     fn withdrawal_route(&self, r: &mut Routes, params: Option<&serde_json::Value>) -> Option<Tx> {
-        let question: Id = serde_json::from_value(params?.get("requestId")?.clone()).ok()?;
+        let question = crate::bridge::cancelled_id(params)?;
         let mut task = None;
         r.asked.retain(|t, asked| {
             let before = asked.len();
