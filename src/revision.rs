@@ -16,6 +16,24 @@ pub const LEGACY_VERSION: &str = "2025-11-25";
 pub const MODERN_VERSION: &str = "2026-07-28";
 /// The tasks extension identifier.
 pub const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
+
+/// Whether `capabilities` (a client's or a server's, 2026-07-28) declare
+/// the tasks extension: its settings object is present under
+/// `extensions` (`null` is no declaration).
+///
+/// ```
+/// use mcp_tasks_shim::revision::declares_tasks;
+/// use serde_json::json;
+/// assert!(declares_tasks(&json!({"extensions": {"io.modelcontextprotocol/tasks": {}}})));
+/// assert!(!declares_tasks(&json!({"extensions": {"io.modelcontextprotocol/tasks": null}})));
+/// assert!(!declares_tasks(&json!({})));
+/// ```
+pub fn declares_tasks(capabilities: &serde_json::Value) -> bool {
+    capabilities
+        .get("extensions")
+        .and_then(|e| e.get(TASKS_EXTENSION))
+        .is_some_and(serde_json::Value::is_object)
+}
 /// `_meta` key: protocol version of a modern request.
 pub const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 /// `_meta` key: client capabilities of a modern request.

@@ -50,7 +50,7 @@ pub(crate) fn check_meta(p: Option<&Value>) -> Result<CheckedMeta, ShimError> {
             "_meta[\"io.modelcontextprotocol/protocolVersion\"] is required".into(),
         )
     })?;
-    let Some(Value::Object(caps)) = meta.get(META_CLIENT_CAPABILITIES) else {
+    let Some(caps @ Value::Object(_)) = meta.get(META_CLIENT_CAPABILITIES) else {
         return Err(ShimError::InvalidParams(
             "_meta[\"io.modelcontextprotocol/clientCapabilities\"] must be an object".into(),
         ));
@@ -58,10 +58,7 @@ pub(crate) fn check_meta(p: Option<&Value>) -> Result<CheckedMeta, ShimError> {
     if version != MODERN_VERSION {
         return Err(ShimError::unsupported_version(version));
     }
-    let tasks = caps
-        .get("extensions")
-        .and_then(|e| e.get(TASKS_EXTENSION))
-        .is_some_and(Value::is_object);
+    let tasks = crate::revision::declares_tasks(caps);
     Ok(CheckedMeta { tasks })
 }
 

@@ -546,11 +546,8 @@ pub fn server_caps_to_legacy(caps: &Value) -> Value {
     // client things nobody implements, or break the 2025 schema (a fuzzed
     // `"tasks": null` did).
     out.remove("tasks");
-    let has_tasks = out
-        .remove("extensions")
-        .and_then(|e| e.get(TASKS_EXTENSION).cloned())
-        .is_some_and(|v| v.is_object());
-    if has_tasks {
+    out.remove("extensions");
+    if crate::revision::declares_tasks(caps) {
         out.insert(
             "tasks".into(),
             json!({"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}),

@@ -249,9 +249,7 @@ impl RequestMeta {
     pub fn declares_tasks(&self) -> bool {
         self.client_capabilities
             .as_ref()
-            .and_then(|c| c.get("extensions"))
-            .and_then(|e| e.get(crate::revision::TASKS_EXTENSION))
-            .is_some_and(Value::is_object)
+            .is_some_and(crate::revision::declares_tasks)
     }
 
     /// True when the request's client can take server→client request
@@ -297,10 +295,7 @@ fn private() -> String {
 impl DiscoverResult {
     /// True when the server offers the tasks extension.
     pub fn has_tasks(&self) -> bool {
-        self.capabilities
-            .get("extensions")
-            .and_then(|e| e.get(crate::revision::TASKS_EXTENSION))
-            .is_some()
+        crate::revision::declares_tasks(&self.capabilities)
     }
 
     /// `_meta["io.modelcontextprotocol/serverInfo"]`.

@@ -70,9 +70,7 @@ impl LegacyFront {
     ) -> Arc<Self> {
         let has_tasks = discover
             .get("capabilities")
-            .and_then(|c| c.get("extensions"))
-            .and_then(|e| e.get(crate::revision::TASKS_EXTENSION))
-            .is_some_and(Value::is_object);
+            .is_some_and(crate::revision::declares_tasks);
         let mut policy = config.policy.clone().unwrap_or_default();
         policy.default.get_or_insert(if has_tasks {
             TaskSupport::Optional
