@@ -187,6 +187,8 @@ impl ModernSession {
         });
         let (dtx, drx) = oneshot::channel();
         let upstream = self.front.upstream.clone();
+        // Weak, as below: only to cancel a task nobody wants any more.
+        let owner = Arc::downgrade(&self.front);
         let (stop, registration) = AbortHandle::new_pair();
         // Its own future, not part of this request's: a call parked for
         // input outlives the client request that started it. Started here
@@ -196,9 +198,8 @@ impl ModernSession {
         crate::inline::start_here(async move {
             // Marked: an upstream that can tell which call a question came
             // with (on its answer stream) says so (see `interject`).
-            let call = crate::upstream::CALL_ORIGIN.scope(open_id, {
-                let upstream = upstream.clone();
-                async move { upstream.request("tools/call", params).await }
+            let call = crate::upstream::CALL_ORIGIN.scope(open_id, async move {
+                upstream.request("tools/call", params).await
             });
             if asked_task {
                 // Not aborted with the client's call: 2025-11-25 says a
@@ -208,8 +209,12 @@ impl ModernSession {
                 // answer is awaited (the request timeout bounds it), and
                 // the task it made cancelled if nobody wants it any more.
                 let outcome = call.await.unwrap_or_else(|e| Err(e.into()));
-                if let Err(Ok(created)) = dtx.send(outcome) {
-                    cancel_unwanted_creation(upstream, created).await;
+                if let Err(Ok(created)) = dtx.send(outcome)
+                    && let Some(task_id) = created.pointer("/task/taskId").and_then(Value::as_str)
+                    && let Some(front) = owner.upgrade()
+                {
+                    tracing::info!(task = %task_id, "the client cancelled its call before the task was made");
+                    front.cancel_driven(task_id.to_owned()).await;
                 }
                 return;
             }
@@ -460,32 +465,5 @@ impl ModernSession {
         // A required tool, driven inside the shim for a client without tasks.
         tracing::info!(task = %task_id, "driving a required task for a client without the extension");
         self.drive(&task_id, tool, meta).await
-    }
-}
-
-/// `tasks/cancel` for the task a creation answer names, when the client
-/// cancelled the call before the answer came.
-async fn cancel_unwanted_creation(upstream: Arc<dyn crate::upstream::Upstream>, created: Value) {
-    let Some(task_id) = created.pointer("/task/taskId").and_then(Value::as_str) else {
-        return;
-    };
-    match upstream
-        .request("tasks/cancel", serde_json::json!({"taskId": task_id}))
-        .await
-    {
-        Ok(Ok(_)) => tracing::info!(
-            task = %task_id,
-            "the client cancelled its call before the task was made; the task is cancelled"
-        ),
-        Ok(Err(e)) => tracing::info!(
-            task = %task_id,
-            code = e.code,
-            "the client cancelled its call before the task was made; the server refused tasks/cancel"
-        ),
-        Err(e) => tracing::warn!(
-            task = %task_id,
-            error = %e,
-            "could not cancel a task whose call the client cancelled"
-        ),
     }
 }

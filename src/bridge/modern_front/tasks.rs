@@ -193,11 +193,24 @@ impl ModernFront {
         }
     }
 
+    /// No client will answer `task_id`'s questions any more (`why`): the
+    /// open ones are answered for it now, and any that still comes at once.
+    pub(super) fn close_inputs(&self, task_id: &str, why: &'static str) {
+        let asked = lock(&self.tasks)
+            .get_mut(task_id)
+            .map(|live| {
+                live.closed = Some(why);
+                std::mem::take(&mut live.inputs)
+            })
+            .unwrap_or_default();
+        self.answer_for_the_client(task_id, asked, why);
+    }
+
     /// Answers the server's open questions about task `task_id` (key →
     /// the server's request id and the request), which no client will
     /// answer any more (`why`): an elicitation is cancelled, anything else
     /// refused, so that the server is not left waiting on them.
-    pub(super) fn answer_for_the_client(
+    fn answer_for_the_client(
         &self,
         task_id: &str,
         asked: std::collections::BTreeMap<String, (Id, Value)>,
@@ -247,16 +260,9 @@ impl ModernFront {
                     }
                 })
                 .is_some();
-            let asked = lock(&front.tasks)
-                .get_mut(&id)
-                .map(|live| {
-                    live.closed = Some("the task has ended");
-                    std::mem::take(&mut live.inputs)
-                })
-                .unwrap_or_default();
             // The task has ended (a cancel's error can come before the
             // cancel's own answer): nobody will answer what it asked.
-            front.answer_for_the_client(&id, asked, "the task has ended");
+            front.close_inputs(&id, "the task has ended");
             if let Some(live) = lock(&front.tasks).get_mut(&id) {
                 live.outcome.send_replace(Some(payload.clone()));
                 // It has ended: no more progress.
@@ -281,8 +287,9 @@ impl ModernFront {
         });
     }
 
-    /// `tasks/cancel` upstream for a driven task whose call was cancelled.
-    async fn cancel_driven(self: Arc<Self>, task_id: String) {
+    /// `tasks/cancel` upstream for a task whose call was cancelled: one
+    /// driven for it, or one its creation made after the client had gone.
+    pub(super) async fn cancel_driven(self: Arc<Self>, task_id: String) {
         // Its call is gone: nothing waits for the task here any more.
         lock(&self.tasks).remove(&task_id);
         match self.call("tasks/cancel", json!({"taskId": task_id})).await {
@@ -683,15 +690,7 @@ impl ModernSession {
         }
         // The server's questions about the task will get no answer from
         // the client now.
-        let asked = lock(&self.front.tasks)
-            .get_mut(rec.id())
-            .map(|live| {
-                live.closed = Some("the task was cancelled");
-                std::mem::take(&mut live.inputs)
-            })
-            .unwrap_or_default();
-        self.front
-            .answer_for_the_client(rec.id(), asked, "the task was cancelled");
+        self.front.close_inputs(rec.id(), "the task was cancelled");
         Ok(ttask::cancel_result_to_modern())
     }
 
