@@ -151,7 +151,13 @@ struct Envelope {
     method: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     params: Option<Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `Some(Null)` for `"result": null`: a success whose value is null
+    /// (JSON-RPC allows it), which must reach whoever waits on the id.
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     result: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     error: Option<Value>,
@@ -227,7 +233,13 @@ impl Message {
                 "\"params\" must be an object in MCP".into(),
             ));
         }
-        match (env.method, env.result, env.error) {
+        // A null result beside a method or an error is read as absent, as
+        // before null results were kept.
+        let result = match env.result {
+            Some(Value::Null) if env.method.is_some() || env.error.is_some() => None,
+            result => result,
+        };
+        match (env.method, result, env.error) {
             (Some(method), None, None) => {
                 let method = match method {
                     Value::String(s) => s,
@@ -447,14 +459,15 @@ impl<'de> Deserialize<'de> for FastEnvelope {
                 while let Some(key) = map.next_key::<EnvelopeKey>()? {
                     let value: Value = map.next_value()?;
                     // `Option<Value>` reads `null` as `None` in the two-step
-                    // path; the id keeps it there (`present`), and here.
+                    // path; the id and the result keep it there (`present`),
+                    // and here.
                     let unless_null = |v: Value| (!v.is_null()).then_some(v);
                     match key {
                         EnvelopeKey::Jsonrpc => env.jsonrpc = unless_null(value),
                         EnvelopeKey::Id => env.id = Some(value),
                         EnvelopeKey::Method => env.method = unless_null(value),
                         EnvelopeKey::Params => env.params = unless_null(value),
-                        EnvelopeKey::Result => env.result = unless_null(value),
+                        EnvelopeKey::Result => env.result = Some(value),
                         EnvelopeKey::Error => env.error = unless_null(value),
                         EnvelopeKey::Other => {}
                     }
@@ -493,8 +506,9 @@ pub enum Peeked {
 /// for a message [`Message::parse`] accepts as a request, notification or
 /// result answer (the same rules: `jsonrpc` "2.0", an integer or string
 /// id, an object `params`, exactly one of `method` and `result`, `null`
-/// read as absent). Error answers and anything doubtful give `None`:
-/// parse those in full, which also explains what is wrong.
+/// read as absent). Error answers, `"result": null` answers and anything
+/// doubtful give `None`: parse those in full, which also explains what is
+/// wrong.
 ///
 /// ```
 /// use mcp_tasks_shim::jsonrpc::{Id, Peeked, peek};
@@ -972,6 +986,40 @@ mod tests {
         assert!(matches!(
             parse(json!({"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"x"}})),
             Ok(Message::Error(ErrorResponse { id: None, .. }))
+        ));
+    }
+
+    /// JSON-RPC lets a success carry `null`; read as "no result", the
+    /// answer was refused and whoever asked waited for good.
+    #[test]
+    fn a_null_result_is_an_answer() {
+        let text = r#"{"jsonrpc":"2.0","id":4,"result":null}"#;
+        for m in [
+            Message::parse(text.as_bytes()),
+            Message::from_value(serde_json::from_str(text).unwrap()),
+        ] {
+            match m {
+                Ok(Message::Response(r)) => {
+                    assert_eq!(r.id, Id::Num(4));
+                    assert_eq!(r.result, Value::Null);
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        let back = Message::parse(text.as_bytes()).unwrap().to_json();
+        assert_eq!(
+            serde_json::from_str::<Value>(&back).unwrap()["result"],
+            Value::Null
+        );
+        assert!(back.contains("\"result\":null"), "{back}");
+        // Beside a method or an error it stays what it was: absent.
+        assert!(matches!(
+            parse(json!({"jsonrpc":"2.0","id":1,"method":"m","result":null})),
+            Ok(Message::Request(_))
+        ));
+        assert!(matches!(
+            parse(json!({"jsonrpc":"2.0","id":1,"result":null,"error":{"code":1,"message":"x"}})),
+            Ok(Message::Error(_))
         ));
     }
 

@@ -994,9 +994,14 @@ fn a_tasks_questions_come_in_the_servers_order() {
 /// `tasks/update` the tasks extension's schema refuses.
 #[test]
 fn an_answer_that_is_no_elicit_result_is_a_cancel() {
-    for (n, bad) in [json!("yes"), json!({"action": "maybe"}), json!([1])]
-        .into_iter()
-        .enumerate()
+    for (n, bad) in [
+        json!("yes"),
+        json!({"action": "maybe"}),
+        json!([1]),
+        json!(null),
+    ]
+    .into_iter()
+    .enumerate()
     {
         let (sent, got) = (
             temp_path(&format!("bad-answer-{n}-sent.jsonl")),
