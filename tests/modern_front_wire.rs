@@ -100,6 +100,12 @@ async fn envelope_errors_and_mrtr_state() {
                     "inputResponses": {key.clone(): {"action": "accept", "content": {"name": "Zed"}}}}),
             ),
             (
+                "other arguments",
+                json!({"name": "test_tool_with_task", "arguments": {"name": "Mallory"},
+                    "requestState": state,
+                    "inputResponses": {key.clone(): {"action": "accept", "content": {"name": "Zed"}}}}),
+            ),
+            (
                 "no answers",
                 json!({"name": "test_tool_with_task", "requestState": state}),
             ),
@@ -116,7 +122,8 @@ async fn envelope_errors_and_mrtr_state() {
             let e = s.err("tools/call", bad, true).await;
             assert_eq!(e["code"], -32602, "{what}: {e}");
         }
-        let retry = json!({"name": "test_tool_with_task", "requestState": state,
+        // `{}` asks what no arguments asked.
+        let retry = json!({"name": "test_tool_with_task", "arguments": {}, "requestState": state,
             "inputResponses": {key.clone(): {"action": "accept", "content": {"name": "Alice"}}}});
         let created = s.ok("tools/call", retry.clone(), true).await;
         assert_eq!(created["resultType"], "task", "{created}");

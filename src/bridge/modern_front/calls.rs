@@ -33,12 +33,53 @@ pub(super) struct OpenCall {
 /// upstream request it answers.
 pub(super) type RoundKeys = std::collections::BTreeMap<String, (Id, String)>;
 
+/// What a `tools/call` asked for. An MRTR retry is the same request sent
+/// again with the answers: one that names another tool or other arguments
+/// is refused, so a `requestState` cannot carry answers given for one call
+/// into another (the spec asks servers to tie the state to its request).
+#[derive(Debug, Clone)]
+pub(super) struct Called {
+    pub(super) tool: String,
+    arguments: Option<Value>,
+}
+
+impl Called {
+    pub(super) fn new(tool: String, params: Option<&Value>) -> Self {
+        Called {
+            tool,
+            arguments: params.and_then(|p| p.get("arguments")).cloned(),
+        }
+    }
+
+    /// Why a retry with `params` is not this call's, if it is not.
+    fn refuses(&self, params: Option<&Value>) -> Option<String> {
+        let tool = ttools::tool_name(params).unwrap_or_default();
+        if tool != self.tool {
+            return Some(format!(
+                "this requestState belongs to a call of {}, not {tool}",
+                self.tool
+            ));
+        }
+        // No arguments and `{}` ask the same.
+        let empty = Value::Object(Map::new());
+        let normal = |a: Option<&Value>| a.filter(|a| **a != empty).cloned();
+        let retried = params.and_then(|p| p.get("arguments"));
+        (normal(retried) != normal(self.arguments.as_ref())).then(|| {
+            format!(
+                "this requestState belongs to a call of {} with other arguments: \
+                 retry with the arguments of the request that was answered input_required",
+                self.tool
+            )
+        })
+    }
+}
+
 /// An MRTR round the client has yet to answer: what it asked, and what
 /// goes on once it does.
 #[derive(Debug)]
 pub(super) struct Held {
-    /// The tool called: a retry must name the same one.
-    tool: String,
+    /// The call answered `input_required`: a retry must be the same one.
+    called: Called,
     keys: RoundKeys,
     round: Round,
 }
@@ -57,9 +98,14 @@ pub(super) enum Round {
 }
 
 impl Held {
-    pub(super) fn driven(tool: &str, keys: RoundKeys, task_id: &str, unwanted: IfDropped) -> Self {
+    pub(super) fn driven(
+        called: &Called,
+        keys: RoundKeys,
+        task_id: &str,
+        unwanted: IfDropped,
+    ) -> Self {
         Held {
-            tool: tool.to_owned(),
+            called: called.clone(),
             keys,
             round: Round::Driven {
                 task_id: task_id.to_owned(),
@@ -73,8 +119,8 @@ impl Held {
 #[derive(Debug)]
 pub(super) struct InFlight {
     open_id: u64,
-    /// The tool called: a retry must name the same one.
-    tool: String,
+    /// What was called: a retry must ask the same.
+    called: Called,
     done: oneshot::Receiver<RpcResult>,
     interjections: mpsc::UnboundedReceiver<Request>,
     asked_task: bool,
@@ -157,9 +203,10 @@ impl ModernSession {
                 .check_room(&self.scope, self.front.clock.now_ms())
                 .map_err(ShimError::from)?;
         }
-        let mut params = ttools::call_params_to_legacy(&params, task.as_ref())?;
-        let progress = self.front.progress.route(self, &mut params);
-        let mut call = self.start_call(name, params, task.is_some()).await?;
+        let mut legacy = ttools::call_params_to_legacy(&params, task.as_ref())?;
+        let progress = self.front.progress.route(self, &mut legacy);
+        let called = Called::new(name, Some(&params));
+        let mut call = self.start_call(called, legacy, task.is_some()).await?;
         call.progress = progress;
         self.run(call, meta).await
     }
@@ -173,7 +220,7 @@ impl ModernSession {
 
     async fn start_call(
         &self,
-        tool: String,
+        called: Called,
         params: Value,
         asked_task: bool,
     ) -> Result<InFlight, ErrorObject> {
@@ -233,7 +280,7 @@ impl ModernSession {
         });
         Ok(InFlight {
             open_id,
-            tool,
+            called,
             done: drx,
             interjections: irx,
             asked_task,
@@ -273,7 +320,7 @@ impl ModernSession {
                     }
                     let progress = call.progress.take();
                     return self
-                        .answered(result, call.asked_task, &call.tool, progress, meta)
+                        .answered(result, call.asked_task, &call.called, progress, meta)
                         .await;
                 }
                 Some(first) = call.interjections.recv() => {
@@ -318,7 +365,7 @@ impl ModernSession {
         drop(dummy_tx);
         let parked = InFlight {
             open_id: call.open_id,
-            tool: std::mem::take(&mut call.tool),
+            called: call.called.clone(),
             done: std::mem::replace(&mut call.done, dummy_done),
             interjections: std::mem::replace(&mut call.interjections, mpsc::unbounded_channel().1),
             asked_task: call.asked_task,
@@ -327,7 +374,7 @@ impl ModernSession {
             progress: call.progress.take(),
         };
         let held = Held {
-            tool: parked.tool.clone(),
+            called: parked.called.clone(),
             keys,
             round: Round::Call(parked),
         };
@@ -356,7 +403,7 @@ impl ModernSession {
         let responses = input::input_responses(req.params.as_ref())?
             .cloned()
             .unwrap_or_default();
-        let tool = ttools::tool_name(req.params.as_ref())?;
+        ttools::tool_name(req.params.as_ref())?;
         let held = {
             let mut table = lock(&self.front.held);
             let Some(held) = table.remove(&held_id) else {
@@ -370,11 +417,8 @@ impl ModernSession {
                     ShimError::InvalidParams("invalid or expired requestState".into()).into(),
                 );
             };
-            let refused = if held.tool != tool {
-                Some(format!(
-                    "this requestState belongs to a call of {}, not {tool}",
-                    held.tool
-                ))
+            let refused = if let Some(why) = held.called.refuses(req.params.as_ref()) {
+                Some(why)
             } else {
                 held.keys.iter().find_map(|(key, (_, method))| match responses.get(key) {
                     None => Some(format!(
@@ -417,7 +461,7 @@ impl ModernSession {
                     }
                 }
                 unwanted.disarm();
-                self.drive(&task_id, &held.tool, meta).await
+                self.drive(&task_id, &held.called, meta).await
             }
         }
     }
@@ -427,7 +471,7 @@ impl ModernSession {
         self: &Arc<Self>,
         result: Value,
         asked_task: bool,
-        tool: &str,
+        called: &Called,
         progress: Option<crate::bridge::progress::ProgressRoute<ModernSession>>,
         meta: &RequestMeta,
     ) -> RpcResult {
@@ -464,6 +508,6 @@ impl ModernSession {
         }
         // A required tool, driven inside the shim for a client without tasks.
         tracing::info!(task = %task_id, "driving a required task for a client without the extension");
-        self.drive(&task_id, tool, meta).await
+        self.drive(&task_id, called, meta).await
     }
 }

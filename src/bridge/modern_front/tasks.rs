@@ -445,7 +445,12 @@ impl ModernSession {
     /// becomes the call's answer. Input it asks for on the way becomes an
     /// MRTR round (`input_required`) of the call, as input asked before a
     /// task exists does; the retry answers it and driving goes on.
-    pub(super) async fn drive(&self, task_id: &str, tool: &str, meta: &RequestMeta) -> RpcResult {
+    pub(super) async fn drive(
+        &self,
+        task_id: &str,
+        called: &super::calls::Called,
+        meta: &RequestMeta,
+    ) -> RpcResult {
         let (mut outcome, mut asked) = {
             let tasks = lock(&self.front.tasks);
             let live = tasks.get(task_id).ok_or(ShimError::UnknownTask)?;
@@ -460,7 +465,7 @@ impl ModernSession {
             asked.borrow_and_update();
             if let Some((inputs, keys)) = self.driven_round(task_id, meta) {
                 tracing::info!(task = %task_id, "a driven task asks for input: an MRTR round");
-                let held = super::calls::Held::driven(tool, keys, task_id, unwanted);
+                let held = super::calls::Held::driven(called, keys, task_id, unwanted);
                 return Ok(self.hold(held, inputs));
             }
             tokio::select! {
