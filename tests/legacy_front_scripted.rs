@@ -41,6 +41,8 @@ enum Script {
     EndsDuringCancel,
     /// The task ends at once, then a stale `working` status arrives.
     StaleAfterEnd,
+    /// The task is granted no retention (`ttlMs: null`, "unlimited").
+    Unlimited,
 }
 
 async fn server(
@@ -49,13 +51,19 @@ async fn server(
     to_shim: mpsc::UnboundedSender<Message>,
 ) {
     let mut ended = false;
+    let granted = |mut t: Value| {
+        if let Script::Unlimited = script {
+            t["ttlMs"] = Value::Null;
+        }
+        t
+    };
     while let Some(msg) = from_shim.recv().await {
         let Message::Request(r) = &msg else { continue };
         let answer = match r.method.as_str() {
             "tools/list" => json!({"tools": [{"name": "job", "inputSchema": {"type": "object"},
                 "execution": {"taskSupport": "optional"}}], "resultType": "complete"}),
             "tools/call" => {
-                let mut created = task("working");
+                let mut created = granted(task("working"));
                 created["resultType"] = json!("task");
                 let _ = to_shim.send(Message::response(r.id.clone(), created));
                 if let Script::StaleAfterEnd = script {
@@ -75,7 +83,7 @@ async fn server(
                 continue;
             }
             "tasks/get" => {
-                let mut t = task(if ended { "completed" } else { "working" });
+                let mut t = granted(task(if ended { "completed" } else { "working" }));
                 t["resultType"] = json!("complete");
                 t
             }
@@ -242,4 +250,19 @@ async fn a_stale_status_after_the_end_is_ignored() {
         statuses[end..].iter().all(|s| s == "completed"),
         "a status after the end: {statuses:?}"
     );
+}
+
+/// A task granted no retention: the shim keeps its record for
+/// `max_task_ttl_ms` (then answers for it as for an unknown task), and
+/// says so, instead of passing on "unlimited".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_granted_no_ttl_shows_how_long_the_shim_keeps_it() {
+    let bound = BridgeConfig::default().max_task_ttl_ms;
+    let mut c = Client::start(Script::Unlimited).await;
+    let created = c.call(2, "tools/call", create()).await;
+    assert_eq!(created["result"]["task"]["ttl"], bound, "{created}");
+    let got = c.call(3, "tasks/get", json!({"taskId": TASK})).await;
+    assert_eq!(got["result"]["ttl"], bound, "{got}");
+    let listed = c.call(4, "tasks/list", json!({})).await;
+    assert_eq!(listed["result"]["tasks"][0]["ttl"], bound, "{listed}");
 }

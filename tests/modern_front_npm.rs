@@ -302,7 +302,8 @@ async fn sdk_flow() {
 /// Python SDK's store does when asked for none): the shim keeps its record
 /// of each for `--max-task-ttl-ms`, not for good. Before, finished tasks
 /// counted against `--max-tasks-per-client` for ever, and once at the cap
-/// every later task call failed until the shim restarted.
+/// every later task call failed until the shim restarted. The client is
+/// shown that bound as the task's `ttlMs`.
 #[tokio::test(flavor = "multi_thread")]
 async fn tasks_granted_no_ttl_do_not_fill_the_cap_for_good() {
     timeout(Duration::from_secs(40), async {
@@ -315,7 +316,11 @@ async fn tasks_granted_no_ttl_do_not_fill_the_cap_for_good() {
         for _ in 0..2 {
             let created = s.ok("tools/call", call.clone(), true).await;
             assert_eq!(created["resultType"], "task", "{created}");
-            assert_eq!(created["ttlMs"], serde_json::Value::Null, "{created}");
+            // The client is told how long the shim keeps it, not "unlimited".
+            assert_eq!(created["ttlMs"], 1500, "{created}");
+            let id = created["taskId"].as_str().expect("taskId").to_owned();
+            let got = s.ok("tasks/get", json!({"taskId": id}), true).await;
+            assert_eq!(got["ttlMs"], 1500, "{got}");
         }
         let full = s.err("tools/call", call.clone(), true).await;
         assert!(

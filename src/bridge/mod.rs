@@ -170,6 +170,25 @@ impl Default for BridgeConfig {
     }
 }
 
+/// The retention a client is shown for a task whose server granted none
+/// (`ttl: null`, "unlimited"): the shim keeps such a task's record
+/// `max_task_ttl_ms` after creation (see [`Clock::record_expiry`]) and then
+/// answers for it as for an unknown task, so "unlimited" would promise
+/// what the shim does not keep.
+pub(crate) fn bounded_ttl(ttl: &mut Option<i64>, max_task_ttl_ms: i64) {
+    ttl.get_or_insert(max_task_ttl_ms);
+}
+
+/// [`bounded_ttl`] for a task member (`ttl` or `ttlMs`) of a JSON answer:
+/// a `null` there becomes the bound.
+pub(crate) fn bounded_ttl_member(task: Option<&mut serde_json::Value>, key: &str, max: i64) {
+    if let Some(ttl) = task.and_then(|t| t.get_mut(key))
+        && ttl.is_null()
+    {
+        *ttl = serde_json::Value::from(max);
+    }
+}
+
 /// Marks `scope`'s task `id`, which the upstream no longer knows (`why`:
 /// its `-32602` message, or how the upstream went), as failed: the error that says so, `-32603`
 /// [`ShimError::TaskLost`](crate::error::ShimError::TaskLost), becomes its

@@ -120,9 +120,12 @@ impl LegacySession {
             tracing::info!(task = %d.task.task_id, "upstream made a task of a plain call; driving it");
             return self.drive(&d.task.task_id, during).await;
         }
+        let max_ttl = self.front.config.max_task_ttl_ms;
+        let mut task = ttask::detailed_to_legacy_record(&d);
+        crate::bridge::bounded_ttl(&mut task.ttl, max_ttl);
         let record = TaskRecord::new(
             self.scope.clone(),
-            ttask::detailed_to_legacy_record(&d),
+            task,
             Some(
                 self.front
                     .clock
@@ -141,7 +144,9 @@ impl LegacySession {
                 e,
             ));
         }
-        Ok(ttask::create_result_to_legacy(&result)?)
+        let mut created = ttask::create_result_to_legacy(&result)?;
+        crate::bridge::bounded_ttl_member(created.get_mut("task"), "ttl", max_ttl);
+        Ok(created)
     }
 
     /// A plain upstream answer. A client that asked for a task gets a

@@ -91,7 +91,7 @@ impl LegacySession {
         Ok(self.record_seen(&d).unwrap_or_else(|| {
             let mut rec = rec;
             if !rec.is_terminal() {
-                rec.task = ttask::detailed_to_legacy_record(&d);
+                rec.task = self.seen_task(&d);
             }
             rec
         }))
@@ -117,6 +117,13 @@ impl LegacySession {
             self.task_ended(rec.id());
         }
         Ok(rec)
+    }
+
+    /// An upstream snapshot as this session's client sees the task.
+    fn seen_task(&self, d: &DetailedTask) -> crate::wire::legacy::Task {
+        let mut task = ttask::detailed_to_legacy_record(d);
+        crate::bridge::bounded_ttl(&mut task.ttl, self.front.config.max_task_ttl_ms);
+        task
     }
 
     /// Stores an upstream snapshot in this session's ledger scope (if the
@@ -147,7 +154,7 @@ impl LegacySession {
                     }
                     return;
                 }
-                let seen = ttask::detailed_to_legacy_record(d);
+                let seen = self.seen_task(d);
                 changed = seen.status != rec.task.status;
                 rec.task = seen;
                 if d.task.status.is_terminal() {
@@ -184,7 +191,7 @@ impl LegacySession {
                 // The store did not take the outcome (a full disk, say; it
                 // logged why): answer with what the upstream said rather
                 // than make the record's stale `working` an outcome.
-                let task = ttask::detailed_to_legacy_record(&seen);
+                let task = self.seen_task(&seen);
                 return ttask::task_result_to_legacy_owned(
                     &task.task_id,
                     task.status,

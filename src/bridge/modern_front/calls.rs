@@ -497,6 +497,8 @@ impl ModernSession {
         }
         if meta.declares_tasks() {
             let mut created = created;
+            let max_ttl = self.front.config.max_task_ttl_ms;
+            crate::bridge::bounded_ttl_member(Some(&mut created), "ttlMs", max_ttl);
             // As tasks/get reads it: waiting on input the shim does not
             // hold yet (the question is still on its way) is working.
             if created.get("status").and_then(Value::as_str) == Some("input_required")

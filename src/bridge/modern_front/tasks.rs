@@ -342,6 +342,7 @@ impl ModernFront {
     ) -> Option<(legacy::Task, Payload)> {
         let rec = self.ledger.get(scope, task_id, self.clock.now_ms());
         let mut task = task.or_else(|| rec.as_ref().map(|r| r.task.clone()))?;
+        crate::bridge::bounded_ttl(&mut task.ttl, self.config.max_task_ttl_ms);
         if task.status == crate::wire::TaskStatus::Working && self.pending_inputs(task_id).is_some()
         {
             task.status = crate::wire::TaskStatus::InputRequired;
@@ -385,7 +386,8 @@ impl ModernSession {
         driven: bool,
     ) -> Result<(), ErrorObject> {
         let created: legacy::CreateTaskResult = from_value("CreateTaskResult", created)?;
-        let task = created.task;
+        let mut task = created.task;
+        crate::bridge::bounded_ttl(&mut task.ttl, self.front.config.max_task_ttl_ms);
         let id = task.task_id.clone();
         let expires_at = Some(
             self.front
@@ -604,6 +606,7 @@ impl ModernSession {
         };
         let mut task = task;
         task.extra.remove("_meta");
+        crate::bridge::bounded_ttl(&mut task.ttl, self.front.config.max_task_ttl_ms);
         // `completed` and `failed` must carry their outcome. Without one
         // (the background `tasks/result` is still on its way, or the task
         // expired while we waited for it) say what the client can act on.
