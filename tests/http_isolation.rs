@@ -841,3 +841,54 @@ async fn doubled_identity_headers_are_refused() {
     let (s, body, _) = send(tools(5).header("authorization", "Bearer ta")).await;
     assert_eq!(s, 200, "{body}");
 }
+
+/// A question the server asks during one principal's `prompts/get` never
+/// goes to another principal's open tool call (here alice's parked MRTR
+/// round): the prompt's own request refuses it, as outside any tool call,
+/// and alice's round takes her answer. Before, bob's question was added to
+/// alice's round, shown to her, and bob's `prompts/get` hung.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_question_during_one_principals_prompt_stays_out_of_anothers_call() {
+    support::peers::require_peers();
+    let server = [
+        "node".to_owned(),
+        support::peers::peers_dir()
+            .join("sdk_task_server.mjs")
+            .display()
+            .to_string(),
+    ];
+    let shim = HttpShim::spawn(&["--token", "ta=alice", "--token", "tb=bob"], &server);
+    let c = client();
+    let url = shim.url.as_str();
+    // Clients that can answer a form.
+    let mut meta = support::http::modern_meta(true);
+    meta["io.modelcontextprotocol/clientCapabilities"]["elicitation"] = json!({"form": {}});
+    let ask = json!({"name": "ask_plain", "arguments": {}, "_meta": meta});
+    let (s, body, _) = send(modern(&c, url, 1, "tools/call", ask).bearer_auth("ta")).await;
+    assert_eq!(s, 200, "{body}");
+    assert_valid(Revision::Modern, &body, Some("tools/call"));
+    let round = &body["result"];
+    assert_eq!(round["resultType"], "input_required", "{round}");
+    let key = round["inputRequests"]
+        .as_object()
+        .and_then(|m| m.keys().next().cloned())
+        .expect("one input request");
+
+    let get = json!({"name": "ask_prompt", "_meta": meta});
+    let (s, prompt, _) = send(modern(&c, url, 2, "prompts/get", get).bearer_auth("tb")).await;
+    assert_eq!(s, 200, "{prompt}");
+    assert_valid(Revision::Modern, &prompt, Some("prompts/get"));
+    let said = prompt["result"]["messages"][0]["content"]["text"].to_string();
+    assert!(said.contains("refused"), "{prompt}");
+
+    let retry = json!({"name": "ask_plain", "arguments": {}, "_meta": meta,
+        "requestState": round["requestState"],
+        "inputResponses": {key: {"action": "accept", "content": {"name": "Ann"}}}});
+    let (s, done, _) = send(modern(&c, url, 3, "tools/call", retry).bearer_auth("ta")).await;
+    assert_eq!(s, 200, "{done}");
+    assert_valid(Revision::Modern, &done, Some("tools/call"));
+    assert_eq!(
+        done["result"]["content"][0]["text"], "Hello, Ann!",
+        "{done}"
+    );
+}

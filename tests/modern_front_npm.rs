@@ -337,3 +337,90 @@ async fn tasks_granted_no_ttl_do_not_fill_the_cap_for_good() {
     .await
     .expect("timed out");
 }
+
+/// The MRTR round of `ask_plain` on `s`: (requestState, its one key).
+async fn plain_round(s: &mut Raw) -> (serde_json::Value, String) {
+    let round = s
+        .ok(
+            "tools/call",
+            json!({"name": "ask_plain", "arguments": {}}),
+            true,
+        )
+        .await;
+    assert_eq!(round["resultType"], "input_required", "{round}");
+    let key = input_keys(&json!({"inputRequests": round["inputRequests"]}))
+        .pop()
+        .expect("one input request");
+    (round["requestState"].clone(), key)
+}
+
+/// A question the server asks while a `prompts/get` is open is that
+/// request's, not the parked tool round's: it is refused as outside any
+/// tool call (the prompt says so), and the round still takes its own
+/// answer. Before, it was added to the round under the tool's state, and
+/// the `prompts/get` never got an answer.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_prompts_question_does_not_join_a_parked_tool_round() {
+    timeout(Duration::from_secs(40), async {
+        let mut s = Raw::new(&[], &node("sdk_task_server.mjs", &[]));
+        s.ok("server/discover", json!({}), true).await;
+        let (state, key) = plain_round(&mut s).await;
+        let prompt = s
+            .ok("prompts/get", json!({"name": "ask_prompt"}), true)
+            .await;
+        let said = prompt["messages"][0]["content"]["text"].to_string();
+        assert!(said.contains("refused"), "{prompt}");
+        let done = s
+            .ok(
+                "tools/call",
+                json!({"name": "ask_plain", "arguments": {}, "requestState": state,
+                    "inputResponses": {key: {"action": "accept", "content": {"name": "Ann"}}}}),
+                true,
+            )
+            .await;
+        assert_eq!(text(&done), "Hello, Ann!", "{done}");
+        s.close().await;
+    })
+    .await
+    .expect("timed out");
+}
+
+/// A round whose upstream call ended while it was parked (here the
+/// request timeout) takes no answers: the retry gets the call's outcome,
+/// and what the user typed never reaches the server; the server's
+/// question is cancelled for the client instead.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_round_whose_call_timed_out_sends_the_server_no_answer() {
+    let sent = modern_front_common::record_path("timed-out-round-sent");
+    let got = modern_front_common::record_path("timed-out-round-got");
+    let upstream =
+        support::wire::recording_upstream(&node("sdk_task_server.mjs", &[]), &sent, &got);
+    timeout(Duration::from_secs(40), async {
+        let mut s = Raw::new(&["--request-timeout-s", "1"], &upstream);
+        s.ok("server/discover", json!({}), true).await;
+        let (state, key) = plain_round(&mut s).await;
+        tokio::time::sleep(Duration::from_millis(1600)).await;
+        let e = s
+            .err(
+                "tools/call",
+                json!({"name": "ask_plain", "arguments": {}, "requestState": state,
+                    "inputResponses": {key: {"action": "accept", "content": {"name": "Secret"}}}}),
+                true,
+            )
+            .await;
+        assert_eq!(e["code"], -32603, "{e}");
+        assert!(e["message"].to_string().contains("within"), "{e}");
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        support::wire::recorded(&sent, deadline, |m| m["result"]["action"] == "cancel");
+        let told = support::wire::read_jsonl(&sent);
+        assert!(
+            !told.iter().any(|m| m.to_string().contains("Secret")),
+            "{told:#?}"
+        );
+        s.close().await;
+    })
+    .await
+    .expect("timed out");
+    let _ = std::fs::remove_file(&sent);
+    let _ = std::fs::remove_file(&got);
+}

@@ -19,6 +19,12 @@
 //                         (0: before the CreateTaskResult is even written)
 // - bad_task {}           task optional: ends `failed` with an isError result
 // - slow_task {ms}        task optional: works for `ms`, stops if cancelled
+// - ask_plain {}          plain (taskSupport forbidden): asks for a name on
+//                         the open call, no task; ends "Hello, {name}!"
+// Prompts:
+// - ask_prompt            asks for a name while prompts/get is open; its
+//                         message says what came back: "Hello, {name}!",
+//                         or "refused: {error}"
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { InMemoryTaskStore, InMemoryTaskMessageQueue } from '@modelcontextprotocol/sdk/experimental/tasks';
@@ -61,6 +67,20 @@ const getTaskResult = async (_args, extra) => extra.taskStore.getTaskResult(extr
 const noTtl = process.argv.includes('--no-ttl');
 const newTask = (extra) =>
   extra.taskStore.createTask({ ttl: noTtl ? null : (extra.taskRequestedTtl ?? 60_000), pollInterval: 100 });
+
+server.registerTool('ask_plain', { description: 'Asks for a name during the call', inputSchema: {} }, async (_args, extra) =>
+  text(greeting(await extra.sendRequest({ method: 'elicitation/create', params: nameQuestion }, ElicitResultSchema))),
+);
+
+server.registerPrompt('ask_prompt', { description: 'Asks for a name while the prompt is got' }, async (extra) => {
+  let said;
+  try {
+    said = greeting(await extra.sendRequest({ method: 'elicitation/create', params: nameQuestion }, ElicitResultSchema));
+  } catch (e) {
+    said = `refused: ${e.message}`;
+  }
+  return { messages: [{ role: 'user', content: { type: 'text', text: said } }] };
+});
 
 server.registerTool('greet', { description: 'Says hello', inputSchema: { name: z.string() } }, async ({ name }) =>
   text(`Hello, ${name}!`),

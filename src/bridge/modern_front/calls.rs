@@ -166,6 +166,19 @@ impl ModernFront {
     fn close_call(&self, open_id: u64) {
         lock(&self.open_calls).retain(|c| c.id != open_id);
     }
+
+    /// Answers the server's questions of an MRTR round no client will
+    /// answer (`why`): an elicitation is cancelled, anything else refused.
+    fn close_round(&self, keys: RoundKeys, why: &str) {
+        for (key, (id, method)) in keys {
+            let answer = match method.as_str() {
+                "elicitation/create" => Ok(json!({"action": "cancel"})),
+                _ => Err(ShimError::Internal(why.to_owned()).into()),
+            };
+            tracing::info!(%key, %why, "a parked round's question answered for the client");
+            let _ = self.upstream.respond(id, answer);
+        }
+    }
 }
 
 impl ModernSession {
@@ -437,6 +450,23 @@ impl ModernSession {
             held
         };
         let mut held = held;
+        if let Round::Call(call) = &mut held.round
+            && let Some(outcome) = ended(call)
+        {
+            // The upstream call ended while the round was parked (it timed
+            // out, failed, or was answered): the client's answers belong to
+            // nothing any more and must not reach the server. Its questions
+            // are closed for the client, and the retry gets the outcome.
+            self.front
+                .close_round(held.keys, "the call ended before the client answered");
+            let (tx, done) = oneshot::channel();
+            let _ = tx.send(outcome);
+            call.done = done;
+            let Round::Call(call) = held.round else {
+                unreachable!("matched above")
+            };
+            return self.run(call, meta).await;
+        }
         if let Round::Call(call) = &mut held.round {
             // The retry is the request now: the call's progress is its.
             // Handed over before the answers go up: the server may report
@@ -464,6 +494,31 @@ impl ModernSession {
                 self.drive(&task_id, &held.called, meta).await
             }
         }
+    }
+
+    /// Registers a request of this client other than `tools/call` as open
+    /// while it runs, until the returned guard drops. A question the server
+    /// asks meanwhile may be that request's (a prompt or a resource that
+    /// elicits), and must not go to another open tool call, least of all
+    /// another client's (see [`ModernFront::interject`]): given to this
+    /// one, it is refused, as outside any call. Returns the id to mark the
+    /// upstream request with ([`crate::upstream::CALL_ORIGIN`]).
+    pub(super) fn open_request(&self) -> (u64, IfDropped) {
+        let id = self.front.next_id();
+        // No receiver: what is sent to this request is refused.
+        let (interjections, _) = mpsc::unbounded_channel();
+        lock(&self.front.open_calls).push(OpenCall {
+            id,
+            client: self.client.clone(),
+            interjections,
+        });
+        let front = Arc::downgrade(&self.front);
+        let close = IfDropped::new(move || {
+            if let Some(front) = front.upgrade() {
+                front.close_call(id);
+            }
+        });
+        (id, close)
     }
 
     /// The upstream answered the call: a task handle or a plain result.
@@ -511,5 +566,19 @@ impl ModernSession {
         // A required tool, driven inside the shim for a client without tasks.
         tracing::info!(task = %task_id, "driving a required task for a client without the extension");
         self.drive(&task_id, called, meta).await
+    }
+}
+
+/// The outcome of a parked call whose upstream request has already ended,
+/// if it has.
+fn ended(call: &mut InFlight) -> Option<RpcResult> {
+    use tokio::sync::oneshot::error::TryRecvError;
+    match call.done.try_recv() {
+        Ok(outcome) => Some(outcome),
+        Err(TryRecvError::Closed) => Some(Err(ShimError::Upstream(
+            "the upstream call was dropped".into(),
+        )
+        .into())),
+        Err(TryRecvError::Empty) => None,
     }
 }

@@ -614,7 +614,9 @@ impl ModernSession {
 
     async fn forward(self: &Arc<Self>, method: &str, mut params: Value) -> RpcResult {
         let _progress = self.front.progress.route(self, &mut params);
-        let result = self.front.call(method, params).await?;
+        let (open_id, _open) = self.open_request();
+        let call = self.front.call(method, params);
+        let result = crate::upstream::CALL_ORIGIN.scope(open_id, call).await?;
         Ok(tsession::result_to_modern(
             &result,
             method,
