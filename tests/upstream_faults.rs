@@ -1615,3 +1615,55 @@ fn http_legacy_tasks_read_failed_once_the_upstream_is_gone() {
         assert_eq!(got["result"]["status"], "failed", "{got}");
     });
 }
+
+/// `http` in front of a server that is gone before it answers anything (a
+/// wrong command, a crash at start) does not start: it exits non-zero
+/// naming why, as `stdio` does, instead of listening for good and
+/// answering every client "the upstream exited". With
+/// `--restart-upstream` it keeps trying instead.
+#[test]
+fn http_does_not_start_in_front_of_a_server_gone_at_start() {
+    for (server, why) in [
+        (&["false"][..], "upstream exited"),
+        (&["sh", "-c", "echo hello; sleep 1"][..], "invalid JSON-RPC"),
+    ] {
+        let mut child = Command::new(shim_bin())
+            .args(["http", "--listen", "127.0.0.1:0", "--"])
+            .args(server)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("{server:?}: still running 10 s later");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let out = child.wait_with_output().unwrap();
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+        );
+        assert!(!status.success(), "{server:?}: {status}");
+        assert!(!stderr.contains("listening on"), "{server:?}: {stderr}");
+        assert!(stdout.is_empty(), "{server:?}: {stdout}");
+        let last = stderr.lines().last().unwrap_or_default();
+        assert!(
+            last.contains("during start-up") && last.contains(why),
+            "{server:?}: {stderr}"
+        );
+    }
+    let mut shim = HttpShim::spawn(&["--restart-upstream"], &["false"]);
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        shim.terminate(Duration::from_secs(5)).is_some(),
+        "with --restart-upstream it serves, and stops on SIGTERM"
+    );
+}

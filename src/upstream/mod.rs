@@ -263,7 +263,7 @@ pub(crate) async fn probe(up: &dyn Upstream, timeout: Duration) -> crate::revisi
         Ok(Ok(Ok(result))) => Some(Message::response(Id::Num(0), result)),
         Ok(Ok(Err(error))) => Some(Message::error(Some(Id::Num(0)), error)),
         Ok(Err(e)) => {
-            tracing::warn!(error = %e, "the upstream gave no answer to server/discover; treating it as 2025-11-25");
+            tracing::warn!(error = %e, "server/discover failed before the upstream answered; treating it as 2025-11-25");
             None
         }
         Err(_) => {

@@ -213,13 +213,29 @@ pub struct Supervised {
 }
 
 /// Starts `program args…` under supervision and probes its revision.
-/// Fails only when the program cannot be started at all.
+/// Fails when the program cannot be started at all, or, without
+/// [`SuperviseOptions::restart`], when it is gone before the probe ends
+/// (a wrong command, a missing config, a crash at start): a server that
+/// serves nothing but "the upstream exited" for good helps nobody, and
+/// the stdio proxy ends then too. With restarts the supervisor keeps
+/// trying.
 pub async fn connect(
     program: &str,
     args: &[String],
     opts: SuperviseOptions,
 ) -> std::io::Result<SupervisedLink> {
-    Ok(start(program, args, opts)?.probe().await)
+    let restart = opts.restart;
+    let started = start(program, args, opts)?;
+    let first = started.generation.clone();
+    let link = started.probe().await;
+    let gone = first.dead.borrow().clone();
+    if let Some(why) = gone.filter(|_| !restart) {
+        link.upstream.stop(&why);
+        return Err(std::io::Error::other(format!(
+            "the upstream server failed during start-up: {why}"
+        )));
+    }
+    Ok(link)
 }
 
 /// A child started by [`start`] whose revision is still to be probed.
