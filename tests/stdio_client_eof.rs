@@ -155,6 +155,31 @@ fn recorded_pass_through_relays_every_answer_after_the_client_closes() {
     let _ = std::fs::remove_file(&record);
 }
 
+/// A call that takes a while, sent just before the client closes: the
+/// reference server answers what it was asked before its input ended, and
+/// the shim relays it. (The server used to exit 200 ms after the end of
+/// its input, and the call was answered "upstream exited".)
+#[test]
+fn a_slow_call_sent_before_the_client_closes_is_answered() {
+    let [init, _] = legacy_init_and_ping();
+    let slow = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "slow_compute", "arguments": {"seconds": 1}}});
+    for round in 1..=3 {
+        let (status, written) = write_and_close("2025-11-25", &[], &[init.clone(), slow.clone()]);
+        let answer = written
+            .iter()
+            .find(|m| m["id"] == 2)
+            .unwrap_or_else(|| panic!("round {round}: no answer to the call: {written:#?}"));
+        assert_valid(Revision::Legacy, answer, Some("tools/call"));
+        let said = answer["result"]["content"][0]["text"].to_string();
+        assert!(
+            said.contains("finished after 1 s"),
+            "round {round}: {answer}"
+        );
+        assert!(status.success(), "round {round}: exit status {status}");
+    }
+}
+
 #[test]
 fn modern_pass_through_relays_every_answer_after_the_client_closes() {
     let meta = json!({

@@ -9,28 +9,37 @@
 //! on a 2-CPU machine that cost landed in every latency the overhead bench
 //! measures (docs/performance.md).
 
+use std::collections::HashSet;
 use std::io::{BufRead, BufWriter, Write};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot};
 
 use super::ReferenceServer;
-use crate::jsonrpc::{Message, salvage_id};
+use crate::bridge::lock;
+use crate::jsonrpc::{Id, Message, salvage_id};
 use crate::revision::Revision;
 
-/// After stdin closes, answers still being produced get this long of
-/// silence before the process exits (a piped `printf req | server` must
-/// still see its answers; a running 60 s task must not hold the exit).
+/// After stdin closes, the requests read are answered first (a piped
+/// `printf req | server` must see its answers, a slow call included), and
+/// then other output gets this long of silence before the process exits
+/// (a running 60 s task must not hold the exit).
 const DRAIN_IDLE: Duration = Duration::from_millis(200);
-/// Upper bound on the whole drain.
+/// Upper bound on the whole drain: the shim gives a child as long after
+/// closing its input before killing it.
 const DRAIN_MAX: Duration = Duration::from_secs(3);
+
+/// The ids of requests read and not yet answered.
+type Unanswered = Arc<Mutex<HashSet<Id>>>;
 
 pub(crate) async fn serve(revision: Revision) -> std::io::Result<()> {
     let (tx, rx) = mpsc::unbounded_channel();
     let server = ReferenceServer::new(revision, tx.clone());
     let rt = tokio::runtime::Handle::current();
     let (eof_tx, eof_rx) = oneshot::channel::<()>();
-    let writer = tokio::spawn(write_loop(rx, eof_rx));
+    let unanswered = Unanswered::default();
+    let writer = tokio::spawn(write_loop(rx, eof_rx, unanswered.clone()));
     tracing::info!(%revision, "reference server listening on stdio");
 
     let (read_tx, read_rx) = oneshot::channel();
@@ -39,7 +48,7 @@ pub(crate) async fn serve(revision: Revision) -> std::io::Result<()> {
         .spawn(move || {
             // The server spawns its tool runs and timers onto the runtime.
             let _in_runtime = rt.enter();
-            let read = read_loop(&server, &tx);
+            let read = read_loop(&server, &tx, &unanswered);
             // In-flight work keeps its own senders; the writer drains them.
             drop(server);
             drop(tx);
@@ -55,7 +64,11 @@ pub(crate) async fn serve(revision: Revision) -> std::io::Result<()> {
 }
 
 /// Feeds each stdin line to the server until end of input.
-fn read_loop(server: &ReferenceServer, tx: &mpsc::UnboundedSender<Message>) -> std::io::Result<()> {
+fn read_loop(
+    server: &ReferenceServer,
+    tx: &mpsc::UnboundedSender<Message>,
+    unanswered: &Unanswered,
+) -> std::io::Result<()> {
     let mut input = std::io::stdin().lock();
     let mut line = String::new();
     loop {
@@ -69,7 +82,12 @@ fn read_loop(server: &ReferenceServer, tx: &mpsc::UnboundedSender<Message>) -> s
         }
         tracing::debug!(target: "mcp_tasks_shim::reference::wire", dir = "in", %line);
         match Message::parse(line.as_bytes()) {
-            Ok(msg) => server.handle(msg),
+            Ok(msg) => {
+                if let Message::Request(r) = &msg {
+                    lock(unanswered).insert(r.id.clone());
+                }
+                server.handle(msg)
+            }
             Err(e) => {
                 // A parse error has no readable id; an invalid envelope may.
                 let id = match e {
@@ -87,6 +105,7 @@ fn read_loop(server: &ReferenceServer, tx: &mpsc::UnboundedSender<Message>) -> s
 async fn write_loop(
     mut rx: mpsc::UnboundedReceiver<Message>,
     mut eof: oneshot::Receiver<()>,
+    unanswered: Unanswered,
 ) -> std::io::Result<()> {
     // Blocking writes on the runtime's one thread: a client that stops
     // reading stalls this fixture, as it would most stdio servers.
@@ -103,13 +122,22 @@ async fn write_loop(
                 }
             },
             Some(deadline) => {
-                let idle = tokio::time::Instant::now() + DRAIN_IDLE;
-                tokio::time::timeout_at(idle.min(deadline), rx.recv())
+                let until = if lock(&unanswered).is_empty() {
+                    deadline.min(tokio::time::Instant::now() + DRAIN_IDLE)
+                } else {
+                    deadline
+                };
+                tokio::time::timeout_at(until, rx.recv())
                     .await
                     .unwrap_or_default()
             }
         };
         let Some(msg) = next else { break };
+        if let Message::Response(crate::jsonrpc::Response { id, .. })
+        | Message::Error(crate::jsonrpc::ErrorResponse { id: Some(id), .. }) = &msg
+        {
+            lock(&unanswered).remove(id);
+        }
         buf.clear();
         write_line(&msg, &mut buf);
         tracing::debug!(target: "mcp_tasks_shim::reference::wire", dir = "out",
