@@ -25,12 +25,16 @@ pub(crate) fn fail(text: &str, message: &str) {
     line("ERROR", "mcp_tasks_shim", text, message);
 }
 
+/// `eprintln!` panics when stderr is gone (a closed pipe): a log line
+/// nobody can read must not turn into a crash, so write errors are dropped.
 fn line(level: &str, target: &str, text: &str, message: &str) {
-    if JSON.load(Ordering::Relaxed) {
-        eprintln!("{}", json_line(level, target, message));
+    use std::io::Write;
+    let mut err = std::io::stderr().lock();
+    let _ = if JSON.load(Ordering::Relaxed) {
+        writeln!(err, "{}", json_line(level, target, message))
     } else {
-        eprintln!("{text}");
-    }
+        writeln!(err, "{text}")
+    };
 }
 
 fn json_line(level: &str, target: &str, message: &str) -> serde_json::Value {

@@ -40,10 +40,13 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
     }
     if !args.transcript_only {
         for client in [Revision::Legacy, Revision::Modern] {
+            let conversation = super::demo_live::run(client)?;
             if !written(writeln!(stdout))? {
                 return Ok(());
             }
-            super::demo_live::run(client, &mut stdout)?;
+            if !written(super::demo_live::print(conversation, &mut stdout))? {
+                return Ok(());
+            }
         }
     }
     Ok(())

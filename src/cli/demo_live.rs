@@ -29,9 +29,15 @@ enum Leg {
 
 type Log = mpsc::UnboundedSender<(Leg, Message)>;
 
+/// A live conversation: every message on both sides of the shim, in order.
+pub(crate) struct Conversation {
+    client: Revision,
+    lines: Vec<(Leg, Message)>,
+}
+
 /// Runs the live conversation for a `client` of one revision against a
-/// server of the other and writes it to `out`.
-pub(crate) fn run(client: Revision, out: &mut dyn Write) -> Result<(), String> {
+/// server of the other.
+pub(crate) fn run(client: Revision) -> Result<Conversation, String> {
     let rt = tokio::runtime::Runtime::new().map_err(|e| e.to_string())?;
     let lines = rt.block_on(async move {
         let (log, mut rx) = mpsc::unbounded_channel();
@@ -47,21 +53,26 @@ pub(crate) fn run(client: Revision, out: &mut dyn Write) -> Result<(), String> {
             Err(_) => Err("the live demo did not finish within 20 s".to_owned()),
         }
     })?;
-    let server = client.other();
+    Ok(Conversation { client, lines })
+}
+
+/// Writes `c` to `out`; an IO error is the caller's to judge (a reader
+/// that stopped reading is no failure of the demo).
+pub(crate) fn print(c: Conversation, out: &mut dyn Write) -> std::io::Result<()> {
+    let (client, server) = (c.client, c.client.other());
     writeln!(
         out,
         "Live: a {client} client → mcp-tasks-shim → the {server} reference server"
-    )
-    .and_then(|_| writeln!(out, "{:<18}  message", "leg"))
-    .map_err(|e| e.to_string())?;
-    for (leg, msg) in lines {
+    )?;
+    writeln!(out, "{:<18}  message", "leg")?;
+    for (leg, msg) in c.lines {
         let arrow = match leg {
             Leg::ClientToShim => "client ──▶ shim  ",
             Leg::ShimToClient => "client ◀── shim  ",
             Leg::ShimToServer => "  shim ──▶ server",
             Leg::ServerToShim => "  shim ◀── server",
         };
-        writeln!(out, "{arrow}  {}", summary(&msg)).map_err(|e| e.to_string())?;
+        writeln!(out, "{arrow}  {}", summary(&msg))?;
     }
     Ok(())
 }

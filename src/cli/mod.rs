@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use crate::revision::Revision;
 
@@ -54,9 +54,19 @@ pub enum Command {
 
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     if let Err(e) = init_logging(&cli.log, cli.log_format) {
-        eprintln!("mcp-tasks-shim: --log {:?}: {e}", cli.log);
+        // Name where the filter came from: a user who typed no --log
+        // would look for it in vain.
+        let whence = match matches.value_source("log") {
+            Some(clap::parser::ValueSource::EnvVariable) => "MCP_SHIM_LOG",
+            _ => "--log",
+        };
+        crate::console::fail(
+            &format!("mcp-tasks-shim: {whence} {:?}: {e}", cli.log),
+            &format!("{whence} {:?}: {e}", cli.log),
+        );
         return ExitCode::from(2);
     }
     let result = match cli.command {

@@ -46,7 +46,16 @@ pub async fn serve_http(revision: Revision, addr: SocketAddr) -> std::io::Result
         .await
         .map_err(|e| std::io::Error::new(e.kind(), format!("{addr}: {e}")))?;
     let local = listener.local_addr()?;
-    println!("mcp-tasks-shim reference server ({revision}) listening on http://{local}{ENDPOINT}");
+    {
+        // Not `println!`: it panics when stdout is gone.
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(
+            out,
+            "mcp-tasks-shim reference server ({revision}) listening on http://{local}{ENDPOINT}"
+        )
+        .and_then(|_| out.flush());
+    }
     serve_http_on(revision, listener).await
 }
 
