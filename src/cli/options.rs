@@ -24,7 +24,7 @@ pub struct ShimArgs {
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// `tasks/list` page size [default: 50, or the config file's].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = at_least_one_of::<usize>)]
     pub page_size: Option<usize>,
     /// Most tasks one client (session or principal) may hold; finished
     /// ones count until their retention (ttl) ends.
@@ -45,7 +45,7 @@ pub struct ShimArgs {
     #[arg(long)]
     pub drive_required_tasks: bool,
     /// The `params.task.ttl` the shim asks a legacy server for (ms).
-    #[arg(long, value_name = "MS")]
+    #[arg(long, value_name = "MS", value_parser = at_least_one_of::<i64>)]
     pub task_ttl_ms: Option<i64>,
     /// Longest retention granted to a task the shim keeps itself (a
     /// synthetic task for a server's plain answer, its result cached in
@@ -53,7 +53,7 @@ pub struct ShimArgs {
     /// Also how long the shim keeps its record of a server's task granted
     /// no ttl (`null`), from its creation.
     #[arg(long, value_name = "MS", default_value_t = 3_600_000,
-          value_parser = clap::value_parser!(i64).range(1..))]
+          value_parser = at_least_one_of::<i64>)]
     pub max_task_ttl_ms: i64,
     /// Keep the task ledger (ownership, cancel pins, cached results) in
     /// this file so a restart loses none of it; created if missing. One
@@ -80,7 +80,8 @@ pub struct ShimArgs {
     /// waits on it fails with -32603 and a child is killed (and restarted
     /// with --restart-upstream); an HTTP upstream is tried again by the
     /// next request.
-    #[arg(long, value_name = "MS", default_value_t = 15_000)]
+    #[arg(long, value_name = "MS", default_value_t = 15_000,
+          value_parser = at_least_one)]
     pub upstream_ping_timeout_ms: u64,
     /// Legacy clients waiting on a 2026-07-28 upstream's task: at most N
     /// `subscriptions/listen` streams (one per watched task) so the wait
@@ -96,10 +97,32 @@ const DEFAULT_LEDGER_PREFIX: &str = "mcp-tasks-shim";
 /// A count or duration where 0 would make the shim useless (every task
 /// refused, every request timed out at once).
 pub(crate) fn at_least_one(s: &str) -> Result<u64, String> {
-    match s.parse::<u64>() {
-        Ok(0) => Err("must be at least 1".into()),
+    at_least_one_of(s)
+}
+
+/// [`at_least_one`] for the integer types other options have: one
+/// message for all of them, where clap's ranges each word it their own way.
+fn at_least_one_of<T>(s: &str) -> Result<T, String>
+where
+    T: std::str::FromStr + PartialOrd + From<u8>,
+    T::Err: std::fmt::Display,
+{
+    match s.parse::<T>() {
+        Ok(n) if n < T::from(1) => Err("must be at least 1".into()),
         Ok(n) => Ok(n),
         Err(e) => Err(e.to_string()),
+    }
+}
+
+/// The config file's `page_size`: 0 is refused while the file is read, so
+/// the error names the file and the key like any other bad value in it.
+fn page_size_in_file<'de, D>(d: D) -> Result<Option<usize>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    match Option::<usize>::deserialize(d)? {
+        Some(0) => Err(serde::de::Error::custom("page_size must be at least 1")),
+        n => Ok(n),
     }
 }
 
@@ -115,6 +138,7 @@ pub(crate) fn at_least_one(s: &str) -> Result<u64, String> {
 #[serde(deny_unknown_fields)]
 pub(crate) struct ConfigFile {
     /// `tasks/list` page size.
+    #[serde(default, deserialize_with = "page_size_in_file")]
     pub page_size: Option<usize>,
     /// Support for tools not listed in `task_support`.
     pub default_task_support: Option<TaskSupport>,
@@ -133,23 +157,40 @@ impl ShimArgs {
     /// durable file at start.
     pub fn open_ledger(&self) -> Result<Arc<dyn TaskLedger>, String> {
         let cap = usize::try_from(self.max_tasks_per_client).unwrap_or(usize::MAX);
-        let redis = self
+        // A value that is not UTF-8 is no URL: a file path.
+        let scheme = self
             .ledger
             .as_deref()
             .and_then(|p| p.to_str())
-            .is_some_and(shared::is_redis_url);
+            .and_then(shared::url_scheme);
+        let redis = scheme
+            .as_deref()
+            .is_some_and(|s| shared::SCHEMES.contains(&s));
+        if let Some(scheme) = scheme.filter(|_| !redis) {
+            // Read as a file path it failed with "No such file", which
+            // hid the mistake; a file so named is still `./{scheme}://…`.
+            let tls = if scheme == "rediss" {
+                " (no TLS to Redis here: tunnel it)"
+            } else {
+                ""
+            };
+            return Err(format!(
+                "--ledger {scheme}://…: not a ledger the shim can use{tls}: give a file \
+                 path, redis://HOST[:PORT][/DB] or redis+unix:///PATH/TO/SOCKET"
+            ));
+        }
         if !redis && self.ledger_prefix != DEFAULT_LEDGER_PREFIX {
             return Err("--ledger-prefix applies to a redis:// --ledger only".into());
         }
         let Some(path) = &self.ledger else {
             return Ok(Arc::new(MemoryLedger::new(cap)));
         };
-        if let Some(url) = path.to_str().filter(|p| shared::is_redis_url(p)) {
+        if let Some(url) = path.to_str().filter(|_| redis) {
             // No sweep here: the per-process scopes in a shared ledger may
             // belong to live sessions of other instances. Their records
             // expire with their TTL like any other.
             let ledger = RedisLedger::open(url, &self.ledger_prefix, cap)
-                .map_err(|e| format!("--ledger {url}: {e}"))?;
+                .map_err(|e| format!("--ledger {}: {e}", shared::redacted(url)))?;
             tracing::info!(prefix = %self.ledger_prefix, "task ledger shared in redis");
             return Ok(Arc::new(ledger));
         }
@@ -185,9 +226,6 @@ impl ShimArgs {
         };
         let mut bridge = BridgeConfig::default();
         if let Some(n) = self.page_size.or(file.page_size) {
-            if n == 0 {
-                return Err("page size must be at least 1".into());
-            }
             bridge.page_size = n;
         }
         if let Some(ms) = file.default_poll_ms {
@@ -196,12 +234,7 @@ impl ShimArgs {
         bridge.drive_required_tasks = self.drive_required_tasks;
         bridge.max_listen_streams = self.max_listen_streams;
         bridge.max_task_ttl_ms = self.max_task_ttl_ms;
-        if let Some(ms) = self.task_ttl_ms {
-            if ms < 0 {
-                return Err("task ttl must not be negative".into());
-            }
-            bridge.task_ttl_ms = Some(ms);
-        }
+        bridge.task_ttl_ms = self.task_ttl_ms;
         let mut per_tool = file.task_support;
         per_tool.extend(self.task_support.iter().cloned());
         if !per_tool.is_empty() || file.default_task_support.is_some() {
@@ -217,7 +250,7 @@ impl ShimArgs {
             request_timeout: Duration::from_secs(self.request_timeout_s),
             ping_interval: (self.upstream_ping_ms > 0)
                 .then(|| Duration::from_millis(self.upstream_ping_ms)),
-            ping_timeout: Duration::from_millis(self.upstream_ping_timeout_ms.max(1)),
+            ping_timeout: Duration::from_millis(self.upstream_ping_timeout_ms),
             restart_upstream: self.restart_upstream,
             ..ProxyOptions::default()
         })
@@ -256,9 +289,21 @@ mod tests {
             "--request-timeout-s",
             "--probe-timeout-ms",
             "--max-tasks-per-client",
+            "--upstream-ping-timeout-ms",
+            "--page-size",
+            "--task-ttl-ms",
+            "--max-task-ttl-ms",
         ] {
             let e = Cli::try_parse_from(["x", flag, "0"]).unwrap_err();
             assert!(e.to_string().contains("at least 1"), "{flag}: {e}");
         }
+    }
+
+    #[test]
+    fn a_config_file_may_leave_the_page_size_out() {
+        let file: ConfigFile = toml::from_str("default_poll_ms = 100").unwrap();
+        assert_eq!(file.page_size, None);
+        let file: ConfigFile = toml::from_str("page_size = 7").unwrap();
+        assert_eq!(file.page_size, Some(7));
     }
 }
