@@ -99,13 +99,21 @@ pub enum LedgerError {
     /// The backing store failed.
     #[error("ledger storage failed: {0}")]
     Storage(String),
+    /// The backing store (a server) did not answer a call in time.
+    #[error("ledger storage failed: the {store} call timed out (no reply within {after:?})")]
+    TimedOut {
+        /// Which store: `redis`.
+        store: &'static str,
+        /// The I/O timeout that ran out.
+        after: std::time::Duration,
+    },
 }
 
 impl From<LedgerError> for crate::error::ShimError {
     fn from(e: LedgerError) -> Self {
         match e {
             LedgerError::BadCursor => crate::error::ShimError::InvalidParams(e.to_string()),
-            LedgerError::ScopeFull(_) | LedgerError::Storage(_) => {
+            LedgerError::ScopeFull(_) | LedgerError::Storage(_) | LedgerError::TimedOut { .. } => {
                 crate::error::ShimError::Internal(e.to_string())
             }
         }

@@ -246,14 +246,68 @@ impl Drop for Lease<'_> {
 }
 
 fn storage(e: redis::RedisError) -> LedgerError {
+    // A read or write that ran into IO_TIMEOUT surfaces as the socket's
+    // EAGAIN ("Resource temporarily unavailable"), which reads like a
+    // local fault rather than a Redis that does not answer.
+    if e.is_timeout() {
+        return LedgerError::TimedOut {
+            store: "redis",
+            after: IO_TIMEOUT,
+        };
+    }
     LedgerError::Storage(format!("redis: {e}"))
+}
+
+/// The URL schemes of a Redis server the redis client is built for
+/// (`unix` is its other name for `redis+unix`). Not `rediss`: the client
+/// is built without TLS.
+pub const SCHEMES: [&str; 3] = ["redis", "redis+unix", "unix"];
+
+/// The scheme of a `--ledger` value written as a URL (`scheme://…`),
+/// lower-cased: schemes are case-insensitive (RFC 3986, 3.1). `None` for
+/// anything else, which is a file path.
+pub fn url_scheme(location: &str) -> Option<String> {
+    let (scheme, _) = location.split_once("://")?;
+    let mut chars = scheme.chars();
+    let is_scheme = chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+        && chars.all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c));
+    is_scheme.then(|| scheme.to_ascii_lowercase())
 }
 
 /// True for a `--ledger` value that names a Redis server rather than a file.
 pub fn is_redis_url(s: &str) -> bool {
-    ["redis://", "rediss://", "redis+unix://", "unix://"]
-        .iter()
-        .any(|scheme| s.starts_with(scheme))
+    url_scheme(s).is_some_and(|scheme| SCHEMES.contains(&scheme.as_str()))
+}
+
+/// `url` as errors and logs may show it: the password masked, in the
+/// userinfo (`redis://:***@host/0`) or in the `pass` parameter of a socket
+/// URL. A URL the client cannot parse shows its scheme only, since where
+/// its password starts and ends is then anybody's guess.
+pub fn redacted(url: &str) -> String {
+    const MASK: &str = "***";
+    let Some(mut parsed) = redis::parse_redis_url(url) else {
+        return url_scheme(url).map_or_else(|| "…".to_owned(), |s| format!("{s}://…"));
+    };
+    if parsed.password().is_some() {
+        // Fails only for a URL without a host, which has no password.
+        let _ = parsed.set_password(Some(MASK));
+    }
+    let secret = |key: &str| key == "pass" || key == "password";
+    if parsed.query_pairs().any(|(k, _)| secret(&k)) {
+        let pairs: Vec<(String, String)> = parsed
+            .query_pairs()
+            .map(|(k, v)| {
+                let v = if secret(&k) {
+                    MASK.into()
+                } else {
+                    v.into_owned()
+                };
+                (k.into_owned(), v)
+            })
+            .collect();
+        parsed.query_pairs_mut().clear().extend_pairs(pairs);
+    }
+    parsed.to_string()
 }
 
 impl RedisLedger {
@@ -674,5 +728,39 @@ impl TaskLedger for RedisLedger {
     fn len(&self) -> usize {
         let r = self.with_conn(|c| c.scard::<_, usize>(format!("{}:ids", self.prefix)));
         super::logged("shared ledger", "len", r, 0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_scheme_followed_by_two_slashes_makes_a_url() {
+        assert_eq!(url_scheme("REDIS+Unix:///s").as_deref(), Some("redis+unix"));
+        assert_eq!(url_scheme("http://x").as_deref(), Some("http"));
+        for path in [
+            "/var/lib/l.redb",
+            "l.redb",
+            "./http://x",
+            "a b://c",
+            "c:\\l.redb",
+        ] {
+            assert_eq!(url_scheme(path), None, "{path}");
+        }
+        assert!(is_redis_url("Redis://h/0") && is_redis_url("unix:///s"));
+        assert!(!is_redis_url("rediss://h/0"));
+    }
+
+    #[test]
+    fn a_redacted_url_keeps_all_but_the_password() {
+        assert_eq!(redacted("redis://h:1/2"), "redis://h:1/2");
+        assert_eq!(redacted("redis://u@h:1/2"), "redis://u@h:1/2");
+        assert_eq!(redacted("REDIS://u:p%40ss@h/2"), "redis://u:***@h/2");
+        assert_eq!(
+            redacted("unix:///s?user=u&password=p"),
+            "unix:///s?user=u&password=***"
+        );
+        assert_eq!(redacted("redis://:p@h:port/2"), "redis://…");
     }
 }
