@@ -163,3 +163,43 @@ fn only_the_two_written_revisions_are_accepted() {
         );
     }
 }
+
+/// Every per-line error names its input, the file or stdin, as a line
+/// that is not UTF-8 always did: with several files in a script, a bare
+/// "line 3" points nowhere.
+#[test]
+fn every_line_error_names_the_file() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let good = r#"{"dir":"c2s","msg":{"jsonrpc":"2.0","id":1,"method":"tools/list"}}"#;
+    let cases: [(&str, &[u8]); 4] = [
+        ("bin.jsonl", b"{\"a\": \"\xff\"}\n"),
+        ("json.jsonl", b"{not json\n"),
+        ("record.jsonl", b"[1,2]\n"),
+        (
+            "revision.jsonl",
+            br#"{"dir":"c2s","msg":{"jsonrpc":"2.0","id":2,"method":"server/discover","params":{}}}"#,
+        ),
+    ];
+    for (name, bad) in cases {
+        let path = dir.path().join(name);
+        let mut bytes = format!("{good}\n").into_bytes();
+        bytes.extend_from_slice(bad);
+        std::fs::write(&path, &bytes).expect("write input");
+        let file = path.to_str().expect("utf-8 path");
+        let out = run(&["translate", "--to", "2026-07-28", file], None);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{name}");
+        assert!(
+            stderr.contains(&format!("{file}: line 2: ")),
+            "{name}: {stderr}"
+        );
+        let out = run(
+            &["translate", "--to", "2026-07-28"],
+            Some(&String::from_utf8_lossy(&bytes)),
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if name != "bin.jsonl" {
+            assert!(stderr.contains("stdin: line 2: "), "{name}: {stderr}");
+        }
+    }
+}

@@ -19,8 +19,8 @@ pub struct Args {
 }
 
 pub(crate) fn run(args: Args) -> Result<(), String> {
-    let text = read_input(args.file.as_ref())?;
-    let out = translate_jsonl(&text, args.to)?;
+    let (name, text) = read_input(args.file.as_ref())?;
+    let out = translate_jsonl(&text, args.to).map_err(|e| format!("{name}: {e}"))?;
     // Everything was translated before the first byte is written: a bad
     // line never leaves partial output behind.
     let mut stdout = std::io::stdout().lock();
@@ -30,7 +30,8 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
         .map_err(|e| format!("writing stdout: {e}"))
 }
 
-fn read_input(file: Option<&PathBuf>) -> Result<String, String> {
+/// The input's name for error messages (its path, or `stdin`) and its text.
+fn read_input(file: Option<&PathBuf>) -> Result<(String, String), String> {
     let (name, bytes) = match file {
         Some(p) if p.as_os_str() != "-" => (
             p.display().to_string(),
@@ -44,7 +45,8 @@ fn read_input(file: Option<&PathBuf>) -> Result<String, String> {
             ("stdin".to_owned(), b)
         }
     };
-    utf8_text(bytes).map_err(|e| format!("{name}: {e}"))
+    let text = utf8_text(bytes).map_err(|e| format!("{name}: {e}"))?;
+    Ok((name, text))
 }
 
 /// The input as text, a leading byte order mark dropped (RFC 8259 lets a
