@@ -117,6 +117,10 @@ fn signal_and_wait(shim: &mut Wire, signal: libc::c_int) -> (std::process::ExitS
 }
 
 /// The error answering `id`, which names `signal`.
+/// The 3 s a stopped child gets before it is killed (docs/guide.md), and
+/// a margin for a loaded machine.
+const GRACE_AND_MARGIN: Duration = Duration::from_secs(5);
+
 #[track_caller]
 fn answered_naming(shim: &mut Wire, id: &Value, signal: &str) {
     let r = shim.response(id);
@@ -151,8 +155,10 @@ fn stop_a_legacy_clients_session(upstream_cmd: &[String], signal: libc::c_int, n
 
     let (status, took) = signal_and_wait(&mut shim, signal);
     assert_eq!(status.code(), Some(128 + signal), "exit status {status}");
-    // The reference servers exit at the end of their input: no grace needed.
-    assert!(took < Duration::from_secs(3), "{name} took {took:?}");
+    // Within the child's grace: a reference server answers what it was
+    // asked before its input ended for up to 3 s (this call takes 30 s),
+    // and the shim kills it after the same 3 s.
+    assert!(took < GRACE_AND_MARGIN, "{name} took {took:?}");
     answered_naming(&mut shim, &call, name);
     assert!(
         upstream.gone_within(Duration::from_secs(1)),
@@ -198,7 +204,7 @@ fn sigterm_answers_a_modern_clients_pending_call() {
 
     let (status, took) = signal_and_wait(&mut shim, libc::SIGTERM);
     assert_eq!(status.code(), Some(143), "exit status {status}");
-    assert!(took < Duration::from_secs(3), "SIGTERM took {took:?}");
+    assert!(took < GRACE_AND_MARGIN, "SIGTERM took {took:?}");
     answered_naming(&mut shim, &call, "SIGTERM");
     assert!(
         upstream.gone_within(Duration::from_secs(1)),
