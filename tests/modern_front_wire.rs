@@ -693,3 +693,24 @@ async fn a_cancelled_tasks_open_question_is_answered_upstream() {
     let _ = std::fs::remove_file(&sent);
     let _ = std::fs::remove_file(&got);
 }
+
+/// A task may run longer than `--request-timeout-s`: the shim's wait for
+/// its outcome (a blocking `tasks/result` upstream) is asked again when
+/// one wait times out while the task still runs. Before, the task read
+/// `failed` with "no answer to tasks/result within 1 s", its result lost.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_task_may_outlast_the_request_timeout() {
+    timeout(Duration::from_secs(40), async {
+        let mut s = Raw::new(&["--request-timeout-s", "1"], &legacy_reference());
+        s.ok("server/discover", json!({}), true).await;
+        let id = s
+            .create("slow_compute", json!({"seconds": 2.5, "label": "long"}))
+            .await;
+        let t = s.poll(&id, terminal).await;
+        assert_eq!(t["status"], "completed", "{t}");
+        assert!(text(&t["result"]).contains("long"), "{t}");
+        s.close().await;
+    })
+    .await
+    .expect("timed out");
+}

@@ -35,7 +35,8 @@ pub struct ShimArgs {
     #[arg(long, value_name = "MS", default_value_t = 5_000,
           value_parser = at_least_one)]
     pub probe_timeout_ms: u64,
-    /// How long any upstream request may take (s).
+    /// How long any upstream request may take (s). A task may run longer:
+    /// the shim's own wait for a task's outcome is renewed while it runs.
     #[arg(long, value_name = "S", default_value_t = 300,
           value_parser = at_least_one)]
     pub request_timeout_s: u64,

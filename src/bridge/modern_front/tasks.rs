@@ -231,7 +231,7 @@ impl ModernFront {
     fn watch_outcome(self: &Arc<Self>, scope: String, id: String) {
         let front = self.clone();
         tokio::spawn(async move {
-            let outcome = front.call("tasks/result", json!({"taskId": id})).await;
+            let outcome = front.await_outcome(&id).await;
             let reports = lock(&front.tasks)
                 .get(&id)
                 .is_some_and(|live| live.progress.is_some());
@@ -285,6 +285,43 @@ impl ModernFront {
             }
             front.notify_subscribers(&scope, &id, None);
         });
+    }
+
+    /// The task's outcome: the answer to its `tasks/result`, asked again
+    /// while the task still runs upstream. One wait is bounded by the
+    /// upstream's request timeout (or cut by a dropped HTTP connection);
+    /// the task is not, and a job may well outlast `--request-timeout-s`.
+    /// A wait that fails while the server no longer answers for the task
+    /// (it is gone, or so is the upstream) is the outcome.
+    async fn await_outcome(&self, id: &str) -> RpcResult {
+        // A terminal task answers `tasks/result` at once: failing again
+        // then is the upstream's answer, not a wait cut short.
+        let mut ended_and_failed = 0;
+        loop {
+            let failed = match self
+                .upstream
+                .request("tasks/result", json!({"taskId": id}))
+                .await
+            {
+                Ok(answer) => return answer,
+                Err(e) => e,
+            };
+            let seen = match self.call("tasks/get", json!({"taskId": id})).await {
+                Ok(v) => from_value::<legacy::Task>("task", &v).ok(),
+                Err(_) => None,
+            };
+            let wanted = lock(&self.tasks).contains_key(id);
+            let Some(task) = seen.filter(|_| wanted) else {
+                return Err(failed.into());
+            };
+            if task.status.is_terminal() {
+                ended_and_failed += 1;
+                if ended_and_failed > 2 {
+                    return Err(failed.into());
+                }
+            }
+            tracing::info!(task = %id, status = ?task.status, error = %failed, "waiting again for a task's result");
+        }
     }
 
     /// `tasks/cancel` upstream for a task whose call was cancelled: one
