@@ -230,6 +230,13 @@ pub fn create_result_to_modern_owned(result: Value) -> Result<Value, ShimError> 
     let created = legacy::CreateTaskResult::from_owned_value(result)?;
     let mut v = task_to_modern_owned(created.task).into_value();
     if let Value::Object(m) = &mut v {
+        // Flattened, the task's own members sit on the result, where
+        // `_meta` must be an object (2025-11-25 lets a task carry any
+        // extra member; found by fuzzing). The result's own `_meta`, if
+        // any, replaces it below.
+        if m.get("_meta").is_some_and(|meta| !meta.is_object()) {
+            m.remove("_meta");
+        }
         for (k, val) in created.extra {
             // The task's own members win: a stray `taskId` beside `task`
             // must not replace the task's id (found by fuzzing). The
