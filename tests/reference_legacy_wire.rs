@@ -60,3 +60,34 @@ fn a_malformed_params_task_is_invalid_params() {
         60000
     );
 }
+
+/// At the end of its input the server answers the calls it was asked (a
+/// slow plain call included, see `stdio_client_eof`), but does not wait
+/// for a blocking `tasks/result` of a task still running: it exits at
+/// once, so a shim stopping it is not held for its grace period by a job
+/// that may run for hours.
+#[test]
+fn a_blocking_tasks_result_does_not_hold_the_exit() {
+    let mut w = legacy_server();
+    let created = w.ok(
+        "tools/call",
+        json!({"name": "slow_compute", "arguments": {"seconds": 30}, "task": {"ttl": 60000}}),
+    );
+    let id = created["task"]["taskId"]
+        .as_str()
+        .expect("a task")
+        .to_owned();
+    w.request("tasks/result", json!({"taskId": id}));
+    w.ok("ping", json!({}));
+    w.close_stdin();
+    let started = std::time::Instant::now();
+    let status = w
+        .wait_exit(std::time::Duration::from_secs(10))
+        .expect("the server exits");
+    assert!(status.success(), "{status}");
+    let took = started.elapsed();
+    assert!(
+        took < std::time::Duration::from_millis(2500),
+        "took {took:?}"
+    );
+}

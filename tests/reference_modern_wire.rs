@@ -273,3 +273,35 @@ async fn raw_flow() {
         assert_valid(Revision::Modern, m, answered);
     }
 }
+
+/// At the end of its input the server answers the calls it was asked,
+/// but does not wait for an open `subscriptions/listen` stream (which only
+/// its client ends): it exits at once, so a shim stopping it is not held
+/// for its grace period.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_open_listen_stream_does_not_hold_the_exit() {
+    let mut s = Raw::new();
+    s.send_line(
+        &json!({"jsonrpc": "2.0", "id": "sub-1", "method": "subscriptions/listen",
+        "params": {"notifications": {"toolsListChanged": true}, "_meta": meta(true)}})
+        .to_string(),
+    )
+    .await;
+    let ack = s.next().await;
+    assert_eq!(
+        ack["method"], "notifications/subscriptions/acknowledged",
+        "{ack}"
+    );
+    drop(s.child.stdin.take());
+    let started = std::time::Instant::now();
+    let status = timeout(STEP, s.child.wait())
+        .await
+        .expect("the server exits")
+        .unwrap();
+    assert!(status.success(), "{status}");
+    assert!(
+        started.elapsed() < Duration::from_millis(2500),
+        "took {:?}",
+        started.elapsed()
+    );
+}

@@ -83,7 +83,14 @@ fn read_loop(
         tracing::debug!(target: "mcp_tasks_shim::reference::wire", dir = "in", %line);
         match Message::parse(line.as_bytes()) {
             Ok(msg) => {
-                if let Message::Request(r) = &msg {
+                // Waits on something else are not waited for: a listen
+                // stream ends when its client ends it, a blocking
+                // `tasks/result` when its task does (a job may run for
+                // hours). A shim stopping this server is then not held for
+                // its grace period by a task still running.
+                if let Message::Request(r) = &msg
+                    && !matches!(r.method.as_str(), "subscriptions/listen" | "tasks/result")
+                {
                     lock(unanswered).insert(r.id.clone());
                 }
                 server.handle(msg)
