@@ -27,6 +27,9 @@ if ! command -v redis-server >/dev/null 2>&1; then
     { $sudo apt-get update -q && $sudo apt-get install -y -q redis-server; }
 fi
 cargo test "$@"
+# The library's docs are part of its interface: a broken intra-doc link or
+# a warning fails the run, as a failing doctest does.
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --lib
 # The binary cargo test just built (not a stale release build).
 cargo build --bin mcp-tasks-shim
 export SHIM_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/mcp-tasks-shim"

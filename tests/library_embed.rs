@@ -428,3 +428,19 @@ fn principals_can_come_from_the_applications_auth_layer() {
         shim.finish().await;
     });
 }
+
+/// `HttpShim::new` outside a tokio runtime says so, as an error an
+/// application can report, instead of panicking inside tokio.
+#[test]
+fn new_outside_a_runtime_is_an_error() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let link = rt.block_on(in_process(Rev::Modern));
+    let made = HttpShim::new(
+        HttpOptions::default(),
+        link,
+        Arc::new(MemoryLedger::default()),
+        Arc::new(ConfiguredPrincipals::default()),
+    );
+    let e = made.expect_err("no runtime here");
+    assert!(e.to_string().contains("tokio runtime"), "{e}");
+}

@@ -29,7 +29,7 @@ pub struct Args {
     /// Refuse legacy `tasks/list` from requests without a principal.
     #[arg(long)]
     pub require_principal: bool,
-    /// Allow browser requests from this Origin (e.g. https://app.example);
+    /// Allow browser requests from this Origin (e.g. `https://app.example`);
     /// loopback origins are always allowed, others get 403. Repeatable.
     #[arg(long = "allow-origin", value_name = "ORIGIN", value_parser = parse_origin)]
     pub allowed_origins: Vec<String>,

@@ -123,8 +123,11 @@ impl From<LedgerError> for crate::error::ShimError {
 /// Storage of task records, scoped.
 ///
 /// Implementations are shared by all sessions of a shim process, so every
-/// method takes `&self`. Calls are short and never block on the network;
-/// engines call them while holding no other lock.
+/// method takes `&self`. Calls are synchronous and short: in memory, on
+/// a local file, or one round trip to a server (the Redis ledger, which
+/// hands its runtime worker's other work elsewhere first, with
+/// `tokio::task::block_in_place`, and bounds each call by its I/O
+/// timeout); engines call them while holding no other lock.
 pub trait TaskLedger: Send + Sync + std::fmt::Debug {
     /// Adds a new record. Fails with [`LedgerError::ScopeFull`] when the
     /// scope is at its cap (after expired records were dropped).
@@ -159,7 +162,7 @@ pub trait TaskLedger: Send + Sync + std::fmt::Debug {
 
     /// [`TaskLedger::try_get`] for callers that need the task and its
     /// flags, not its cached outcome: the record comes back with
-    /// [`Payload::None`](crate::wire::modern::Payload::None) whatever is
+    /// [`Payload::None`] whatever is
     /// cached, so a `tasks/get` of a task that finished with a 1 MiB
     /// result does not copy (or, where stored as text, parse) that result.
     /// Stores that keep the payload apart override this; the default reads

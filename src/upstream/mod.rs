@@ -14,12 +14,16 @@ pub mod supervised;
 
 pub use stream::{StreamEvent, UpstreamStream};
 
+/// The attribute [`Upstream`] is declared with, re-exported so that an
+/// implementation of your own needs no `async-trait` dependency of its own
+/// (`#[mcp_tasks_shim::upstream::async_trait] impl Upstream for …`).
+pub use async_trait::async_trait;
+
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use async_trait::async_trait;
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 

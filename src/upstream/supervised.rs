@@ -324,7 +324,7 @@ impl Supervised {
 
     /// [`Supervised::send_raw`] from a thread, with `line` (newline
     /// included) the bytes `head` was peeked from, written untouched. Only
-    /// while a child is up, and not for the [`REPLAYED`] methods (their
+    /// while a child is up, and not for the `REPLAYED` methods (their
     /// params are kept for restarts): `false` means nothing was
     /// sent, and the caller should parse the line and take the `send_raw`
     /// way, which waits for a restart and says what failed.

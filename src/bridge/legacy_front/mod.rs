@@ -294,6 +294,10 @@ impl LegacySession {
     /// Feeds one client message. Requests are answered asynchronously
     /// through the outbox; answers to the shim's own requests (elicitation
     /// and friends) are routed to whoever waits for them.
+    ///
+    /// Call it inside a tokio runtime: a request's work starts on the
+    /// calling thread, up to its first wait (its translation, a ledger
+    /// call, the upstream write), and goes on as a task of the runtime.
     pub fn handle_client(self: &Arc<Self>, msg: Message) {
         match msg {
             Message::Request(req) => {

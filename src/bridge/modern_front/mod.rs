@@ -503,6 +503,10 @@ impl ModernSession {
     }
 
     /// Feeds one client message; requests are answered through the outbox.
+    ///
+    /// Call it inside a tokio runtime: a request's work starts on the
+    /// calling thread, up to its first wait (its translation, a ledger
+    /// call, the upstream write), and goes on as a task of the runtime.
     pub fn handle_client(self: &Arc<Self>, msg: Message) {
         match msg {
             Message::Request(req) => {

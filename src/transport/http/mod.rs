@@ -58,6 +58,10 @@ pub enum OptionsError {
     /// `HttpOptions::path` is not a plain absolute path.
     #[error("HttpOptions.path: {0}")]
     Path(String),
+    /// [`HttpShim::new`] was called outside a tokio runtime, which its
+    /// background work (upstream events, expiry sweeps) needs.
+    #[error("HttpShim::new must be called inside a tokio runtime")]
+    NoRuntime,
 }
 
 /// Whether `path` is an endpoint path the router can serve as given:
@@ -212,9 +216,12 @@ struct Background {
 impl HttpShim {
     /// Builds the front over a probed upstream. Starts its background work
     /// (upstream events, expiry sweeps), so it must be called inside a
-    /// tokio runtime. `opts.listen` is not used: you bind the listener.
-    /// Fails on a path the router could not serve as given
-    /// ([`check_path`]).
+    /// tokio runtime ([`OptionsError::NoRuntime`] otherwise).
+    /// `opts.listen`, `opts.max_connections` and the header part of
+    /// `opts.read_timeout` are [`serve`]'s, not the router's: behind your
+    /// own `axum::serve`, bind the listener and bound connections and
+    /// header reads yourself (the body deadline still applies). Fails on a
+    /// path the router could not serve as given ([`check_path`]).
     pub fn new(
         opts: HttpOptions,
         link: Link,
@@ -222,6 +229,7 @@ impl HttpShim {
         resolver: Arc<dyn PrincipalResolver>,
     ) -> Result<HttpShim, OptionsError> {
         check_path(&opts.path).map_err(OptionsError::Path)?;
+        tokio::runtime::Handle::try_current().map_err(|_| OptionsError::NoRuntime)?;
         let Link {
             upstream,
             events,

@@ -67,7 +67,12 @@ pub trait PrincipalResolver: Send + Sync + std::fmt::Debug {
 pub struct ConfiguredPrincipals {
     /// Bearer token → principal.
     pub tokens: HashMap<String, String>,
-    /// A header whose value is the principal (set by a trusted proxy).
+    /// A header whose value names the principal (set by a trusted
+    /// proxy). Its scope is `header:<value>`, apart from the token
+    /// principals: a header can never claim a token's principal. (A
+    /// resolver of your own that returns the bare value scopes tasks
+    /// differently: records kept by a durable or shared ledger under
+    /// `header:<value>` would not be found.)
     pub trusted_header: Option<String>,
 }
 
