@@ -81,6 +81,22 @@ fn js_safe(ms: i64) -> i64 {
 
 /// Task members only one revision has, by the revision that has them.
 const LEGACY_ONLY: [&str; 2] = ["ttl", "pollInterval"];
+/// The members a flat 2026-07-28 task result gives meaning to: a member
+/// of that name beside a 2025-11-25 result's `task` is not the task's,
+/// and must not pass for it once flattened.
+const FLAT_TASK_MEMBERS: [&str; 11] = [
+    "taskId",
+    "status",
+    "statusMessage",
+    "createdAt",
+    "lastUpdatedAt",
+    "ttlMs",
+    "pollIntervalMs",
+    "result",
+    "error",
+    "inputRequests",
+    "resultType",
+];
 const MODERN_ONLY: [&str; 2] = ["ttlMs", "pollIntervalMs"];
 
 /// `extra` without unknown members named like the target revision's own
@@ -239,9 +255,10 @@ pub fn create_result_to_modern_owned(result: Value) -> Result<Value, ShimError> 
         }
         for (k, val) in created.extra {
             // The task's own members win: a stray `taskId` beside `task`
-            // must not replace the task's id (found by fuzzing). The
+            // must not replace the task's id, nor a `statusMessage` object
+            // become the task's missing one (both found by fuzzing). The
             // result's `_meta` is the result's, and stays.
-            if k == "_meta" || !m.contains_key(&k) {
+            if k == "_meta" || !(m.contains_key(&k) || FLAT_TASK_MEMBERS.contains(&k.as_str())) {
                 m.insert(k, val);
             }
         }
