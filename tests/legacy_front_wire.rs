@@ -1038,3 +1038,67 @@ fn an_answer_that_is_no_elicit_result_is_a_cancel() {
         let _ = std::fs::remove_file(&got);
     }
 }
+
+/// Sampling the client did not declare has no answer meaning "no" in
+/// 2026-07-28: the task fails, naming why, and is cancelled upstream,
+/// instead of waiting on the input until its ttl (and a blocking
+/// `tasks/result` with it).
+#[test]
+fn undeclared_sampling_fails_the_task_instead_of_hanging() {
+    let mut shim = Wire::spawn(&[], &modern_reference());
+    shim.initialize();
+    let task = create(&mut shim, "summarize", json!({"text": "a long text"}));
+    let r = shim.call("tasks/result", json!({"taskId": task}));
+    assert_eq!(r["error"]["code"], -32603, "{r}");
+    assert!(
+        r["error"]["message"].to_string().contains("sampling"),
+        "{r}"
+    );
+    let got = shim.ok("tasks/get", json!({"taskId": task}));
+    assert_eq!(got["status"], "failed", "{got}");
+}
+
+/// Answers `elicitation/create` `asked` with an accepted form of `content`.
+fn accept(shim: &mut Wire, asked: &Value, content: Value) {
+    shim.send(&json!({"jsonrpc": "2.0", "id": asked["id"],
+        "result": {"action": "accept", "content": content}}));
+}
+
+/// An answer the server refuses (an accepted form without its required
+/// member) is asked again, and the corrected answer completes the task.
+/// A server that refuses three answers fails the task, naming the
+/// refusal. Before, the refusal was only logged: the question was never
+/// asked again and `tasks/result` waited until the task's ttl.
+#[test]
+fn a_refused_answer_is_asked_again_then_fails_the_task() {
+    let elicits = |m: &Value| m["method"] == "elicitation/create";
+    for refusals in [1, 3] {
+        let mut shim = Wire::spawn(&[], &modern_reference());
+        shim.initialize();
+        shim.auto_answer = false;
+        let task = create(&mut shim, "confirm_delete", json!({"filename": "k.txt"}));
+        let wait = shim.request("tasks/result", json!({"taskId": task}));
+        for n in 0..refusals {
+            let asked = seen_within(&mut shim, Duration::from_secs(5), elicits)
+                .unwrap_or_else(|| panic!("question {} of {refusals}", n + 1));
+            accept(&mut shim, &asked, json!({}));
+        }
+        if refusals < 3 {
+            let again = seen_within(&mut shim, Duration::from_secs(5), elicits)
+                .expect("the question, asked again");
+            accept(&mut shim, &again, json!({"confirm": true}));
+            let done = shim.response(&wait);
+            assert_eq!(text_of(&done["result"]), "Deleted k.txt", "{done}");
+        } else {
+            let failed = shim.response(&wait);
+            let message = failed["error"]["message"].to_string();
+            assert_eq!(failed["error"]["code"], -32603, "{failed}");
+            assert!(
+                message.contains("refused") && message.contains("3 times"),
+                "{failed}"
+            );
+            let got = shim.ok("tasks/get", json!({"taskId": task}));
+            assert_eq!(got["status"], "failed", "{got}");
+        }
+    }
+}

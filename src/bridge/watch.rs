@@ -131,6 +131,18 @@ impl Watchers {
         }
     }
 
+    /// Lets input request `key` of `task_id` go to the client again (the
+    /// server refused its answer and still asks), and re-polls.
+    pub(crate) fn reopen(&self, task_id: &str, key: &str) {
+        if let Some(w) = self.lock().get(task_id) {
+            w.dispatched
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(key);
+            w.poke();
+        }
+    }
+
     /// Pokes the watcher of `task_id`, if any.
     pub(crate) fn poke(&self, task_id: &str) {
         if let Some(w) = self.lock().get(task_id) {

@@ -254,6 +254,13 @@ impl ModernServer {
                 ShimError::InvalidParams("\"inputResponses\" must be an object".into())
             })?;
         self.s.store.get(id).ok_or(ShimError::UnknownTask)?;
+        // All or nothing: a refused answer leaves every key open.
+        if let Some(why) = responses
+            .iter()
+            .find_map(|(key, answer)| self.s.store.refusal(id, key, answer))
+        {
+            return Err(ShimError::InvalidParams(why));
+        }
         for (key, answer) in responses {
             // Unknown or already answered keys are ignored (ext-tasks rule).
             self.s.store.answer(id, key, answer.clone());

@@ -239,6 +239,29 @@ impl TaskStore {
         rx
     }
 
+    /// Why `response` does not answer input request `key` of task `id`, if
+    /// it does not: an accepted form that lacks a required member. A
+    /// server checks what it is given; this one keeps the request open
+    /// for a retry, as an MRTR server would.
+    pub(crate) fn refusal(&self, id: &str, key: &str, response: &Value) -> Option<String> {
+        let g = self.lock();
+        let input = g.tasks.get(id)?.inputs.iter().find(|i| i.key == key)?;
+        let accepted = response.get("action").and_then(Value::as_str) == Some("accept");
+        if input.request.get("method").and_then(Value::as_str) != Some("elicitation/create")
+            || !accepted
+        {
+            return None;
+        }
+        let required = input.request.pointer("/params/requestedSchema/required")?;
+        let content = response.get("content");
+        required
+            .as_array()?
+            .iter()
+            .filter_map(Value::as_str)
+            .find(|field| content.and_then(|c| c.get(*field)).is_none())
+            .map(|field| format!("inputResponses.{key}: the accepted form lacks {field:?}"))
+    }
+
     /// Delivers an answer; unknown or already answered keys are ignored.
     /// Returns whether the key was outstanding. `None` means unknown task.
     pub(crate) fn answer(&self, id: &str, key: &str, response: Value) -> Option<bool> {
@@ -319,5 +342,13 @@ impl TaskCtx {
         let rx = self.store.ask(&self.task_id, prefix, request);
         rx.await
             .unwrap_or_else(|_| serde_json::json!({"action": "cancel"}))
+    }
+
+    /// Sends the client any input request (`method`: sampling, roots) and
+    /// waits for the answer; `null` if the task ends first.
+    pub(crate) async fn ask(&self, prefix: &str, method: &str, params: Value) -> Value {
+        let request = serde_json::json!({"method": method, "params": params});
+        let rx = self.store.ask(&self.task_id, prefix, request);
+        rx.await.unwrap_or_default()
     }
 }

@@ -37,6 +37,9 @@ pub(crate) enum Call {
     WithTask {
         name: String,
     },
+    Summarize {
+        text: String,
+    },
 }
 
 const TOOLS: &[(&str, &str, TaskSupport)] = &[
@@ -71,6 +74,11 @@ const TOOLS: &[(&str, &str, TaskSupport)] = &[
         "Asks for a name before the task exists, then greets inside a task.",
         TaskSupport::Required,
     ),
+    (
+        "summarize",
+        "Asks the client's model (sampling) mid-task to summarise `text`.",
+        TaskSupport::Required,
+    ),
 ];
 
 /// The `taskSupport` of a tool, `None` for an unknown tool.
@@ -91,6 +99,9 @@ fn input_schema(name: &str) -> Value {
         "confirm_delete" => json!({"type": "object",
             "properties": {"filename": {"type": "string"}},
             "required": ["filename"]}),
+        "summarize" => json!({"type": "object",
+            "properties": {"text": {"type": "string"}},
+            "required": ["text"]}),
         _ => json!({"type": "object", "properties": {}}),
     }
 }
@@ -160,6 +171,9 @@ impl Call {
             "multi_input" => Call::MultiInput,
             "test_tool_with_task" => Call::WithTask {
                 name: pre_answer.unwrap_or_default(),
+            },
+            "summarize" => Call::Summarize {
+                text: arg_str(args, "text", name)?,
             },
             _ => return Err(ShimError::InvalidParams(format!("Unknown tool: {name}"))),
         })
@@ -259,6 +273,24 @@ pub(crate) async fn run(call: Call, ctx: Option<TaskCtx>) -> Outcome {
         Call::WithTask { name } => Ok(text(format!(
             "Hello, {name}! (name gathered before the task was created)"
         ))),
+        Call::Summarize { text: input } => {
+            let ctx = ctx.ok_or_else(needs_task)?;
+            let reply = ctx
+                .ask(
+                    "summary",
+                    "sampling/createMessage",
+                    json!({"messages": [{"role": "user",
+                        "content": {"type": "text", "text": format!("Summarise: {input}")}}],
+                        "maxTokens": 100}),
+                )
+                .await;
+            Ok(text(
+                match reply.pointer("/content/text").and_then(Value::as_str) {
+                    Some(summary) => format!("Summary: {summary}"),
+                    None => "No summary: the client's model gave no text".to_owned(),
+                },
+            ))
+        }
     }
 }
 

@@ -111,6 +111,7 @@ impl LegacyFront {
             question_task: Mutex::new(HashMap::new()),
             withdrawn: Mutex::new(std::collections::HashSet::new()),
             outstanding: Mutex::new(std::collections::HashSet::new()),
+            refused: Mutex::new(HashMap::new()),
             client_gone: std::sync::OnceLock::new(),
             ended: tokio::sync::watch::Sender::new(false),
             next_ask: AtomicI64::new(1),
@@ -264,6 +265,9 @@ pub struct LegacySession {
     /// is not asked again while the first asking waits, even by a new
     /// watcher after every `tasks/result` of the task was cancelled.
     outstanding: Mutex<std::collections::HashSet<(String, String)>>,
+    /// How often the server refused the client's answer to each input
+    /// request (task id, key): it is asked again, up to a bound.
+    refused: Mutex<HashMap<(String, String), u32>>,
     /// Why the client can answer nothing more, once it can't (see
     /// [`LegacySession::client_closed`]).
     client_gone: std::sync::OnceLock<String>,

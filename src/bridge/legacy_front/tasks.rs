@@ -16,6 +16,10 @@ use crate::upstream::RpcResult;
 use crate::wire::modern::{DetailedTask, Payload};
 use crate::wire::{TaskStatus, to_value};
 
+/// How many times the server may refuse the client's answer to one input
+/// request before the task fails (the client is asked again in between).
+const MAX_REFUSED_ANSWERS: u32 = 3;
+
 /// A [`TaskLedger`] read of one task: `try_get` or `try_get_task`.
 type LedgerRead =
     fn(&dyn TaskLedger, &str, &str, Millis) -> Result<Option<TaskRecord>, LedgerError>;
@@ -309,7 +313,7 @@ impl LegacySession {
             }
         };
         let answer = match outcome {
-            Ok(answer) => Some(answer),
+            Ok(answer) => answer,
             // An elicitation this client cannot be asked (it declared no
             // elicitation, or it went away) has not been accepted: answer
             // `cancel`, as for one it refused, so the task moves on. Left
@@ -320,26 +324,92 @@ impl LegacySession {
                 if request.get("method").and_then(Value::as_str) == Some("elicitation/create") =>
             {
                 tracing::info!(%task_id, %key, message = %e.message, "elicitation not deliverable; answering cancel");
-                Some(serde_json::json!({"action": "cancel"}))
+                serde_json::json!({"action": "cancel"})
             }
+            // Anything else (sampling the client did not declare, or
+            // answered with an error) has no answer meaning "no" in
+            // 2026-07-28: left unanswered, the task would wait until its
+            // ttl, and a blocking tasks/result with it.
             Err(e) => {
-                tracing::warn!(%task_id, %key, message = %e.message, "input request not answered");
+                tracing::warn!(%task_id, %key, message = %e.message, "input the client cannot give; failing the task");
+                super::lock(&self.outstanding).remove(&(task_id.to_owned(), key.to_owned()));
+                self.fail_for_input(task_id, e).await;
+                return;
+            }
+        };
+        let mut responses = serde_json::Map::new();
+        responses.insert(key.to_owned(), answer);
+        let params = crate::translate::input::update_params(task_id, responses);
+        let refusal = match self.upstream_request("tasks/update", &params).await {
+            Ok(Ok(_)) => None,
+            Ok(Err(e)) => Some(e),
+            Err(e) => {
+                tracing::warn!(%task_id, %key, error = %e, "tasks/update failed");
                 None
             }
         };
-        if let Some(answer) = answer {
-            let mut responses = serde_json::Map::new();
-            responses.insert(key.to_owned(), answer);
-            let params = crate::translate::input::update_params(task_id, responses);
-            match self.upstream_request("tasks/update", &params).await {
-                Ok(Ok(_)) => {}
-                Ok(Err(e)) => {
-                    tracing::warn!(%task_id, %key, code = e.code, "upstream refused tasks/update")
-                }
-                Err(e) => tracing::warn!(%task_id, %key, error = %e, "tasks/update failed"),
-            }
+        let place = (task_id.to_owned(), key.to_owned());
+        super::lock(&self.outstanding).remove(&place);
+        let Some(refusal) = refusal else {
+            super::lock(&self.refused).remove(&place);
+            self.front.watchers.poke(task_id);
+            return;
+        };
+        // The server refused the answer and still asks: the client is
+        // asked again (its answer may not have fit the question), a few
+        // times, then the task fails rather than wait for good.
+        let times = {
+            let mut refused = super::lock(&self.refused);
+            let n = refused.entry(place.clone()).or_insert(0);
+            *n += 1;
+            *n
+        };
+        tracing::warn!(%task_id, %key, code = refusal.code, message = %refusal.message, times, "upstream refused the client's answer");
+        if times < MAX_REFUSED_ANSWERS {
+            self.front.watchers.reopen(task_id, key);
+            return;
         }
-        super::lock(&self.outstanding).remove(&(task_id.to_owned(), key.to_owned()));
+        super::lock(&self.refused).remove(&place);
+        let why = ShimError::Upstream(format!(
+            "the server refused the answers to its input request {key} {times} times: {}",
+            refusal.message
+        ));
+        self.fail_for_input(task_id, why.into()).await;
+    }
+
+    /// Fails `task_id` for its client with `error` (input it cannot give,
+    /// or answers the server keeps refusing), tells the client, and
+    /// cancels the task upstream: it could only wait until its ttl.
+    async fn fail_for_input(&self, task_id: &str, error: ErrorObject) {
+        let (now, now_ms) = (self.front.clock.now_iso(), self.front.clock.now_ms());
+        let mut changed = false;
+        let rec = self
+            .front
+            .ledger
+            .update(&self.scope, task_id, now_ms, &mut |r| {
+                if r.is_terminal() || r.cancel_pinned {
+                    return;
+                }
+                r.task = ttask::lost_view(&r.task, &error, &now);
+                r.payload = Payload::Error(error.clone());
+                changed = true;
+            });
+        if let (Some(rec), true) = (&rec, changed) {
+            self.send(Message::notification(LEGACY_STATUS, to_value(&rec.task)));
+            self.task_ended(task_id);
+        }
+        match self
+            .upstream_request("tasks/cancel", &json!({"taskId": task_id}))
+            .await
+        {
+            Ok(Ok(_)) => {
+                tracing::info!(%task_id, "task cancelled upstream: it cannot get its input")
+            }
+            Ok(Err(e)) => {
+                tracing::info!(%task_id, code = e.code, "could not cancel the task upstream")
+            }
+            Err(e) => tracing::info!(%task_id, error = %e, "could not cancel the task upstream"),
+        }
         self.front.watchers.poke(task_id);
     }
 
