@@ -261,10 +261,21 @@ fn logged<T>(ledger: &str, what: &str, r: Result<T, LedgerError>, fallback: T) -
 /// An opaque `tasks/list` cursor: the position `seq` in `scope`, tagged with
 /// the ledger kind that made it. Binding it to its scope makes one client's
 /// cursor useless to another; the tag keeps one ledger from reading
-/// another's positions.
+/// another's positions. The scope goes in as a digest: an anonymous HTTP
+/// session's scope is its session id, the one thing that admits its
+/// requests, and a cursor seen in a log or a trace must not hand it out.
 fn encode_cursor(tag: &str, scope: &str, seq: u64) -> String {
     use base64::Engine;
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("{tag}:{seq}:{scope}"))
+    base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .encode(format!("{tag}:{seq}:{}", scope_digest(scope)))
+}
+
+/// 128 bits of SHA-256 of `scope`, in hex: enough to tell scopes apart,
+/// and nothing to read a scope (a 128-bit random session id) back from.
+fn scope_digest(scope: &str) -> String {
+    use sha2::Digest;
+    let hash = sha2::Sha256::digest(scope.as_bytes());
+    hash[..16].iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The position in a cursor made by [`encode_cursor`] with the same `tag`
@@ -280,8 +291,34 @@ fn decode_cursor(tag: &str, scope: &str, cursor: &str) -> Result<u64, LedgerErro
         .and_then(|r| r.strip_prefix(':'))
         .ok_or(LedgerError::BadCursor)?;
     let (seq, cursor_scope) = rest.split_once(':').ok_or(LedgerError::BadCursor)?;
-    if cursor_scope != scope {
+    if cursor_scope != scope_digest(scope) {
         return Err(LedgerError::BadCursor);
     }
     seq.parse().map_err(|_| LedgerError::BadCursor)
+}
+
+#[cfg(test)]
+mod cursor_tests {
+    use super::*;
+
+    /// An anonymous HTTP session's scope is its session id: its cursors
+    /// must not carry it (a reviewer took a session over from one).
+    #[test]
+    fn a_cursor_does_not_reveal_its_scope() {
+        use base64::Engine;
+        let scope = "session:8d2f0c3a9b7e41d6a5c0f1e2d3b4a596";
+        let cursor = encode_cursor("v1", scope, 42);
+        let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(&cursor)
+            .unwrap();
+        let text = String::from_utf8(raw).unwrap();
+        assert!(!text.contains("8d2f0c3a9b7e41d6"), "{text}");
+        assert_eq!(decode_cursor("v1", scope, &cursor).unwrap(), 42);
+        for (tag, other) in [("v1", "session:other"), ("d1", scope)] {
+            assert!(matches!(
+                decode_cursor(tag, other, &cursor),
+                Err(LedgerError::BadCursor)
+            ));
+        }
+    }
 }
