@@ -136,7 +136,7 @@ fn bad_input_is_refused_and_the_session_survives() {
 
     // Still alive and useful.
     let tools = shim.ok("tools/list", json!({}));
-    assert_eq!(tools["tools"].as_array().map(Vec::len), Some(7), "{tools}");
+    assert_eq!(tools["tools"].as_array().map(Vec::len), Some(8), "{tools}");
     let r = shim.ok(
         "tools/call",
         json!({"name": "greet", "arguments": {"name": "again"}}),

@@ -230,7 +230,10 @@ async fn rmcp_flow() {
     // Two questions at once, answered one at a time.
     let id = create(&client, "multi_input", json!({})).await;
     let t = poll(&client, &id, |t| matches!(&t.task.payload, TaskPayload::InputRequired { input_requests } if input_requests.len() == 2)).await;
-    let keys = input_keys(&t);
+    // The name question first: the server checks each form has what it
+    // asked for.
+    let mut keys = input_keys(&t);
+    keys.sort_by_key(|k| !k.starts_with("name"));
     let first = json!({"action": "accept", "content": {"name": "Alice"}});
     client
         .update_task(UpdateTaskParams::new(&id, responses(&[(&keys[0], first)])))
