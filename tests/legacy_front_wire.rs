@@ -1056,6 +1056,17 @@ fn undeclared_sampling_fails_the_task_instead_of_hanging() {
     );
     let got = shim.ok("tasks/get", json!({"taskId": task}));
     assert_eq!(got["status"], "failed", "{got}");
+    // A plain call the server runs as a task says the same, not that a
+    // task it never asked for was cancelled.
+    let r = shim.call(
+        "tools/call",
+        json!({"name": "summarize", "arguments": {"text": "a long text"}}),
+    );
+    assert_eq!(r["error"]["code"], -32603, "{r}");
+    assert!(
+        r["error"]["message"].to_string().contains("sampling"),
+        "{r}"
+    );
 }
 
 /// Answers `elicitation/create` `asked` with an accepted form of `content`.

@@ -211,6 +211,7 @@ impl LegacySession {
         });
         let d = self.await_task(task_id, Some(during)).await;
         unwanted.disarm();
+        let failed = super::lock(&self.input_failures).remove(task_id);
         match d?.payload {
             Payload::Result(r) => {
                 let mut r = tsession::result_to_legacy_owned(r, "tools/call");
@@ -220,12 +221,13 @@ impl LegacySession {
                 Ok(r)
             }
             Payload::Error(e) => Err(e),
-            _ => Err(ShimError::TaskCancelled.into()),
+            _ => Err(failed.unwrap_or_else(|| ShimError::TaskCancelled.into())),
         }
     }
 
     /// `tasks/cancel` upstream for a driven task whose call was cancelled.
     async fn cancel_driven(self: Arc<Self>, task_id: String) {
+        super::lock(&self.input_failures).remove(&task_id);
         let params = json!({"taskId": task_id});
         match self.upstream_request("tasks/cancel", &params).await {
             Ok(Ok(_)) => {

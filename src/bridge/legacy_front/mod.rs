@@ -112,6 +112,7 @@ impl LegacyFront {
             withdrawn: Mutex::new(std::collections::HashSet::new()),
             outstanding: Mutex::new(std::collections::HashSet::new()),
             refused: Mutex::new(HashMap::new()),
+            input_failures: Mutex::new(HashMap::new()),
             client_gone: std::sync::OnceLock::new(),
             ended: tokio::sync::watch::Sender::new(false),
             next_ask: AtomicI64::new(1),
@@ -268,6 +269,9 @@ pub struct LegacySession {
     /// How often the server refused the client's answer to each input
     /// request (task id, key): it is asked again, up to a bound.
     refused: Mutex<HashMap<(String, String), u32>>,
+    /// Why a task driven for a plain call (no ledger record) was failed
+    /// for want of input: its call answers with that, not "cancelled".
+    input_failures: Mutex<HashMap<String, ErrorObject>>,
     /// Why the client can answer nothing more, once it can't (see
     /// [`LegacySession::client_closed`]).
     client_gone: std::sync::OnceLock<String>,

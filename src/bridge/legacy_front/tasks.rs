@@ -398,6 +398,10 @@ impl LegacySession {
             self.send(Message::notification(LEGACY_STATUS, to_value(&rec.task)));
             self.task_ended(task_id);
         }
+        if rec.is_none() {
+            // Driven for a plain call: its call says why (see `drive`).
+            super::lock(&self.input_failures).insert(task_id.to_owned(), error.clone());
+        }
         match self
             .upstream_request("tasks/cancel", &json!({"taskId": task_id}))
             .await
