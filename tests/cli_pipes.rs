@@ -7,23 +7,15 @@ mod support;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use support::wire::shim_bin;
 
 /// Waits (bounded) for `child` and returns its exit code.
 fn exit_code(child: &mut std::process::Child) -> i32 {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            return status.code().unwrap_or(-1);
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("still running 30 s later");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    support::wire::exited_within(child, Duration::from_secs(30), "the shim")
+        .code()
+        .unwrap_or(-1)
 }
 
 /// `demo | head -1`: the reader has what it wanted; the demo ends quietly

@@ -1120,17 +1120,11 @@ fn an_unreachable_upstream_url_at_start_is_an_error() {
         .stderr(out.reopen().unwrap())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("the shim kept running with an unreachable upstream");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = support::wire::exited_within(
+        &mut child,
+        Duration::from_secs(10),
+        "the shim with an unreachable upstream",
+    );
     let stderr = std::fs::read_to_string(out.path()).unwrap();
     assert_eq!(status.code(), Some(1), "{stderr}");
     assert!(

@@ -70,6 +70,23 @@ impl Raw {
         v
     }
 
+    /// Opens listen stream `id` asking `notifications` (the tasks extension
+    /// declared) and returns its acknowledgement.
+    async fn listen(&mut self, id: &str, notifications: Value) -> Value {
+        self.send_line(
+            &json!({"jsonrpc": "2.0", "id": id, "method": "subscriptions/listen",
+            "params": {"notifications": notifications, "_meta": meta(true)}})
+            .to_string(),
+        )
+        .await;
+        let ack = self.next().await;
+        assert_eq!(
+            ack["method"], "notifications/subscriptions/acknowledged",
+            "{ack}"
+        );
+        ack
+    }
+
     /// Sends a request and returns its response; notifications seen on the
     /// way are kept in the log.
     async fn call(&mut self, id: i64, method: &str, params: Value) -> Value {
@@ -213,17 +230,9 @@ async fn raw_flow() {
         Some(-32021),
         "listen for tasks needs the extension: {r}"
     );
-    s.send_line(
-        &json!({"jsonrpc": "2.0", "id": "sub-1", "method": "subscriptions/listen",
-        "params": {"notifications": {"taskIds": [task_id, "bogus"]}, "_meta": meta(true)}})
-        .to_string(),
-    )
-    .await;
-    let ack = s.next().await;
-    assert_eq!(
-        ack["method"], "notifications/subscriptions/acknowledged",
-        "{ack}"
-    );
+    let ack = s
+        .listen("sub-1", json!({"taskIds": [task_id, "bogus"]}))
+        .await;
     assert_eq!(ack["params"]["notifications"]["taskIds"], json!([task_id]));
     assert_eq!(
         ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
@@ -281,17 +290,7 @@ async fn raw_flow() {
 #[tokio::test(flavor = "multi_thread")]
 async fn an_open_listen_stream_does_not_hold_the_exit() {
     let mut s = Raw::new();
-    s.send_line(
-        &json!({"jsonrpc": "2.0", "id": "sub-1", "method": "subscriptions/listen",
-        "params": {"notifications": {"toolsListChanged": true}, "_meta": meta(true)}})
-        .to_string(),
-    )
-    .await;
-    let ack = s.next().await;
-    assert_eq!(
-        ack["method"], "notifications/subscriptions/acknowledged",
-        "{ack}"
-    );
+    s.listen("sub-1", json!({"toolsListChanged": true})).await;
     drop(s.child.stdin.take());
     let started = std::time::Instant::now();
     let status = timeout(STEP, s.child.wait())

@@ -1635,17 +1635,8 @@ fn http_does_not_start_in_front_of_a_server_gone_at_start() {
             .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let status = loop {
-            if let Some(status) = child.try_wait().unwrap() {
-                break status;
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                panic!("{server:?}: still running 10 s later");
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        };
+        let what = format!("the shim in front of {server:?}");
+        let status = support::wire::exited_within(&mut child, Duration::from_secs(10), &what);
         let out = child.wait_with_output().unwrap();
         let (stdout, stderr) = (
             String::from_utf8_lossy(&out.stdout),

@@ -29,6 +29,24 @@ use super::schema::{Revision, assert_valid};
 /// How long one request may take before the test fails.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(20);
 
+/// Waits for `child` to exit, at most `within`: its status, or (the child
+/// killed) a panic saying `what` was still running.
+#[track_caller]
+pub fn exited_within(child: &mut Child, within: Duration, what: &str) -> ExitStatus {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(status) = child.try_wait().expect("wait for the child") {
+            return status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what} was still running {within:?} later");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// The shim binary under test.
 pub fn shim_bin() -> &'static str {
     env!("CARGO_BIN_EXE_mcp-tasks-shim")
