@@ -333,7 +333,7 @@ impl LegacySession {
             Err(e) => {
                 tracing::warn!(%task_id, %key, message = %e.message, "input the client cannot give; failing the task");
                 super::lock(&self.outstanding).remove(&(task_id.to_owned(), key.to_owned()));
-                self.fail_for_input(task_id, e).await;
+                self.fail_for_input(task_id, during.is_some(), e).await;
                 return;
             }
         };
@@ -374,13 +374,16 @@ impl LegacySession {
             "the server refused the answers to its input request {key} {times} times: {}",
             refusal.message
         ));
-        self.fail_for_input(task_id, why.into()).await;
+        self.fail_for_input(task_id, during.is_some(), why.into())
+            .await;
     }
 
     /// Fails `task_id` for its client with `error` (input it cannot give,
     /// or answers the server keeps refusing), tells the client, and
-    /// cancels the task upstream: it could only wait until its ttl.
-    async fn fail_for_input(&self, task_id: &str, error: ErrorObject) {
+    /// cancels the task upstream: it could only wait until its ttl. A task
+    /// `driven` for a plain call has no record to carry the failure: its
+    /// call takes it from `input_failures` (see `drive`).
+    async fn fail_for_input(&self, task_id: &str, driven: bool, error: ErrorObject) {
         let (now, now_ms) = (self.front.clock.now_iso(), self.front.clock.now_ms());
         let mut changed = false;
         let rec = self
@@ -398,8 +401,7 @@ impl LegacySession {
             self.send(Message::notification(LEGACY_STATUS, to_value(&rec.task)));
             self.task_ended(task_id);
         }
-        if rec.is_none() {
-            // Driven for a plain call: its call says why (see `drive`).
+        if driven {
             super::lock(&self.input_failures).insert(task_id.to_owned(), error.clone());
         }
         match self

@@ -168,16 +168,25 @@ impl ModernFront {
     }
 
     /// Answers the server's questions of an MRTR round no client will
-    /// answer (`why`): an elicitation is cancelled, anything else refused.
+    /// answer (`why`), as [`ModernFront::answer_instead`] does.
     fn close_round(&self, keys: RoundKeys, why: &str) {
         for (key, (id, method)) in keys {
-            let answer = match method.as_str() {
-                "elicitation/create" => Ok(json!({"action": "cancel"})),
-                _ => Err(ShimError::Internal(why.to_owned()).into()),
-            };
             tracing::info!(%key, %why, "a parked round's question answered for the client");
-            let _ = self.upstream.respond(id, answer);
+            self.answer_instead(id, Some(&method), why);
         }
+    }
+
+    /// Registers an open call of `client`; untagged server requests may be
+    /// handed to it through `interjections` (see [`ModernFront::interject`])
+    /// until [`ModernFront::close_call`] with the returned id.
+    fn open_call(&self, client: &str, interjections: mpsc::UnboundedSender<Request>) -> u64 {
+        let id = self.next_id();
+        lock(&self.open_calls).push(OpenCall {
+            id,
+            client: client.to_owned(),
+            interjections,
+        });
+        id
     }
 }
 
@@ -238,13 +247,8 @@ impl ModernSession {
         asked_task: bool,
     ) -> Result<InFlight, ErrorObject> {
         self.front.initialized().await?;
-        let open_id = self.front.next_id();
         let (itx, irx) = mpsc::unbounded_channel();
-        lock(&self.front.open_calls).push(OpenCall {
-            id: open_id,
-            client: self.client.clone(),
-            interjections: itx,
-        });
+        let open_id = self.front.open_call(&self.client, itx);
         let (dtx, drx) = oneshot::channel();
         let upstream = self.front.upstream.clone();
         // Weak, as below: only to cancel a task nobody wants any more.
@@ -504,14 +508,9 @@ impl ModernSession {
     /// one, it is refused, as outside any call. Returns the id to mark the
     /// upstream request with ([`crate::upstream::CALL_ORIGIN`]).
     pub(super) fn open_request(&self) -> (u64, IfDropped) {
-        let id = self.front.next_id();
         // No receiver: what is sent to this request is refused.
         let (interjections, _) = mpsc::unbounded_channel();
-        lock(&self.front.open_calls).push(OpenCall {
-            id,
-            client: self.client.clone(),
-            interjections,
-        });
+        let id = self.front.open_call(&self.client, interjections);
         let front = Arc::downgrade(&self.front);
         let close = IfDropped::new(move || {
             if let Some(front) = front.upgrade() {

@@ -217,13 +217,21 @@ impl ModernFront {
         why: &str,
     ) {
         for (key, (id, request)) in asked {
-            let answer = match request.get("method").and_then(Value::as_str) {
-                Some("elicitation/create") => Ok(json!({"action": "cancel"})),
-                _ => Err(ShimError::Internal(why.to_owned()).into()),
-            };
             tracing::info!(task = %task_id, %key, %why, "the server's open question answered for the client");
-            let _ = self.upstream.respond(id, answer);
+            let method = request.get("method").and_then(Value::as_str);
+            self.answer_instead(id, method, why);
         }
+    }
+
+    /// Answers server request `id` (of `method`) that no client will
+    /// answer (`why`): an elicitation is cancelled, anything else refused,
+    /// so that the server is not left waiting on it.
+    pub(super) fn answer_instead(&self, id: Id, method: Option<&str>, why: &str) {
+        let answer = match method {
+            Some("elicitation/create") => Ok(json!({"action": "cancel"})),
+            _ => Err(ShimError::Internal(why.to_owned()).into()),
+        };
+        let _ = self.upstream.respond(id, answer);
     }
 
     /// Starts the background `tasks/result` call of a tracked task; its
