@@ -36,6 +36,28 @@ async fn next_valid(s: &mut Sse, answering: &str) -> Option<Value> {
     Some(m)
 }
 
+/// A blocking `tasks/result` of `task` on session `sid` (request id 2) and
+/// the first thing its stream carries, which must be an elicitation.
+async fn waiting_with_question(
+    c: &reqwest::Client,
+    url: &str,
+    sid: &str,
+    task: &str,
+) -> (Sse, Value) {
+    let mut waiting = stream(
+        c,
+        url,
+        sid,
+        &rpc(2, "tasks/result", json!({"taskId": task})),
+    )
+    .await;
+    let question = next_valid(&mut waiting, "tasks/result")
+        .await
+        .expect("the task's question first");
+    assert_eq!(question["method"], "elicitation/create", "{question}");
+    (waiting, question)
+}
+
 /// Every message a POST's response carries (a JSON body, or an SSE
 /// stream read to its end), each validated as one answering `answering`.
 async fn messages_of(resp: reqwest::Response, answering: &str) -> Vec<Value> {
@@ -126,17 +148,7 @@ async fn delete_answers_a_request_that_is_streaming() {
     let url = shim.url.as_str();
     let (sid, _) = initialize(&c, url, None).await;
     let task = multi_input_task(&c, url, &sid).await;
-    let mut waiting = stream(
-        &c,
-        url,
-        &sid,
-        &rpc(2, "tasks/result", json!({"taskId": task})),
-    )
-    .await;
-    let question = next_valid(&mut waiting, "tasks/result")
-        .await
-        .expect("a question first");
-    assert_eq!(question["method"], "elicitation/create", "{question}");
+    let (mut waiting, _) = waiting_with_question(&c, url, &sid, &task).await;
     let deleted = c
         .delete(url)
         .header("mcp-session-id", &sid)
@@ -226,12 +238,7 @@ async fn questions_lost_with_a_closed_stream_come_again() {
     let url = shim.url.as_str();
     let (sid, _) = initialize(&c, url, None).await;
     let task = multi_input_task(&c, url, &sid).await;
-    let wait = rpc(2, "tasks/result", json!({"taskId": task}));
-    let mut first = stream(&c, url, &sid, &wait).await;
-    let q1 = next_valid(&mut first, "tasks/result")
-        .await
-        .expect("a first question");
-    assert_eq!(q1["method"], "elicitation/create", "{q1}");
+    let (first, q1) = waiting_with_question(&c, url, &sid, &task).await;
     drop(first);
     let answer = |q: &Value| {
         let content = if q["params"]["message"]
@@ -419,17 +426,7 @@ async fn a_cancelled_tasks_question_is_withdrawn_not_asked_again() {
             .as_str()
             .expect("a task")
             .to_owned();
-        let mut wait = stream(
-            &c,
-            url,
-            &sid,
-            &rpc(2, "tasks/result", json!({"taskId": task})),
-        )
-        .await;
-        let question = next_valid(&mut wait, "tasks/result")
-            .await
-            .expect("the task's question");
-        assert_eq!(question["method"], "elicitation/create", "{question}");
+        let (mut wait, question) = waiting_with_question(&c, url, &sid, &task).await;
         let (s, cancelled, _) = send(legacy(
             &c,
             url,
