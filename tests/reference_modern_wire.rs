@@ -80,6 +80,7 @@ impl Raw {
         )
         .await;
         let ack = self.next().await;
+        assert_valid(Revision::Modern, &ack, None);
         assert_eq!(
             ack["method"], "notifications/subscriptions/acknowledged",
             "{ack}"
