@@ -97,9 +97,13 @@ impl Rng {
     }
 }
 
+/// A principal's scope key, as a resolver's principal is filed.
 fn scope(p: usize) -> String {
-    // What `ConfiguredPrincipals` makes of a trusted header.
-    format!("header:user-{p:06}@corp.example.com")
+    principal(p).scope().key().to_owned()
+}
+
+fn principal(p: usize) -> mcp_tasks_shim::scope::Principal {
+    mcp_tasks_shim::scope::Principal::new(format!("user-{p:06}@corp.example.com"))
 }
 
 /// A completed task as the legacy front stores it, with its cached result.
@@ -188,7 +192,7 @@ fn subject(total: usize, ledger: MemoryLedger) -> Subject {
         json!({"capabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}}}),
     );
     let (tx, outbox) = tokio::sync::mpsc::unbounded_channel();
-    let session = front.session(scope.clone(), tx);
+    let session = front.session(principal(principals / 2).into(), tx);
     Subject {
         total,
         ledger,

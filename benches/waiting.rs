@@ -318,7 +318,7 @@ impl Client {
     async fn open(front: &Arc<LegacyFront>, scope: &str) -> Client {
         let (tx, outbox) = mpsc::unbounded_channel();
         let mut c = Client {
-            session: front.session(scope.to_owned(), tx),
+            session: front.session(mcp_tasks_shim::scope::Principal::new(scope).into(), tx),
             outbox,
             next: 0,
             seen: HashMap::new(),
@@ -515,7 +515,7 @@ struct FanIn {
 
 /// `sessions` sessions of one scope each wait on all of `tasks` tasks.
 async fn fan_in(rig: &Rig, sessions: usize, tasks: usize, window_intervals: u64) -> FanIn {
-    let scope = "principal:bench-fan-in";
+    let scope = "bench-fan-in";
     let mut owner = Client::open(&rig.front, scope).await;
     let mut ids = Vec::with_capacity(tasks);
     for _ in 0..tasks {

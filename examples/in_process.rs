@@ -54,7 +54,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // 3. One 2025-11-25 client session: feed it messages, read its outbox.
     let (to_client, mut outbox) = tokio::sync::mpsc::unbounded_channel();
-    let session = front.session("example-client".into(), to_client);
+    let session = front.session(
+        mcp_tasks_shim::scope::Principal::new("example-client").into(),
+        to_client,
+    );
     let script = [
         Message::request(
             1,

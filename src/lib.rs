@@ -20,6 +20,7 @@
 //!   no clock, no randomness (ids and times are arguments).
 //! - [`error`]: errors by cause and the single mapping to JSON-RPC codes.
 //! - [`ids`]: CSPRNG ids and timestamps, used by engines, never by `translate`.
+//! - [`scope`]: whose tasks are whose: one scope constructor per origin.
 //! - [`reference`](mod@reference): small reference servers of both revisions (fixtures).
 //! - `inline`: request futures run on the IO threads that read and answer
 //!   them, where a spawned task would cost a worker wake-up each way.
@@ -43,6 +44,7 @@ pub mod ledger;
 pub mod proxy;
 pub mod reference;
 pub mod revision;
+pub mod scope;
 pub mod translate;
 pub mod transport;
 pub mod upstream;

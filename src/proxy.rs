@@ -35,6 +35,7 @@ use crate::error::ShimError;
 use crate::jsonrpc::Message;
 use crate::ledger::TaskLedger;
 use crate::revision::{self, ClientSignal, Revision};
+use crate::scope::Scope;
 use crate::transport::stdout::SharedStdout;
 use crate::transport::{self, Inbound, Outbox};
 use crate::upstream::supervised::{self, SuperviseOptions, Supervised};
@@ -539,14 +540,6 @@ fn open_lane(lane: &Lane, mode: Option<&Mode>, sup: &Arc<Supervised>) {
     }
 }
 
-/// Ledger scopes of stdio clients: `stdio:<random>`, one per process, so
-/// they die with it (see [`crate::cli`]'s `--ledger`).
-pub const STDIO_SCOPE_PREFIX: &str = "stdio:";
-
-fn stdio_scope() -> String {
-    format!("{STDIO_SCOPE_PREFIX}{}", crate::ids::random_id())
-}
-
 /// What [`choose`] needs beside the first message.
 struct Setup<'a> {
     upstream: Revision,
@@ -644,14 +637,14 @@ fn choose(first: &Message, sup: &Arc<Supervised>, setup: &Setup<'_>, outbox: &Ou
             let up: Arc<dyn Upstream> = sup.clone();
             let front = LegacyFront::new(up, ledger.clone(), opts.bridge.clone(), discover.clone());
             crate::bridge::spawn_sweeper(Arc::downgrade(&front), LegacyFront::sweep);
-            let session = front.session(stdio_scope(), outbox.clone());
+            let session = front.session(Scope::stdio(), outbox.clone());
             Mode::LegacyFront(front, session)
         }
         (Revision::Modern, Revision::Legacy) => {
             let up: Arc<dyn Upstream> = sup.clone();
             let front = ModernFront::new(up, ledger.clone(), opts.bridge.clone());
             crate::bridge::spawn_sweeper(Arc::downgrade(&front), ModernFront::sweep);
-            let session = front.session(stdio_scope(), outbox.clone());
+            let session = front.session(Scope::stdio(), outbox.clone());
             Mode::ModernFront(front, session)
         }
         _ => Mode::Passthrough,

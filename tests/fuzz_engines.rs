@@ -197,7 +197,10 @@ async fn start(legacy_client: bool) -> (Front, mpsc::UnboundedReceiver<Message>)
             discover,
         );
         front.follow(events);
-        Front::Legacy(front.session("fuzz".into(), to_client))
+        Front::Legacy(front.session(
+            mcp_tasks_shim::scope::Principal::new("fuzz").into(),
+            to_client,
+        ))
     } else {
         let front = ModernFront::new(
             upstream,
@@ -205,7 +208,10 @@ async fn start(legacy_client: bool) -> (Front, mpsc::UnboundedReceiver<Message>)
             BridgeConfig::default(),
         );
         front.follow(events);
-        Front::Modern(front.session("fuzz".into(), to_client))
+        Front::Modern(front.session(
+            mcp_tasks_shim::scope::Principal::new("fuzz").into(),
+            to_client,
+        ))
     };
     (front, outbox)
 }

@@ -206,7 +206,10 @@ async fn start(
             discover,
         );
         front.follow(events);
-        Front::Legacy(front.session("fuzz".into(), to_client))
+        Front::Legacy(front.session(
+            mcp_tasks_shim::scope::Principal::new("fuzz").into(),
+            to_client,
+        ))
     } else {
         let front = ModernFront::new(
             upstream,
@@ -214,7 +217,10 @@ async fn start(
             BridgeConfig::default(),
         );
         front.follow(events);
-        Front::Modern(front.session("fuzz".into(), to_client))
+        Front::Modern(front.session(
+            mcp_tasks_shim::scope::Principal::new("fuzz").into(),
+            to_client,
+        ))
     };
     (front, outbox, fake_out)
 }

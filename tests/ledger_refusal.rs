@@ -136,7 +136,7 @@ async fn legacy_client_a_refused_task_is_cancelled_upstream() {
     );
     front.follow(events);
     let (out, mut outbox) = mpsc::unbounded_channel();
-    let session = front.session("client".into(), out);
+    let session = front.session(mcp_tasks_shim::scope::Principal::new("client").into(), out);
     session.handle_client(Message::request(
         1,
         "initialize",
@@ -170,7 +170,11 @@ async fn modern_client(
     let front = ModernFront::new(link.upstream, ledger, BridgeConfig::default());
     front.follow(link.events);
     let (out, outbox) = mpsc::unbounded_channel();
-    (front.session("client".into(), out), outbox, tapped)
+    (
+        front.session(mcp_tasks_shim::scope::Principal::new("client").into(), out),
+        outbox,
+        tapped,
+    )
 }
 
 /// A 2026-07-28 client's per-request `_meta`, declaring the extension.

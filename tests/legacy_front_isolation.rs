@@ -122,7 +122,9 @@ struct Client {
 impl Client {
     async fn open(shim: &Shim, scope: &str) -> Client {
         let (tx, rx) = mpsc::unbounded_channel();
-        let session = shim.front.session(scope.to_owned(), tx);
+        let session = shim
+            .front
+            .session(mcp_tasks_shim::scope::Principal::new(scope).into(), tx);
         let mut c = Client {
             session,
             rx,

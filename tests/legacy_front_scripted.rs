@@ -133,7 +133,7 @@ impl Client {
         );
         front.follow(events);
         let (out, outbox) = mpsc::unbounded_channel();
-        let session = front.session("client".into(), out);
+        let session = front.session(mcp_tasks_shim::scope::Principal::new("client").into(), out);
         let mut c = Client {
             session,
             outbox,

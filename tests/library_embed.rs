@@ -295,7 +295,7 @@ fn graceful_shutdown_ends_open_streams() {
 /// Mistakes an embedding makes are refused with a message naming them,
 /// not an axum panic or a silent mix-up of scopes.
 #[test]
-fn bad_paths_and_reserved_principals_are_refused() {
+fn bad_paths_are_refused_and_principal_names_do_not_mix_scopes() {
     block_on(async {
         for path in ["mcp", "", "/mcp/", "/{x}", "/*rest"] {
             let opts = HttpOptions {
@@ -312,7 +312,8 @@ fn bad_paths_and_reserved_principals_are_refused() {
             assert!(e.to_string().starts_with("HttpOptions.path"), "{path}: {e}");
         }
 
-        // A resolver that maps a token to the anonymous callers' scope.
+        // A token whose principal is named like the anonymous callers'
+        // scope: its tasks are still its own.
         let resolver = ConfiguredPrincipals {
             tokens: [("t".to_owned(), "anonymous".to_owned())].into(),
             trusted_header: None,
@@ -328,16 +329,20 @@ fn bad_paths_and_reserved_principals_are_refused() {
         let url = format!("http://{}/mcp", listener.local_addr().unwrap());
         let app: Router = shim.router();
         tokio::spawn(async move { axum::serve(listener, app).await });
-        let req = modern(&client(), &url, 1, "tools/list", json!({})).bearer_auth("t");
-        let (status, body, _) = send(req).await;
-        assert_eq!(status, StatusCode::INTERNAL_SERVER_ERROR, "{body}");
-        assert_valid(Revision::Modern, &body, None);
-        assert!(
-            body["error"]["message"]
-                .as_str()
-                .is_some_and(|m| m.contains("reserved")),
-            "{body}"
-        );
+        let c = client();
+        let call = json!({"name": "slow_compute", "arguments": {"seconds": 0.2, "label": "t"}});
+        let (status, made, _) =
+            send(modern(&c, &url, 1, "tools/call", call).bearer_auth("t")).await;
+        assert_eq!(status, StatusCode::OK, "{made}");
+        assert_valid(Revision::Modern, &made, Some("tools/call"));
+        let task = made["result"]["taskId"].as_str().expect("a task");
+        let get = |id: i64| modern(&c, &url, id, "tasks/get", json!({"taskId": task}));
+        let (_, anonymous, _) = send(get(2)).await;
+        assert_valid(Revision::Modern, &anonymous, Some("tasks/get"));
+        assert_eq!(anonymous["error"]["code"], -32602, "{anonymous}");
+        let (_, owner, _) = send(get(3).bearer_auth("t")).await;
+        assert_valid(Revision::Modern, &owner, Some("tasks/get"));
+        assert!(owner["result"]["status"].is_string(), "{owner}");
         shim.finish().await;
     });
 }
@@ -365,15 +370,14 @@ async fn authenticate(mut req: Request, next: Next) -> Response {
 struct FromAuthLayer;
 
 impl mcp_tasks_shim::transport::http::PrincipalResolver for FromAuthLayer {
-    fn resolve(&self, _: &axum::http::HeaderMap) -> Option<String> {
-        None
-    }
-    fn authenticate_request(
+    fn authenticate(
         &self,
         _: &axum::http::HeaderMap,
         extensions: &axum::http::Extensions,
-    ) -> Result<Option<String>, String> {
-        Ok(extensions.get::<Caller>().map(|c| c.0.clone()))
+    ) -> Result<Option<mcp_tasks_shim::scope::Principal>, String> {
+        Ok(extensions
+            .get::<Caller>()
+            .map(|c| mcp_tasks_shim::scope::Principal::new(c.0.clone())))
     }
 }
 

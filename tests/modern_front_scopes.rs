@@ -71,8 +71,8 @@ async fn serve_until_call(
 async fn untagged_input_never_goes_to_another_clients_call() {
     untagged_input_between(|front, a_tx, b_tx| {
         (
-            front.session("alice".into(), a_tx),
-            front.session("bob".into(), b_tx),
+            front.session(mcp_tasks_shim::scope::Principal::new("alice").into(), a_tx),
+            front.session(mcp_tasks_shim::scope::Principal::new("bob").into(), b_tx),
         )
     })
     .await;

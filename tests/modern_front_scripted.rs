@@ -124,7 +124,7 @@ async fn both_calls_finish() -> Vec<String> {
     tokio::spawn(scripted_server(server_end.from_shim, server_end.to_shim));
     front.follow(events);
     let (out, mut outbox) = mpsc::unbounded_channel();
-    let session = front.session("client".into(), out);
+    let session = front.session(mcp_tasks_shim::scope::Principal::new("client").into(), out);
     // Learn the tools first, so both calls go straight upstream.
     session.handle_client(Message::request(
         100,
@@ -236,7 +236,7 @@ async fn odd_results_are_made_valid_or_refused() {
     tokio::spawn(odd_server(server_end.from_shim, server_end.to_shim));
     front.follow(events);
     let (out, mut outbox) = mpsc::unbounded_channel();
-    let session = front.session("client".into(), out);
+    let session = front.session(mcp_tasks_shim::scope::Principal::new("client").into(), out);
     let mut answers = Vec::new();
     for (id, tool) in [(1, "plain"), (2, "job")] {
         session.handle_client(call(id, tool, Map::new()));
@@ -341,7 +341,7 @@ async fn progress_after_an_mrtr_retry_is_the_retrys() {
         ));
         front.follow(events);
         let (out, mut outbox) = mpsc::unbounded_channel();
-        let session = front.session("client".into(), out);
+        let session = front.session(mcp_tasks_shim::scope::Principal::new("client").into(), out);
         let mut first = call(1, "ask", Map::new());
         if let Message::Request(r) = &mut first {
             r.params.as_mut().unwrap()["_meta"]["progressToken"] = json!("A");

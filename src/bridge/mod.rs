@@ -121,6 +121,36 @@ pub fn spawn_sweeper<F: Send + Sync + 'static>(
     })
 }
 
+/// Whether a client notification may go upstream on behalf of `scope`.
+/// One that names a task (`params.taskId`), or is named like a task
+/// method (`tasks/cancel` or `tasks/update` sent without an id), passes the
+/// scope check a request about that task would pass: forwarded as it came,
+/// it would reach any task by id, past the ledger's scope, on a server that
+/// acts on such notifications. One that fails is dropped and logged.
+pub(crate) fn may_forward_notification(
+    ledger: &dyn crate::ledger::TaskLedger,
+    scope: &str,
+    now: crate::ledger::Millis,
+    n: &crate::jsonrpc::Notification,
+) -> bool {
+    let task_id = n
+        .params
+        .as_ref()
+        .and_then(|p| p.get("taskId"))
+        .and_then(serde_json::Value::as_str);
+    if task_id.is_none() && !n.method.starts_with("tasks/") {
+        return true;
+    }
+    let allowed = task_id.is_some_and(|id| ledger.contains(scope, id, now));
+    if !allowed {
+        tracing::warn!(
+            method = %n.method,
+            "a client notification about a task not in its scope (or naming none); dropped"
+        );
+    }
+    allowed
+}
+
 /// Settings shared by the engines.
 #[derive(Debug, Clone)]
 pub struct BridgeConfig {

@@ -133,13 +133,13 @@ async fn conversation(client: Revision, log: Log) -> Result<(), String> {
                 .map_err(|e| e.to_string())?
                 .map_err(|e| e.message)?;
             let front = LegacyFront::new(upstream, ledger, BridgeConfig::default(), discover);
-            let session = front.session("demo".into(), to_client);
+            let session = front.session(crate::scope::Scope::stdio(), to_client);
             front.follow(events);
             Box::new(move |m| session.handle_client(m))
         }
         Revision::Modern => {
             let front = ModernFront::new(upstream, ledger, BridgeConfig::default());
-            let session = front.session("demo".into(), to_client);
+            let session = front.session(crate::scope::Scope::stdio(), to_client);
             front.follow(events);
             Box::new(move |m| session.handle_client(m))
         }

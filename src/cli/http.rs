@@ -114,10 +114,6 @@ fn token_map(tokens: &[(String, String)]) -> Result<HashMap<String, String>, Str
 
 fn parse_token(s: &str) -> Result<(String, String), String> {
     match s.split_once('=') {
-        Some((_, p)) if http::is_reserved_principal(p) => Err(format!(
-            "{p:?} is reserved for callers without credentials (principal names may not be \"anonymous\" or start with {:?})",
-            http::SESSION_SCOPE_PREFIX
-        )),
         Some((t, p)) if !t.is_empty() && !p.is_empty() => Ok((t.to_owned(), p.to_owned())),
         _ => Err(format!("expected TOKEN=PRINCIPAL, got {s:?}")),
     }

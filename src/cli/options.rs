@@ -197,10 +197,9 @@ impl ShimArgs {
         }
         let ledger = DiskLedger::open(path, cap).map_err(|e| e.to_string())?;
         let mut swept = 0;
-        for prefix in [
-            crate::proxy::STDIO_SCOPE_PREFIX,
-            crate::transport::http::SESSION_SCOPE_PREFIX,
-        ] {
+        // Only the scopes that end with their session (see `scope`): no
+        // principal's key starts with their prefixes.
+        for prefix in crate::scope::Scope::session_key_prefixes() {
             swept += ledger
                 .drop_scopes_with_prefix(prefix)
                 .map_err(|e| e.to_string())?;

@@ -124,7 +124,7 @@ impl LegacySession {
         let mut task = ttask::detailed_to_legacy_record(&d);
         crate::bridge::bounded_ttl(&mut task.ttl, max_ttl);
         let record = TaskRecord::new(
-            self.scope.clone(),
+            self.scope.key().to_owned(),
             task,
             Some(
                 self.front
@@ -183,7 +183,7 @@ impl LegacySession {
             TaskStatus::Completed
         };
         let record = TaskRecord {
-            scope: self.scope.clone(),
+            scope: self.scope.key().to_owned(),
             task: ended,
             payload: Payload::Result(result),
             cancel_pinned: false,

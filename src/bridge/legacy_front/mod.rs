@@ -9,10 +9,11 @@
 //! # use std::sync::Arc;
 //! # use mcp_tasks_shim::bridge::{BridgeConfig, legacy_front::LegacyFront};
 //! # use mcp_tasks_shim::ledger::MemoryLedger;
+//! # use mcp_tasks_shim::scope::Scope;
 //! # fn demo(upstream: Arc<dyn mcp_tasks_shim::upstream::Upstream>, discover: serde_json::Value) {
 //! let front = LegacyFront::new(upstream, Arc::new(MemoryLedger::default()), BridgeConfig::default(), discover);
 //! let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
-//! let session = front.session("session-1".into(), tx);
+//! let session = front.session(Scope::stdio(), tx);
 //! // session.handle_client(message) for each client message;
 //! // front.handle_upstream(event) for each upstream event.
 //! # }
@@ -35,6 +36,7 @@ use super::{BridgeConfig, Clock, lock};
 use crate::error::ShimError;
 use crate::jsonrpc::{ErrorObject, Id, Message, Request};
 use crate::ledger::TaskLedger;
+use crate::scope::Scope;
 use crate::translate::session::{self as tsession, LegacyClient, ModernMeta};
 use crate::translate::tools::TaskPolicy;
 use crate::transport::Outbox;
@@ -100,7 +102,7 @@ impl LegacyFront {
 
     /// Opens a client session whose tasks live in ledger scope `scope` and
     /// whose outgoing messages go to `out`.
-    pub fn session(self: &Arc<Self>, scope: String, out: impl Into<Outbox>) -> Arc<LegacySession> {
+    pub fn session(self: &Arc<Self>, scope: Scope, out: impl Into<Outbox>) -> Arc<LegacySession> {
         let s = Arc::new(LegacySession {
             front: self.clone(),
             scope,
@@ -249,7 +251,7 @@ impl LegacyFront {
 #[derive(Debug)]
 pub struct LegacySession {
     front: Arc<LegacyFront>,
-    scope: String,
+    scope: Scope,
     client: Mutex<Declared>,
     out: Outbox,
     asks: Mutex<HashMap<Id, oneshot::Sender<RpcResult>>>,
@@ -286,7 +288,7 @@ pub struct LegacySession {
 
 impl LegacySession {
     /// The ledger scope of this session.
-    pub fn scope(&self) -> &str {
+    pub fn scope(&self) -> &Scope {
         &self.scope
     }
 
@@ -466,6 +468,12 @@ impl LegacySession {
                     tracing::debug!("cancel for no running request; ignored");
                 }
             }
+            _ if !super::may_forward_notification(
+                &*self.front.ledger,
+                &self.scope,
+                self.front.clock.now_ms(),
+                &n,
+            ) => {}
             _ => {
                 if let Err(e) = self
                     .front

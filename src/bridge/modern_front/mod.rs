@@ -28,6 +28,7 @@ use crate::error::ShimError;
 use crate::jsonrpc::{ErrorObject, Id, Message, Request};
 use crate::ledger::TaskLedger;
 use crate::revision::LEGACY_VERSION;
+use crate::scope::{Principal, Scope};
 use crate::translate::{input, session as tsession};
 use crate::transport::Outbox;
 use crate::upstream::{RpcResult, Upstream, UpstreamEvent};
@@ -36,10 +37,6 @@ use crate::wire::modern::{Payload, RequestMeta};
 
 use calls::OpenCall;
 use state::StateSigner;
-
-/// The ledger scope of 2026-07-28 callers without a principal (see
-/// [`ModernFront::request_session`]).
-pub const ANONYMOUS_SCOPE: &str = "anonymous";
 
 /// Shared state of the modern-front bridge for one legacy upstream.
 #[derive(Debug)]
@@ -141,8 +138,8 @@ impl ModernFront {
     /// The session is the upstream's only client (a stdio proxy): the
     /// upstream's own notifications (progress, log messages) are its. See
     /// [`ModernFront::request_session`] for a front that many clients share.
-    pub fn session(self: &Arc<Self>, scope: String, out: impl Into<Outbox>) -> Arc<ModernSession> {
-        let client = scope.clone();
+    pub fn session(self: &Arc<Self>, scope: Scope, out: impl Into<Outbox>) -> Arc<ModernSession> {
+        let client = scope.key().to_owned();
         self.open_session(scope, client, true, out.into())
     }
 
@@ -157,13 +154,17 @@ impl ModernFront {
     /// principal.
     pub fn request_session(
         self: &Arc<Self>,
-        principal: Option<String>,
+        principal: Option<Principal>,
         out: impl Into<Outbox>,
     ) -> Arc<ModernSession> {
         let (scope, client) = match principal {
-            Some(p) => (p.clone(), p),
+            Some(p) => {
+                let scope = Scope::from(p);
+                let client = scope.key().to_owned();
+                (scope, client)
+            }
             None => (
-                ANONYMOUS_SCOPE.to_owned(),
+                Scope::anonymous(),
                 format!("anonymous:{}", crate::ids::random_id()),
             ),
         };
@@ -172,7 +173,7 @@ impl ModernFront {
 
     fn open_session(
         self: &Arc<Self>,
-        scope: String,
+        scope: Scope,
         client: String,
         sole_client: bool,
         out: Outbox,
@@ -448,7 +449,7 @@ impl ModernFront {
 #[derive(Debug)]
 pub struct ModernSession {
     front: Arc<ModernFront>,
-    scope: String,
+    scope: Scope,
     /// Who the client is, for input that names no task: the scope, or a
     /// session of its own when strangers share the scope.
     client: String,
@@ -475,7 +476,7 @@ impl ModernSession {
     }
 
     /// The ledger scope of this session.
-    pub fn scope(&self) -> &str {
+    pub fn scope(&self) -> &Scope {
         &self.scope
     }
 
@@ -540,6 +541,13 @@ impl ModernSession {
                     tracing::debug!("cancel for no running request; ignored");
                 }
             }
+            Message::Notification(n)
+                if !super::may_forward_notification(
+                    &*self.front.ledger,
+                    &self.scope,
+                    self.front.clock.now_ms(),
+                    &n,
+                ) => {}
             Message::Notification(n) => {
                 let params = tsession::notification_params_to_legacy(n.params);
                 if let Err(e) = self.front.upstream.notify(&n.method, params) {

@@ -359,7 +359,7 @@ impl ModernFront {
         for s in self
             .live_sessions()
             .into_iter()
-            .filter(|s| s.scope == scope)
+            .filter(|s| s.scope.key() == scope)
         {
             for sub in lock(&s.subscriptions)
                 .iter_mut()
@@ -439,7 +439,7 @@ impl ModernSession {
                 .clock
                 .record_expiry(task.ttl, self.front.config.max_task_ttl_ms),
         );
-        let record = TaskRecord::new(self.scope.clone(), task, expires_at);
+        let record = TaskRecord::new(self.scope.key().to_owned(), task, expires_at);
         if !driven && let Err(e) = self.front.ledger.insert(record, self.front.clock.now_ms()) {
             let (upstream, task_id) = (self.front.upstream.clone(), id.clone());
             let cancel = async move {
@@ -450,7 +450,10 @@ impl ModernSession {
             return Err(crate::bridge::cancel_unrecorded(id, cancel, e));
         }
         let mut early = lock(&self.front.early);
-        lock(&self.front.tasks).insert(id.clone(), LiveTask::new(self.scope.clone(), driven));
+        lock(&self.front.tasks).insert(
+            id.clone(),
+            LiveTask::new(self.scope.key().to_owned(), driven),
+        );
         // Input the server asked for before the task was known here.
         let (mine, rest): (Vec<_>, Vec<_>) = early.drain(..).partition(|(t, _)| *t == id);
         *early = rest;
@@ -458,7 +461,7 @@ impl ModernSession {
         for (_, req) in mine {
             self.front.capture_task_input(&id, &req);
         }
-        self.front.watch_outcome(self.scope.clone(), id);
+        self.front.watch_outcome(self.scope.key().to_owned(), id);
         Ok(())
     }
 
@@ -471,11 +474,14 @@ impl ModernSession {
             if tasks.contains_key(task_id) {
                 return;
             }
-            tasks.insert(task_id.to_owned(), LiveTask::new(self.scope.clone(), false));
+            tasks.insert(
+                task_id.to_owned(),
+                LiveTask::new(self.scope.key().to_owned(), false),
+            );
         }
         tracing::info!(task = %task_id, "following a task made before a restart");
         self.front
-            .watch_outcome(self.scope.clone(), task_id.to_owned());
+            .watch_outcome(self.scope.key().to_owned(), task_id.to_owned());
     }
 
     /// Waits for a tracked task's payload.

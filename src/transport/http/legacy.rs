@@ -30,6 +30,7 @@ use crate::bridge::legacy_front::LegacySession;
 use crate::error::ShimError;
 use crate::jsonrpc::{Id, Message};
 use crate::revision::Revision;
+use crate::scope::{Principal, Scope};
 use crate::translate::input::related_task_of;
 
 /// Messages kept for a GET stream that is not open yet.
@@ -49,7 +50,7 @@ pub(crate) struct HttpSession {
     /// Who opened it: every later request must come from the same
     /// principal (or be anonymous like it), as MCP's security practices
     /// require; a session id is not a credential.
-    principal: Option<String>,
+    principal: Option<Principal>,
     /// Requests of this session being answered now.
     in_flight: AtomicUsize,
     /// When the session was last in use ([`App::now_ms`]).
@@ -86,7 +87,7 @@ struct Routes {
 
 impl HttpSession {
     /// Whether a request of `principal` may use this session (`sid`).
-    fn belongs_to(&self, sid: &str, principal: &Option<String>) -> bool {
+    fn belongs_to(&self, sid: &str, principal: &Option<Principal>) -> bool {
         let mine = self.principal == *principal;
         if !mine {
             tracing::info!(session = %sid, "refused: a request for a session another principal opened");
@@ -310,7 +311,11 @@ fn too_many_sessions(app: &App, id: Option<Id>) -> Response {
     error_response(StatusCode::SERVICE_UNAVAILABLE, id, e)
 }
 
-pub(super) async fn initialize(app: Arc<App>, msg: Message, principal: Option<String>) -> Response {
+pub(super) async fn initialize(
+    app: Arc<App>,
+    msg: Message,
+    principal: Option<Principal>,
+) -> Response {
     app.metrics.count(Revision::Legacy, "initialize");
     let Message::Request(req) = msg else {
         let e = ShimError::InvalidRequest("initialize must be a request (with an id)".into());
@@ -329,9 +334,10 @@ pub(super) async fn initialize(app: Arc<App>, msg: Message, principal: Option<St
         );
     };
     let sid = crate::ids::random_id();
-    let scope = principal
-        .clone()
-        .unwrap_or_else(|| format!("{}{sid}", super::SESSION_SCOPE_PREFIX));
+    let scope = match &principal {
+        Some(p) => p.scope().clone(),
+        None => Scope::session(&sid),
+    };
     let (tx, mut rx) = mpsc::unbounded_channel();
     let sent = Arc::new(AtomicU64::new(0));
     let session = Arc::new(HttpSession {
@@ -395,7 +401,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// under the sessions lock: the idle sweep, which decides under the same
 /// lock, cannot end a session a request has just found. A session of
 /// another principal is not found, exactly like an unknown one.
-fn session(app: &App, sid: &str, principal: &Option<String>) -> Option<Arc<HttpSession>> {
+fn session(app: &App, sid: &str, principal: &Option<Principal>) -> Option<Arc<HttpSession>> {
     let sessions = lock(&app.sessions);
     let s = sessions.get(sid).filter(|s| s.belongs_to(sid, principal))?;
     s.touch(app.now_ms());
@@ -414,7 +420,7 @@ pub(super) async fn post(
     sid: &str,
     msg: Message,
     hdrs: &HeaderMap,
-    principal: Option<String>,
+    principal: Option<Principal>,
 ) -> Response {
     app.metrics
         .count(Revision::Legacy, msg.method().unwrap_or("(response)"));
@@ -659,7 +665,7 @@ impl Drop for Registered {
     }
 }
 
-pub(super) fn get_stream(app: Arc<App>, sid: &str, principal: Option<String>) -> Response {
+pub(super) fn get_stream(app: Arc<App>, sid: &str, principal: Option<Principal>) -> Response {
     app.metrics.count(Revision::Legacy, "GET");
     let Some(s) = session(&app, sid, &principal) else {
         return unknown_session(None);
@@ -678,7 +684,7 @@ pub(super) fn get_stream(app: Arc<App>, sid: &str, principal: Option<String>) ->
         .into_response()
 }
 
-pub(super) fn delete(app: Arc<App>, sid: &str, principal: Option<String>) -> Response {
+pub(super) fn delete(app: Arc<App>, sid: &str, principal: Option<Principal>) -> Response {
     app.metrics.count(Revision::Legacy, "DELETE");
     let removed = {
         let mut sessions = lock(&app.sessions);
@@ -701,7 +707,7 @@ fn end(app: &App, s: &HttpSession, why: &str) {
     // left waiting would keep the session in memory.
     s.engine.end(why);
     // Session-scoped tasks go with the session; principal-scoped ones stay.
-    if s.engine.scope().starts_with(super::SESSION_SCOPE_PREFIX) {
+    if s.engine.scope().ends_with_session() {
         app.ledger.drop_scope(s.engine.scope());
     }
 }

@@ -30,11 +30,8 @@ use crate::ledger::TaskLedger;
 use crate::revision::{self, ClientSignal, Revision};
 use crate::upstream::{Link, Upstream, UpstreamEvent};
 
+pub use crate::scope::Principal;
 pub use principal::{ConfiguredPrincipals, PrincipalResolver};
-
-/// Ledger scopes of legacy sessions without a principal: `session:<id>`.
-/// They end with the session (DELETE) or the process.
-pub const SESSION_SCOPE_PREFIX: &str = "session:";
 
 /// How long open requests and streams may take to end after a shutdown signal.
 const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
@@ -84,14 +81,6 @@ pub fn check_path(path: &str) -> Result<(), String> {
             "expected a path like /mcp (segments of letters, digits, - . _ ~), got {path:?}"
         ))
     }
-}
-
-/// Principal names the front keeps for callers without one: the scope of
-/// anonymous 2026-07-28 callers, and the prefix of anonymous 2025-11-25
-/// sessions' scopes. A resolver that returns one would share their tasks.
-pub fn is_reserved_principal(principal: &str) -> bool {
-    principal == crate::bridge::modern_front::ANONYMOUS_SCOPE
-        || principal.starts_with(SESSION_SCOPE_PREFIX)
 }
 
 /// How the HTTP front is configured.
@@ -582,7 +571,7 @@ fn admit(
     app: &App,
     headers: &HeaderMap,
     extensions: &axum::http::Extensions,
-) -> Result<Option<String>, Box<Response>> {
+) -> Result<Option<Principal>, Box<Response>> {
     // Headers that hold one value: two copies are refused rather than
     // read as the first (which one a proxy or client put first is not
     // something to build on).
@@ -595,24 +584,9 @@ fn admit(
     if !origin_ok(app, headers) {
         return Err(Box::new(forbidden_origin()));
     }
-    let principal = app
-        .resolver
-        .authenticate_request(headers, extensions)
-        .map_err(|why| Box::new(unauthorized(why)))?;
-    if let Some(p) = principal.as_deref().filter(|p| is_reserved_principal(p)) {
-        // A resolver bug, not the client's: refused, so that it cannot
-        // hand a caller the tasks of anonymous ones.
-        tracing::error!(principal = %p, "the principal resolver returned a reserved name; request refused");
-        let e = ShimError::Internal(format!(
-            "the server's principal resolver returned the reserved name {p:?}"
-        ));
-        return Err(Box::new(error_response(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            None,
-            e,
-        )));
-    }
-    Ok(principal)
+    app.resolver
+        .authenticate(headers, extensions)
+        .map_err(|why| Box::new(unauthorized(why)))
 }
 
 async fn post_endpoint(

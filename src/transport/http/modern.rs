@@ -11,10 +11,11 @@ use tokio::sync::mpsc;
 
 use super::{App, error_response, headers, json_response, modern_status};
 use crate::bridge::IfDropped;
-use crate::bridge::modern_front::{ANONYMOUS_SCOPE, ModernSession};
+use crate::bridge::modern_front::ModernSession;
 use crate::error::ShimError;
 use crate::jsonrpc::{Id, Message, Request};
 use crate::revision::{MODERN_VERSION, Revision};
+use crate::scope::{Principal, Scope};
 use crate::translate::session::validate_modern_meta;
 use crate::upstream::RawAnswer;
 
@@ -23,7 +24,7 @@ pub(super) async fn post(
     msg: Message,
     body: Bytes,
     hdrs: &HeaderMap,
-    principal: Option<String>,
+    principal: Option<Principal>,
 ) -> Response {
     app.metrics
         .count(Revision::Modern, msg.method().unwrap_or("(response)"));
@@ -63,8 +64,9 @@ pub(super) async fn post(
             );
             return error_response(StatusCode::NOT_FOUND, Some(id), e);
         }
-        let scope = principal.as_deref().unwrap_or(ANONYMOUS_SCOPE);
-        return match foreign_task(&app, req, scope) {
+        let scope = principal.map_or_else(Scope::anonymous, Scope::from);
+        let scope = scope.key();
+        return match not_the_callers_task(&app, req, scope) {
             Ok(None) => relay_inline(&app, req, body, scope).await,
             Ok(Some(task_id)) => relay_as_unknown(&app, req, task_id).await,
             Err(e) => error_response(StatusCode::OK, Some(id), e),
@@ -177,12 +179,17 @@ async fn stream(
     resp
 }
 
-/// The task id of a same-revision `tasks/get|update|cancel` when the ledger
-/// holds that task for another scope than `scope`: one the shim made for
-/// another principal's 2025-11-25 session, or recorded when another
-/// principal's 2026-07-28 call created it through this relay. The upstream
-/// sees one client (the shim), so it cannot keep principals apart itself.
-fn foreign_task<'r>(
+/// The task id of a same-revision `tasks/get|update|cancel` unless the
+/// ledger holds that task for `scope`. The upstream sees one client (the
+/// shim), so it cannot keep principals apart itself, and the ledger holds
+/// every task a caller can own here: each one a relayed `tools/call`
+/// created is recorded as its caller's ([`record_created`]; one the ledger
+/// refuses is cancelled). Any other id is no business of this caller's,
+/// whether the ledger holds it for another scope (another principal's, or
+/// one the shim made for a 2025-11-25 session) or not at all: the record
+/// of a task whose session ended goes with the session, while the task
+/// itself may live on upstream.
+fn not_the_callers_task<'r>(
     app: &App,
     req: &'r Request,
     scope: &str,
@@ -202,7 +209,7 @@ fn foreign_task<'r>(
         return Ok(None);
     };
     let owner = app.ledger.scope_of(task_id, app.clock.now_ms())?;
-    Ok(owner.filter(|o| o != scope).map(|_| task_id))
+    Ok((owner.as_deref() != Some(scope)).then_some(task_id))
 }
 
 /// Another scope's task, asked for through the relay: the upstream is
@@ -221,7 +228,7 @@ async fn relay_as_unknown(app: &App, req: &Request, task_id: &str) -> Response {
     };
     let body = Bytes::from(Message::Request(asked.clone()).to_json());
     // The ledger's scope does not matter here: the stand-in is no one's.
-    let resp = relay_inline(app, &asked, body, ANONYMOUS_SCOPE).await;
+    let resp = relay_inline(app, &asked, body, Scope::anonymous().key()).await;
     let (parts, body) = resp.into_parts();
     let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
         let e = ShimError::Upstream("the upstream's answer could not be read".into());
@@ -258,7 +265,7 @@ fn stand_in_for(id: &str) -> String {
 
 /// Records the task a relayed `tools/call` created (its answer is
 /// `resultType: "task"`) as `scope`'s, so that no other scope reaches it
-/// through the relay ([`foreign_task`]). A ledger that refuses it (the
+/// through the relay ([`not_the_callers_task`]). A ledger that refuses it (the
 /// scope's `--max-tasks-per-client`, a failing store) must not leave it
 /// running unrecorded: another scope could then reach it, and the cap
 /// would not hold. It is cancelled upstream, and the error returned is the

@@ -10,26 +10,24 @@ use std::collections::HashMap;
 
 use axum::http::HeaderMap;
 
+pub use crate::scope::Principal;
+
 /// Maps a request to the principal it acts for.
 pub trait PrincipalResolver: Send + Sync + std::fmt::Debug {
-    /// The principal, or `None` for an anonymous request.
-    fn resolve(&self, headers: &HeaderMap) -> Option<String>;
-
-    /// The principal of a request whose credentials are acceptable, or
-    /// why they are not (the request is answered 401, as MCP's
-    /// authorization spec requires for an invalid token). The default
-    /// refuses nothing.
-    fn authenticate(&self, headers: &HeaderMap) -> Result<Option<String>, String> {
-        Ok(self.resolve(headers))
-    }
-
-    /// [`PrincipalResolver::authenticate`] seeing the request's extensions
-    /// too: where an authentication layer of your own (a tower layer in
-    /// front of [`super::HttpShim::router`]) leaves who the caller is. This
-    /// is what the front calls; the default ignores the extensions.
+    /// The principal of a request whose credentials are acceptable
+    /// (`None`: anonymous), or why they are not: the request is then
+    /// answered 401, as MCP's authorization spec requires for an invalid
+    /// token. `extensions` is where an authentication layer of your own
+    /// (a tower layer in front of [`super::HttpShim::router`]) leaves who
+    /// the caller is.
+    ///
+    /// A principal your resolver returns is built with [`Principal::new`]:
+    /// its tasks live apart from those of configured tokens, trusted
+    /// headers, sessions and anonymous callers, whatever its name.
     ///
     /// ```
     /// use axum::http::{Extensions, HeaderMap};
+    /// use mcp_tasks_shim::scope::Principal;
     /// use mcp_tasks_shim::transport::http::PrincipalResolver;
     ///
     /// /// What the application's auth layer inserts for a verified caller.
@@ -40,26 +38,20 @@ pub trait PrincipalResolver: Send + Sync + std::fmt::Debug {
     /// struct FromAuthLayer;
     ///
     /// impl PrincipalResolver for FromAuthLayer {
-    ///     fn resolve(&self, _: &HeaderMap) -> Option<String> {
-    ///         None
-    ///     }
-    ///     fn authenticate_request(
+    ///     fn authenticate(
     ///         &self,
     ///         _: &HeaderMap,
     ///         extensions: &Extensions,
-    ///     ) -> Result<Option<String>, String> {
-    ///         Ok(extensions.get::<Caller>().map(|c| c.0.clone()))
+    ///     ) -> Result<Option<Principal>, String> {
+    ///         Ok(extensions.get::<Caller>().map(|c| Principal::new(c.0.clone())))
     ///     }
     /// }
     /// ```
-    fn authenticate_request(
+    fn authenticate(
         &self,
         headers: &HeaderMap,
         extensions: &axum::http::Extensions,
-    ) -> Result<Option<String>, String> {
-        let _ = extensions;
-        self.authenticate(headers)
-    }
+    ) -> Result<Option<Principal>, String>;
 }
 
 /// Configured bearer tokens and/or a trusted header.
@@ -68,37 +60,25 @@ pub struct ConfiguredPrincipals {
     /// Bearer token → principal.
     pub tokens: HashMap<String, String>,
     /// A header whose value names the principal (set by a trusted
-    /// proxy). Its scope is `header:<value>`, apart from the token
-    /// principals: a header can never claim a token's principal. (A
-    /// resolver of your own that returns the bare value scopes tasks
-    /// differently: records kept by a durable or shared ledger under
-    /// `header:<value>` would not be found.)
+    /// proxy). Its scope is apart from the token principals' (see
+    /// [`crate::scope`]): a header can never claim a token's tasks. A
+    /// value that is not visible ASCII is refused (401), never read as
+    /// anonymous.
     pub trusted_header: Option<String>,
 }
 
 impl PrincipalResolver for ConfiguredPrincipals {
-    fn resolve(&self, headers: &HeaderMap) -> Option<String> {
-        if let Some(bearer) = headers
-            .get("authorization")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            && let Some(principal) = self.bearer(bearer)
-        {
-            return Some(principal);
-        }
-        let name = self.trusted_header.as_deref()?;
-        headers
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .filter(|v| !v.is_empty())
-            .map(|v| format!("header:{v}"))
-    }
-
     /// With tokens configured, an `Authorization` header must carry one
     /// of them: a mistyped or revoked token is refused rather than served
     /// as anonymous, which would put the client's tasks in the scope every
-    /// anonymous caller shares.
-    fn authenticate(&self, headers: &HeaderMap) -> Result<Option<String>, String> {
+    /// anonymous caller shares. A trusted header that is present must be
+    /// readable: one that is not visible ASCII is refused too, for the
+    /// same reason.
+    fn authenticate(
+        &self,
+        headers: &HeaderMap,
+        _: &axum::http::Extensions,
+    ) -> Result<Option<Principal>, String> {
         // Two copies of a header that names the caller are two claims; the
         // first one winning would let a client behind a proxy that appends
         // its own copy pick whose tasks it gets.
@@ -107,20 +87,36 @@ impl PrincipalResolver for ConfiguredPrincipals {
                 return Err(format!("more than one {name} header"));
             }
         }
-        let Some(auth) = headers.get("authorization") else {
-            return Ok(self.resolve(headers));
-        };
-        if self.tokens.is_empty() {
-            return Ok(self.resolve(headers));
+        if let Some(auth) = headers.get("authorization") {
+            let bearer = auth.to_str().ok().and_then(|v| v.strip_prefix("Bearer "));
+            match bearer.and_then(|b| self.bearer(b)) {
+                Some(principal) => return Ok(Some(principal)),
+                None if !self.tokens.is_empty() => {
+                    return Err(match bearer {
+                        Some(_) => "invalid bearer token".into(),
+                        None => "the Authorization header is not a bearer token".into(),
+                    });
+                }
+                // Without configured tokens the shim does not judge
+                // credentials (an authenticating proxy in front may, or
+                // the upstream).
+                None => {}
+            }
         }
-        let bearer = auth
-            .to_str()
-            .ok()
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .ok_or("the Authorization header is not a bearer token")?;
-        match self.bearer(bearer) {
-            Some(principal) => Ok(Some(principal)),
-            None => Err("invalid bearer token".into()),
+        let Some(name) = self.trusted_header.as_deref() else {
+            return Ok(None);
+        };
+        match headers.get(name) {
+            None => Ok(None),
+            Some(v) => match v.to_str() {
+                Ok("") => Ok(None),
+                Ok(v) => Ok(Some(Principal::header(v))),
+                // Read as "no principal", it put the caller's tasks in the
+                // scope every anonymous caller shares.
+                Err(_) => Err(format!(
+                    "the {name} header is not visible ASCII, so it names no principal the shim can tell apart"
+                )),
+            },
         }
     }
 }
@@ -128,14 +124,14 @@ impl PrincipalResolver for ConfiguredPrincipals {
 impl ConfiguredPrincipals {
     /// The principal of a bearer token, comparing with every configured
     /// token.
-    fn bearer(&self, token: &str) -> Option<String> {
+    fn bearer(&self, token: &str) -> Option<Principal> {
         let mut found = None;
         for (known, principal) in &self.tokens {
             if constant_time_eq(known.as_bytes(), token.as_bytes()) {
-                found = Some(principal.clone());
+                found = Some(principal);
             }
         }
-        found
+        found.map(Principal::token)
     }
 }
 
@@ -149,6 +145,11 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scope::Origin;
+
+    fn auth(p: &ConfiguredPrincipals, h: &HeaderMap) -> Result<Option<Principal>, String> {
+        p.authenticate(h, &axum::http::Extensions::new())
+    }
 
     #[test]
     fn tokens_and_trusted_headers_resolve() {
@@ -158,11 +159,11 @@ mod tests {
         };
         let mut h = HeaderMap::new();
         h.insert("authorization", "Bearer s3cret".parse().unwrap());
-        assert_eq!(p.resolve(&h).as_deref(), Some("alice"));
-        h.insert("authorization", "Bearer wrong".parse().unwrap());
-        assert_eq!(p.resolve(&h), None);
+        assert_eq!(auth(&p, &h), Ok(Some(Principal::token("alice"))));
+        h.remove("authorization");
         h.insert("x-principal", "bob".parse().unwrap());
-        assert_eq!(p.resolve(&h).as_deref(), Some("header:bob"));
+        let bob = auth(&p, &h).unwrap().unwrap();
+        assert_eq!((bob.name(), bob.origin()), ("bob", Origin::Header));
     }
 
     #[test]
@@ -172,16 +173,32 @@ mod tests {
             trusted_header: None,
         };
         let mut h = HeaderMap::new();
-        assert_eq!(p.authenticate(&h), Ok(None), "no credentials: anonymous");
+        assert_eq!(auth(&p, &h), Ok(None), "no credentials: anonymous");
         h.insert("authorization", "Bearer s3cret".parse().unwrap());
-        assert_eq!(p.authenticate(&h), Ok(Some("alice".into())));
+        assert_eq!(auth(&p, &h), Ok(Some(Principal::token("alice"))));
         for bad in ["Bearer s3cre", "Bearer s3cret2", "Basic czNjcmV0", "s3cret"] {
             h.insert("authorization", bad.parse().unwrap());
-            assert!(p.authenticate(&h).is_err(), "{bad} is refused");
+            assert!(auth(&p, &h).is_err(), "{bad} is refused");
         }
         // Without configured tokens the shim does not judge credentials
         // (an authenticating proxy in front may, or the upstream).
         let open = ConfiguredPrincipals::default();
-        assert_eq!(open.authenticate(&h), Ok(None));
+        assert_eq!(auth(&open, &h), Ok(None));
+    }
+
+    /// A UTF-8 value (`José`) was read as "no principal": the caller's
+    /// tasks went to the scope every anonymous caller reads.
+    #[test]
+    fn a_header_that_is_not_visible_ascii_is_refused() {
+        let p = ConfiguredPrincipals {
+            tokens: HashMap::new(),
+            trusted_header: Some("x-principal".into()),
+        };
+        let mut h = HeaderMap::new();
+        h.insert(
+            "x-principal",
+            axum::http::HeaderValue::from_bytes("José".as_bytes()).unwrap(),
+        );
+        assert!(auth(&p, &h).is_err());
     }
 }
