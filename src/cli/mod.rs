@@ -6,6 +6,7 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use crate::revision::Revision;
 
+mod compare;
 mod demo;
 mod demo_live;
 mod http;
@@ -39,6 +40,9 @@ pub enum Command {
     /// other keys are kept. Messages with no counterpart become records
     /// with a "note" saying how the shim emulates them.
     Translate(translate::Args),
+    /// Compare two transcripts of one conversation, masking what differs
+    /// by nature (ids, task ids, timestamps, poll hints).
+    Compare(compare::Args),
     /// Show a built-in 2025-11-25 transcript beside its 2026-07-28 translation,
     /// then live runs through both bridges.
     Demo(demo::Args),
@@ -70,6 +74,17 @@ pub fn main() -> ExitCode {
         return ExitCode::from(2);
     }
     let result = match cli.command {
+        // Its own exit status: 1 is "they differ", so an error is 2.
+        Command::Compare(args) => {
+            return match compare::run(args) {
+                Ok(true) => ExitCode::SUCCESS,
+                Ok(false) => ExitCode::FAILURE,
+                Err(e) => {
+                    crate::console::fail(&format!("mcp-tasks-shim: {e}"), &e);
+                    ExitCode::from(2)
+                }
+            };
+        }
         Command::Translate(args) => translate::run(args),
         Command::Demo(args) => demo::run(args),
         Command::ReferenceServer(args) => reference::run(args),
