@@ -811,14 +811,22 @@ fn record(recorder: &Recorder, dir: &'static str, msg: &Message) {
     }
 }
 
+/// The `session` label of a stdio recording: one client per proxy.
+const STDIO_SESSION_LABEL: &str = "stdio";
+
+/// Writes the transcript: each record says when it was seen (`t`, ms since
+/// the recording started, on tokio's clock) and whose session it is, so
+/// that a replay can keep the pace and a comparison can tell sessions apart.
 async fn write_records(
     file: std::fs::File,
     mut rx: mpsc::UnboundedReceiver<(&'static str, Message)>,
 ) {
     use std::io::Write;
     let mut file = std::io::BufWriter::new(file);
+    let started = tokio::time::Instant::now();
     while let Some((dir, msg)) = rx.recv().await {
-        let line = json!({"dir": dir, "msg": msg});
+        let t = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let line = json!({"t": t, "session": STDIO_SESSION_LABEL, "dir": dir, "msg": msg});
         if writeln!(file, "{line}").and_then(|_| file.flush()).is_err() {
             tracing::warn!("cannot write the transcript; recording stops");
             return;

@@ -550,6 +550,16 @@ fn closing_stdin_ends_the_shim_and_its_upstream() {
     // The transcript was flushed and closed.
     let lines = std::fs::read_to_string(&record).expect("record written");
     assert!(lines.lines().count() >= 4, "{lines}");
+    // Each record says when (ms since the recording started, never going
+    // back) and whose session it was.
+    let mut last = 0;
+    for line in lines.lines() {
+        let r: Value = serde_json::from_str(line).expect("a JSON record");
+        let t = r["t"].as_u64().unwrap_or_else(|| panic!("a time: {line}"));
+        assert!(t >= last, "{line}");
+        last = t;
+        assert_eq!(r["session"], "stdio", "{line}");
+    }
     let _ = std::fs::remove_file(&pidfile);
     let _ = std::fs::remove_file(&record);
 }
