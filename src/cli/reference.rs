@@ -26,6 +26,11 @@ pub struct Args {
     /// server that offers no listen streams (clients must poll).
     #[arg(long)]
     pub no_listen: bool,
+    /// Make task ids, session ids, requestState and timestamps
+    /// reproducible from N (timestamps start at 2026-01-01T00:00:00Z and
+    /// advance 1 ms per event): two runs of one conversation then match.
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
 }
 
 pub(crate) fn run(args: Args) -> Result<(), String> {
@@ -40,6 +45,9 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
     }
     if args.no_listen {
         crate::reference::disable_listen();
+    }
+    if let Some(seed) = args.seed {
+        crate::reference::set_seed(seed);
     }
     // Over stdio, one runtime thread runs the tools, the timers and the
     // stdout writer beside the stdin thread: with a pool of workers, each

@@ -20,6 +20,7 @@ mod legacy_wire;
 mod modern;
 mod modern_wire;
 mod peer;
+mod seeded;
 mod stdio;
 mod tasks;
 mod tools;
@@ -97,6 +98,12 @@ pub fn set_task_ttl_ms(ms: i64) {
 /// (default 100 ms; clamped to 1 ms … 1 hour). Process-wide.
 pub fn set_poll_interval_ms(ms: i64) {
     tasks::set_poll_interval_ms(ms);
+}
+
+/// Makes the reference servers' ids and timestamps reproducible from
+/// `seed` (see `reference-server --seed`). Process-wide.
+pub fn set_seed(seed: u64) {
+    seeded::set_seed(seed);
 }
 
 /// Makes the 2026-07-28 server answer `subscriptions/listen` with `-32601`,

@@ -15,10 +15,10 @@ use super::modern_wire::{
     CheckedMeta, check_meta, create_result, detailed, discover, finish_result, task_notification,
 };
 use super::peer::{Outbox, Peer, param_str};
+use super::seeded::id as random_id;
 use super::tasks::{CancelError, TaskCtx, TaskStore, TaskView};
 use super::tools::{self, Call, USER_NAME_KEY};
 use crate::error::ShimError;
-use crate::ids::random_id;
 use crate::jsonrpc::{Id, Message, Request};
 use crate::revision::META_SUBSCRIPTION_ID;
 use crate::wire::legacy::TaskSupport;

@@ -14,7 +14,7 @@ use serde_json::Value;
 use tokio::sync::{oneshot, watch};
 use tokio::task::AbortHandle;
 
-use crate::ids::{now_iso, random_id};
+use super::seeded::{id as random_id, now_iso};
 use crate::jsonrpc::ErrorObject;
 use crate::wire::TaskStatus;
 

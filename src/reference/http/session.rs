@@ -17,9 +17,9 @@ use tokio::sync::mpsc;
 
 use super::{accepts, error_response, json_response, message_stream, sse_only, sse_response};
 use crate::error::ShimError;
-use crate::ids::random_id;
 use crate::jsonrpc::{Id, Message, Request};
 use crate::reference::ReferenceServer;
+use crate::reference::seeded::id as random_id;
 use crate::revision::{META_RELATED_TASK, Revision};
 
 /// The session header of 2025-11-25 Streamable HTTP.
