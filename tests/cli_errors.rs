@@ -183,3 +183,55 @@ fn closed_port() -> u16 {
     let l = TcpListener::bind("127.0.0.1:0").expect("bind");
     l.local_addr().expect("addr").port()
 }
+
+/// The start-up refusals an operator meets first say what to do: `http`
+/// without an upstream names both ways to give one, an upstream URL
+/// without a scheme says to add `http://`, and a `--ledger` in a missing
+/// directory names the directory (redb said only "No such file").
+#[test]
+fn start_up_mistakes_say_what_to_fix() {
+    let out = run(&["http"]);
+    let err = stderr(&out);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("-- ") && err.contains("--upstream-url"),
+        "{err}"
+    );
+
+    let out = run(&[
+        "http",
+        "--listen",
+        "127.0.0.1:0",
+        "--upstream-url",
+        "127.0.0.1:9/mcp",
+    ]);
+    let err = stderr(&out);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("add http://"), "{err}");
+
+    let out = stdio_with(&["--ledger", "/nonexistent-mcp-shim-dir/tasks.redb"]);
+    let err = stderr(&out);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("the directory /nonexistent-mcp-shim-dir does not exist"),
+        "{err}"
+    );
+}
+
+/// Every subcommand answers `--version`.
+#[test]
+fn every_subcommand_has_a_version() {
+    for sub in [
+        "stdio",
+        "http",
+        "translate",
+        "compare",
+        "demo",
+        "reference-server",
+    ] {
+        let out = run(&[sub, "--version"]);
+        let said = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(out.status.success(), "{sub}: {}", stderr(&out));
+        assert!(said.contains(env!("CARGO_PKG_VERSION")), "{sub}: {said}");
+    }
+}

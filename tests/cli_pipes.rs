@@ -91,3 +91,20 @@ fn a_bad_log_filter_names_where_it_came_from() {
         assert!(stderr.contains(named), "{env:?} {flag:?}: {stderr}");
     }
 }
+
+/// `completions <shell>` prints a script for each shell clap_complete
+/// knows, naming the subcommands; a closed pipe is no crash.
+#[test]
+fn completions_are_generated_for_each_shell() {
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_mcp-tasks-shim"))
+            .args(["completions", shell])
+            .output()
+            .expect("run completions");
+        let script = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{shell}");
+        for sub in ["stdio", "http", "compare", "reference-server"] {
+            assert!(script.contains(sub), "{shell} completes {sub}");
+        }
+    }
+}

@@ -61,11 +61,8 @@ pub struct Args {
     #[arg(long, value_name = "URL", conflicts_with = "upstream")]
     pub upstream_url: Option<String>,
     /// The upstream server command and its arguments (after `--`).
-    #[arg(
-        last = true,
-        value_name = "UPSTREAM",
-        required_unless_present = "upstream_url"
-    )]
+    // One of the two is needed; `run` checks, so that its message names both.
+    #[arg(last = true, value_name = "UPSTREAM")]
     pub upstream: Vec<String>,
 }
 
@@ -120,6 +117,12 @@ fn parse_token(s: &str) -> Result<(String, String), String> {
 }
 
 pub(crate) fn run(args: Args) -> Result<(), String> {
+    if args.upstream.is_empty() && args.upstream_url.is_none() {
+        return Err(
+            "http needs an upstream: a server command after `--` (mcp-tasks-shim http -- path/to/server), or --upstream-url http://HOST:PORT/mcp"
+                .into(),
+        );
+    }
     if args.require_principal && args.tokens.is_empty() && args.principal_header.is_none() {
         return Err(
             "--require-principal needs --token or --principal-header: without them no caller has a principal"

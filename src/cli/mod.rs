@@ -18,7 +18,7 @@ mod translate;
 /// A compatibility shim between the MCP 2025-11-25 task design and the
 /// 2026-07-28 tasks extension.
 #[derive(Debug, Parser)]
-#[command(name = "mcp-tasks-shim", version, about, long_about = None)]
+#[command(name = "mcp-tasks-shim", version, propagate_version = true, about, long_about = None)]
 pub struct Cli {
     /// Log filter (tracing EnvFilter syntax), e.g. `info` or `mcp_tasks_shim=debug`.
     #[arg(long, global = true, env = "MCP_SHIM_LOG", default_value = "warn")]
@@ -54,6 +54,13 @@ pub enum Command {
     /// Serve Streamable HTTP (both revisions side by side) in front of an
     /// upstream server: a child process or an HTTP URL.
     Http(http::Args),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    ///
+    /// For example: `mcp-tasks-shim completions bash > /etc/bash_completion.d/mcp-tasks-shim`.
+    Completions {
+        /// The shell to complete for.
+        shell: clap_complete::Shell,
+    },
 }
 
 /// Entry point of the binary.
@@ -90,6 +97,18 @@ pub fn main() -> ExitCode {
         Command::ReferenceServer(args) => reference::run(args),
         Command::Stdio(args) => stdio::run(args),
         Command::Http(args) => http::run(args),
+        Command::Completions { shell } => {
+            // Into a buffer first: clap_complete panics on a write error,
+            // and `completions bash | head` closes the pipe early.
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "mcp-tasks-shim", &mut script);
+            match std::io::Write::write_all(&mut std::io::stdout().lock(), &script) {
+                Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+                    Err(format!("writing stdout: {e}"))
+                }
+                _ => Ok(()),
+            }
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

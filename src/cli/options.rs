@@ -195,6 +195,17 @@ impl ShimArgs {
             tracing::info!(prefix = %self.ledger_prefix, "task ledger shared in redis");
             return Ok(Arc::new(ledger));
         }
+        // redb's "No such file or directory" does not say that it is the
+        // directory that is missing: the shim creates the file, not that.
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())
+            && !dir.is_dir()
+        {
+            return Err(format!(
+                "--ledger {}: the directory {} does not exist (the shim creates the ledger file, not its directory)",
+                path.display(),
+                dir.display()
+            ));
+        }
         let ledger = DiskLedger::open(path, cap).map_err(|e| e.to_string())?;
         let mut swept = 0;
         // Only the scopes that end with their session (see `scope`): no

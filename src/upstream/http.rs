@@ -123,6 +123,11 @@ pub async fn connect(url: &str, request_timeout: Duration) -> Result<HttpLink, S
         .timeout(request_timeout)
         .build()
         .map_err(|e| ShimError::Upstream(format!("cannot build the HTTP client: {e}")))?;
+    if !url.contains("://") {
+        return Err(ShimError::Upstream(format!(
+            "invalid upstream URL {url:?}: no scheme; add http:// (for example http://{url})"
+        )));
+    }
     let parsed = reqwest::Url::parse(url)
         .map_err(|e| ShimError::Upstream(format!("invalid upstream URL {url:?}: {e}")))?;
     let (tx, events) = mpsc::unbounded_channel();
