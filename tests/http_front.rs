@@ -1405,3 +1405,83 @@ fn slow_clients_are_cut_off() {
         "an idle keep-alive connection was closed after {idled:?}, not ~1 s"
     );
 }
+
+/// One whole HTTP response read from `s` (head, and a body of its
+/// `content-length`), or `None` if it has not all arrived within `within`.
+fn read_response(s: &mut std::net::TcpStream, within: Duration) -> Option<String> {
+    use std::io::Read;
+    let deadline = std::time::Instant::now() + within;
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let text = String::from_utf8_lossy(&got).into_owned();
+        if let Some((head, body)) = text.split_once("\r\n\r\n") {
+            let len = head
+                .lines()
+                .find_map(|l| {
+                    let (k, v) = l.split_once(':')?;
+                    k.eq_ignore_ascii_case("content-length")
+                        .then(|| v.trim().parse::<usize>().ok())?
+                })
+                .unwrap_or(0);
+            if body.len() >= len {
+                return Some(text);
+            }
+        }
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return None;
+        }
+        s.set_read_timeout(Some(left.min(Duration::from_millis(200))))
+            .unwrap();
+        match s.read(&mut buf) {
+            Ok(0) => return Some(text),
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(_) => return Some(text),
+        }
+    }
+}
+
+/// A request whose declared `Content-Length` is above `--max-body-bytes`
+/// is answered 413 from its head alone. Before, the shim waited for the
+/// body it would refuse, and a client that sent none held the request
+/// until the read timeout (here a minute: far past the guard).
+#[test]
+fn a_declared_body_over_the_limit_is_refused_before_it_is_sent() {
+    use std::io::Write;
+    let shim = HttpShim::spawn(
+        &["--max-body-bytes", "4096", "--read-timeout-s", "60"],
+        &legacy_reference(),
+    );
+    let addr = shim.base.trim_start_matches("http://").to_owned();
+    for mcp_headers in [
+        "",
+        "Mcp-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/list\r\n",
+    ] {
+        let mut s = std::net::TcpStream::connect(&addr).unwrap();
+        let head = format!(
+            "POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+             Accept: application/json, text/event-stream\r\n{mcp_headers}\
+             Content-Length: 10000000\r\n\r\n"
+        );
+        s.write_all(head.as_bytes()).unwrap();
+        // No body byte is ever sent.
+        let answer = read_response(&mut s, Duration::from_secs(10))
+            .expect("answered without the body (not at the 60 s read timeout)");
+        assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+        let refusal: Value = answer
+            .split_once("\r\n\r\n")
+            .and_then(|(_, b)| serde_json::from_str(b).ok())
+            .unwrap_or_else(|| panic!("a JSON-RPC body: {answer}"));
+        assert_valid(Revision::Legacy, &refusal, None);
+        assert_valid(Revision::Modern, &refusal, None);
+        assert_eq!(refusal["error"]["code"], -32600, "{refusal}");
+        let message = refusal["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("--max-body-bytes"), "{refusal}");
+    }
+}

@@ -16,7 +16,8 @@ pub struct Args {
     /// The MCP endpoint path.
     #[arg(long, default_value = http::DEFAULT_PATH, value_parser = parse_path)]
     pub path: String,
-    /// Largest accepted request body in bytes (larger: HTTP 413).
+    /// Largest accepted request body in bytes (larger: HTTP 413, at once
+    /// when its Content-Length says so).
     #[arg(long, default_value_t = http::DEFAULT_MAX_BODY_BYTES as u64,
           value_parser = super::options::at_least_one)]
     pub max_body_bytes: u64,

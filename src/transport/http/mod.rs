@@ -523,8 +523,27 @@ fn unauthorized(why: String) -> Response {
 /// `--max-body-bytes`. One that cannot be read is still answered in
 /// JSON-RPC, so clients can tell what went wrong: 413 when it is too
 /// large, 408 when it is too slow (a client trickling its body held the
-/// connection and the request open for as long as it liked).
-async fn read_body(opts: &HttpOptions, body: axum::body::Body) -> Result<Bytes, Box<Response>> {
+/// connection and the request open for as long as it liked). A declared
+/// `Content-Length` above the limit is answered before any of the body is
+/// read: waiting for a body that will be refused anyway held the request
+/// until the read timeout when the client sent none.
+async fn read_body(
+    opts: &HttpOptions,
+    headers: &HeaderMap,
+    body: axum::body::Body,
+) -> Result<Bytes, Box<Response>> {
+    let declared = headers::header(headers, "content-length").and_then(|v| v.parse::<u64>().ok());
+    if let Some(len) = declared.filter(|len| *len > opts.max_body_bytes as u64) {
+        let e = ShimError::InvalidRequest(format!(
+            "the request body ({len} bytes, Content-Length) is above {} bytes (--max-body-bytes)",
+            opts.max_body_bytes
+        ));
+        return Err(Box::new(error_response(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            None,
+            e,
+        )));
+    }
     let read = axum::body::to_bytes(body, opts.max_body_bytes);
     match tokio::time::timeout(opts.read_timeout, read).await {
         Ok(Ok(bytes)) => Ok(bytes),
@@ -599,7 +618,7 @@ async fn post_endpoint(
         Ok(principal) => principal,
         Err(refused) => return *refused,
     };
-    let body = match read_body(&app.opts, body).await {
+    let body = match read_body(&app.opts, &headers, body).await {
         Ok(body) => body,
         Err(refused) => return *refused,
     };
