@@ -146,12 +146,19 @@ fn bad_input_is_refused_and_the_session_survives() {
 
 #[test]
 fn task_support_flags_shape_tools_list_and_calls() {
-    let mut shim = Wire::legacy_front(&[
-        "--task-support",
-        "greet=required",
-        "--task-support",
-        "slow_compute=forbidden",
-    ]);
+    let (sent, got) = (
+        temp_path("policy-sent.jsonl"),
+        temp_path("policy-got.jsonl"),
+    );
+    let mut shim = Wire::spawn(
+        &[
+            "--task-support",
+            "greet=required",
+            "--task-support",
+            "slow_compute=forbidden",
+        ],
+        &recording_upstream(&modern_reference(), &sent, &got),
+    );
     shim.initialize();
     let tools = shim.ok("tools/list", json!({}));
     let support = |name: &str| {
@@ -176,21 +183,40 @@ fn task_support_flags_shape_tools_list_and_calls() {
     let r = shim.ok("tasks/result", json!({"taskId": id}));
     assert_eq!(text_of(&r), "Hello, x!");
 
-    // forbidden with params.task: run plainly, but answered as the task
-    // the client asked for (an SDK reads a CreateTaskResult there): a
-    // synthetic one, already holding the plain outcome.
-    let r = shim.ok(
+    // forbidden with params.task: -32601, as the 2025-11-25 spec says
+    // servers SHOULD; no task (synthetic or not), nothing sent upstream.
+    let e = shim.err(
         "tools/call",
         task_call("slow_compute", json!({"seconds": 0, "label": "forbidden"})),
     );
-    let id = r["task"]["taskId"]
-        .as_str()
-        .unwrap_or_else(|| panic!("a task: {r}"));
-    assert_eq!(r["task"]["status"], "working", "{r}");
-    let got = shim.ok("tasks/get", json!({"taskId": id}));
-    assert_eq!(got["status"], "completed", "{got}");
-    let result = shim.ok("tasks/result", json!({"taskId": id}));
-    assert!(text_of(&result).contains("forbidden"), "{result}");
+    assert_eq!(e["code"], -32601, "{e}");
+    let message = e["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("slow_compute") && message.contains("forbidden"),
+        "{e}"
+    );
+    let list = shim.ok("tasks/list", json!({}));
+    assert_eq!(list["tasks"].as_array().map(Vec::len), Some(1), "{list}");
+    // Without params.task it runs; once its answer is back, everything the
+    // refused call could have sent would have been recorded before it.
+    let r = shim.ok(
+        "tools/call",
+        json!({"name": "slow_compute", "arguments": {"seconds": 0, "label": "plain"}}),
+    );
+    assert!(text_of(&r).contains("plain"), "{r}");
+    let calls: Vec<Value> = read_jsonl(&sent)
+        .into_iter()
+        .filter(|m| m["params"]["name"] == "slow_compute")
+        .collect();
+    assert_eq!(
+        calls.len(),
+        1,
+        "only the plain call went upstream: {calls:?}"
+    );
+    assert_eq!(
+        calls[0]["params"]["arguments"]["label"], "plain",
+        "{calls:?}"
+    );
 }
 
 #[test]
@@ -227,27 +253,31 @@ fn a_plain_upstream_answer_becomes_a_synthetic_task() {
     assert_eq!(e["code"], -32602, "{e}");
 }
 
-/// A task asked for with a retention of zero or less (the schema only
-/// says "integer") gets the default retention: with the one asked for,
-/// the synthetic task's result was gone before the client read it.
+/// One rule for every `params.task.ttl` that is no positive integer
+/// number of milliseconds: `-32602` naming it, and nothing starts. Before,
+/// zero and negative ones were silently granted the default retention,
+/// while a fractional one was refused.
 #[test]
-fn a_retention_of_zero_or_less_keeps_the_result_readable() {
+fn a_ttl_that_is_no_positive_integer_is_refused_like_a_fractional_one() {
     let mut shim = Wire::legacy_front(&[]);
     shim.initialize();
-    for ttl in [-1_000_000, -1, 0] {
-        let r = shim.ok(
+    for ttl in [
+        json!(-1_000_000),
+        json!(-1),
+        json!(0),
+        json!(-0.0),
+        json!(1.5),
+    ] {
+        let e = shim.err(
             "tools/call",
             json!({"name": "greet", "arguments": {"name": "Ttl"}, "task": {"ttl": ttl}}),
         );
-        let granted = r["task"]["ttl"].as_i64().expect("a ttl");
-        assert!(granted > 0, "ttl {ttl} granted as {granted}: {r}");
-        let id = r["task"]["taskId"].as_str().expect("taskId").to_owned();
-        std::thread::sleep(Duration::from_millis(300));
-        let t = shim.ok("tasks/get", json!({"taskId": id}));
-        assert_eq!(t["status"], "completed", "ttl {ttl}: {t}");
-        let result = shim.ok("tasks/result", json!({"taskId": id}));
-        assert_eq!(text_of(&result), "Hello, Ttl!", "ttl {ttl}: {result}");
+        assert_eq!(e["code"], -32602, "ttl {ttl}: {e}");
+        let message = e["message"].as_str().unwrap_or_default();
+        assert!(message.contains("positive integer"), "ttl {ttl}: {e}");
     }
+    let list = shim.ok("tasks/list", json!({}));
+    assert_eq!(list["tasks"], json!([]), "no task was made: {list}");
 }
 
 /// A synthetic task's result is kept in the shim's ledger for the
@@ -257,9 +287,10 @@ fn a_retention_of_zero_or_less_keeps_the_result_readable() {
 #[test]
 fn a_synthetic_tasks_retention_is_bounded() {
     for (flags, asked, granted) in [
-        (&[][..], i64::MAX, 3_600_000),
-        (&[][..], 60_000, 60_000),
-        (&["--max-task-ttl-ms", "5000"][..], 60_000, 5_000),
+        (&[][..], json!(i64::MAX), 3_600_000),
+        (&[][..], json!(1e308), 3_600_000),
+        (&[][..], json!(60_000), 60_000),
+        (&["--max-task-ttl-ms", "5000"][..], json!(60_000), 5_000),
     ] {
         let mut shim = Wire::legacy_front(flags);
         shim.initialize();

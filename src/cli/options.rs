@@ -18,6 +18,7 @@ use crate::wire::legacy::TaskSupport;
 pub struct ShimArgs {
     /// `execution.taskSupport` told to legacy clients for one tool
     /// (TOOL=required|optional|forbidden). Repeatable; wins over --config.
+    /// A call of a forbidden tool with params.task gets -32601.
     #[arg(long = "task-support", value_name = "TOOL=SUPPORT", value_parser = TaskPolicy::parse_rule)]
     pub task_support: Vec<(String, TaskSupport)>,
     /// TOML config file (see docs/guide.md, "Configuration").
@@ -50,7 +51,8 @@ pub struct ShimArgs {
     pub task_ttl_ms: Option<i64>,
     /// Longest retention granted to a task the shim keeps itself (a
     /// synthetic task for a server's plain answer, its result cached in
-    /// the ledger): a client's `params.task.ttl` above it is lowered (ms).
+    /// the ledger): a client's `params.task.ttl` above it is lowered (ms;
+    /// one that is no positive integer is refused with -32602).
     /// Also how long the shim keeps its record of a server's task granted
     /// no ttl (`null`), from its creation.
     #[arg(long, value_name = "MS", default_value_t = 3_600_000,

@@ -209,12 +209,16 @@ pub fn tool_name(params: Option<&Value>) -> Result<&str, ShimError> {
         .ok_or_else(|| ShimError::InvalidParams("tools/call needs params.name (a string)".into()))
 }
 
-/// Checks a 2025-11-25 `tools/call`'s `params.task` against the schema's
-/// `TaskMetadata`: an object whose `ttl`, if given, is an integer (in
-/// JSON Schema's sense: `60000.0` is one). What does not read as one is
-/// refused with `-32602`, as the schema refuses it, instead of being taken
-/// as a task request with the default retention. A `null` `ttl` counts as
-/// none asked, as before.
+/// Checks a 2025-11-25 `tools/call`'s `params.task`: an object whose
+/// `ttl`, if given, is a positive integer number of milliseconds (an
+/// integer in JSON Schema's sense: `60000.0` is one). One rule for every
+/// value outside it: a `ttl` that is no number, has a fraction, or is zero
+/// or less is refused with `-32602` naming the rule, and nothing starts. A
+/// retention of zero or less would drop a result before the client could
+/// read it, and granting something else instead hid the client's mistake.
+/// A positive one is a request the receiver may lower (the shim lowers one
+/// above `--max-task-ttl-ms`, and says so in the answer), however large,
+/// `1e308` too. A `null` `ttl` counts as none asked.
 ///
 /// ```
 /// use mcp_tasks_shim::translate::tools::check_task_param;
@@ -223,21 +227,27 @@ pub fn tool_name(params: Option<&Value>) -> Result<&str, ShimError> {
 /// assert!(check_task_param(Some(&json!({"name": "t"}))).is_ok());
 /// assert_eq!(check_task_param(Some(&json!({"name": "t", "task": 5}))).unwrap_err().code(), -32602);
 /// assert!(check_task_param(Some(&json!({"name": "t", "task": {"ttl": 6e4}}))).is_ok());
+/// assert!(check_task_param(Some(&json!({"name": "t", "task": {"ttl": 1e308}}))).is_ok());
 /// assert!(check_task_param(Some(&json!({"name": "t", "task": {"ttl": 1.5}}))).is_err());
+/// assert!(check_task_param(Some(&json!({"name": "t", "task": {"ttl": 0}}))).is_err());
+/// assert!(check_task_param(Some(&json!({"name": "t", "task": {"ttl": -1}}))).is_err());
 /// assert!(check_task_param(Some(&json!({"name": "t", "task": {"ttl": "1h"}}))).is_err());
 /// assert!(check_task_param(Some(&json!({"name": "t", "task": null}))).is_err());
 /// ```
 pub fn check_task_param(params: Option<&Value>) -> Result<(), ShimError> {
     let ok = match params.and_then(|p| p.get("task")) {
         None => true,
-        Some(Value::Object(t)) => ttl_reads(t),
+        Some(Value::Object(t)) => t
+            .get("ttl")
+            .is_none_or(|v| v.is_null() || ttl_ms(v).is_some_and(|ms| ms > 0)),
         Some(_) => false,
     };
     if ok {
         Ok(())
     } else {
         Err(ShimError::InvalidParams(
-            "params.task must be an object whose ttl, if given, is an integer (milliseconds)"
+            "params.task must be an object whose ttl, if given, is a positive integer \
+             (milliseconds; one above the server's maximum is lowered to it)"
                 .into(),
         ))
     }
@@ -282,12 +292,49 @@ mod tests {
             (json!({"ttl": 60000.0, "k": 1}), 60000),
             (json!({"ttl": 6e4, "k": 1}), 60000),
             (json!({"ttl": u64::MAX, "k": 1}), i64::MAX),
-            (json!({"ttl": -1e300, "k": 1}), i64::MIN),
+            (json!({"ttl": 1e308, "k": 1}), i64::MAX),
         ] {
             let t = task_metadata(v.clone());
             assert_eq!(t.ttl, Some(want), "{v}");
             assert_eq!(t.extra.get("k"), Some(&json!(1)), "{v}");
             assert!(check_task_param(Some(&json!({"task": v}))).is_ok());
+        }
+    }
+
+    /// One rule for every ttl outside "a positive integer": refused,
+    /// whether it is too small, fractional or no number. Before, zero and
+    /// negative ones were silently granted the default retention while a
+    /// fractional one was refused.
+    #[test]
+    fn every_ttl_that_is_no_positive_integer_is_refused_alike() {
+        for ttl in [
+            json!(0),
+            json!(-1),
+            json!(-0.0),
+            json!(-1e300),
+            json!(i64::MIN),
+            json!(1.5),
+            json!(0.5),
+            json!("60000"),
+            json!(true),
+            json!({}),
+        ] {
+            let e = check_task_param(Some(&json!({"name": "t", "task": {"ttl": ttl}})))
+                .expect_err(&format!("ttl {ttl} accepted"));
+            assert_eq!(e.code(), -32602, "ttl {ttl}");
+            assert!(e.to_string().contains("positive integer"), "ttl {ttl}: {e}");
+        }
+        for ttl in [
+            json!(1),
+            json!(60000.0),
+            json!(u64::MAX),
+            json!(1e308),
+            json!(null),
+        ] {
+            assert!(
+                check_task_param(Some(&json!({"name": "t", "task": {"ttl": ttl}}))).is_ok(),
+                "ttl {ttl} refused"
+            );
         }
     }
 

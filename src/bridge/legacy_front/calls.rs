@@ -35,11 +35,20 @@ impl LegacySession {
             ))
             .into());
         }
-        // A forbidden tool called with params.task runs as a plain call
-        // (the spec's SHOULD is -32601; the tool still works this way), and
-        // the client that asked for a task gets one: a synthetic task
-        // holding the plain outcome, since SDKs read the answer to a
-        // task-augmented call as a CreateTaskResult.
+        // A tool the operator marked forbidden is refused as the 2025-11-25
+        // spec says servers SHOULD: the operator said tasks of it must not
+        // be, and a synthetic one would be a task all the same.
+        if task.is_some() && self.front.operator_forbids_tasks(&name) {
+            return Err(ShimError::MethodNotFound(format!(
+                "tool {name:?} does not support task augmentation (taskSupport is \
+                 forbidden): call it without params.task"
+            ))
+            .into());
+        }
+        // A tool forbidden only because the upstream offers no tasks runs
+        // as a plain call, and the client that asked for a task gets one:
+        // a synthetic task holding the plain outcome, since SDKs read the
+        // answer to a task-augmented call as a CreateTaskResult.
         let asked = task;
         let task = asked.clone().filter(|_| support != TaskSupport::Forbidden);
         let forbidden_but_asked = asked.is_some() && task.is_none();
@@ -157,13 +166,11 @@ impl LegacySession {
             return Ok(tsession::result_to_legacy_owned(result, "tools/call"));
         };
         let now = self.front.clock.now_iso();
-        // A retention of zero or less would drop the result before the
-        // client could read it, and one without bound would let a client
-        // pin memory for good; the receiver may choose another (and says
-        // which in the answer).
+        // A ttl below 1 was refused (`check_task_param`). One without
+        // bound would let a client pin memory for good; the receiver may
+        // lower it (and says so in the answer).
         let ttl = meta
             .ttl
-            .filter(|t| *t > 0)
             .unwrap_or(SYNTHETIC_TTL_MS)
             .min(self.front.config.max_task_ttl_ms);
         let task = legacy::Task {

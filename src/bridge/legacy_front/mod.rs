@@ -93,6 +93,15 @@ impl LegacyFront {
         })
     }
 
+    /// Whether the operator's policy (`--task-support`, the config file)
+    /// marks `tool` forbidden, as opposed to the default the upstream's
+    /// capabilities settled.
+    pub(crate) fn operator_forbids_tasks(&self, tool: &str) -> bool {
+        self.config.policy.as_ref().is_some_and(|p| {
+            p.per_tool.get(tool).copied().or(p.default) == Some(TaskSupport::Forbidden)
+        })
+    }
+
     /// The upstream is gone for good (its events ended): the tasks it ran
     /// are dead, and read as failed from now on instead of as the status
     /// last seen.
