@@ -892,3 +892,121 @@ async fn a_question_during_one_principals_prompt_stays_out_of_anothers_call() {
         "{done}"
     );
 }
+
+/// An `initialize` (with `token`, if any) that the shim refuses: its 503,
+/// a schema-valid 2025-11-25 error naming the cap, and no session id.
+async fn refused_initialize(c: &Client, url: &str, token: Option<&str>, cap: &str) {
+    let body = support::http::rpc(
+        0,
+        "initialize",
+        json!({
+            "protocolVersion": LEGACY,
+            "capabilities": {},
+            "clientInfo": {"name": "http-test", "version": "0"},
+        }),
+    );
+    let mut req = legacy(c, url, None, &body);
+    if let Some(t) = token {
+        req = req.bearer_auth(t);
+    }
+    let (status, body, headers) = send(req).await;
+    assert_eq!(status, 503, "{token:?} over {cap}: {body}");
+    assert_valid(Revision::Legacy, &body, Some("initialize"));
+    assert_eq!(body["error"]["code"], -32603, "{body}");
+    let message = body["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains(cap), "names {cap}: {body}");
+    assert!(headers.get("mcp-session-id").is_none(), "{body}");
+}
+
+/// Anonymous clients cannot take every 2025-11-25 session: they have a
+/// share of `--max-sessions` (half by default), and each principal has its
+/// own (a tenth by default), so authenticated principals are still served
+/// when anonymous clients, or another principal, are at their cap. Before,
+/// one global cap let free anonymous `initialize`s lock every principal
+/// out with 503.
+#[tokio::test(flavor = "multi_thread")]
+async fn anonymous_sessions_and_one_principal_cannot_lock_the_others_out() {
+    let shim = HttpShim::spawn(
+        &[
+            "--max-sessions",
+            "4",
+            "--token",
+            "ta=alice",
+            "--token",
+            "tb=bob",
+        ],
+        &modern_reference(),
+    );
+    let (c, url) = (client(), shim.url.as_str());
+    let (anon, _) = initialize(&c, url, None).await;
+    initialize(&c, url, None).await;
+    refused_initialize(&c, url, None, "--max-anonymous-sessions").await;
+    initialize(&c, url, Some("ta")).await;
+    refused_initialize(&c, url, Some("ta"), "--max-sessions-per-principal").await;
+    initialize(&c, url, Some("tb")).await;
+    // Every session is taken now: the global cap holds for everyone.
+    refused_initialize(&c, url, Some("tb"), "(4, --max-sessions)").await;
+    // A session that ends frees its place in its share.
+    let (status, _, _) = send(
+        c.delete(url)
+            .header("mcp-session-id", &anon)
+            .header("mcp-protocol-version", LEGACY),
+    )
+    .await;
+    assert!(status.is_success(), "DELETE: {status}");
+    initialize(&c, url, None).await;
+}
+
+/// The caps as configured, from the command line and the config file
+/// (the command line wins).
+#[tokio::test(flavor = "multi_thread")]
+async fn session_caps_follow_the_flags_and_the_config_file() {
+    let config = support::wire::temp_path("session-caps.toml");
+    std::fs::write(
+        &config,
+        "max_anonymous_sessions = 1\nmax_sessions_per_principal = 1\n",
+    )
+    .unwrap();
+    let config_arg = config.to_string_lossy().into_owned();
+    let shim = HttpShim::spawn(
+        &[
+            "--config",
+            &config_arg,
+            "--max-sessions-per-principal",
+            "2",
+            "--principal-header",
+            "x-user",
+        ],
+        &modern_reference(),
+    );
+    let (c, url) = (client(), shim.url.as_str());
+    initialize(&c, url, None).await;
+    refused_initialize(&c, url, None, "(1, --max-anonymous-sessions)").await;
+    for user in ["alice", "alice", "bob"] {
+        let body = support::http::rpc(
+            0,
+            "initialize",
+            json!({"protocolVersion": LEGACY, "capabilities": {},
+                   "clientInfo": {"name": "http-test", "version": "0"}}),
+        );
+        let (status, body, _) = send(legacy(&c, url, None, &body).header("x-user", user)).await;
+        assert_eq!(status, 200, "{user}: {body}");
+        assert_valid(Revision::Legacy, &body, Some("initialize"));
+    }
+    let body = support::http::rpc(
+        0,
+        "initialize",
+        json!({"protocolVersion": LEGACY, "capabilities": {},
+               "clientInfo": {"name": "http-test", "version": "0"}}),
+    );
+    let (status, body, _) = send(legacy(&c, url, None, &body).header("x-user", "alice")).await;
+    assert_eq!(status, 503, "alice's third: {body}");
+    assert_valid(Revision::Legacy, &body, Some("initialize"));
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("(2, --max-sessions-per-principal)"),
+        "{body}"
+    );
+}

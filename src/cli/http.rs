@@ -44,6 +44,18 @@ pub struct Args {
     #[arg(long, value_name = "N", default_value_t = http::DEFAULT_MAX_SESSIONS,
           value_parser = super::options::at_least_one)]
     pub max_sessions: u64,
+    /// Most of those sessions that have no principal (no --token, no
+    /// --principal-header), so that anonymous clients cannot take every
+    /// session from authenticated ones; one more anonymous `initialize`
+    /// gets HTTP 503. Wins over the config file [default: half of
+    /// --max-sessions, or all of them when no caller can have a principal].
+    #[arg(long, value_name = "N", value_parser = super::options::at_least_one)]
+    pub max_anonymous_sessions: Option<u64>,
+    /// Most of those sessions one principal may hold; one more of its
+    /// `initialize`s gets HTTP 503 while other principals are still served.
+    /// Wins over the config file [default: a tenth of --max-sessions].
+    #[arg(long, value_name = "N", value_parser = super::options::at_least_one)]
+    pub max_sessions_per_principal: Option<u64>,
     /// How long a client may take to send a request's headers, and then
     /// its body; a slower one is disconnected (headers) or answered 408
     /// (body). A keep-alive connection idle this long is closed.
@@ -54,6 +66,13 @@ pub struct Args {
     #[arg(long, value_name = "N", default_value_t = http::DEFAULT_MAX_CONNECTIONS,
           value_parser = super::options::at_least_one)]
     pub max_connections: u64,
+    /// Serve a 2026-07-28 request that lacks the Mcp-Name header when its
+    /// body names the task, tool, prompt or resource (some clients omit
+    /// it on tasks/get), instead of -32020. A mismatched Mcp-Name is still
+    /// refused. Counted in /metrics (mcp_shim_missing_mcp_name_total); the
+    /// first of each principal logged at warn. Also a config-file key.
+    #[arg(long)]
+    pub accept_missing_mcp_name: bool,
     /// Bridge options.
     #[command(flatten)]
     pub shim: ShimArgs,
@@ -131,7 +150,23 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
         );
     }
     let tokens = token_map(&args.tokens)?;
-    let proxy = args.shim.proxy_options()?;
+    let file = args.shim.config_file()?;
+    let anyone_has_a_principal = !tokens.is_empty() || args.principal_header.is_some();
+    let max_sessions = usize::try_from(args.max_sessions).unwrap_or(usize::MAX);
+    let count = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
+    // With no way to have a principal every session is anonymous: halving
+    // them would protect nobody.
+    let max_anonymous_sessions = args
+        .max_anonymous_sessions
+        .or(file.max_anonymous_sessions)
+        .map(count)
+        .or((!anyone_has_a_principal).then_some(max_sessions));
+    let max_sessions_per_principal = args
+        .max_sessions_per_principal
+        .or(file.max_sessions_per_principal)
+        .map(count);
+    let accept_missing_mcp_name = args.accept_missing_mcp_name || file.accept_missing_mcp_name;
+    let proxy = args.shim.proxy_options_with(file)?;
     let opts = HttpOptions {
         listen: args.listen,
         path: args.path.clone(),
@@ -140,7 +175,10 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
         allowed_origins: args.allowed_origins.clone(),
         session_idle_timeout: (args.session_idle_timeout_s > 0)
             .then(|| std::time::Duration::from_secs(args.session_idle_timeout_s)),
-        max_sessions: usize::try_from(args.max_sessions).unwrap_or(usize::MAX),
+        max_sessions,
+        max_anonymous_sessions,
+        max_sessions_per_principal,
+        accept_missing_mcp_name,
         read_timeout: std::time::Duration::from_secs(args.read_timeout_s),
         max_connections: usize::try_from(args.max_connections).unwrap_or(usize::MAX),
         bridge: proxy.bridge.clone(),

@@ -150,6 +150,27 @@ pub(crate) struct ConfigFile {
     pub task_support: HashMap<String, TaskSupport>,
     /// Poll interval when the upstream suggests none (ms).
     pub default_poll_ms: Option<u64>,
+    /// `http`: `--max-anonymous-sessions`.
+    #[serde(default, deserialize_with = "at_least_one_in_file")]
+    pub max_anonymous_sessions: Option<u64>,
+    /// `http`: `--max-sessions-per-principal`.
+    #[serde(default, deserialize_with = "at_least_one_in_file")]
+    pub max_sessions_per_principal: Option<u64>,
+    /// `http`: `--accept-missing-mcp-name`.
+    #[serde(default)]
+    pub accept_missing_mcp_name: bool,
+}
+
+/// A count in the config file where 0 would refuse everything (every
+/// session): refused while the file is read, naming the file and the key.
+fn at_least_one_in_file<'de, D>(d: D) -> Result<Option<u64>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    match Option::<u64>::deserialize(d)? {
+        Some(0) => Err(serde::de::Error::custom("must be at least 1")),
+        n => Ok(n),
+    }
 }
 
 impl ShimArgs {
@@ -226,17 +247,24 @@ impl ShimArgs {
         Ok(Arc::new(ledger))
     }
 
+    /// The `--config` file, or an empty one without it.
+    pub(crate) fn config_file(&self) -> Result<ConfigFile, String> {
+        let Some(path) = &self.config else {
+            return Ok(ConfigFile::default());
+        };
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read config {}: {e}", path.display()))?;
+        toml::from_str::<ConfigFile>(&text)
+            .map_err(|e| format!("bad config {}: {e}", path.display()))
+    }
+
     /// The proxy options these arguments describe.
     pub fn proxy_options(&self) -> Result<ProxyOptions, String> {
-        let file = match &self.config {
-            Some(path) => {
-                let text = std::fs::read_to_string(path)
-                    .map_err(|e| format!("cannot read config {}: {e}", path.display()))?;
-                toml::from_str::<ConfigFile>(&text)
-                    .map_err(|e| format!("bad config {}: {e}", path.display()))?
-            }
-            None => ConfigFile::default(),
-        };
+        self.proxy_options_with(self.config_file()?)
+    }
+
+    /// [`ShimArgs::proxy_options`] with the config file already read.
+    pub(crate) fn proxy_options_with(&self, file: ConfigFile) -> Result<ProxyOptions, String> {
         let mut bridge = BridgeConfig::default();
         if let Some(n) = self.page_size.or(file.page_size) {
             bridge.page_size = n;
@@ -309,6 +337,21 @@ mod tests {
         ] {
             let e = Cli::try_parse_from(["x", flag, "0"]).unwrap_err();
             assert!(e.to_string().contains("at least 1"), "{flag}: {e}");
+        }
+    }
+
+    #[test]
+    fn session_caps_in_the_config_file_must_be_at_least_one() {
+        let file: ConfigFile = toml::from_str(
+            "max_anonymous_sessions = 5\nmax_sessions_per_principal = 2\naccept_missing_mcp_name = true",
+        )
+        .unwrap();
+        assert_eq!(file.max_anonymous_sessions, Some(5));
+        assert_eq!(file.max_sessions_per_principal, Some(2));
+        assert!(file.accept_missing_mcp_name);
+        for key in ["max_anonymous_sessions", "max_sessions_per_principal"] {
+            let e = toml::from_str::<ConfigFile>(&format!("{key} = 0")).unwrap_err();
+            assert!(e.to_string().contains("at least 1"), "{key}: {e}");
         }
     }
 

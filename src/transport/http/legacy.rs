@@ -299,16 +299,72 @@ impl Drop for InUse<'_> {
     }
 }
 
-fn too_many_sessions(app: &App, id: Option<Id>) -> Response {
+/// Which session cap an `initialize` would go past.
+#[derive(Debug, Clone, Copy)]
+enum SessionCap {
+    /// `max_sessions`: every session.
+    All(usize),
+    /// `max_anonymous_sessions`: sessions without a principal.
+    Anonymous(usize),
+    /// `max_sessions_per_principal`: this principal's.
+    Principal(usize),
+}
+
+/// The cap a new session of `principal` would go past, if any. Counted
+/// over the open sessions (a few thousand at most; an `initialize` is
+/// rare next to the requests of a session): no second tally to keep in
+/// step with every way a session ends.
+fn session_cap_reached(
+    app: &App,
+    sessions: &HashMap<String, Arc<HttpSession>>,
+    principal: &Option<Principal>,
+) -> Option<SessionCap> {
+    let opts = &app.opts;
+    if sessions.len() >= opts.max_sessions {
+        return Some(SessionCap::All(opts.max_sessions));
+    }
+    let (cap, max) = match principal {
+        None => {
+            let max = opts.anonymous_session_cap();
+            (SessionCap::Anonymous(max), max)
+        }
+        Some(_) => {
+            let max = opts.principal_session_cap();
+            (SessionCap::Principal(max), max)
+        }
+    };
+    let held = sessions
+        .values()
+        .filter(|s| s.principal == *principal)
+        .count();
+    (held >= max).then_some(cap)
+}
+
+fn too_many_sessions(cap: SessionCap, id: Option<Id>) -> Response {
+    let why = match cap {
+        SessionCap::All(max) => {
+            format!(
+                "too many open sessions ({max}, --max-sessions); retry later, or end unused ones with DELETE"
+            )
+        }
+        SessionCap::Anonymous(max) => format!(
+            "too many open sessions without credentials ({max}, --max-anonymous-sessions); \
+             authenticate, retry later, or end unused ones with DELETE"
+        ),
+        SessionCap::Principal(max) => format!(
+            "too many open sessions for this principal ({max}, --max-sessions-per-principal); \
+             end unused ones with DELETE, or retry later"
+        ),
+    };
     tracing::warn!(
-        max = app.opts.max_sessions,
-        "refusing a new legacy HTTP session: the limit is reached"
+        ?cap,
+        "refusing a new legacy HTTP session: a session limit is reached"
     );
-    let e = ShimError::Internal(format!(
-        "too many open sessions ({}); retry later, or end unused ones with DELETE",
-        app.opts.max_sessions
-    ));
-    error_response(StatusCode::SERVICE_UNAVAILABLE, id, e)
+    error_response(
+        StatusCode::SERVICE_UNAVAILABLE,
+        id,
+        ShimError::Internal(why),
+    )
 }
 
 pub(super) async fn initialize(
@@ -321,8 +377,9 @@ pub(super) async fn initialize(
         let e = ShimError::InvalidRequest("initialize must be a request (with an id)".into());
         return error_response(StatusCode::BAD_REQUEST, None, e);
     };
-    if lock(&app.sessions).len() >= app.opts.max_sessions {
-        return too_many_sessions(&app, Some(req.id));
+    let reached = session_cap_reached(&app, &lock(&app.sessions), &principal);
+    if let Some(cap) = reached {
+        return too_many_sessions(cap, Some(req.id));
     }
     let Some(front) = &app.legacy else {
         return error_response(
@@ -378,9 +435,9 @@ pub(super) async fn initialize(
     }
     {
         let mut sessions = lock(&app.sessions);
-        if sessions.len() >= app.opts.max_sessions {
+        if let Some(cap) = session_cap_reached(&app, &sessions, &session.principal) {
             drop(sessions);
-            return too_many_sessions(&app, Some(id));
+            return too_many_sessions(cap, Some(id));
         }
         session.touch(app.now_ms());
         sessions.insert(sid.clone(), session);

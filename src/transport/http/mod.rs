@@ -103,6 +103,18 @@ pub struct HttpOptions {
     pub session_idle_timeout: Option<std::time::Duration>,
     /// Most legacy sessions open at once; `initialize` beyond it answers 503.
     pub max_sessions: usize,
+    /// Most legacy sessions without a principal open at once, within
+    /// `max_sessions`; one more anonymous `initialize` answers 503. An
+    /// anonymous `initialize` costs a client nothing, so without this cap
+    /// anonymous clients could take every session and lock authenticated
+    /// principals out. `None`: half of `max_sessions`
+    /// ([`HttpOptions::anonymous_session_cap`]).
+    pub max_anonymous_sessions: Option<usize>,
+    /// Most legacy sessions one principal may hold open at once, within
+    /// `max_sessions`; one more `initialize` of it answers 503, while other
+    /// principals are still served. `None`: a tenth of `max_sessions`
+    /// ([`HttpOptions::principal_session_cap`]).
+    pub max_sessions_per_principal: Option<usize>,
     /// How long a client may take to send a request's headers, and then
     /// its body, before the connection is closed (slow clients holding
     /// connections open). Used by [`serve`] (headers) and the endpoint
@@ -111,6 +123,13 @@ pub struct HttpOptions {
     /// Most client connections open at once ([`serve`]); more are closed
     /// as they come.
     pub max_connections: usize,
+    /// Accept a 2026-07-28 request that has no `Mcp-Name` header where
+    /// its body names what it routes on (the task id of `tasks/*`, the
+    /// tool of `tools/call`…), instead of refusing it with `-32020` as
+    /// SEP-2243 says: some clients omit it. A mismatched or unreadable
+    /// `Mcp-Name` is still refused. Such requests are counted in
+    /// `/metrics` (`mcp_shim_missing_mcp_name_total`).
+    pub accept_missing_mcp_name: bool,
     /// Engine settings.
     pub bridge: BridgeConfig,
 }
@@ -129,10 +148,31 @@ impl Default for HttpOptions {
                 DEFAULT_SESSION_IDLE_TIMEOUT_S,
             )),
             max_sessions: usize::try_from(DEFAULT_MAX_SESSIONS).unwrap_or(usize::MAX),
+            max_anonymous_sessions: None,
+            max_sessions_per_principal: None,
             read_timeout: std::time::Duration::from_secs(DEFAULT_READ_TIMEOUT_S),
             max_connections: usize::try_from(DEFAULT_MAX_CONNECTIONS).unwrap_or(usize::MAX),
+            accept_missing_mcp_name: false,
             bridge: BridgeConfig::default(),
         }
+    }
+}
+
+impl HttpOptions {
+    /// The anonymous share of `max_sessions` in force: the configured one,
+    /// else half (at least 1), never more than `max_sessions`.
+    pub fn anonymous_session_cap(&self) -> usize {
+        self.max_anonymous_sessions
+            .unwrap_or(self.max_sessions / 2)
+            .clamp(1, self.max_sessions.max(1))
+    }
+
+    /// The per-principal share of `max_sessions` in force: the configured
+    /// one, else a tenth (at least 1), never more than `max_sessions`.
+    pub fn principal_session_cap(&self) -> usize {
+        self.max_sessions_per_principal
+            .unwrap_or(self.max_sessions / 10)
+            .clamp(1, self.max_sessions.max(1))
     }
 }
 
