@@ -1485,3 +1485,109 @@ fn a_declared_body_over_the_limit_is_refused_before_it_is_sent() {
         assert!(message.contains("--max-body-bytes"), "{refusal}");
     }
 }
+
+/// A 2026-07-28 task created through `url` with `slow_compute`; its id.
+async fn modern_task(c: &reqwest::Client, url: &str) -> String {
+    let call = json!({"name": "slow_compute", "arguments": {"seconds": 30, "label": "named"}});
+    let (s, body, _) = send(modern(c, url, 1, "tools/call", call)).await;
+    assert_eq!(s, StatusCode::OK, "{body}");
+    assert_valid(Revision::Modern, &body, Some("tools/call"));
+    assert_eq!(body["result"]["resultType"], "task", "{body}");
+    body["result"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a task: {body}"))
+        .to_owned()
+}
+
+/// `tasks/get` of `task` with `Mcp-Name` set to `name` (`None`: left out).
+async fn get_named(
+    c: &reqwest::Client,
+    url: &str,
+    task: &str,
+    name: Option<&str>,
+) -> (StatusCode, Value) {
+    let req = modern(c, url, 2, "tasks/get", json!({"taskId": task}));
+    let (s, body, _) = send(set_header(req, "mcp-name", name)).await;
+    assert_valid(Revision::Modern, &body, Some("tasks/get"));
+    (s, body)
+}
+
+/// A widely used 2026-07-28 client leaves `Mcp-Name` out of `tasks/get`.
+/// By default that is `-32020`, as SEP-2243 says; with
+/// `--accept-missing-mcp-name` the request is served (the body names the
+/// task), counted in `/metrics`, and the first of the caller is logged at
+/// warn. A mismatched `Mcp-Name` is refused either way. Both paths the
+/// check guards: translating (a 2025-11-25 upstream) and relaying (a
+/// 2026-07-28 one).
+async fn missing_mcp_name(upstream: Vec<String>) {
+    let c = client();
+    let strict = HttpShim::spawn::<String>(&[], &upstream);
+    let task = modern_task(&c, &strict.url).await;
+    let (s, body) = get_named(&c, &strict.url, &task, None).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(body["error"]["code"], -32020, "{body}");
+    let (s, body) = get_named(&c, &strict.url, &task, Some(&task)).await;
+    assert_eq!(s, StatusCode::OK, "{body}");
+
+    let lenient = HttpShim::spawn(&["--accept-missing-mcp-name"], &upstream);
+    let url = lenient.url.as_str();
+    let task = modern_task(&c, url).await;
+    for _ in 0..2 {
+        let (s, body) = get_named(&c, url, &task, None).await;
+        assert_eq!(s, StatusCode::OK, "{body}");
+        assert_eq!(body["result"]["taskId"], task.as_str(), "{body}");
+    }
+    let (s, body) = get_named(&c, url, &task, Some("another-task")).await;
+    assert_eq!(
+        s,
+        StatusCode::BAD_REQUEST,
+        "a mismatch is still refused: {body}"
+    );
+    assert_eq!(body["error"]["code"], -32020, "{body}");
+    let cancel = set_header(
+        modern(&c, url, 3, "tasks/cancel", json!({"taskId": task})),
+        "mcp-name",
+        None,
+    );
+    let (s, body, _) = send(cancel).await;
+    assert_eq!(s, StatusCode::OK, "{body}");
+    assert_valid(Revision::Modern, &body, Some("tasks/cancel"));
+
+    let text = tokio::time::timeout(
+        support::http::STEP,
+        c.get(format!("{}/metrics", lenient.base)).send(),
+    )
+    .await
+    .expect("metrics in time")
+    .expect("metrics")
+    .text()
+    .await
+    .expect("metrics body");
+    assert!(
+        text.lines()
+            .any(|l| l == "mcp_shim_missing_mcp_name_total 3"),
+        "{text}"
+    );
+    let deadline = Instant::now() + support::http::STEP;
+    while lenient.logged("without the Mcp-Name header").is_empty() {
+        assert!(Instant::now() < deadline, "no warning logged");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let warned = lenient.logged("without the Mcp-Name header");
+    assert_eq!(
+        warned.len(),
+        1,
+        "only the caller's first is logged: {warned:?}"
+    );
+    assert!(warned[0].contains("WARN"), "{warned:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_missing_mcp_name_in_front_of_a_legacy_server() {
+    missing_mcp_name(legacy_reference()).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_missing_mcp_name_in_front_of_a_modern_server() {
+    missing_mcp_name(modern_reference()).await;
+}

@@ -53,7 +53,7 @@ pub enum Command {
     Stdio(stdio::Args),
     /// Serve Streamable HTTP (both revisions side by side) in front of an
     /// upstream server: a child process or an HTTP URL.
-    Http(http::Args),
+    Http(Box<http::Args>),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     ///
     /// For example: `mcp-tasks-shim completions bash > /etc/bash_completion.d/mcp-tasks-shim`.
@@ -96,7 +96,7 @@ pub fn main() -> ExitCode {
         Command::Demo(args) => demo::run(args),
         Command::ReferenceServer(args) => reference::run(args),
         Command::Stdio(args) => stdio::run(args),
-        Command::Http(args) => http::run(args),
+        Command::Http(args) => http::run(*args),
         Command::Completions { shell } => {
             // Into a buffer first: clap_complete panics on a write error,
             // and `completions bash | head` closes the pipe early.

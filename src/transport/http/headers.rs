@@ -69,9 +69,28 @@ pub(crate) fn name_source<'a>(method: &str, params: Option<&'a Value>) -> Option
     params?.get(key)?.as_str()
 }
 
+/// What [`check`] passed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Checked {
+    /// Every header the request needs, each matching its body.
+    Complete,
+    /// No `Mcp-Name` where the body names what the request routes on,
+    /// let through because the operator accepts that
+    /// (`--accept-missing-mcp-name`).
+    NameMissing,
+}
+
 /// Checks the request metadata headers of a modern request against its
-/// body; every failure is a `-32020`.
-pub(crate) fn check(headers: &HeaderMap, msg: &Message) -> Result<(), ShimError> {
+/// body; every failure is a `-32020`. With `accept_missing_name`, an
+/// absent `Mcp-Name` is let through where the body names the task or tool
+/// (or prompt, or resource) itself: some clients omit the header, and the
+/// body still says what the request is about. A present one must still
+/// match, and one that is not visible ASCII is not "absent".
+pub(crate) fn check(
+    headers: &HeaderMap,
+    msg: &Message,
+    accept_missing_name: bool,
+) -> Result<Checked, ShimError> {
     let method = msg.method().unwrap_or_default();
     let h_method = header(headers, "mcp-method")
         .ok_or_else(|| ShimError::HeaderMismatch("missing Mcp-Method header".into()))?;
@@ -90,6 +109,9 @@ pub(crate) fn check(headers: &HeaderMap, msg: &Message) -> Result<(), ShimError>
         )));
     }
     if let Some(body) = name_source(method, msg.params()) {
+        if accept_missing_name && !headers.contains_key("mcp-name") {
+            return Ok(Checked::NameMissing);
+        }
         let raw = header(headers, "mcp-name").ok_or_else(|| {
             // Present but not visible ASCII is not "missing": a name
             // outside ASCII travels base64-encoded (`=?base64?…?=`).
@@ -106,7 +128,7 @@ pub(crate) fn check(headers: &HeaderMap, msg: &Message) -> Result<(), ShimError>
             )));
         }
     }
-    Ok(())
+    Ok(Checked::Complete)
 }
 
 #[cfg(test)]
@@ -139,7 +161,7 @@ mod tests {
             ("mcp-protocol-version", "2026-07-28"),
             ("mcp-name", &enc),
         ]);
-        assert!(check(&ok, &call()).is_ok());
+        assert!(check(&ok, &call(), false).is_ok());
     }
 
     #[test]
@@ -152,7 +174,7 @@ mod tests {
             "mcp-name",
             axum::http::HeaderValue::from_bytes("héllo".as_bytes()).unwrap(),
         );
-        let e = check(&raw, &call()).unwrap_err();
+        let e = check(&raw, &call(), false).unwrap_err();
         assert_eq!(e.code(), -32020);
         assert!(e.to_string().contains("not visible ASCII"), "{e}");
     }
@@ -181,7 +203,43 @@ mod tests {
                 ("mcp-name", "héllo"),
             ]),
         ] {
-            assert_eq!(check(&bad, &call()).unwrap_err().code(), -32020);
+            assert_eq!(check(&bad, &call(), false).unwrap_err().code(), -32020);
+        }
+    }
+
+    /// Accepting a missing `Mcp-Name` lets through only its absence:
+    /// a mismatched or unreadable one, and every other header, are still
+    /// `-32020`.
+    #[test]
+    fn accepting_a_missing_name_accepts_nothing_else() {
+        let get = Message::request(1, "tasks/get", json!({"taskId": "t1"}));
+        let missing = h(&[
+            ("mcp-method", "tasks/get"),
+            ("mcp-protocol-version", "2026-07-28"),
+        ]);
+        assert_eq!(check(&missing, &get, false).unwrap_err().code(), -32020);
+        assert_eq!(check(&missing, &get, true).unwrap(), Checked::NameMissing);
+        let named = h(&[
+            ("mcp-method", "tasks/get"),
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-name", "t1"),
+        ]);
+        assert_eq!(check(&named, &get, true).unwrap(), Checked::Complete);
+        let mut raw = missing.clone();
+        raw.insert(
+            "mcp-name",
+            axum::http::HeaderValue::from_bytes("héllo".as_bytes()).unwrap(),
+        );
+        for bad in [
+            h(&[
+                ("mcp-method", "tasks/get"),
+                ("mcp-protocol-version", "2026-07-28"),
+                ("mcp-name", "t2"),
+            ]),
+            raw,
+            h(&[("mcp-protocol-version", "2026-07-28")]),
+        ] {
+            assert_eq!(check(&bad, &get, true).unwrap_err().code(), -32020);
         }
     }
 
@@ -201,12 +259,12 @@ mod tests {
             ("mcp-protocol-version", "2026-07-28"),
             ("mcp-name", "t1"),
         ]);
-        assert!(check(&ok, &get).is_ok());
+        assert!(check(&ok, &get, false).is_ok());
         let bad = h(&[
             ("mcp-method", "tasks/get"),
             ("mcp-protocol-version", "2026-07-28"),
             ("mcp-name", "t2"),
         ]);
-        assert!(check(&bad, &get).is_err());
+        assert!(check(&bad, &get, false).is_err());
     }
 }

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::revision::Revision;
 
@@ -10,6 +11,9 @@ use crate::revision::Revision;
 #[derive(Debug, Default)]
 pub(crate) struct Metrics {
     counts: Mutex<BTreeMap<(&'static str, &'static str), u64>>,
+    /// 2026-07-28 requests served without the `Mcp-Name` they should have
+    /// had (`--accept-missing-mcp-name`).
+    missing_mcp_name: AtomicU64,
 }
 
 /// The client messages of both revisions, and the HTTP methods and
@@ -63,6 +67,11 @@ impl Metrics {
             .or_default() += 1;
     }
 
+    /// Counts one request served without its `Mcp-Name`.
+    pub(crate) fn count_missing_mcp_name(&self) {
+        self.missing_mcp_name.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// The Prometheus exposition text, with `gauges` (name, help, value)
     /// appended.
     pub(crate) fn render(&self, gauges: &[(&str, &str, u64)]) -> String {
@@ -74,6 +83,10 @@ impl Metrics {
                 "mcp_shim_requests_total{{revision=\"{rev}\",method=\"{method}\"}} {n}\n"
             ));
         }
+        out.push_str(&format!(
+            "# HELP mcp_shim_missing_mcp_name_total 2026-07-28 requests served without the Mcp-Name header their body called for (--accept-missing-mcp-name).\n# TYPE mcp_shim_missing_mcp_name_total counter\nmcp_shim_missing_mcp_name_total {}\n",
+            self.missing_mcp_name.load(Ordering::Relaxed)
+        ));
         for (name, help, value) in gauges {
             out.push_str(&format!(
                 "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}\n"
@@ -106,6 +119,6 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("fake_metric"), "{text}");
-        assert_eq!(text.lines().count(), 2 + 3, "{text}");
+        assert_eq!(text.lines().count(), 2 + 3 + 3, "{text}");
     }
 }

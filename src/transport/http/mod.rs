@@ -187,6 +187,9 @@ pub(crate) struct App {
     sessions: Mutex<HashMap<String, Arc<legacy::HttpSession>>>,
     resolver: Arc<dyn PrincipalResolver>,
     metrics: metrics::Metrics,
+    /// Callers already logged for a request without `Mcp-Name`
+    /// (`--accept-missing-mcp-name`).
+    missing_mcp_name_callers: Mutex<std::collections::HashSet<String>>,
     /// The zero of [`App::now_ms`].
     started: std::time::Instant,
     /// Ledger time, for the checks made outside the engines.
@@ -291,6 +294,7 @@ impl HttpShim {
             sessions: Mutex::new(HashMap::new()),
             resolver,
             metrics: metrics::Metrics::default(),
+            missing_mcp_name_callers: Mutex::default(),
             started: std::time::Instant::now(),
             clock: crate::bridge::clock::Clock::new(),
             closing: tokio::sync::watch::Sender::new(false),

@@ -37,8 +37,10 @@ pub(super) async fn post(
         let e = ShimError::MethodNotFound(format!("{} is not a 2026-07-28 method", req.method));
         return error_response(StatusCode::NOT_FOUND, Some(id), e);
     }
-    if let Err(e) = headers::check(hdrs, &msg) {
-        return error_response(StatusCode::BAD_REQUEST, Some(id), e);
+    match headers::check(hdrs, &msg, app.opts.accept_missing_mcp_name) {
+        Ok(headers::Checked::Complete) => {}
+        Ok(headers::Checked::NameMissing) => missing_mcp_name(&app, &req.method, &principal),
+        Err(e) => return error_response(StatusCode::BAD_REQUEST, Some(id), e),
     }
     if let Some(v) = headers::header(hdrs, "mcp-protocol-version")
         && v != MODERN_VERSION
@@ -80,6 +82,39 @@ pub(super) async fn post(
         return stream(&app, rx, id, session).await;
     }
     answer(rx, id, sse, session).await
+}
+
+/// Most callers whose first request without `Mcp-Name` is remembered (so
+/// that only it is logged at warn): principals are not bounded in number.
+const MISSING_NAME_CALLERS: usize = 10_000;
+
+/// A request let through without its `Mcp-Name`: counted, and the first of
+/// each caller (principal, or the anonymous scope) logged at warn, so the
+/// operator can see which clients rely on `--accept-missing-mcp-name`
+/// without a line per request.
+fn missing_mcp_name(app: &App, method: &str, principal: &Option<Principal>) {
+    app.metrics.count_missing_mcp_name();
+    let anonymous = Scope::anonymous();
+    let caller = principal
+        .as_ref()
+        .map_or(anonymous.key(), |p| p.scope().key());
+    let first = {
+        let mut seen = app
+            .missing_mcp_name_callers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        seen.len() < MISSING_NAME_CALLERS && seen.insert(caller.to_owned())
+    };
+    if first {
+        tracing::warn!(
+            %caller,
+            %method,
+            "a 2026-07-28 request without the Mcp-Name header, served (--accept-missing-mcp-name); \
+             only the first of this caller is logged, all are counted in mcp_shim_missing_mcp_name_total"
+        );
+    } else {
+        tracing::debug!(%caller, %method, "a 2026-07-28 request without Mcp-Name, served");
+    }
 }
 
 /// The answer to `id`. Alone it goes back as plain JSON; a notification
