@@ -133,3 +133,59 @@ fn ts_sdk_client_through_the_shim_against_the_modern_reference() {
         }
     }
 }
+
+/// The TypeScript SDK's task-augmented call of a tool the operator marked
+/// `forbidden` (`--task-support slow_compute=forbidden`) gets `-32601`, as
+/// the 2025-11-25 spec says servers SHOULD, in a schema-valid answer; the
+/// call never reaches the upstream. Before, it got a synthetic task.
+#[test]
+fn ts_sdk_task_call_of_a_forbidden_tool_gets_32601() {
+    let transcript = temp_path("ts-forbidden.jsonl");
+    let (sent, got) = (
+        temp_path("ts-forbidden-sent.jsonl"),
+        temp_path("ts-forbidden-got.jsonl"),
+    );
+    let mut command = vec![
+        shim_bin().to_owned(),
+        "stdio".into(),
+        "--task-support".into(),
+        "slow_compute=forbidden".into(),
+        "--".into(),
+    ];
+    command.extend(support::wire::recording_upstream(
+        &support::wire::modern_reference(),
+        &sent,
+        &got,
+    ));
+    support::peers::require_peers();
+    let mut cmd = std::process::Command::new("node");
+    cmd.current_dir(support::peers::peers_dir())
+        .arg("forbidden_task_client.mjs")
+        .arg("slow_compute")
+        .arg(&transcript)
+        .arg("--")
+        .args(&command);
+    let (status, out) = support::peers::run_bounded(&mut cmd, TIMEOUT);
+    let line: Value = out
+        .lines()
+        .rev()
+        .find_map(|l| serde_json::from_str(l).ok())
+        .unwrap_or_else(|| panic!("no result line: {out}"));
+    assert!(status.success() && line["ok"] == true, "{out}");
+    assert_eq!(line["code"], -32601, "{line}");
+    assert_eq!(line["support"], "forbidden", "{line}");
+
+    let seen = read_transcript(&transcript);
+    assert_conversation_valid(
+        seen.iter()
+            .map(|(dir, msg)| (Revision::Legacy, dir.as_str(), msg)),
+    );
+    let upstream_calls: Vec<Value> = support::wire::read_jsonl(&sent)
+        .into_iter()
+        .filter(|m| m["method"] == "tools/call")
+        .collect();
+    assert!(upstream_calls.is_empty(), "{upstream_calls:?}");
+    for path in [&transcript, &sent, &got] {
+        let _ = std::fs::remove_file(path);
+    }
+}
