@@ -136,7 +136,7 @@ fn bad_input_is_refused_and_the_session_survives() {
 
     // Still alive and useful.
     let tools = shim.ok("tools/list", json!({}));
-    assert_eq!(tools["tools"].as_array().map(Vec::len), Some(8), "{tools}");
+    assert_eq!(tools["tools"].as_array().map(Vec::len), Some(9), "{tools}");
     let r = shim.ok(
         "tools/call",
         json!({"name": "greet", "arguments": {"name": "again"}}),
@@ -1153,4 +1153,23 @@ fn a_refused_answer_is_asked_again_then_fails_the_task() {
             assert_eq!(got["status"], "failed", "{got}");
         }
     }
+}
+
+/// `external_job` in front of the 2026-07-28 server: a 2025-11-25 client
+/// asking for a task gets one, and its `tasks/result` names the job; a
+/// missing `job_id` is the server's -32602.
+#[test]
+fn external_job_through_the_shim_is_a_task() {
+    let mut shim = Wire::spawn(&[], &modern_reference());
+    shim.initialize();
+    let missing = shim.call("tools/call", task_call("external_job", json!({})));
+    assert_eq!(missing["error"]["code"], -32602, "{missing}");
+    let task = create(&mut shim, "external_job", json!({"job_id": "j-3"}));
+    let result = shim.ok("tasks/result", json!({"taskId": task}));
+    assert_eq!(
+        text_of(&result),
+        "Job j-3 completed by the external worker",
+        "{result}"
+    );
+    assert_eq!(listed(&mut shim, &task)["status"], "completed");
 }

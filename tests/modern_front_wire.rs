@@ -714,3 +714,41 @@ async fn a_task_may_outlast_the_request_timeout() {
     .await
     .expect("timed out");
 }
+
+/// `external_job` is task-required on the 2025-11-25 server: through the
+/// shim a 2026-07-28 client with the tasks extension gets a task that
+/// completes with the job's text; one without it gets -32021, as for the
+/// other task-only tools; a missing `job_id` is the server's -32602.
+#[tokio::test(flavor = "multi_thread")]
+async fn external_job_through_the_shim_is_a_task() {
+    timeout(BOUND, async {
+        let mut s = Raw::new(&[], &legacy_reference());
+        let e = s
+            .err(
+                "tools/call",
+                json!({"name": "external_job", "arguments": {"job_id": "j-2"}}),
+                false,
+            )
+            .await;
+        assert_eq!(e["code"], -32021, "{e}");
+        let e = s
+            .err(
+                "tools/call",
+                json!({"name": "external_job", "arguments": {}}),
+                true,
+            )
+            .await;
+        assert_eq!(e["code"], -32602, "{e}");
+        let id = s.create("external_job", json!({"job_id": "j-2"})).await;
+        let t = s.poll(&id, terminal).await;
+        assert_eq!(t["status"], "completed", "{t}");
+        assert_eq!(
+            text(&t["result"]),
+            "Job j-2 completed by the external worker",
+            "{t}"
+        );
+        s.close().await;
+    })
+    .await
+    .expect("external_job flow timed out");
+}

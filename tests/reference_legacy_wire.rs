@@ -91,3 +91,48 @@ fn a_blocking_tasks_result_does_not_hold_the_exit() {
         "took {took:?}"
     );
 }
+
+/// `external_job` (a fixture third-party 2025-11-25 suites call) is
+/// task-required: listed so, refused without `params.task` (-32601) or
+/// without `job_id` (-32602), and its task's result names the job.
+#[test]
+fn external_job_is_a_required_task_naming_its_job() {
+    let mut w = legacy_server();
+    let tools = w.ok("tools/list", json!({}));
+    let tool = tools["tools"]
+        .as_array()
+        .and_then(|ts| ts.iter().find(|t| t["name"] == "external_job"))
+        .cloned()
+        .unwrap_or_else(|| panic!("external_job listed: {tools}"));
+    assert_eq!(tool["execution"]["taskSupport"], "required", "{tool}");
+    assert_eq!(
+        tool["inputSchema"],
+        json!({"type": "object", "properties": {"job_id": {"type": "string"}},
+            "required": ["job_id"]}),
+        "{tool}"
+    );
+    let plain = w.call(
+        "tools/call",
+        json!({"name": "external_job", "arguments": {"job_id": "j-1"}}),
+    );
+    assert_eq!(plain["error"]["code"], -32601, "{plain}");
+    let missing = w.call(
+        "tools/call",
+        json!({"name": "external_job", "arguments": {}, "task": {}}),
+    );
+    assert_eq!(missing["error"]["code"], -32602, "{missing}");
+    let created = w.ok(
+        "tools/call",
+        json!({"name": "external_job", "arguments": {"job_id": "j-1"}, "task": {"ttl": 60000}}),
+    );
+    assert_eq!(created["task"]["status"], "working", "{created}");
+    let task_id = created["task"]["taskId"].clone();
+    let result = w.ok("tasks/result", json!({"taskId": task_id}));
+    assert_eq!(
+        support::wire::text_of(&result),
+        "Job j-1 completed by the external worker",
+        "{result}"
+    );
+    let got = w.ok("tasks/get", json!({"taskId": task_id}));
+    assert_eq!(got["status"], "completed", "{got}");
+}

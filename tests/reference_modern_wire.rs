@@ -305,3 +305,82 @@ async fn an_open_listen_stream_does_not_hold_the_exit() {
         started.elapsed()
     );
 }
+
+/// `external_job` (a fixture third-party suites call) always answers with
+/// a task, which completes with a text naming the job; without the
+/// extension it is -32021 like every task-only tool, and without `job_id`
+/// it is -32602.
+#[tokio::test(flavor = "multi_thread")]
+async fn external_job_is_a_task_naming_its_job() {
+    timeout(Duration::from_secs(60), async {
+        let mut s = Raw::new();
+        let tools = s
+            .call(1, "tools/list", json!({"_meta": meta(true)}))
+            .await;
+        let tool = tools["result"]["tools"]
+            .as_array()
+            .and_then(|ts| ts.iter().find(|t| t["name"] == "external_job"))
+            .cloned()
+            .unwrap_or_else(|| panic!("external_job listed: {tools}"));
+        assert_eq!(
+            tool["inputSchema"],
+            json!({"type": "object", "properties": {"job_id": {"type": "string"}},
+                "required": ["job_id"]}),
+            "{tool}"
+        );
+        let r = s
+            .call(
+                2,
+                "tools/call",
+                json!({"name": "external_job", "arguments": {"job_id": "j-7"}, "_meta": meta(false)}),
+            )
+            .await;
+        assert_eq!(r["error"]["code"], -32021, "{r}");
+        let r = s
+            .call(
+                3,
+                "tools/call",
+                json!({"name": "external_job", "arguments": {}, "_meta": meta(true)}),
+            )
+            .await;
+        assert_eq!(r["error"]["code"], -32602, "{r}");
+        let r = s
+            .call(
+                4,
+                "tools/call",
+                json!({"name": "external_job", "arguments": {"job_id": "j-7"}, "_meta": meta(true)}),
+            )
+            .await;
+        assert_eq!(r["result"]["resultType"], "task", "{r}");
+        let task_id = r["result"]["taskId"].as_str().expect("taskId").to_owned();
+        s.listen("sub-1", json!({"taskIds": [task_id]})).await;
+        let done = loop {
+            let n = s.next().await;
+            assert_eq!(n["method"], "notifications/tasks", "{n}");
+            if n["params"]["status"] != "working" {
+                break n;
+            }
+        };
+        assert_eq!(done["params"]["status"], "completed", "{done}");
+        assert_eq!(
+            done["params"]["result"]["content"][0]["text"],
+            "Job j-7 completed by the external worker",
+            "{done}"
+        );
+        let methods: std::collections::HashMap<String, String> = s
+            .log
+            .iter()
+            .filter(|(d, m)| d == "c2s" && m.get("id").is_some())
+            .map(|(_, m)| (m["id"].to_string(), m["method"].as_str().unwrap_or("").to_owned()))
+            .collect();
+        for (_, m) in s.log.iter().filter(|(d, _)| d == "s2c") {
+            let answered = m
+                .get("id")
+                .and_then(|id| methods.get(&id.to_string()))
+                .map(String::as_str);
+            assert_valid(Revision::Modern, m, answered);
+        }
+    })
+    .await
+    .expect("external_job flow timed out");
+}

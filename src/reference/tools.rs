@@ -40,6 +40,11 @@ pub(crate) enum Call {
     Summarize {
         text: String,
     },
+    /// A job handed to an outside worker; third-party 2025-11-25 suites
+    /// call this fixture.
+    ExternalJob {
+        job_id: String,
+    },
 }
 
 const TOOLS: &[(&str, &str, TaskSupport)] = &[
@@ -79,6 +84,11 @@ const TOOLS: &[(&str, &str, TaskSupport)] = &[
         "Asks the client's model (sampling) mid-task to summarise `text`.",
         TaskSupport::Required,
     ),
+    (
+        "external_job",
+        "Hands job `job_id` to an outside worker; it completes about a second later.",
+        TaskSupport::Required,
+    ),
 ];
 
 /// The `taskSupport` of a tool, `None` for an unknown tool.
@@ -102,6 +112,9 @@ fn input_schema(name: &str) -> Value {
         "summarize" => json!({"type": "object",
             "properties": {"text": {"type": "string"}},
             "required": ["text"]}),
+        "external_job" => json!({"type": "object",
+            "properties": {"job_id": {"type": "string"}},
+            "required": ["job_id"]}),
         _ => json!({"type": "object", "properties": {}}),
     }
 }
@@ -174,6 +187,9 @@ impl Call {
             },
             "summarize" => Call::Summarize {
                 text: arg_str(args, "text", name)?,
+            },
+            "external_job" => Call::ExternalJob {
+                job_id: arg_str(args, "job_id", name)?,
             },
             _ => return Err(ShimError::InvalidParams(format!("Unknown tool: {name}"))),
         })
@@ -273,6 +289,10 @@ pub(crate) async fn run(call: Call, ctx: Option<TaskCtx>) -> Outcome {
         Call::WithTask { name } => Ok(text(format!(
             "Hello, {name}! (name gathered before the task was created)"
         ))),
+        Call::ExternalJob { job_id } => {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            Ok(text(format!("Job {job_id} completed by the external worker")))
+        }
         Call::Summarize { text: input } => {
             let ctx = ctx.ok_or_else(needs_task)?;
             let reply = ctx

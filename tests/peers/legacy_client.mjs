@@ -180,7 +180,7 @@ await check('tools/list taskSupport', async () => {
     // The modern upstream decides per request; the shim's default policy
     // tells legacy clients every tool may run either way.
     for (const [name, s] of Object.entries(support)) assert(s === 'optional', `${name} optional, got ${s}`);
-    assert(Object.keys(support).length === 8, `eight tools: ${Object.keys(support)}`);
+    assert(Object.keys(support).length === 9, `nine tools: ${Object.keys(support)}`);
   } else {
     assert(support.greet === 'forbidden', 'greet forbidden');
     assert(support.slow_compute === 'optional', 'slow_compute optional');
