@@ -752,3 +752,25 @@ async fn external_job_through_the_shim_is_a_task() {
     .await
     .expect("external_job flow timed out");
 }
+
+/// A 2025-11-25 server whose `tasks/result` does not block but refuses at
+/// once while the task works (`tests/peers/nonblocking_result_server.py`):
+/// the refusal is "not ready", not the task's outcome. The shim polls the
+/// task and asks again once it has ended, so a 2026-07-28 client polling
+/// `tasks/get` sees it completed with its result, not failed.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_tasks_result_refused_while_working_is_asked_again() {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/peers/nonblocking_result_server.py");
+    let upstream = vec!["python3".to_owned(), script.to_string_lossy().into_owned()];
+    timeout(BOUND, async {
+        let mut s = Raw::new(&[], &upstream);
+        let id = s.create("job", json!({})).await;
+        let t = s.poll(&id, terminal).await;
+        assert_eq!(t["status"], "completed", "{t}");
+        assert_eq!(text(&t["result"]), format!("{id} done"), "{t}");
+        s.close().await;
+    })
+    .await
+    .expect("non-blocking tasks/result flow timed out");
+}

@@ -23,7 +23,7 @@ use crate::translate::{input, notify, session as tsession, task as ttask};
 use crate::transport::Outbox;
 use crate::upstream::RpcResult;
 use crate::wire::modern::{Payload, RequestMeta, result_type};
-use crate::wire::{from_value, legacy};
+use crate::wire::{TaskStatus, from_value, legacy};
 
 /// How long `tasks/get` waits for the payload of a task that just ended.
 const PAYLOAD_WAIT: Duration = Duration::from_secs(10);
@@ -299,36 +299,65 @@ impl ModernFront {
     /// while the task still runs upstream. One wait is bounded by the
     /// upstream's request timeout (or cut by a dropped HTTP connection);
     /// the task is not, and a job may well outlast `--request-timeout-s`.
-    /// A wait that fails while the server no longer answers for the task
-    /// (it is gone, or so is the upstream) is the outcome.
+    /// Some servers do not block either: they refuse `tasks/result` at once
+    /// ("not completed yet") while the task works. An error answered while
+    /// the last `tasks/get` said the task runs is such a "not ready": the
+    /// task is polled (at its `pollInterval`) until it has ended, then asked
+    /// again. Only an error about an ended task is its outcome, and so is a
+    /// wait that fails while the server no longer answers for the task (it
+    /// is gone, or so is the upstream).
     async fn await_outcome(&self, id: &str) -> RpcResult {
         // A terminal task answers `tasks/result` at once: failing again
         // then is the upstream's answer, not a wait cut short.
         let mut ended_and_failed = 0;
+        // What the last `tasks/get` said; the task was running when the
+        // shim took it up.
+        let mut seen_ended = false;
         loop {
-            let failed = match self
+            let (failed, not_ready) = match self
                 .upstream
                 .request("tasks/result", json!({"taskId": id}))
                 .await
             {
-                Ok(answer) => return answer,
-                Err(e) => e,
+                Ok(Ok(result)) => return Ok(result),
+                Ok(Err(refused)) if seen_ended => return Err(refused),
+                Ok(Err(refused)) => (refused, true),
+                Err(e) => (e.into(), false),
             };
-            let seen = match self.call("tasks/get", json!({"taskId": id})).await {
-                Ok(v) => from_value::<legacy::Task>("task", &v).ok(),
-                Err(_) => None,
-            };
-            let wanted = lock(&self.tasks).contains_key(id);
-            let Some(task) = seen.filter(|_| wanted) else {
-                return Err(failed.into());
-            };
-            if task.status.is_terminal() {
+            let mut status = None;
+            loop {
+                let seen = match self.call("tasks/get", json!({"taskId": id})).await {
+                    Ok(v) => from_value::<legacy::Task>("task", &v).ok(),
+                    Err(_) => None,
+                };
+                let wanted = lock(&self.tasks).contains_key(id);
+                let Some(task) = seen.filter(|_| wanted) else {
+                    return Err(failed);
+                };
+                let first = status.is_none();
+                let entered_input = task.status == TaskStatus::InputRequired
+                    && status != Some(TaskStatus::InputRequired);
+                status = Some(task.status);
+                seen_ended = task.status.is_terminal();
+                // A timed-out wait is asked again at once; a refusal only
+                // once the task has ended, or when it asks for input (which
+                // a 2025-11-25 server may deliver on `tasks/result` only).
+                if !not_ready || seen_ended || (entered_input && !first) {
+                    break;
+                }
+                let interval = task
+                    .poll_interval
+                    .map_or(self.config.default_poll_ms, |p| p.max(0) as u64)
+                    .max(self.config.min_poll_ms);
+                tokio::time::sleep(Duration::from_millis(interval)).await;
+            }
+            if seen_ended && !not_ready {
                 ended_and_failed += 1;
                 if ended_and_failed > 2 {
-                    return Err(failed.into());
+                    return Err(failed);
                 }
             }
-            tracing::info!(task = %id, status = ?task.status, error = %failed, "waiting again for a task's result");
+            tracing::info!(task = %id, status = ?status, error = %failed.message, "waiting again for a task's result");
         }
     }
 
