@@ -14,8 +14,8 @@ use base64::Engine;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use support::http::{
-    HttpShim, LEGACY, MODERN, alive, children_of, client, initialize, is_sse, legacy, modern,
-    modern_meta, rpc, send, set_header,
+    HttpShim, LEGACY, MODERN, STEP, Sse, alive, children_of, client, initialize, is_sse, legacy,
+    modern, modern_meta, rpc, send, set_header,
 };
 use support::schema::{Revision, assert_valid};
 use support::wire::{modern_reference, recorded, recording_upstream, shim_bin, temp_path};
@@ -352,18 +352,33 @@ async fn modern_error_paths_in_front_of_a_legacy_server() {
 #[tokio::test(flavor = "multi_thread")]
 async fn modern_error_paths_in_front_of_a_modern_server() {
     modern_error_paths(modern_reference()).await;
-    // Pass-through does not relay listen streams (docs/limits.md): refused
-    // at once, where it used to wait for the request timeout (300 s).
+    // Pass-through relays a listen stream to a stdio child too, its filter
+    // cut to the caller's own tasks: "x" is no one's, so none is asked for.
     let shim = HttpShim::spawn::<String>(&[], &modern_reference());
     let c = client();
     let p = json!({"notifications": {"taskIds": ["x"]}});
-    let r = send(modern(&c, &shim.url, 1, "subscriptions/listen", p)).await;
-    expect_error(
-        "listen in pass-through",
-        &(r.0, r.1),
-        StatusCode::NOT_FOUND,
-        -32601,
-        "subscriptions/listen",
+    let resp = tokio::time::timeout(
+        STEP,
+        modern(&c, &shim.url, 1, "subscriptions/listen", p).send(),
+    )
+    .await
+    .expect("timed out opening the listen stream")
+    .expect("listen request failed");
+    assert_eq!(resp.status(), StatusCode::OK);
+    let ack = Sse::new(resp).next().await.expect("an acknowledgement");
+    assert_valid(Revision::Modern, &ack, None);
+    assert_eq!(
+        ack["method"], "notifications/subscriptions/acknowledged",
+        "{ack}"
+    );
+    assert_eq!(
+        ack["params"]["notifications"]["taskIds"],
+        json!([]),
+        "{ack}"
+    );
+    assert_eq!(
+        ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], 1,
+        "{ack}"
     );
 }
 

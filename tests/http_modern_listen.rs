@@ -210,3 +210,136 @@ async fn a_listen_stream_ends_gracefully_at_shutdown() {
     .await
     .expect("timed out");
 }
+
+/// Creates a 30 s `slow_compute` task as `who`; returns its id.
+async fn create_as(c: &reqwest::Client, url: &str, who: &str, id: i64) -> String {
+    let (status, created, _) = send(
+        modern(
+            c,
+            url,
+            id,
+            "tools/call",
+            json!({"name": "slow_compute", "arguments": {"seconds": 30, "label": who}}),
+        )
+        .header("x-principal", who),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{created}");
+    assert_valid(Revision::Modern, &created, Some("tools/call"));
+    assert_eq!(created["result"]["resultType"], "task", "{created}");
+    created["result"]["taskId"]
+        .as_str()
+        .expect("a task id")
+        .to_owned()
+}
+
+/// Opens `who`'s listen stream `id` for `task_ids`; returns it with its
+/// acknowledgement.
+async fn listen_as(
+    c: &reqwest::Client,
+    url: &str,
+    who: &str,
+    id: i64,
+    task_ids: &[&str],
+) -> (Sse, Value) {
+    let resp = timeout(
+        STEP,
+        modern(
+            c,
+            url,
+            id,
+            "subscriptions/listen",
+            json!({"notifications": {"taskIds": task_ids}}),
+        )
+        .header("x-principal", who)
+        .send(),
+    )
+    .await
+    .expect("timed out opening the listen stream")
+    .expect("listen request failed");
+    assert_eq!(resp.status(), StatusCode::OK);
+    let mut sse = Sse::new(resp);
+    let ack = sse.next().await.expect("an acknowledgement");
+    assert_valid(Revision::Modern, &ack, None);
+    assert_eq!(
+        ack["method"], "notifications/subscriptions/acknowledged",
+        "{ack}"
+    );
+    assert_eq!(ack["params"]["_meta"][SUB], json!(id), "{ack}");
+    (sse, ack)
+}
+
+/// Reads `sse` (listen `id`) until `task_id` ends; every message must be
+/// schema-valid, name the subscription, and be about `task_id`.
+async fn until_ended(sse: &mut Sse, id: i64, task_id: &str) -> Value {
+    loop {
+        let Some(m) = sse.next().await else {
+            panic!("the listen stream ended before task {task_id} did");
+        };
+        assert_valid(Revision::Modern, &m, None);
+        assert_eq!(m["params"]["_meta"][SUB], json!(id), "{m}");
+        assert_eq!(m["method"], "notifications/tasks", "{m}");
+        assert_eq!(m["params"]["taskId"], json!(task_id), "another's task: {m}");
+        if m["params"]["status"] != "working" {
+            return m;
+        }
+    }
+}
+
+/// Cancels `task_id` as `who`.
+async fn cancel_as(c: &reqwest::Client, url: &str, who: &str, id: i64, task_id: &str) {
+    let (status, r, _) = send(
+        modern(c, url, id, "tasks/cancel", json!({"taskId": task_id})).header("x-principal", who),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{r}");
+    assert_valid(Revision::Modern, &r, Some("tasks/cancel"));
+}
+
+/// Two 2026-07-28 peers (`--upstream-url` to the 2026-07-28 reference
+/// server): each principal's listen stream is relayed, and carries its own
+/// tasks only. Alice asks for both tasks; the upstream is asked for hers
+/// alone, so Bob's cancel (which comes first, on the same upstream stream
+/// were it asked for) never reaches her stream, while Bob's stream sees it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_relayed_listen_carries_the_callers_tasks_only() {
+    let server = HttpReference::start("2026-07-28", &[]);
+    let none: [&str; 0] = [];
+    let shim = HttpShim::spawn(
+        &[
+            "--upstream-url",
+            &server.url,
+            "--principal-header",
+            "x-principal",
+        ],
+        &none,
+    );
+    timeout(BOUND, async {
+        let c = client();
+        let url = shim.url.as_str();
+        let alices = create_as(&c, url, "alice", 1).await;
+        let bobs = create_as(&c, url, "bob", 2).await;
+
+        let (mut alice, ack) = listen_as(&c, url, "alice", 10, &[&alices, &bobs]).await;
+        assert_eq!(
+            ack["params"]["notifications"]["taskIds"],
+            json!([alices]),
+            "{ack}"
+        );
+        let (mut bob, ack) = listen_as(&c, url, "bob", 20, &[&bobs, &alices]).await;
+        assert_eq!(
+            ack["params"]["notifications"]["taskIds"],
+            json!([bobs]),
+            "{ack}"
+        );
+
+        cancel_as(&c, url, "bob", 3, &bobs).await;
+        let ended = until_ended(&mut bob, 20, &bobs).await;
+        assert_eq!(ended["params"]["status"], "cancelled", "{ended}");
+        cancel_as(&c, url, "alice", 4, &alices).await;
+        let ended = until_ended(&mut alice, 10, &alices).await;
+        assert_eq!(ended["params"]["status"], "cancelled", "{ended}");
+    })
+    .await
+    .expect("relayed listen flow timed out");
+}

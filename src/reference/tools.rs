@@ -291,7 +291,9 @@ pub(crate) async fn run(call: Call, ctx: Option<TaskCtx>) -> Outcome {
         ))),
         Call::ExternalJob { job_id } => {
             tokio::time::sleep(Duration::from_secs(1)).await;
-            Ok(text(format!("Job {job_id} completed by the external worker")))
+            Ok(text(format!(
+                "Job {job_id} completed by the external worker"
+            )))
         }
         Call::Summarize { text: input } => {
             let ctx = ctx.ok_or_else(needs_task)?;

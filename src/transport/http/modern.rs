@@ -14,10 +14,11 @@ use crate::bridge::IfDropped;
 use crate::bridge::modern_front::ModernSession;
 use crate::error::ShimError;
 use crate::jsonrpc::{Id, Message, Request};
-use crate::revision::{MODERN_VERSION, Revision};
+use crate::revision::{META_SUBSCRIPTION_ID, MODERN_VERSION, Revision};
 use crate::scope::{Principal, Scope};
 use crate::translate::session::validate_modern_meta;
 use crate::upstream::RawAnswer;
+use crate::upstream::stream::StreamEvent;
 
 pub(super) async fn post(
     app: Arc<App>,
@@ -56,18 +57,12 @@ pub(super) async fn post(
     }
     let listen = req.method == "subscriptions/listen";
     let Some(front) = &app.modern else {
-        // Same revision both sides: relay the request as it is. The
-        // upstream's notifications are not demultiplexed per client, so a
-        // listen stream cannot be relayed; refused at once rather than
-        // left waiting for an answer that never comes.
-        if listen {
-            let e = ShimError::MethodNotFound(
-                "subscriptions/listen is not relayed between two 2026-07-28 peers; poll tasks/get, or connect to the server directly".into(),
-            );
-            return error_response(StatusCode::NOT_FOUND, Some(id), e);
-        }
+        // Same revision both sides: relay the request as it is.
         let scope = principal.map_or_else(Scope::anonymous, Scope::from);
         let scope = scope.key();
+        if listen {
+            return relay_listen(&app, req, scope).await;
+        }
         return match not_the_callers_task(&app, req, scope) {
             Ok(None) => relay_inline(&app, req, body, scope).await,
             Ok(Some(task_id)) => relay_as_unknown(&app, req, task_id).await,
@@ -212,6 +207,154 @@ async fn stream(
         axum::http::HeaderValue::from_static("no"),
     );
     resp
+}
+
+/// A same-revision `subscriptions/listen`, opened upstream as the caller's
+/// own stream. The upstream sees one client (the shim), so the filter it
+/// gets names only tasks the ledger records for `scope` (every other id is
+/// dropped, as a server drops ids it does not know); its events go back to
+/// the client as SSE under the client's request id, until the client goes
+/// (dropping the stream closes the upstream one) or the upstream ends it.
+async fn relay_listen(app: &App, req: &Request, scope: &str) -> Response {
+    let id = req.id.clone();
+    let mut params = req.params.clone().unwrap_or_default();
+    let own = match own_task_filter(app, &mut params, scope) {
+        Ok(own) => own,
+        Err(e) => return error_response(StatusCode::OK, Some(id), e),
+    };
+    let mut upstream = match app
+        .upstream
+        .open_stream("subscriptions/listen", params)
+        .await
+    {
+        Ok(s) => s,
+        Err(e) => {
+            let m = Message::error(Some(id), e.into());
+            return json_response(modern_status(m_code(&m)), &m);
+        }
+    };
+    // A refusal (the first event ends the stream) is answered as JSON with
+    // its error's HTTP status, as every other refused request is.
+    let first = loop {
+        match upstream.next().await {
+            Some(StreamEvent::Notification(n)) => {
+                if let Some(m) = relayed_event(n, &id, &own) {
+                    break m;
+                }
+            }
+            Some(StreamEvent::Ended(end)) => {
+                let m = stream_end(end, &id);
+                return json_response(modern_status(m_code(&m)), &m);
+            }
+            None => {
+                let e = ShimError::Upstream("the upstream ended the listen stream".into());
+                return error_response(StatusCode::OK, Some(id), e);
+            }
+        }
+    };
+    let closing = app.closing.subscribe();
+    let rest =
+        futures_util::stream::unfold(Some((upstream, id, own, closing)), |state| async move {
+            let (mut upstream, id, own, mut closing) = state?;
+            loop {
+                let event = tokio::select! {
+                    biased;
+                    e = upstream.next() => e?,
+                    // At shutdown the stream ends; dropping the upstream
+                    // one closes it there.
+                    _ = closing.wait_for(|c| *c) => return None,
+                };
+                match event {
+                    StreamEvent::Notification(n) => {
+                        if let Some(m) = relayed_event(n, &id, &own) {
+                            let event = super::sse_event(&m);
+                            return Some((event, Some((upstream, id, own, closing))));
+                        }
+                    }
+                    StreamEvent::Ended(end) => {
+                        return Some((super::sse_event(&stream_end(end, &id)), None));
+                    }
+                }
+            }
+        });
+    let events = futures_util::StreamExt::chain(
+        futures_util::stream::once(std::future::ready(super::sse_event(&first))),
+        rest,
+    );
+    let mut resp = Sse::new(events)
+        .keep_alive(KeepAlive::default())
+        .into_response();
+    resp.headers_mut().insert(
+        "x-accel-buffering",
+        axum::http::HeaderValue::from_static("no"),
+    );
+    resp
+}
+
+/// Cuts `params.notifications.taskIds` of a listen down to the tasks the
+/// ledger records for `scope`; returns those ids (what the stream may
+/// carry task notifications for).
+fn own_task_filter(
+    app: &App,
+    params: &mut serde_json::Value,
+    scope: &str,
+) -> Result<std::collections::HashSet<String>, ShimError> {
+    let mut own = std::collections::HashSet::new();
+    let Some(ids) = params
+        .get_mut("notifications")
+        .and_then(|n| n.get_mut("taskIds"))
+        .and_then(serde_json::Value::as_array_mut)
+    else {
+        return Ok(own);
+    };
+    let now = app.clock.now_ms();
+    for task_id in ids.iter().filter_map(serde_json::Value::as_str) {
+        if app.ledger.scope_of(task_id, now)?.as_deref() == Some(scope) {
+            own.insert(task_id.to_owned());
+        }
+    }
+    ids.retain(|v| v.as_str().is_some_and(|t| own.contains(t)));
+    Ok(own)
+}
+
+/// An upstream stream notification as the client's: tagged with the
+/// client's listen id instead of the shim's. A task notification for a task
+/// not in `own` is dropped (the upstream was asked for none, but the
+/// stream is the caller's alone whatever the upstream sends).
+fn relayed_event(
+    mut n: crate::jsonrpc::Notification,
+    id: &Id,
+    own: &std::collections::HashSet<String>,
+) -> Option<Message> {
+    if n.method == "notifications/tasks"
+        && !n
+            .params
+            .as_ref()
+            .and_then(|p| p.get("taskId"))
+            .and_then(serde_json::Value::as_str)
+            .is_some_and(|t| own.contains(t))
+    {
+        return None;
+    }
+    if let Some(meta) = n
+        .params
+        .as_mut()
+        .and_then(|p| p.get_mut("_meta"))
+        .and_then(serde_json::Value::as_object_mut)
+        && meta.contains_key(META_SUBSCRIPTION_ID)
+    {
+        meta.insert(META_SUBSCRIPTION_ID.to_owned(), serde_json::json!(id));
+    }
+    Some(Message::Notification(n))
+}
+
+/// The client's answer to its listen when the upstream stream ends.
+fn stream_end(end: Result<crate::upstream::RpcResult, ShimError>, id: &Id) -> Message {
+    match end {
+        Ok(Ok(result)) => Message::response(id.clone(), result),
+        Ok(Err(e)) => Message::error(Some(id.clone()), e),
+        Err(e) => Message::error(Some(id.clone()), e.into()),
+    }
 }
 
 /// The task id of a same-revision `tasks/get|update|cancel` unless the
