@@ -60,6 +60,12 @@ pub struct LegacyFront {
     progress: ProgressRoutes<LegacySession>,
     /// Why the upstream went, and whether for good.
     fate: super::UpstreamFate,
+    /// The input requests (keys, by task) put to a client, whichever
+    /// session and path asked them: each goes to the client once, however
+    /// many `tasks/get` answers, polls and notifications repeat it, and
+    /// whether a `tasks/result` or the shim's own sighting asked it (see
+    /// [`LegacySession::ask_directly`]). Forgotten when the task ends.
+    questions_put: Mutex<HashMap<String, std::collections::HashSet<String>>>,
 }
 
 impl LegacyFront {
@@ -90,6 +96,7 @@ impl LegacyFront {
             sessions: Mutex::new(Vec::new()),
             progress: ProgressRoutes::default(),
             fate: super::UpstreamFate::default(),
+            questions_put: Mutex::new(HashMap::new()),
         })
     }
 
@@ -165,7 +172,9 @@ impl LegacyFront {
                         d.task.extra.remove("_meta");
                         // Stored before the waiters wake, so they read it.
                         for s in self.live_sessions() {
-                            s.record_seen(&d);
+                            if let Some(rec) = s.record_seen(&d) {
+                                s.ask_directly(&rec, &d);
+                            }
                         }
                         self.watchers.publish(d);
                     }
@@ -438,6 +447,24 @@ impl LegacySession {
     /// The task's progress route goes once it has ended.
     pub(super) fn task_ended(&self, task_id: &str) {
         lock(&self.task_progress).remove(task_id);
+        lock(&self.front.questions_put).remove(task_id);
+    }
+
+    /// Marks input request `key` of `task_id` as put to the client; false
+    /// when it was already (see [`LegacyFront::questions_put`]).
+    pub(super) fn claim_question(&self, task_id: &str, key: &str) -> bool {
+        lock(&self.front.questions_put)
+            .entry(task_id.to_owned())
+            .or_default()
+            .insert(key.to_owned())
+    }
+
+    /// Lets input request `key` of `task_id` be put to the client again:
+    /// the server refused its answer and still asks.
+    pub(super) fn reopen_question(&self, task_id: &str, key: &str) {
+        if let Some(keys) = lock(&self.front.questions_put).get_mut(task_id) {
+            keys.remove(key);
+        }
     }
 
     async fn dispatch(self: &Arc<Self>, req: Request) -> RpcResult {

@@ -52,7 +52,7 @@ impl LegacySession {
         .ok_or_else(|| ShimError::UnknownTask.into())
     }
 
-    pub(super) async fn tasks_get(&self, req: &Request) -> RpcResult {
+    pub(super) async fn tasks_get(self: &Arc<Self>, req: &Request) -> RpcResult {
         let rec = self.task_record(req)?;
         let rec = if rec.synthetic || rec.is_terminal() {
             rec
@@ -62,8 +62,9 @@ impl LegacySession {
         Ok(rec.task.into_value())
     }
 
-    /// Reads the task upstream and stores what was seen.
-    async fn refresh(&self, rec: TaskRecord) -> Result<TaskRecord, ErrorObject> {
+    /// Reads the task upstream and stores what was seen; input it asks
+    /// for goes to the client (see [`Self::ask_directly`]).
+    async fn refresh(self: &Arc<Self>, rec: TaskRecord) -> Result<TaskRecord, ErrorObject> {
         let answer = match self.front.upstream.get_task(rec.id(), &self.meta()).await {
             Ok(answer) => answer,
             // Gone for good: the task died with it.
@@ -92,7 +93,11 @@ impl LegacySession {
         };
         // No record back: the store failed to take it (logged there); what
         // the upstream just said is still the task's news.
-        Ok(self.record_seen(&d).unwrap_or_else(|| {
+        let seen = self.record_seen(&d);
+        if let Some(rec) = &seen {
+            self.ask_directly(rec, &d);
+        }
+        Ok(seen.unwrap_or_else(|| {
             let mut rec = rec;
             if !rec.is_terminal() {
                 rec.task = self.seen_task(&d);
@@ -175,6 +180,38 @@ impl LegacySession {
         Some(rec)
     }
 
+    /// Puts the input requests of `d`, a snapshot of this session's task
+    /// `rec`, to the client now, unless they were already: a client that
+    /// only polls `tasks/get` until the task ends, and calls `tasks/result`
+    /// only then, would otherwise leave the task waiting in
+    /// `input_required` for good. Tagged with the task, as on the
+    /// `tasks/result` path; the transport places them (an open
+    /// `tasks/result` stream of the task first). Whoever sees the input
+    /// first asks it, this or a waiting `tasks/result`: each key once.
+    ///
+    /// No watcher is started for it: the client that polls `tasks/get`
+    /// shows the next round itself, and each asking holds a watch of the
+    /// task while it waits (see `input_withdrawn`), so a task that ends or
+    /// is cancelled meanwhile still has its question withdrawn.
+    pub(super) fn ask_directly(self: &Arc<Self>, rec: &TaskRecord, d: &DetailedTask) {
+        if rec.synthetic || rec.cancel_pinned || rec.is_terminal() || d.task.status.is_terminal() {
+            return;
+        }
+        let Payload::Input(requests) = &d.payload else {
+            return;
+        };
+        let task_id = d.task.task_id.as_str();
+        let batch: Vec<_> = requests
+            .iter()
+            .filter(|(key, _)| self.claim_question(task_id, key) && self.take_outstanding(task_id, key))
+            .map(|(key, request)| (key.clone(), request.clone()))
+            .collect();
+        if !batch.is_empty() {
+            tracing::info!(task = %task_id, questions = batch.len(), "input required and not asked yet: asking the client");
+            self.spawn_answers(task_id, batch, None);
+        }
+    }
+
     pub(super) async fn tasks_result(self: &Arc<Self>, req: &Request) -> RpcResult {
         let rec = self.record(req)?;
         let rec = if rec.is_terminal() {
@@ -255,7 +292,9 @@ impl LegacySession {
                         let batch: Vec<_> = requests
                             .iter()
                             .filter(|(key, _)| {
-                                watcher.claim(key) && self.take_outstanding(task_id, key)
+                                watcher.claim(key)
+                                    && self.claim_question(task_id, key)
+                                    && self.take_outstanding(task_id, key)
                             })
                             .map(|(key, request)| (key.clone(), request.clone()))
                             .collect();
@@ -366,6 +405,7 @@ impl LegacySession {
         };
         tracing::warn!(%task_id, %key, code = refusal.code, message = %refusal.message, times, "upstream refused the client's answer");
         if times < MAX_REFUSED_ANSWERS {
+            self.reopen_question(task_id, key);
             self.front.watchers.reopen(task_id, key);
             return;
         }
@@ -459,7 +499,7 @@ impl LegacySession {
             .is_some_and(|r| r.cancel_pinned)
     }
 
-    pub(super) async fn tasks_list(&self, req: &Request) -> RpcResult {
+    pub(super) async fn tasks_list(self: &Arc<Self>, req: &Request) -> RpcResult {
         let cursor = match req.params.as_ref().and_then(|p| p.get("cursor")) {
             None | Some(Value::Null) => None,
             Some(Value::String(c)) => Some(c.as_str()),
@@ -489,7 +529,13 @@ impl LegacySession {
         while let Some(Ok((i, outcome))) = refreshes.join_next().await {
             let seen =
                 match outcome {
-                    Ok(Ok(d)) => self.record_seen(&d),
+                    Ok(Ok(d)) => {
+                        let seen = self.record_seen(&d);
+                        if let Some(rec) = &seen {
+                            self.ask_directly(rec, &d);
+                        }
+                        seen
+                    }
                     // Lost upstream: listed as failed, as `tasks/get` would say.
                     Ok(Err(e)) if e.code == crate::error::codes::INVALID_PARAMS => self
                         .record_lost(page.records[i].id(), &e.message)

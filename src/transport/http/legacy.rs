@@ -72,11 +72,16 @@ struct Routes {
     calls: Vec<(Id, Tx)>,
     get_stream: Option<Tx>,
     backlog: VecDeque<Message>,
-    /// Questions sent about each task and not yet answered: a new
-    /// `tasks/result` stream for the task gets them again, since the
-    /// stream that carried them may have been closed by the client before
-    /// they were read.
+    /// Questions sent about each task on a `tasks/result` stream and not
+    /// yet answered: a new `tasks/result` stream for the task gets them
+    /// again, since the stream that carried them may have been closed by
+    /// the client before they were read. Those sent on the GET stream are
+    /// not here: each question reaches the client once.
     asked: HashMap<String, Vec<Message>>,
+    /// Questions about each task that no stream could carry yet (no
+    /// `tasks/result` stream of the task, no GET stream): the first of a
+    /// GET stream or a `tasks/result` stream of the task to open takes them.
+    held: HashMap<String, Vec<Message>>,
     /// The call stream each question outside a task went on, while it is
     /// unanswered: its withdrawal follows it there.
     placed: HashMap<Id, Tx>,
@@ -122,15 +127,23 @@ impl HttpSession {
             Message::Request(req) => match related_task_of(req.params.as_ref()) {
                 Some(task) => {
                     let task = task.to_owned();
-                    let target = r.by_task.get(&task).cloned();
+                    let target = r.by_task.get(&task).filter(|tx| !tx.is_closed()).cloned();
+                    let no_get_stream = r.get_stream.as_ref().is_none_or(|tx| tx.is_closed());
                     // Only JSON-only `tasks/result`s wait on the task:
                     // none of them can carry it, and a stream opened later
                     // would find it asked.
                     nowhere_to_ask = target.is_none()
                         && r.json_waits.get(&task).is_some_and(|n| *n > 0)
-                        && r.get_stream.as_ref().is_none_or(|tx| tx.is_closed());
-                    if !nowhere_to_ask {
+                        && no_get_stream;
+                    if target.is_some() {
                         r.asked.entry(task).or_default().push(msg.clone());
+                    } else if no_get_stream && !nowhere_to_ask {
+                        // Not the backlog: a question sent on the GET
+                        // stream is not asked again on a `tasks/result`
+                        // stream, and this one must reach the client
+                        // once, by whichever opens first.
+                        r.held.entry(task).or_default().push(msg);
+                        return;
                     }
                     target
                 }
@@ -160,6 +173,11 @@ impl HttpSession {
                 .filter(|tx| !tx.is_closed())
                 .cloned(),
             Message::Notification(n) if n.method == "notifications/cancelled" => {
+                if Self::unhold(&mut r, n.params.as_ref()) {
+                    // Withdrawn before any stream carried it: the client
+                    // never saw the question, nor hears of it now.
+                    return;
+                }
                 self.withdrawal_route(&mut r, n.params.as_ref())
             }
             Message::Notification(_) => None,
@@ -253,6 +271,22 @@ impl HttpSession {
         if tokio::time::timeout(ROUTER_WAIT, wait).await.is_err() {
             tracing::warn!("the session's router fell behind; answering anyway");
         }
+    }
+
+    /// Forgets a held question (see [`Routes::held`]) the engine has
+    /// withdrawn; true if it was one.
+    fn unhold(r: &mut Routes, params: Option<&serde_json::Value>) -> bool {
+        let Some(question) = crate::bridge::cancelled_id(params) else {
+            return false;
+        };
+        let mut found = false;
+        r.held.retain(|_, held| {
+            let before = held.len();
+            held.retain(|q| q.id() != Some(&question));
+            found |= held.len() != before;
+            !held.is_empty()
+        });
+        found
     }
 
     /// Where the withdrawal of a question goes: the stream that carried
@@ -521,6 +555,10 @@ async fn exchange(s: &Arc<HttpSession>, msg: Message, sse: bool) -> Response {
                     asked.retain(|q| q.id() != Some(id));
                     !asked.is_empty()
                 });
+                r.held.retain(|_, held| {
+                    held.retain(|q| q.id() != Some(id));
+                    !held.is_empty()
+                });
                 r.placed.remove(id);
             }
             s.engine.handle_client(other);
@@ -566,6 +604,10 @@ async fn exchange(s: &Arc<HttpSession>, msg: Message, sse: bool) -> Response {
                     .and_then(|t| t.as_str())
                 {
                     r.by_task.insert(task.to_owned(), tx.clone());
+                    // Held questions go on this stream now, and from then
+                    // on are asked again like those it carries itself.
+                    let held = r.held.remove(task).unwrap_or_default();
+                    r.asked.entry(task.to_owned()).or_default().extend(held);
                     for q in r.asked.get(task).into_iter().flatten() {
                         let _ = tx.send(q.clone());
                     }
@@ -659,7 +701,9 @@ impl<'a> JsonWait<'a> {
         let no_stream = r.get_stream.as_ref().is_none_or(|tx| tx.is_closed())
             && r.by_task.get(task).is_none_or(|tx| tx.is_closed());
         let stranded = if no_stream {
-            r.asked.remove(task).unwrap_or_default()
+            let mut stranded = r.asked.remove(task).unwrap_or_default();
+            stranded.extend(r.held.remove(task).unwrap_or_default());
+            stranded
         } else {
             Vec::new()
         };
@@ -732,6 +776,12 @@ pub(super) fn get_stream(app: Arc<App>, sid: &str, principal: Option<Principal>)
         let mut r = lock(&s.routes);
         for m in r.backlog.drain(..) {
             let _ = tx.send(m);
+        }
+        // The questions no stream could carry yet: delivered here, once.
+        for (_, held) in r.held.drain() {
+            for q in held {
+                let _ = tx.send(q);
+            }
         }
         r.get_stream = Some(tx);
     }
