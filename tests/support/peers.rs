@@ -178,14 +178,20 @@ fn run_legacy_script(
     target: &[&str],
     timeout: Duration,
 ) -> ScriptRun {
+    let transcript = transcript.to_string_lossy();
+    let mut script_args = vec!["--profile", profile, "--transcript", &transcript];
+    script_args.extend(target);
+    run_peer_script("legacy_client.mjs", &script_args, timeout)
+}
+
+/// Runs the check script `script` of `tests/peers` (one JSON line per
+/// check, a final `{"done":true}`) with `args`; fails unless every check
+/// passed and the script finished.
+#[track_caller]
+pub fn run_peer_script(script: &str, args: &[&str], timeout: Duration) -> ScriptRun {
     require_peers();
     let mut cmd = Command::new("node");
-    cmd.current_dir(peers_dir())
-        .arg("legacy_client.mjs")
-        .args(["--profile", profile])
-        .arg("--transcript")
-        .arg(transcript)
-        .args(target);
+    cmd.current_dir(peers_dir()).arg(script).args(args);
     let (status, out) = run_bounded(&mut cmd, timeout);
     let lines: Vec<Value> = out
         .lines()
@@ -194,12 +200,12 @@ fn run_legacy_script(
     let failed: Vec<_> = lines.iter().filter(|l| l["ok"] == false).collect();
     assert!(
         status.success() && failed.is_empty(),
-        "legacy_client.mjs failed ({status}):\n{out}"
+        "{script} failed ({status}):\n{out}"
     );
     assert_eq!(
         lines.last().map(|l| &l["done"]),
         Some(&Value::Bool(true)),
-        "legacy_client.mjs did not finish:\n{out}"
+        "{script} did not finish:\n{out}"
     );
     ScriptRun { lines, out }
 }

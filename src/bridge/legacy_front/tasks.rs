@@ -203,7 +203,9 @@ impl LegacySession {
         let task_id = d.task.task_id.as_str();
         let batch: Vec<_> = requests
             .iter()
-            .filter(|(key, _)| self.claim_question(task_id, key) && self.take_outstanding(task_id, key))
+            .filter(|(key, _)| {
+                self.claim_question(task_id, key) && self.take_outstanding(task_id, key)
+            })
             .map(|(key, request)| (key.clone(), request.clone()))
             .collect();
         if !batch.is_empty() {
