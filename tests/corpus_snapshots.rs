@@ -1,5 +1,5 @@
 //! The snapshot corpus: every transcript in `tests/corpus/` (and the real-SDK
-//! recordings in `tests/corpus/recorded/`, whatever is there) is translated
+//! recordings in `tests/corpus/recorded/`) is translated
 //! into the other revision; originals and translations are validated
 //! against their revision's JSON Schema, and translations are snapshotted.
 
@@ -130,14 +130,51 @@ fn corpus_covers_both_revisions() {
     assert!(revs.contains(&Revision::Legacy) && revs.contains(&Revision::Modern));
 }
 
-/// Real-SDK recordings (TypeScript SDK, rmcp): the test iterates over
-/// whatever `tests/corpus/recorded/` holds. They carry random task ids and
-/// are re-recorded when the SDKs change, so they are validated, not snapshotted.
+/// The real-SDK recordings `tests/corpus/recorded/` holds, by file stem, with
+/// the revision each speaks. A recording added there must be named here too,
+/// so a folder that lost its files (or a checkout without them) cannot pass
+/// by translating nothing.
+const RECORDED: &[(&str, Revision)] = &[
+    ("rmcp-modern", Revision::Modern),
+    ("ts-sdk-legacy", Revision::Legacy),
+];
+
+/// Real-SDK recordings (TypeScript SDK, rmcp). They carry random task ids
+/// and are re-recorded when the SDKs change, so they are validated, not
+/// snapshotted.
 #[test]
 fn recorded_transcripts_translate_validly() {
     let dir = Path::new(CORPUS).join("recorded");
-    let n = check_dir(&dir, false);
-    eprintln!("recorded transcripts checked: {n}");
+    let found: Vec<(String, Revision, usize)> = jsonl_files(&dir)
+        .iter()
+        .map(|p| {
+            let records = load(p);
+            (stem(p), source_revision(&records), records.len())
+        })
+        .collect();
+    let expected: Vec<(String, Revision)> = RECORDED
+        .iter()
+        .map(|(name, rev)| ((*name).to_owned(), *rev))
+        .collect();
+    let read: Vec<(String, Revision)> = found
+        .iter()
+        .map(|(name, rev, _)| (name.clone(), *rev))
+        .collect();
+    assert_eq!(
+        read,
+        expected,
+        "the recordings in {} (name, revision) are not the expected ones",
+        dir.display()
+    );
+    for (name, _, len) in &found {
+        assert!(
+            *len > 0,
+            "{name}.jsonl in {} holds no records",
+            dir.display()
+        );
+    }
+    let checked = check_dir(&dir, false);
+    assert_eq!(checked, RECORDED.len(), "check_dir skipped a recording");
 }
 
 /// What the modern revision cannot carry, removed before comparing a
