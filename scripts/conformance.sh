@@ -2,12 +2,14 @@
 # Runs the `tasks-*` server scenarios of the official MCP conformance suite
 # (@modelcontextprotocol/conformance, pinned) and prints a per-scenario table.
 #
-# Usage: scripts/conformance.sh URL | baseline | shim
+# Usage: scripts/conformance.sh URL | baseline | shim | self-test
 #   URL       an already running 2026-07-28 endpoint, e.g. http://127.0.0.1:8080/mcp
 #   baseline  starts `mcp-tasks-shim reference-server --revision 2026-07-28 --http …`
 #             (the modern reference server alone) and runs the suite against it
 #   shim      starts `mcp-tasks-shim http --listen … -- mcp-tasks-shim reference-server
 #             --revision 2025-11-25` (a legacy server behind the shim) and runs the suite
+#   self-test shows the verdict rejecting doctored results (too few passes, an
+#             undeclared skip, a failure, missing results); needs only node
 #
 # Environment:
 #   SHIM_BIN          the mcp-tasks-shim binary (default: target/release, then target/debug;
@@ -17,12 +19,23 @@
 #   RESULTS_DIR       where the suite writes checks.json (default .tools/results/<mode>-<time>)
 #
 # Node >= 22 and the suite are installed on first use into .tools/ (git-ignored),
-# at pinned versions; later runs reuse them. Exit status: 0 when no check failed.
+# at pinned versions; later runs reuse them. Exit status: 0 when no check
+# failed, at least EXPECTED_PASSED checks passed and only ALLOWED_SKIPS were
+# skipped (scripts/conformance-summary.js decides); 1 otherwise.
 set -euo pipefail
 
 NODE_VERSION=22.23.3
 SUITE_VERSION=0.2.0-alpha.12
 EXPECTED_SCENARIOS=10
+# What SUITE_VERSION's tasks-* scenarios give a conforming server, as
+# `scripts/conformance.sh baseline` and `shim` both report it: 44 checks
+# passed over the 10 scenarios, and one check skipped by the suite itself,
+# tasks-status-notifications (its checks.json says "pending
+# subscriptions/listen rewrite"). A run with fewer passes or another skip
+# has not shown conformance, even when nothing failed. Revisit both
+# whenever SUITE_VERSION changes.
+EXPECTED_PASSED=44
+ALLOWED_SKIPS=(tasks-status-notifications)
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 TOOLS="$ROOT/.tools"
@@ -35,12 +48,20 @@ SCENARIO_TIMEOUT=${SCENARIO_TIMEOUT:-120}
 die() { echo "conformance.sh: $*" >&2; exit 2; }
 log() { echo "==> $*" >&2; }
 
-[ $# -eq 1 ] || die "usage: $0 URL|baseline|shim"
+[ $# -eq 1 ] || die "usage: $0 URL|baseline|shim|self-test"
 MODE=$1
 case "$MODE" in
-  http://*|https://*|baseline|shim) ;;
-  *) die "unknown mode '$MODE' (expected a URL, baseline or shim)" ;;
+  http://*|https://*|baseline|shim|self-test) ;;
+  *) die "unknown mode '$MODE' (expected a URL, baseline, shim or self-test)" ;;
 esac
+
+SUMMARY=("$ROOT/scripts/conformance-summary.js" --expected-passed "$EXPECTED_PASSED")
+for skip in "${ALLOWED_SKIPS[@]}"; do SUMMARY+=(--allow-skip "$skip"); done
+
+if [ "$MODE" = self-test ]; then
+  command -v node >/dev/null || die "node is required for the self-test"
+  exec node "${SUMMARY[@]}" --self-test
+fi
 
 # --- installation (idempotent, pinned) --------------------------------------
 
@@ -162,36 +183,4 @@ done
 
 # --- the table -----------------------------------------------------------------
 
-node - "$RESULTS" "${SCENARIOS[@]}" <<'EOF'
-const fs = require('fs'), path = require('path');
-const [dir, ...scenarios] = process.argv.slice(2);
-const rows = [], total = { pass: 0, fail: 0, warn: 0, skip: 0 };
-const failures = [];
-for (const s of scenarios) {
-  const row = { s, pass: 0, fail: 0, warn: 0, skip: 0, note: '' };
-  const base = path.join(dir, s);
-  const runs = fs.existsSync(base) ? fs.readdirSync(base).filter(d => fs.existsSync(path.join(base, d, 'checks.json'))) : [];
-  if (runs.length === 0) {
-    row.fail = 1; row.note = 'no results (timeout or crash)';
-    failures.push(`${s}: no results; see ${s}.log`);
-  } else {
-    const checks = JSON.parse(fs.readFileSync(path.join(base, runs.sort().pop(), 'checks.json'), 'utf8'));
-    for (const c of checks) {
-      if (c.status === 'SUCCESS') row.pass++;
-      else if (c.status === 'FAILURE') { row.fail++; failures.push(`${s} / ${c.id}: ${c.errorMessage ?? ''}`); }
-      else if (c.status === 'WARNING') row.warn++;
-      else if (c.status === 'SKIPPED') { row.skip++; row.note = 'skipped by the suite'; }
-    }
-  }
-  for (const k of ['pass', 'fail', 'warn', 'skip']) total[k] += row[k];
-  rows.push(row);
-}
-const w = Math.max(...scenarios.map(s => s.length), 8);
-const line = (a, b, c, d, e, f) => `${a.padEnd(w)}  ${String(b).padStart(6)}  ${String(c).padStart(6)}  ${String(d).padStart(8)}  ${String(e).padStart(7)}  ${f}`;
-console.log(line('scenario', 'passed', 'failed', 'warnings', 'skipped', ''));
-for (const r of rows) console.log(line(r.s, r.pass, r.fail, r.warn, r.skip, r.note));
-console.log(line('total', total.pass, total.fail, total.warn, total.skip, ''));
-for (const f of failures) console.log(`FAILED ${f}`);
-console.log(`${total.pass} passed, ${total.fail} failed`);
-process.exit(total.fail > 0 ? 1 : 0);
-EOF
+node "${SUMMARY[@]}" "$RESULTS" "${SCENARIOS[@]}"
