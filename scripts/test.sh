@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The whole test suite: installs the pinned npm test peers (tests/peers)
-# and redis-server (Debian package) when missing,
+# The whole test suite: installs the pinned npm test peers (tests/peers),
+# and redis-server and python3 (Debian packages) when missing,
 # runs cargo test, then the official MCP conformance suite's tasks-*
 # scenarios against the modern reference server (baseline) and against a
 # 2025-11-25 server behind the shim (scripts/conformance.sh installs Node 22
@@ -17,15 +17,23 @@ fi
 # of this script explore the same cases and a green run stays green.
 # Exploring new cases is docs/fuzzing.md's "Running longer" (random seeds).
 export PROPTEST_RNG_SEED="${PROPTEST_RNG_SEED:-2026112901}"
-# The shared-ledger tests start a real redis-server (Debian's package).
-if ! command -v redis-server >/dev/null 2>&1; then
-  echo "scripts/test.sh: installing redis-server for the shared-ledger tests"
-  sudo=""
+# Installs Debian package $2 with apt unless command $1 exists; $3 says
+# which tests need it.
+apt_provide() {
+  local cmd=$1 pkg=$2 why=$3 sudo=""
+  command -v "$cmd" >/dev/null 2>&1 && return 0
+  echo "scripts/test.sh: installing $pkg for $why"
   if [[ $(id -u) -ne 0 ]]; then sudo="sudo"; fi
   export DEBIAN_FRONTEND=noninteractive
-  $sudo apt-get install -y -q redis-server ||
-    { $sudo apt-get update -q && $sudo apt-get install -y -q redis-server; }
-fi
+  $sudo apt-get install -y -q "$pkg" ||
+    { $sudo apt-get update -q && $sudo apt-get install -y -q "$pkg"; }
+  command -v "$cmd" >/dev/null 2>&1 || { echo "scripts/test.sh: still no $cmd after installing $pkg" >&2; exit 1; }
+}
+# The shared-ledger tests start a real redis-server.
+apt_provide redis-server redis-server "the shared-ledger tests"
+# The misbehaving peers of the fault tests (tests/peers/*.py, standard
+# library only) run under python3.
+apt_provide python3 python3 "the fault-injecting test peers"
 cargo test "$@"
 # The library's docs are part of its interface: a broken intra-doc link or
 # a warning fails the run, as a failing doctest does.
