@@ -486,15 +486,25 @@ fn a_cancel_is_pinned_everywhere() {
 
     // The client was told, with one status notification (the upstream's
     // own news of the end, seen during the cancel, is not told again).
+    // Waited for as long as an answer; then a quiet moment for a second.
+    let told = |m: &Value| {
+        m["method"] == "notifications/tasks/status"
+            && m["params"]["taskId"] == id.as_str()
+            && m["params"]["status"] == "cancelled"
+    };
     let mut seen = shim.take_backlog();
+    let guard = Instant::now() + support::wire::REQUEST_TIMEOUT;
+    while !seen.iter().any(told) {
+        let left = guard.saturating_duration_since(Instant::now());
+        match shim.next(left) {
+            Some(m) => seen.push(m),
+            None => break,
+        }
+    }
     while let Some(m) = shim.next(Duration::from_millis(300)) {
         seen.push(m);
     }
-    let notes: Vec<&Value> = seen
-        .iter()
-        .filter(|m| m["method"] == "notifications/tasks/status")
-        .filter(|n| n["params"]["taskId"] == id.as_str() && n["params"]["status"] == "cancelled")
-        .collect();
+    let notes: Vec<&Value> = seen.iter().filter(|m| told(m)).collect();
     assert_eq!(notes.len(), 1, "{seen:#?}");
 
     // Unknown ids: -32602, one answer for all three methods.
@@ -647,13 +657,22 @@ fn a_cancelled_plain_call_gets_no_answer_and_its_driven_task_is_cancelled() {
     );
     let mut shim = Wire::spawn(&[], &recording_upstream(&modern_reference(), &sent, &got));
     shim.initialize();
-    // A plain call the modern server turns into a task, which the shim drives.
+    // A plain call the modern server turns into a task, which the shim
+    // drives. Its work takes long enough that the cancel reaches the
+    // server while it runs, however busy the machine.
+    const WORK_S: u64 = 10;
     let started = Instant::now();
+    let guard = started + Duration::from_secs(60);
     let id = shim.request(
         "tools/call",
-        json!({"name": "slow_compute", "arguments": {"seconds": 3, "label": "unwanted"}}),
+        json!({"name": "slow_compute", "arguments": {"seconds": WORK_S, "label": "unwanted"}}),
     );
-    std::thread::sleep(Duration::from_millis(500));
+    let call = recorded(&sent, guard, |m| m["method"] == "tools/call");
+    // Cancelled once the server has created the task.
+    let created = recorded(&got, guard, |m| {
+        m["id"] == call["id"] && m.get("method").is_none()
+    });
+    assert_eq!(created["result"]["resultType"], "task", "{created}");
     shim.notify(
         "notifications/cancelled",
         json!({"requestId": id, "reason": "the user gave up"}),
@@ -661,24 +680,16 @@ fn a_cancelled_plain_call_gets_no_answer_and_its_driven_task_is_cancelled() {
     // Later requests are answered; the cancelled one never is, not even
     // after the work would have finished.
     shim.ok("ping", json!({}));
-    let call = recorded(&sent, started + Duration::from_secs(2), |m| {
-        m["method"] == "tools/call"
-    });
-    let created = recorded(&got, started + Duration::from_secs(2), |m| {
-        m["id"] == call["id"] && m.get("method").is_none()
-    });
-    assert_eq!(created["result"]["resultType"], "task", "{created}");
     // The client could not see that task, so the shim cancels it, while
-    // it still runs (it would end 3 s after the call).
-    let cancel = recorded(&sent, started + Duration::from_secs(2), |m| {
-        m["method"] == "tasks/cancel"
-    });
+    // it still runs.
+    let cancel = recorded(&sent, guard, |m| m["method"] == "tasks/cancel");
     assert_eq!(cancel["params"]["taskId"], created["result"]["taskId"]);
-    let ack = recorded(&got, started + Duration::from_secs(2), |m| {
+    let ack = recorded(&got, guard, |m| {
         m["id"] == cancel["id"] && m.get("method").is_none()
     });
     assert!(ack.get("result").is_some(), "{ack}");
-    assert_unanswered_until(&mut shim, &id, started + Duration::from_millis(3500));
+    let work_over = started + Duration::from_secs(WORK_S + 1);
+    assert_unanswered_until(&mut shim, &id, work_over);
     // The client's id means nothing upstream: it is never sent there.
     let upstream_sent = read_jsonl(&sent);
     assert!(
@@ -696,23 +707,26 @@ fn a_cancelled_plain_call_gets_no_answer_and_its_driven_task_is_cancelled() {
 fn a_cancelled_tasks_result_gets_no_answer_and_leaves_the_task_running() {
     let mut shim = Wire::legacy_front(&[]);
     shim.initialize();
+    // Long enough to be running still when the cancel comes, however busy
+    // the machine; short enough for the second wait below.
     let task = create(
         &mut shim,
         "slow_compute",
-        json!({"seconds": 2, "label": "kept"}),
+        json!({"seconds": 5, "label": "kept"}),
     );
-    let started = Instant::now();
     let id = shim.request("tasks/result", json!({"taskId": task}));
-    std::thread::sleep(Duration::from_millis(500));
+    // Answered after the wait above was taken up (input is read in order).
+    shim.ok("ping", json!({}));
     shim.notify("notifications/cancelled", json!({"requestId": id}));
     shim.ok("ping", json!({}));
-    // Past the task's end: the abandoned wait says nothing.
-    assert_unanswered_until(&mut shim, &id, started + Duration::from_millis(2800));
+    // A second wait ends with the task, when the abandoned one would have
+    // been answered too: it says nothing then, nor a moment after.
+    let r = shim.ok("tasks/result", json!({"taskId": task}));
+    assert!(text_of(&r).contains("kept"), "{r}");
+    assert_unanswered_until(&mut shim, &id, Instant::now() + Duration::from_secs(1));
     // Cancelling the wait is not cancelling the task: it ran to its end.
     let t = shim.ok("tasks/get", json!({"taskId": task}));
     assert_eq!(t["status"], "completed", "{t}");
-    let r = shim.ok("tasks/result", json!({"taskId": task}));
-    assert!(text_of(&r).contains("kept"), "{r}");
 }
 
 /// A client at its per-client cap is refused before its call reaches the
@@ -789,7 +803,17 @@ fn a_question_is_not_asked_again_after_a_cancelled_wait() {
         }
         seen
     };
-    let asked = questions(&mut shim, Duration::from_millis(800));
+    // The question comes (waited for as long as any answer), then no
+    // second one while the shim stays quiet.
+    let mut asked = loop {
+        let m = shim
+            .next(support::wire::REQUEST_TIMEOUT)
+            .expect("the task's question is asked");
+        if m["method"] == "elicitation/create" {
+            break vec![m];
+        }
+    };
+    asked.extend(questions(&mut shim, Duration::from_millis(800)));
     assert_eq!(asked.len(), 1, "{asked:#?}");
     shim.notify("notifications/cancelled", json!({"requestId": first}));
     // Long enough for the cancelled wait to be gone, watcher and all.
@@ -923,7 +947,7 @@ fn a_question_is_withdrawn_when_its_task_is_cancelled() {
     shim.auto_answer = false;
     let task = create(&mut shim, "confirm_delete", json!({"filename": "g.txt"}));
     let wait = shim.request("tasks/result", json!({"taskId": task}));
-    let asked = seen_within(&mut shim, Duration::from_secs(5), |m| {
+    let asked = seen_within(&mut shim, support::wire::REQUEST_TIMEOUT, |m| {
         m["method"] == "elicitation/create"
     })
     .expect("the task's question");
@@ -933,7 +957,7 @@ fn a_question_is_withdrawn_when_its_task_is_cancelled() {
     );
     let cancelled = shim.ok("tasks/cancel", json!({"taskId": task}));
     assert_eq!(cancelled["status"], "cancelled", "{cancelled}");
-    let withdrawal = seen_within(&mut shim, Duration::from_secs(5), withdraws(&asked))
+    let withdrawal = seen_within(&mut shim, support::wire::REQUEST_TIMEOUT, withdraws(&asked))
         .unwrap_or_else(|| {
             panic!(
                 "question {} not withdrawn: {:#?}",
@@ -969,17 +993,19 @@ fn a_question_is_withdrawn_when_its_call_is_cancelled() {
         "tools/call",
         json!({"name": "confirm_delete", "arguments": {"filename": "h.txt"}}),
     );
-    let asked = seen_within(&mut shim, Duration::from_secs(5), |m| {
+    let asked = seen_within(&mut shim, support::wire::REQUEST_TIMEOUT, |m| {
         m["method"] == "elicitation/create"
     })
     .expect("the call's question");
     shim.notify("notifications/cancelled", json!({"requestId": call}));
-    seen_within(&mut shim, Duration::from_secs(5), withdraws(&asked)).unwrap_or_else(|| {
-        panic!(
-            "question {} not withdrawn: {:#?}",
-            asked["id"], shim.received
-        )
-    });
+    seen_within(&mut shim, support::wire::REQUEST_TIMEOUT, withdraws(&asked)).unwrap_or_else(
+        || {
+            panic!(
+                "question {} not withdrawn: {:#?}",
+                asked["id"], shim.received
+            )
+        },
+    );
     shim.ok("ping", json!({}));
     assert_unanswered_until(
         &mut shim,
@@ -1001,7 +1027,7 @@ fn a_tasks_questions_come_in_the_servers_order() {
         let wait = shim.request("tasks/result", json!({"taskId": task}));
         let mut asked = Vec::new();
         while asked.len() < 2 {
-            let q = seen_within(&mut shim, Duration::from_secs(5), |m| {
+            let q = seen_within(&mut shim, support::wire::REQUEST_TIMEOUT, |m| {
                 m["method"] == "elicitation/create"
             })
             .unwrap_or_else(|| panic!("round {round}: two questions, got {asked:#?}"));
@@ -1053,7 +1079,7 @@ fn an_answer_that_is_no_elicit_result_is_a_cancel() {
         shim.auto_answer = false;
         let task = create(&mut shim, "confirm_delete", json!({"filename": "k.txt"}));
         let wait = shim.request("tasks/result", json!({"taskId": task}));
-        let asked = seen_within(&mut shim, Duration::from_secs(5), |m| {
+        let asked = seen_within(&mut shim, support::wire::REQUEST_TIMEOUT, |m| {
             m["method"] == "elicitation/create"
         })
         .expect("the task's question");
@@ -1064,9 +1090,11 @@ fn an_answer_that_is_no_elicit_result_is_a_cancel() {
             "Deletion of k.txt cancelled",
             "{bad}: {done}"
         );
-        let update = recorded(&sent, Instant::now() + Duration::from_secs(2), |m| {
-            m["method"] == "tasks/update"
-        });
+        let update = recorded(
+            &sent,
+            Instant::now() + support::wire::REQUEST_TIMEOUT,
+            |m| m["method"] == "tasks/update",
+        );
         let answers = update["params"]["inputResponses"]
             .as_object()
             .expect("inputResponses");
@@ -1131,12 +1159,12 @@ fn a_refused_answer_is_asked_again_then_fails_the_task() {
         let task = create(&mut shim, "confirm_delete", json!({"filename": "k.txt"}));
         let wait = shim.request("tasks/result", json!({"taskId": task}));
         for n in 0..refusals {
-            let asked = seen_within(&mut shim, Duration::from_secs(5), elicits)
+            let asked = seen_within(&mut shim, support::wire::REQUEST_TIMEOUT, elicits)
                 .unwrap_or_else(|| panic!("question {} of {refusals}", n + 1));
             accept(&mut shim, &asked, json!({}));
         }
         if refusals < 3 {
-            let again = seen_within(&mut shim, Duration::from_secs(5), elicits)
+            let again = seen_within(&mut shim, support::wire::REQUEST_TIMEOUT, elicits)
                 .expect("the question, asked again");
             accept(&mut shim, &again, json!({"confirm": true}));
             let done = shim.response(&wait);

@@ -481,18 +481,21 @@ async fn a_cancelled_call_is_cancelled_upstream_under_the_shims_id() {
     let (sent, got) = (record_path("cancel-sent"), record_path("cancel-got"));
     timeout(BOUND, async {
         let mut s = Raw::new(&[], &recording_upstream(&legacy_reference(), &sent, &got));
+        // Work long enough that the cancel stops it, however busy the
+        // machine.
+        const WORK_S: u64 = 10;
         let started = Instant::now();
-        let mut p = json!({"name": "slow_compute", "arguments": {"seconds": 3, "label": "unwanted"}});
+        let mut p = json!({"name": "slow_compute", "arguments": {"seconds": WORK_S, "label": "unwanted"}});
         p["_meta"] = meta(false);
         let id = s.request("tools/call", p).await;
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        // Cancelled once the call is upstream.
+        let deadline = started + Duration::from_secs(20);
+        let call = recorded(&sent, deadline, |m| m["method"] == "tools/call");
         s.send(cancel_of(id)).await;
         // Later requests are answered.
         s.ok("tools/list", json!({}), false).await;
         // Upstream the call has the shim's id; the cancel names that id,
         // in 2025-11-25 terms (no 2026-07-28 `_meta`).
-        let deadline = started + Duration::from_secs(2);
-        let call = recorded(&sent, deadline, |m| m["method"] == "tools/call");
         let cancel = recorded(&sent, deadline, |m| {
             m["method"] == "notifications/cancelled" && m["params"]["requestId"] == call["id"]
         });
@@ -500,7 +503,7 @@ async fn a_cancelled_call_is_cancelled_upstream_under_the_shims_id() {
         // Nothing answers the cancelled request, even after the call would
         // have ended: the upstream stopped it (it never answered it) and
         // the shim sent nothing of its own.
-        assert_unanswered_until(&mut s, id, started + Duration::from_millis(3500)).await;
+        assert_unanswered_until(&mut s, id, started + Duration::from_secs(WORK_S + 1)).await;
         let upstream_got = read_jsonl(&got);
         assert!(
             !upstream_got.iter().any(|m| m["id"] == call["id"]),

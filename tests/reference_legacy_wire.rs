@@ -86,10 +86,10 @@ fn a_blocking_tasks_result_does_not_hold_the_exit() {
         .expect("the server exits");
     assert!(status.success(), "{status}");
     let took = started.elapsed();
-    assert!(
-        took < std::time::Duration::from_millis(2500),
-        "took {took:?}"
-    );
+    // A server held by the waiting request would exit only at the end of
+    // its 3 s drain, which begins after its input closed: anything short
+    // of that is the exit at once (the widest bound that still tells).
+    assert!(took < std::time::Duration::from_secs(3), "took {took:?}");
 }
 
 /// `external_job` (a fixture third-party 2025-11-25 suites call) is

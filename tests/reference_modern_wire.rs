@@ -299,8 +299,11 @@ async fn an_open_listen_stream_does_not_hold_the_exit() {
         .expect("the server exits")
         .unwrap();
     assert!(status.success(), "{status}");
+    // Held by the stream, it would exit only at the end of its 3 s
+    // drain, which begins after its input closed: anything short of that
+    // is the exit at once (the widest bound that still tells).
     assert!(
-        started.elapsed() < Duration::from_millis(2500),
+        started.elapsed() < Duration::from_secs(3),
         "took {:?}",
         started.elapsed()
     );

@@ -21,7 +21,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use support::schema::{Revision, assert_valid};
-use support::wire::{REQUEST_TIMEOUT, Wire, shim_bin};
+use support::wire::{
+    REQUEST_TIMEOUT, Wire, read_jsonl, recorded, recording_upstream, shim_bin, temp_path,
+};
 
 /// How long the shim may take to exit once its client has closed stdin
 /// (the guide: the child gets 3 s before it is killed).
@@ -202,7 +204,7 @@ fn modern_pass_through_relays_every_answer_after_the_client_closes() {
 fn a_translating_session_relays_the_answer_of_a_call_in_flight() {
     let relay = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/peers/fault_relay.py");
     let relay = relay.to_string_lossy();
-    let upstream = [
+    let drain = [
         "python3",
         &relay,
         "drain",
@@ -212,6 +214,12 @@ fn a_translating_session_relays_the_answer_of_a_call_in_flight() {
         "--revision",
         "2025-11-25",
     ];
+    let (sent, got) = (
+        temp_path("eof-drain-sent.jsonl"),
+        temp_path("eof-drain-got.jsonl"),
+    );
+    let recording = recording_upstream(&drain, &sent, &got);
+    let upstream: Vec<&str> = recording.iter().map(String::as_str).collect();
     let (mut child, rx) = spawn_stdio(&[], &upstream);
     let next = || -> Value { json_line(&rx.recv_timeout(REQUEST_TIMEOUT).expect("an answer")) };
     let meta = json!({
@@ -226,11 +234,20 @@ fn a_translating_session_relays_the_answer_of_a_call_in_flight() {
     writeln!(stdin, "{tools}").expect("write");
     assert_eq!(next()["id"], 1);
     let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
-        "name": "slow_compute", "arguments": {"seconds": 1, "label": "late"}, "_meta": meta}});
+        "name": "slow_compute", "arguments": {"seconds": 2, "label": "late"}, "_meta": meta}});
     writeln!(stdin, "{call}").expect("write");
-    // Well inside the call's second: it is on its way to the server.
-    std::thread::sleep(Duration::from_millis(300));
+    // The client leaves once the call has reached the server, before its
+    // 2 s are up (and well inside the 3 s a stopping upstream is given).
+    let upstream_call = recorded(&sent, Instant::now() + REQUEST_TIMEOUT, |m| {
+        m["method"] == "tools/call"
+    });
     drop(stdin);
+    assert!(
+        !read_jsonl(&got)
+            .iter()
+            .any(|m| m["id"] == upstream_call["id"] && m.get("method").is_none()),
+        "the server answered before the client left"
+    );
     let answer = next();
     assert_eq!(answer["id"], 2, "{answer}");
     assert!(
@@ -240,6 +257,8 @@ fn a_translating_session_relays_the_answer_of_a_call_in_flight() {
     assert_valid(Revision::Modern, &answer, Some("tools/call"));
     let status = exited(&mut child);
     assert!(status.success(), "exit status {status}");
+    let _ = std::fs::remove_file(&sent);
+    let _ = std::fs::remove_file(&got);
 }
 
 /// Legacy client, modern upstream: the client is asked to confirm and

@@ -1237,7 +1237,7 @@ fn progress_just_before_an_answer_is_not_overtaken() {
 }
 
 /// A client cancels a task call before the server has answered its
-/// creation (the server takes 1 s): the shim awaits the creation and
+/// creation (the server takes 5 s): the shim awaits the creation and
 /// cancels the task with `tasks/cancel`, instead of dropping the answer,
 /// which left a task nobody could reach running to its end. Both ways:
 /// a 2026-07-28 client in front of a 2025-11-25 server (which must not be
@@ -1269,22 +1269,21 @@ fn a_task_call_cancelled_before_its_creation_gets_its_task_cancelled() {
         );
         let stamp = Stamp::new(&format!("slowcreate-{upstream}"));
         let mut slow = relay("slowcreate", upstream);
-        slow.splice(3..3, ["--delay-ms".to_owned(), "1000".to_owned()]);
+        // Long enough that the cancel, sent once the call is upstream,
+        // comes before the creation however busy the machine.
+        slow.splice(3..3, ["--delay-ms".to_owned(), "5000".to_owned()]);
         let recorded_upstream = support::wire::recording_upstream(&slow, &sent, &got);
         let mut shim = stdio_shim(&[], &recorded_upstream, client, &stamp);
         open_session(&mut shim, client);
-        let started = Instant::now();
+        let guard = Instant::now() + Duration::from_secs(60);
         let id = shim.request("tools/call", params);
-        std::thread::sleep(Duration::from_millis(300));
+        let upstream_call = support::wire::recorded(&sent, guard, |m| m["method"] == "tools/call");
         shim.notify("notifications/cancelled", json!({"requestId": id}));
-        let upstream_call = support::wire::recorded(&sent, started + Duration::from_secs(3), |m| {
-            m["method"] == "tools/call"
-        });
-        let created = support::wire::recorded(&got, started + Duration::from_secs(4), |m| {
+        let created = support::wire::recorded(&got, guard, |m| {
             m["id"] == upstream_call["id"] && m.pointer(task_of).is_some()
         });
         let task = created.pointer(task_of).cloned().unwrap_or_default();
-        support::wire::recorded(&sent, started + Duration::from_secs(4), |m| {
+        let cancel = support::wire::recorded(&sent, guard, |m| {
             m["method"] == "tasks/cancel" && m["params"]["taskId"] == task
         });
         if upstream == "2025-11-25" {
@@ -1297,7 +1296,14 @@ fn a_task_call_cancelled_before_its_creation_gets_its_task_cancelled() {
                 "a task-augmented request was cancelled with notifications/cancelled: {upstream_sent:#?}"
             );
         }
-        while let Some(m) = shim.next(Duration::from_millis(300)) {
+        // Whatever the shim tells the client about the call it does by
+        // the time the server acknowledged the cancel; a request after
+        // that is answered after it.
+        support::wire::recorded(&got, guard, |m| {
+            m["id"] == cancel["id"] && m.get("method").is_none()
+        });
+        shim.ok("tools/list", as_client(client, json!({})));
+        for m in shim.take_backlog() {
             assert!(
                 !(m.get("method").is_none() && m["id"] == id),
                 "{client:?}: the cancelled call was answered: {m}"
@@ -1446,58 +1452,55 @@ fn an_mrtr_round_lost_with_the_upstream_says_so() {
 /// client in front of a 2025-11-25 server) as for the shim's own: the
 /// client gets `-32603` naming the timeout, the session goes on, and the
 /// server's late answer is dropped rather than sent as a second answer.
+/// The server's answer is held back (`fault_relay.py slowcreate`) long past
+/// the timeout, so every step waits on an event, not on the clock.
 #[test]
 fn pass_through_requests_time_out_too() {
-    let reference = [
-        shim_bin().to_owned(),
-        "reference-server".into(),
-        "--revision".into(),
-        "2025-11-25".into(),
-    ];
+    // Far beyond the 1 s timeout, so the timeout answers first however
+    // busy the machine.
+    const HELD_MS: u64 = 8_000;
     let (sent, got) = (
         temp_path("timeout-sent.jsonl"),
         temp_path("timeout-got.jsonl"),
     );
-    let upstream = support::wire::recording_upstream(&reference, &sent, &got);
+    let mut held = relay("slowcreate", "2025-11-25");
+    held.splice(3..3, ["--delay-ms".to_owned(), HELD_MS.to_string()]);
+    let upstream = support::wire::recording_upstream(&held, &sent, &got);
     let mut shim = Wire::spawn(
         &["--request-timeout-s", "1", "--upstream-ping-ms", "0"],
         &upstream,
     );
     shim.initialize();
     let started = Instant::now();
-    let slow = json!({"name": "slow_compute", "arguments": {"seconds": 3, "label": "late"}});
+    // Done at once by the server; the relay holds its answer back.
+    let slow = json!({"name": "slow_compute", "arguments": {"seconds": 0, "label": "FAULT"}});
     let r = shim.call("tools/call", slow);
-    let waited = started.elapsed();
     assert_upstream_error(&r, "no answer within 1 s");
+    let answers_to_it = |m: &Value| m["id"] == r["id"] && m.get("result").is_some();
+    // The timeout answered, not the server: its answer is still held.
+    let so_far = support::wire::read_jsonl(&got);
     assert!(
-        waited < Duration::from_millis(1500),
-        "answered in {waited:?}"
+        !so_far.iter().any(answers_to_it),
+        "the client was answered only after the server: {so_far:#?}"
     );
+    let guard = started + Duration::from_millis(HELD_MS) + Duration::from_secs(30);
+    support::wire::recorded(&got, guard, answers_to_it);
     // The server is told to stop, as for the shim's own requests.
-    let cancelled = support::wire::read_jsonl(&sent)
-        .into_iter()
-        .find(|m| m["method"] == "notifications/cancelled");
-    let cancelled = cancelled.unwrap_or_else(|| {
-        std::thread::sleep(Duration::from_millis(300));
-        support::wire::read_jsonl(&sent)
-            .into_iter()
-            .find(|m| m["method"] == "notifications/cancelled")
-            .expect("the timed-out request is cancelled upstream")
-    });
+    let cancelled =
+        support::wire::recorded(&sent, guard, |m| m["method"] == "notifications/cancelled");
     assert_eq!(cancelled["params"]["requestId"], r["id"], "{cancelled}");
-    let hello = shim.ok(
+    // The late answer reached the shim before this call's (one pipe, in
+    // order): had the shim relayed it, it would come first.
+    let hello = shim.call(
         "tools/call",
         json!({"name": "greet", "arguments": {"name": "still here"}}),
     );
-    assert!(text_of(&hello).contains("still here"), "{hello}");
-    // The server's own answer comes at about 3 s: it must not reach the
-    // client, which was answered already.
-    let late = r["id"].clone();
-    while started.elapsed() < Duration::from_secs(4) {
-        if let Some(m) = shim.next(Duration::from_millis(200)) {
-            assert_ne!(m["id"], late, "a second answer: {m}");
-        }
-    }
+    assert!(text_of(&hello["result"]).contains("still here"), "{hello}");
+    let before = shim.take_backlog();
+    assert!(
+        before.iter().all(|m| m["id"] != r["id"]),
+        "a second answer: {before:#?}"
+    );
     let _ = std::fs::remove_file(&sent);
     let _ = std::fs::remove_file(&got);
 }
