@@ -188,8 +188,9 @@ fn begin_shutdown_answers_a_client_waiting_on_a_task() {
         let stopped = Instant::now();
         shim.begin_shutdown("the application is stopping");
         let (status, answer, _) = waiting.await.unwrap();
+        // A quarter of the task's 60 s: the answer is the shutdown's.
         assert!(
-            stopped.elapsed() < Duration::from_secs(2),
+            stopped.elapsed() < Duration::from_secs(15),
             "answered {:?} after begin_shutdown",
             stopped.elapsed()
         );

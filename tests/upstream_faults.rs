@@ -1434,6 +1434,17 @@ fn an_mrtr_round_lost_with_the_upstream_says_so() {
     assert_eq!(round["resultType"], "input_required", "{round}");
     let r = shim.call("tools/call", modern_params(fault_call(), false));
     assert_upstream_error(&r, "upstream exited");
+    // The retry goes to the restarted child: a call it answers shows it
+    // is up. (Sent at once, while the shim still winds the old child up,
+    // the retry can fail as the fault call did, without naming the round.)
+    let up = shim.ok(
+        "tools/call",
+        modern_params(
+            json!({"name": "greet", "arguments": {"name": "again"}}),
+            false,
+        ),
+    );
+    assert!(text_of(&up).contains("again"), "{up}");
     let key = round["inputRequests"]
         .as_object()
         .and_then(|m| m.keys().next())
