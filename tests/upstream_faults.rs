@@ -85,10 +85,20 @@ impl Drop for Stamp {
     }
 }
 
+/// How long the shim waits for a relayed upstream's answer to its revision
+/// probe: a failure guard. The relay is a Python process starting the
+/// reference server, which on a loaded machine can take longer than the
+/// default 5 s; a probe timed out would make the shim guess the revision.
+const PROBE: [&str; 2] = ["--probe-timeout-ms", "60000"];
+
 /// `mcp-tasks-shim stdio FLAGS -- UPSTREAM`, speaking `rev` to the shim.
 fn stdio_shim(flags: &[&str], upstream: &[String], rev: Revision, stamp: &Stamp) -> Wire {
     let mut cmd = Command::new(shim_bin());
-    cmd.arg("stdio").args(flags).arg("--").args(upstream);
+    cmd.arg("stdio")
+        .args(PROBE)
+        .args(flags)
+        .arg("--")
+        .args(upstream);
     cmd.env("RUST_LOG", "warn")
         .env("FAULT_RELAY_STAMP", &stamp.0);
     Wire::from_command(cmd, rev)
@@ -706,7 +716,8 @@ fn http_shim(flags: &[&str], upstream: &[String], stamp: &Stamp) -> HttpShim {
         format!("FAULT_RELAY_STAMP={}", stamp.0.display()),
     ];
     cmd.extend(upstream.iter().cloned());
-    HttpShim::spawn(flags, &cmd)
+    let flags: Vec<&str> = PROBE.iter().chain(flags).copied().collect();
+    HttpShim::spawn(&flags, &cmd)
 }
 
 /// A 2025-11-25 HTTP upstream restarted in place no longer knows the
@@ -1467,9 +1478,10 @@ fn an_mrtr_round_lost_with_the_upstream_says_so() {
 /// the timeout, so every step waits on an event, not on the clock.
 #[test]
 fn pass_through_requests_time_out_too() {
-    // Far beyond the 1 s timeout, so the timeout answers first however
-    // busy the machine.
-    const HELD_MS: u64 = 8_000;
+    // Far beyond the 3 s timeout, so the timeout answers first however
+    // busy the machine. (The timeout holds for every request of the
+    // session: 3 s, not 1, lets the others through on a loaded machine.)
+    const HELD_MS: u64 = 15_000;
     let (sent, got) = (
         temp_path("timeout-sent.jsonl"),
         temp_path("timeout-got.jsonl"),
@@ -1477,16 +1489,17 @@ fn pass_through_requests_time_out_too() {
     let mut held = relay("slowcreate", "2025-11-25");
     held.splice(3..3, ["--delay-ms".to_owned(), HELD_MS.to_string()]);
     let upstream = support::wire::recording_upstream(&held, &sent, &got);
-    let mut shim = Wire::spawn(
-        &["--request-timeout-s", "1", "--upstream-ping-ms", "0"],
-        &upstream,
-    );
+    let mut flags = vec!["--request-timeout-s", "3", "--upstream-ping-ms", "0"];
+    flags.extend(PROBE);
+    let mut shim = Wire::spawn(&flags, &upstream);
+    // The upstream is up once it answered the shim's probe.
+    support::wire::recorded(&got, Instant::now() + Duration::from_secs(60), |_| true);
     shim.initialize();
     let started = Instant::now();
     // Done at once by the server; the relay holds its answer back.
     let slow = json!({"name": "slow_compute", "arguments": {"seconds": 0, "label": "FAULT"}});
     let r = shim.call("tools/call", slow);
-    assert_upstream_error(&r, "no answer within 1 s");
+    assert_upstream_error(&r, "no answer within 3 s");
     let answers_to_it = |m: &Value| m["id"] == r["id"] && m.get("result").is_some();
     // The timeout answered, not the server: its answer is still held.
     let so_far = support::wire::read_jsonl(&got);
