@@ -704,7 +704,20 @@ async fn progress_reaches_only_the_call_that_asked_for_it() {
         "--revision".into(),
         MODERN.into(),
     ];
-    let shim = HttpShim::spawn(&["--token", "ta=alice", "--token", "tb=bob"], &upstream);
+    // The probe's wait is a guard: a Python relay starting the server can
+    // miss the default 5 s on a loaded machine, and the shim would then
+    // take the modern server for a 2025-11-25 one.
+    let shim = HttpShim::spawn(
+        &[
+            "--token",
+            "ta=alice",
+            "--token",
+            "tb=bob",
+            "--probe-timeout-ms",
+            "60000",
+        ],
+        &upstream,
+    );
     let c = client();
     let url = shim.url.as_str();
     let (alice, _) = initialize(&c, url, Some("ta")).await;
