@@ -182,6 +182,15 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
         read_timeout: std::time::Duration::from_secs(args.read_timeout_s),
         max_connections: usize::try_from(args.max_connections).unwrap_or(usize::MAX),
         bridge: proxy.bridge.clone(),
+        // A 2025-11-25 child upstream serves 2025-11-25 HTTP sessions with
+        // a process each (ignored when the upstream turns out 2026-07-28).
+        legacy_relay: args
+            .upstream
+            .split_first()
+            .map(|(program, rest)| http::RelayCommand {
+                program: program.clone(),
+                args: rest.to_vec(),
+            }),
     };
     let resolver = Arc::new(ConfiguredPrincipals {
         tokens,

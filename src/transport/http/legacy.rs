@@ -415,6 +415,11 @@ pub(super) async fn initialize(
     if let Some(cap) = reached {
         return too_many_sessions(cap, Some(req.id));
     }
+    if app.legacy.is_none()
+        && let Some(command) = app.opts.legacy_relay.clone()
+    {
+        return super::legacy_relay::initialize(app, command, req, principal).await;
+    }
     let Some(front) = &app.legacy else {
         return error_response(
             StatusCode::OK,

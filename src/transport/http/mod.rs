@@ -6,6 +6,7 @@
 
 pub(crate) mod headers;
 mod legacy;
+mod legacy_relay;
 mod metrics;
 mod modern;
 pub mod principal;
@@ -31,6 +32,7 @@ use crate::revision::{self, ClientSignal, Revision};
 use crate::upstream::{Link, Upstream, UpstreamEvent};
 
 pub use crate::scope::Principal;
+pub use legacy_relay::RelayCommand;
 pub use principal::{ConfiguredPrincipals, PrincipalResolver};
 
 /// How long open requests and streams may take to end after a shutdown signal.
@@ -132,6 +134,11 @@ pub struct HttpOptions {
     pub accept_missing_mcp_name: bool,
     /// Engine settings.
     pub bridge: BridgeConfig,
+    /// The upstream's command, when it is a 2025-11-25 child process:
+    /// each 2025-11-25 HTTP session then gets its own process started
+    /// with it, relayed unchanged. `None` (an upstream reached otherwise)
+    /// refuses 2025-11-25 sessions to a 2025-11-25 upstream.
+    pub legacy_relay: Option<RelayCommand>,
 }
 
 impl Default for HttpOptions {
@@ -154,6 +161,7 @@ impl Default for HttpOptions {
             max_connections: usize::try_from(DEFAULT_MAX_CONNECTIONS).unwrap_or(usize::MAX),
             accept_missing_mcp_name: false,
             bridge: BridgeConfig::default(),
+            legacy_relay: None,
         }
     }
 }
@@ -185,6 +193,9 @@ pub(crate) struct App {
     modern: Option<Arc<ModernFront>>,
     ledger: Arc<dyn TaskLedger>,
     sessions: Mutex<HashMap<String, Arc<legacy::HttpSession>>>,
+    /// 2025-11-25 sessions relayed to processes of their own (a 2025-11-25
+    /// upstream with [`HttpOptions::legacy_relay`]).
+    relays: Mutex<HashMap<String, Arc<legacy_relay::RelaySession>>>,
     resolver: Arc<dyn PrincipalResolver>,
     metrics: metrics::Metrics,
     /// Callers already logged for a request without `Mcp-Name`
@@ -292,6 +303,7 @@ impl HttpShim {
             modern,
             ledger,
             sessions: Mutex::new(HashMap::new()),
+            relays: Mutex::new(HashMap::new()),
             resolver,
             metrics: metrics::Metrics::default(),
             missing_mcp_name_callers: Mutex::default(),
@@ -330,6 +342,10 @@ impl HttpShim {
             sweepers.push(crate::bridge::spawn_sweeper(
                 Arc::downgrade(&app),
                 legacy::expire_idle,
+            ));
+            sweepers.push(crate::bridge::spawn_sweeper(
+                Arc::downgrade(&app),
+                legacy_relay::expire_idle,
             ));
         }
         Ok(HttpShim {
@@ -377,6 +393,7 @@ impl HttpShim {
         }
         self.app.upstream.shutdown(reason);
         legacy::end_waits(&self.app, reason);
+        legacy_relay::end_all(&self.app, reason);
         self.app.closing.send_replace(true);
     }
 
@@ -679,6 +696,9 @@ async fn post_endpoint(
         && !modern_header
     {
         let sid = sid.to_owned();
+        if legacy_relay::holds(&app, &sid) {
+            return legacy_relay::post(app, &sid, msg, &headers, principal).await;
+        }
         return legacy::post(app, &sid, msg, &headers, principal).await;
     }
     if msg.method() == Some("initialize") {
@@ -730,6 +750,9 @@ async fn get_endpoint(
         Err(refused) => return *refused,
     };
     match headers::header(&headers, "mcp-session-id") {
+        Some(sid) if legacy_relay::holds(&app, sid) => {
+            legacy_relay::get_stream(app, sid, principal)
+        }
         Some(sid) => legacy::get_stream(app, sid, principal),
         None => method_not_allowed(),
     }
@@ -745,6 +768,7 @@ async fn delete_endpoint(
         Err(refused) => return *refused,
     };
     match headers::header(&headers, "mcp-session-id") {
+        Some(sid) if legacy_relay::holds(&app, sid) => legacy_relay::delete(app, sid, principal),
         Some(sid) => legacy::delete(app, sid, principal),
         None => method_not_allowed(),
     }
@@ -753,7 +777,8 @@ async fn delete_endpoint(
 async fn metrics_endpoint(State(app): State<Arc<App>>) -> Response {
     // Sessions the engine still holds, not just the open ones: a deleted
     // session that stayed in memory would be a leak.
-    let open = app.sessions.lock().unwrap_or_else(|p| p.into_inner()).len();
+    let open = app.sessions.lock().unwrap_or_else(|p| p.into_inner()).len()
+        + app.relays.lock().unwrap_or_else(|p| p.into_inner()).len();
     let sessions = app
         .legacy
         .as_ref()

@@ -1,0 +1,570 @@
+//! 2025-11-25 HTTP sessions in front of a 2025-11-25 stdio upstream: one
+//! upstream process per session, its messages relayed unchanged.
+//!
+//! Both sides speak the same revision, so there is nothing to translate;
+//! what the shim adds is the HTTP transport and isolation. A session gets
+//! its own child process (the command the shim was started with), so its
+//! tasks, request ids, notifications and `initialize` answer are that
+//! process's alone: another session, of another principal or not, cannot
+//! see them or collide with them. See docs/limits.md for why not one
+//! multiplexed upstream.
+//!
+//! Routing, per session: the answer to a POSTed request goes to that POST
+//! (plain JSON, or the end of an SSE stream when something came first);
+//! the server's requests and notifications go on the SSE stream of a
+//! request in flight whose client takes SSE (the 2025-11-25 transport lets
+//! related messages travel there), else on the GET stream, else into a
+//! bounded backlog until one opens. Client answers and notifications go to
+//! the child's stdin and are acknowledged with 202.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::sse::{KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use tokio::sync::mpsc;
+use tokio_stream::StreamExt;
+use tokio_stream::wrappers::UnboundedReceiverStream;
+
+use super::{App, error_response, json_response};
+use crate::error::ShimError;
+use crate::jsonrpc::{Id, Message};
+use crate::revision::Revision;
+use crate::scope::Principal;
+use crate::transport::Inbound;
+
+/// Messages kept for a GET stream that is not open yet.
+const BACKLOG: usize = 1000;
+/// Longest line read from a session's child.
+const MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
+/// How long a child may take to exit once its input is closed before it
+/// is killed.
+const EXIT_GRACE: Duration = Duration::from_secs(3);
+/// How long the child may take to answer `initialize`.
+const INITIALIZE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The command a session's upstream process is started with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RelayCommand {
+    /// The program.
+    pub program: String,
+    /// Its arguments.
+    pub args: Vec<String>,
+}
+
+type Tx = mpsc::UnboundedSender<Message>;
+
+/// One 2025-11-25 HTTP session and its upstream process.
+#[derive(Debug)]
+pub(crate) struct RelaySession {
+    /// Who opened it; a later request of anyone else finds no session.
+    principal: Option<Principal>,
+    /// Lines for the child's stdin; dropped to close it.
+    to_child: Mutex<Option<Tx>>,
+    routes: Mutex<Routes>,
+    child: Mutex<Option<tokio::process::Child>>,
+    in_flight: AtomicUsize,
+    last_used_ms: AtomicU64,
+}
+
+#[derive(Debug, Default)]
+struct Routes {
+    /// POSTed requests waiting for their answer.
+    by_id: HashMap<Id, Tx>,
+    /// Of those, the ones whose client takes SSE, oldest first: where the
+    /// server's own messages go while no GET stream is open.
+    streams: Vec<(Id, Tx)>,
+    /// POSTed requests that asked for progress, by token (as JSON text).
+    by_progress: HashMap<String, Tx>,
+    get_stream: Option<Tx>,
+    backlog: VecDeque<Message>,
+    /// The child is gone: nothing more will come.
+    ended: bool,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl RelaySession {
+    fn touch(&self, now_ms: u64) {
+        self.last_used_ms.store(now_ms, Ordering::Relaxed);
+    }
+
+    fn busy(&self) -> bool {
+        if self.in_flight.load(Ordering::Acquire) > 0 {
+            return true;
+        }
+        let r = lock(&self.routes);
+        r.get_stream.as_ref().is_some_and(|tx| !tx.is_closed())
+            || r.by_id.values().any(|tx| !tx.is_closed())
+    }
+
+    fn send_to_child(&self, msg: Message) -> Result<(), ShimError> {
+        match lock(&self.to_child).as_ref() {
+            Some(tx) => tx
+                .send(msg)
+                .map_err(|_| ShimError::Internal("the session's upstream process is gone".into())),
+            None => Err(ShimError::Internal(
+                "the session's upstream process is gone".into(),
+            )),
+        }
+    }
+
+    /// Places one message from the child.
+    fn route(&self, msg: Message) {
+        let mut r = lock(&self.routes);
+        if matches!(msg, Message::Response(_) | Message::Error(_)) {
+            let Some(id) = msg.id().cloned() else {
+                tracing::info!("an error without an id from a session's upstream; dropped");
+                return;
+            };
+            r.streams.retain(|(sid, _)| *sid != id);
+            match r.by_id.remove(&id) {
+                Some(tx) => {
+                    r.by_progress.retain(|_, t| !t.same_channel(&tx));
+                    if tx.send(msg).is_err() {
+                        tracing::info!(?id, "an answer whose request's stream is closed; dropped");
+                    }
+                }
+                // The 2025-11-25 transport puts no answer on the GET stream.
+                None => tracing::info!(?id, "an answer to no pending request; dropped"),
+            }
+            return;
+        }
+        let progress = match &msg {
+            Message::Notification(n) if n.method == "notifications/progress" => n
+                .params
+                .as_ref()
+                .and_then(|p| p.get("progressToken"))
+                .and_then(|t| r.by_progress.get(&t.to_string()))
+                .filter(|tx| !tx.is_closed())
+                .cloned(),
+            _ => None,
+        };
+        // A server request is most likely asked during a request (input
+        // for a tool call, a task's question while `tasks/result` waits):
+        // the newest open POST stream first. A notification is more often
+        // unrelated to any request: the GET stream first.
+        let open = |tx: &&Tx| !tx.is_closed();
+        let get = r.get_stream.as_ref().filter(open).cloned();
+        let post = r.streams.iter().rev().map(|(_, tx)| tx).find(open).cloned();
+        let target = progress.or_else(|| match &msg {
+            Message::Request(_) => post.or(get),
+            _ => get.or(post),
+        });
+        let msg = match target {
+            Some(tx) => match tx.send(msg) {
+                Ok(()) => return,
+                Err(e) => e.0,
+            },
+            None => msg,
+        };
+        if r.backlog.len() == BACKLOG {
+            r.backlog.pop_front();
+        }
+        r.backlog.push_back(msg);
+    }
+
+    /// The child is gone: every POST still waiting gets an error.
+    fn child_gone(&self, why: &str) {
+        let waiting: Vec<(Id, Tx)> = {
+            let mut r = lock(&self.routes);
+            r.ended = true;
+            r.streams.clear();
+            r.by_progress.clear();
+            r.get_stream = None;
+            r.by_id.drain().collect()
+        };
+        for (id, tx) in waiting {
+            let _ = tx.send(Message::error(
+                Some(id),
+                ShimError::Internal(why.to_owned()).to_error_object(),
+            ));
+        }
+    }
+
+    /// Closes the child's input, then kills it if it has not exited
+    /// within [`EXIT_GRACE`].
+    fn end(&self, why: &str) {
+        lock(&self.to_child).take();
+        let child = lock(&self.child).take();
+        self.child_gone(why);
+        if let Some(mut child) = child {
+            tokio::spawn(async move {
+                if tokio::time::timeout(EXIT_GRACE, child.wait()).await.is_err() {
+                    let _ = child.kill().await;
+                }
+            });
+        }
+    }
+}
+
+/// Starts a session: its child, then `initialize` relayed to it. The
+/// session exists for the client only once the child answered.
+pub(super) async fn initialize(
+    app: Arc<App>,
+    command: RelayCommand,
+    req: crate::jsonrpc::Request,
+    principal: Option<Principal>,
+) -> Response {
+    if lock(&app.relays).len() >= app.opts.max_sessions {
+        return too_many_sessions(&app, Some(req.id));
+    }
+    let id = req.id.clone();
+    let spawned = match crate::transport::child::spawn(&command.program, &command.args) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot start a session's upstream process");
+            return error_response(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                Some(id),
+                ShimError::Internal(format!("cannot start the upstream for this session: {e}")),
+            );
+        }
+    };
+    let (to_child, from_session) = mpsc::unbounded_channel();
+    if let Err(e) = crate::transport::child::ChildInput::start(spawned.stdin, from_session) {
+        return error_response(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            Some(id),
+            ShimError::Internal(format!("cannot write to the session's upstream: {e}")),
+        );
+    }
+    let session = Arc::new(RelaySession {
+        principal,
+        to_child: Mutex::new(Some(to_child)),
+        routes: Mutex::new(Routes::default()),
+        child: Mutex::new(Some(spawned.child)),
+        in_flight: AtomicUsize::new(0),
+        last_used_ms: AtomicU64::new(app.now_ms()),
+    });
+    let sid = crate::ids::random_id();
+    spawn_reader(
+        spawned.stdout,
+        Arc::downgrade(&session),
+        Arc::downgrade(&app),
+        sid.clone(),
+    );
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    lock(&session.routes).by_id.insert(id.clone(), tx);
+    if let Err(e) = session.send_to_child(Message::Request(req)) {
+        session.end("initialize failed");
+        return error_response(StatusCode::INTERNAL_SERVER_ERROR, Some(id), e);
+    }
+    // Whatever the child says before its answer has no stream to go on
+    // yet: it waits in the backlog for the session's GET stream.
+    let answer = tokio::time::timeout(INITIALIZE_TIMEOUT, async {
+        loop {
+            match rx.recv().await {
+                Some(m) if super::is_answer_to(&m, &id) => return Some(m),
+                Some(_) => {}
+                None => return None,
+            }
+        }
+    })
+    .await;
+    let answer = match answer {
+        Ok(Some(m)) => m,
+        _ => {
+            session.end("initialize was not answered");
+            return error_response(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                Some(id),
+                ShimError::Internal(
+                    "the session's upstream process did not answer initialize".into(),
+                ),
+            );
+        }
+    };
+    if matches!(answer, Message::Error(_)) || lock(&session.routes).ended {
+        session.end("initialize was refused");
+        return json_response(StatusCode::OK, &answer);
+    }
+    {
+        let mut relays = lock(&app.relays);
+        if relays.len() >= app.opts.max_sessions {
+            drop(relays);
+            session.end("too many sessions");
+            return too_many_sessions(&app, Some(id));
+        }
+        session.touch(app.now_ms());
+        relays.insert(sid.clone(), session);
+    }
+    tracing::info!(session = %sid, "legacy HTTP session opened on its own upstream process");
+    let mut resp = json_response(StatusCode::OK, &answer);
+    if let Ok(v) = HeaderValue::from_str(&sid) {
+        resp.headers_mut().insert("mcp-session-id", v);
+    }
+    resp
+}
+
+/// Reads the child's stdout into the session's routes; when it ends, the
+/// session ends with it (later requests get 404 and initialize again).
+fn spawn_reader(
+    stdout: tokio::process::ChildStdout,
+    session: Weak<RelaySession>,
+    app: Weak<App>,
+    sid: String,
+) {
+    tokio::spawn(async move {
+        let mut lines = crate::transport::lines::LineReader::new(stdout, MAX_LINE_BYTES);
+        loop {
+            match lines.next().await {
+                Ok(Some(Inbound::Message(m))) => {
+                    let Some(s) = session.upgrade() else { return };
+                    s.route(m);
+                }
+                Ok(Some(Inbound::Invalid { excerpt, error, .. })) => {
+                    tracing::warn!(session = %sid, %error, %excerpt, "a line from a session's upstream is no message; skipped");
+                }
+                Ok(None) | Err(_) => break,
+            }
+        }
+        tracing::info!(session = %sid, "a session's upstream process closed its output");
+        if let Some(app) = app.upgrade() {
+            lock(&app.relays).remove(&sid);
+        }
+        if let Some(s) = session.upgrade() {
+            s.end("the session's upstream process exited");
+        }
+    });
+}
+
+fn too_many_sessions(app: &App, id: Option<Id>) -> Response {
+    tracing::warn!(
+        max = app.opts.max_sessions,
+        "refusing a new legacy HTTP session: the limit is reached"
+    );
+    let e = ShimError::Internal(format!(
+        "too many open sessions ({}); retry later, or end unused ones with DELETE",
+        app.opts.max_sessions
+    ));
+    error_response(StatusCode::SERVICE_UNAVAILABLE, id, e)
+}
+
+/// Whether `sid` names a relayed session (of anyone: the principal check
+/// comes with the lookup).
+pub(super) fn holds(app: &App, sid: &str) -> bool {
+    lock(&app.relays).contains_key(sid)
+}
+
+/// Looks a session up for a request of `principal`, marking it used under
+/// the map's lock (the idle sweep decides under it too). Another
+/// principal's session is not found, like an unknown one.
+fn session(app: &App, sid: &str, principal: &Option<Principal>) -> Option<Arc<RelaySession>> {
+    let relays = lock(&app.relays);
+    let s = relays.get(sid)?;
+    if s.principal != *principal {
+        tracing::info!(session = %sid, "refused: a request for a session another principal opened");
+        return None;
+    }
+    s.touch(app.now_ms());
+    Some(s.clone())
+}
+
+fn unknown_session(id: Option<Id>) -> Response {
+    let e = ShimError::InvalidRequest("unknown or expired Mcp-Session-Id".into());
+    error_response(StatusCode::NOT_FOUND, id, e)
+}
+
+/// Marks a session in use while one of its requests is answered.
+struct InUse<'a> {
+    session: &'a RelaySession,
+    app: &'a App,
+}
+
+impl Drop for InUse<'_> {
+    fn drop(&mut self) {
+        self.session.touch(self.app.now_ms());
+        self.session.in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Forgets a POSTed request's routes when its POST ends, answered or not.
+struct Registered {
+    session: Arc<RelaySession>,
+    id: Id,
+    tx: Tx,
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        let mut r = lock(&self.session.routes);
+        if r.by_id
+            .get(&self.id)
+            .is_some_and(|t| t.same_channel(&self.tx))
+        {
+            r.by_id.remove(&self.id);
+        }
+        r.streams.retain(|(_, t)| !t.same_channel(&self.tx));
+        r.by_progress.retain(|_, t| !t.same_channel(&self.tx));
+    }
+}
+
+pub(super) async fn post(
+    app: Arc<App>,
+    sid: &str,
+    msg: Message,
+    hdrs: &HeaderMap,
+    principal: Option<Principal>,
+) -> Response {
+    app.metrics
+        .count(Revision::Legacy, msg.method().unwrap_or("(response)"));
+    let Some(s) = session(&app, sid, &principal) else {
+        let id = match &msg {
+            Message::Request(r) => Some(r.id.clone()),
+            _ => None,
+        };
+        return unknown_session(id);
+    };
+    if let Some(v) = super::headers::header(hdrs, "mcp-protocol-version")
+        && !crate::revision::LEGACY_VERSIONS.contains(&v)
+    {
+        let e = ShimError::InvalidRequest(format!(
+            "unsupported MCP-Protocol-Version {v:?} in a 2025-11-25 session (one of {})",
+            crate::revision::LEGACY_VERSIONS.join(", ")
+        ));
+        return error_response(StatusCode::BAD_REQUEST, msg.id().cloned(), e);
+    }
+    if msg.method() == Some("tasks/list") && app.opts.require_principal && principal.is_none() {
+        let e =
+            ShimError::InvalidRequest("tasks/list needs an authenticated principal here".into());
+        return error_response(StatusCode::FORBIDDEN, msg.id().cloned(), e);
+    }
+    s.in_flight.fetch_add(1, Ordering::AcqRel);
+    let _in_use = InUse {
+        session: &s,
+        app: &app,
+    };
+    let Message::Request(req) = msg else {
+        // A client's answer to a server request, or a notification.
+        return match s.send_to_child(msg) {
+            Ok(()) => StatusCode::ACCEPTED.into_response(),
+            Err(e) => error_response(StatusCode::NOT_FOUND, None, e),
+        };
+    };
+    let sse = super::accepts_sse(hdrs);
+    let id = req.id.clone();
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    {
+        let mut r = lock(&s.routes);
+        if r.ended {
+            drop(r);
+            return unknown_session(Some(id));
+        }
+        r.by_id.insert(id.clone(), tx.clone());
+        if sse {
+            r.streams.push((id.clone(), tx.clone()));
+            if let Some(token) = req
+                .params
+                .as_ref()
+                .and_then(|p| p.get("_meta"))
+                .and_then(|m| m.get("progressToken"))
+            {
+                r.by_progress.insert(token.to_string(), tx.clone());
+            }
+        }
+    }
+    let registered = Registered {
+        session: s.clone(),
+        id: id.clone(),
+        tx,
+    };
+    if let Err(e) = s.send_to_child(Message::Request(req)) {
+        return error_response(StatusCode::OK, Some(id), e);
+    }
+    // The first message decides the body: the answer alone goes back as
+    // JSON; anything before it opens an SSE stream that ends with it.
+    let Some(first) = rx.recv().await else {
+        return error_response(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            Some(id),
+            ShimError::Internal("no answer".into()),
+        );
+    };
+    if super::is_answer_to(&first, &id) {
+        return json_response(StatusCode::OK, &first);
+    }
+    // The stream holds the routes (and the session) until the answer.
+    super::sse_until_answer(&first, rx, id, registered, None)
+}
+
+pub(super) fn get_stream(app: Arc<App>, sid: &str, principal: Option<Principal>) -> Response {
+    app.metrics.count(Revision::Legacy, "GET");
+    let Some(s) = session(&app, sid, &principal) else {
+        return unknown_session(None);
+    };
+    let (tx, rx) = mpsc::unbounded_channel();
+    {
+        let mut r = lock(&s.routes);
+        for m in r.backlog.drain(..) {
+            let _ = tx.send(m);
+        }
+        r.get_stream = Some(tx);
+    }
+    let events = UnboundedReceiverStream::new(rx).map(|m| super::sse_event(&m));
+    Sse::new(app.until_closing(events))
+        .keep_alive(KeepAlive::default())
+        .into_response()
+}
+
+pub(super) fn delete(app: Arc<App>, sid: &str, principal: Option<Principal>) -> Response {
+    app.metrics.count(Revision::Legacy, "DELETE");
+    let removed = {
+        let mut relays = lock(&app.relays);
+        match relays.get(sid) {
+            Some(s) if s.principal == principal => relays.remove(sid),
+            _ => None,
+        }
+    };
+    let Some(s) = removed else {
+        return unknown_session(None);
+    };
+    s.end("the session was deleted");
+    tracing::info!(session = %sid, "legacy HTTP session deleted; its upstream process ends");
+    StatusCode::OK.into_response()
+}
+
+/// Ends every session and its process (the shim is stopping).
+pub(super) fn end_all(app: &App, why: &str) {
+    let all: Vec<Arc<RelaySession>> = lock(&app.relays).drain().map(|(_, s)| s).collect();
+    for s in all {
+        s.end(why);
+    }
+}
+
+/// Ends the sessions idle for longer than the configured time, with their
+/// processes; returns how many.
+pub(super) fn expire_idle(app: &App) -> usize {
+    let Some(idle) = app.opts.session_idle_timeout else {
+        return 0;
+    };
+    let idle_ms = u64::try_from(idle.as_millis()).unwrap_or(u64::MAX);
+    let now = app.now_ms();
+    let expired: Vec<(String, Arc<RelaySession>)> = {
+        let mut relays = lock(&app.relays);
+        let ids: Vec<String> = relays
+            .iter()
+            .filter_map(|(sid, s)| {
+                if s.busy() {
+                    s.touch(now);
+                    return None;
+                }
+                let since = now.saturating_sub(s.last_used_ms.load(Ordering::Relaxed));
+                (since >= idle_ms).then(|| sid.clone())
+            })
+            .collect();
+        ids.into_iter()
+            .filter_map(|sid| relays.remove(&sid).map(|s| (sid, s)))
+            .collect()
+    };
+    for (sid, s) in &expired {
+        s.end("the session expired");
+        tracing::info!(session = %sid, idle_s = idle.as_secs(), "idle legacy HTTP session expired; its upstream process ends");
+    }
+    expired.len()
+}
