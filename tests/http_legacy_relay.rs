@@ -86,8 +86,13 @@ impl<'a> Session<'a> {
     /// A request in the session; returns the whole answer (validated).
     async fn call(&mut self, method: &str, params: Value) -> Value {
         self.next += 1;
-        let req = legacy(self.c, self.url, Some(&self.sid), &rpc(self.next, method, params))
-            .bearer_auth(self.token);
+        let req = legacy(
+            self.c,
+            self.url,
+            Some(&self.sid),
+            &rpc(self.next, method, params),
+        )
+        .bearer_auth(self.token);
         let (status, body, _) = send(req).await;
         assert_eq!(status, StatusCode::OK, "{method}: {body}");
         assert_eq!(body["id"], self.next, "{method}: {body}");
@@ -296,7 +301,11 @@ fn delete_ends_the_sessions_process() {
             .copied()
             .filter(|p| !before.contains(p))
             .collect();
-        assert_eq!(own.len(), 1, "one process for the session: {before:?} {after:?}");
+        assert_eq!(
+            own.len(),
+            1,
+            "one process for the session: {before:?} {after:?}"
+        );
         let (bob, _) = Session::open(&c, &shim.url, "tok-bob").await;
         let bobs: Vec<u32> = children_of(shim.pid())
             .into_iter()

@@ -195,7 +195,10 @@ impl RelaySession {
         self.child_gone(why);
         if let Some(mut child) = child {
             tokio::spawn(async move {
-                if tokio::time::timeout(EXIT_GRACE, child.wait()).await.is_err() {
+                if tokio::time::timeout(EXIT_GRACE, child.wait())
+                    .await
+                    .is_err()
+                {
                     let _ = child.kill().await;
                 }
             });
