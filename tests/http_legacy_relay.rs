@@ -11,7 +11,7 @@
 //!   server's own `initialize` answer, creates tasks, sees only its own in
 //!   `tasks/list`, and the other's task id is unknown to it; a session id
 //!   used with the other principal's token is not found.
-//! - DELETE ends the session's process.
+//! - DELETE, and idle expiry, end the session's process.
 //!
 //! Every message the shim returns is validated against the 2025-11-25
 //! schema. Needs Node and `tests/peers/node_modules`: run `scripts/test.sh`.
@@ -333,5 +333,38 @@ fn delete_ends_the_sessions_process() {
         let (status, body, _) = send(req).await;
         assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
         drop(bob);
+    });
+}
+
+/// An idle session expires with its process (`--session-idle-timeout-s`),
+/// as a DELETE would end it.
+#[test]
+fn an_idle_session_expires_with_its_process() {
+    require_peers();
+    let mut flags = TOKENS.to_vec();
+    flags.extend(["--session-idle-timeout-s", "1"]);
+    let shim = HttpShim::spawn(&flags, &node("sdk_task_server.mjs"));
+    block_on(async {
+        let c = client();
+        let before = children_of(shim.pid());
+        let (alice, _) = Session::open(&c, &shim.url, "tok-alice").await;
+        let own: Vec<u32> = children_of(shim.pid())
+            .into_iter()
+            .filter(|p| !before.contains(p))
+            .collect();
+        assert_eq!(own.len(), 1, "one process for the session");
+        let start = Instant::now();
+        while alive(own[0]) {
+            assert!(
+                start.elapsed() < EXIT_WAIT,
+                "the idle session's process still runs"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let req = legacy(&c, &shim.url, Some(&alice.sid), &rpc(5, "ping", json!({})))
+            .bearer_auth("tok-alice");
+        let (status, body, _) = send(req).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+        assert_valid(Revision::Legacy, &body, None);
     });
 }
