@@ -368,3 +368,33 @@ fn an_idle_session_expires_with_its_process() {
         assert_valid(Revision::Legacy, &body, None);
     });
 }
+
+/// The session caps hold for relayed sessions, each a process: past
+/// `--max-sessions-per-principal` an `initialize` gets `503` and starts
+/// no process; another principal still gets a session.
+#[test]
+fn session_caps_bound_the_processes() {
+    require_peers();
+    let mut flags = TOKENS.to_vec();
+    flags.extend(["--max-sessions-per-principal", "1"]);
+    let shim = HttpShim::spawn(&flags, &node("sdk_task_server.mjs"));
+    block_on(async {
+        let c = client();
+        let (_alice, _) = Session::open(&c, &shim.url, "tok-alice").await;
+        let before = children_of(shim.pid());
+        let init = rpc(
+            0,
+            "initialize",
+            json!({"protocolVersion": "2025-11-25", "capabilities": {},
+                "clientInfo": {"name": "second", "version": "0"}}),
+        );
+        let (status, body, headers) =
+            send(legacy(&c, &shim.url, None, &init).bearer_auth("tok-alice")).await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+        assert_eq!(body["error"]["code"], -32603, "{body}");
+        assert!(headers.get("mcp-session-id").is_none());
+        assert_valid(Revision::Legacy, &body, None);
+        assert_eq!(children_of(shim.pid()), before, "no process for it");
+        let (_bob, _) = Session::open(&c, &shim.url, "tok-bob").await;
+    });
+}

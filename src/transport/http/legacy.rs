@@ -335,7 +335,7 @@ impl Drop for InUse<'_> {
 
 /// Which session cap an `initialize` would go past.
 #[derive(Debug, Clone, Copy)]
-enum SessionCap {
+pub(super) enum SessionCap {
     /// `max_sessions`: every session.
     All(usize),
     /// `max_anonymous_sessions`: sessions without a principal.
@@ -374,7 +374,7 @@ fn session_cap_reached(
     (held >= max).then_some(cap)
 }
 
-fn too_many_sessions(cap: SessionCap, id: Option<Id>) -> Response {
+pub(super) fn too_many_sessions(cap: SessionCap, id: Option<Id>) -> Response {
     let why = match cap {
         SessionCap::All(max) => {
             format!(

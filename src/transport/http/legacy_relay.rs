@@ -29,6 +29,7 @@ use tokio::sync::mpsc;
 use tokio_stream::StreamExt;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 
+use super::legacy::{SessionCap, too_many_sessions};
 use super::{App, error_response, json_response};
 use crate::error::ShimError;
 use crate::jsonrpc::{Id, Message};
@@ -214,8 +215,9 @@ pub(super) async fn initialize(
     req: crate::jsonrpc::Request,
     principal: Option<Principal>,
 ) -> Response {
-    if lock(&app.relays).len() >= app.opts.max_sessions {
-        return too_many_sessions(&app, Some(req.id));
+    let reached = cap_reached(&app, &lock(&app.relays), &principal);
+    if let Some(cap) = reached {
+        return too_many_sessions(cap, Some(req.id));
     }
     let id = req.id.clone();
     let spawned = match crate::transport::child::spawn(&command.program, &command.args) {
@@ -289,10 +291,10 @@ pub(super) async fn initialize(
     }
     {
         let mut relays = lock(&app.relays);
-        if relays.len() >= app.opts.max_sessions {
+        if let Some(cap) = cap_reached(&app, &relays, &session.principal) {
             drop(relays);
             session.end("too many sessions");
-            return too_many_sessions(&app, Some(id));
+            return too_many_sessions(cap, Some(id));
         }
         session.touch(app.now_ms());
         relays.insert(sid.clone(), session);
@@ -337,16 +339,33 @@ fn spawn_reader(
     });
 }
 
-fn too_many_sessions(app: &App, id: Option<Id>) -> Response {
-    tracing::warn!(
-        max = app.opts.max_sessions,
-        "refusing a new legacy HTTP session: the limit is reached"
-    );
-    let e = ShimError::Internal(format!(
-        "too many open sessions ({}); retry later, or end unused ones with DELETE",
-        app.opts.max_sessions
-    ));
-    error_response(StatusCode::SERVICE_UNAVAILABLE, id, e)
+/// The cap a new session of `principal` would go past, if any: the same
+/// caps as the bridged sessions' (see `legacy::session_cap_reached`),
+/// counted over the relayed ones.
+fn cap_reached(
+    app: &App,
+    relays: &HashMap<String, Arc<RelaySession>>,
+    principal: &Option<Principal>,
+) -> Option<SessionCap> {
+    let opts = &app.opts;
+    if relays.len() >= opts.max_sessions {
+        return Some(SessionCap::All(opts.max_sessions));
+    }
+    let (cap, max) = match principal {
+        None => {
+            let max = opts.anonymous_session_cap();
+            (SessionCap::Anonymous(max), max)
+        }
+        Some(_) => {
+            let max = opts.principal_session_cap();
+            (SessionCap::Principal(max), max)
+        }
+    };
+    let held = relays
+        .values()
+        .filter(|s| s.principal == *principal)
+        .count();
+    (held >= max).then_some(cap)
 }
 
 /// Whether `sid` names a relayed session (of anyone: the principal check
