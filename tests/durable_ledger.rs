@@ -497,7 +497,10 @@ async fn a_ledger_file_serves_one_shim_at_a_time() {
     let stderr = refused_start(&upstream, &ledger);
     assert!(stderr.contains("in use by another process"), "{stderr}");
     let stderr = refused_start(&upstream, &temp_path("no-such-dir").join("ledger.redb"));
-    assert!(stderr.contains("cannot open ledger"), "{stderr}");
+    assert!(
+        stderr.contains("no-such-dir") && stderr.contains("does not exist"),
+        "{stderr}"
+    );
     stop(first);
     // Once the first shim is gone, the file is free again.
     let again = shim(&upstream, ledger.to_str());
