@@ -299,7 +299,7 @@ async fn rig(config: BridgeConfig, refuse_listen: bool) -> Rig {
     let pump = front.clone();
     tokio::spawn(async move {
         while let Some(ev) = events.recv().await {
-            pump.handle_upstream(ev);
+            pump.handle_upstream(ev).await;
         }
     });
     Rig { fixture, front }

@@ -382,7 +382,7 @@ async fn drive(
                 if let UpstreamEvent::Closed(reason) = &event {
                     last_fault.clone_from(reason);
                 }
-                route_upstream(event, mode.as_mut(), &sup, &to_client.outbox);
+                route_upstream(event, mode.as_mut(), &sup, &to_client.outbox).await;
             }
         }
     };
@@ -419,7 +419,7 @@ async fn drive(
         }
         Ending::ClientClosed | Ending::Stopped(_) => {
             if let Ending::Stopped(reason) = &ending {
-                stop_session(reason, &sup, mode.as_ref());
+                stop_session(reason, &sup, mode.as_ref()).await;
                 stopped = Some(reason.clone());
             } else {
                 let reason = "the client closed the session";
@@ -440,7 +440,7 @@ async fn drive(
                 tokio::select! {
                     () = &mut finish => break,
                     Some(event) = events.recv() => {
-                        route_upstream(event, mode.as_mut(), &sup, &to_client.outbox);
+                        route_upstream(event, mode.as_mut(), &sup, &to_client.outbox).await;
                     }
                     // A client still writing after a stop is answered, the
                     // error naming why, rather than left waiting.
@@ -456,7 +456,7 @@ async fn drive(
                         // Whoever sends another stop will not wait out the
                         // grace period.
                         if stopped.is_none() {
-                            stop_session(&reason, &sup, mode.as_ref());
+                            stop_session(&reason, &sup, mode.as_ref()).await;
                             stopped = Some(reason);
                         }
                         tracing::debug!("killing the upstream now");
@@ -466,7 +466,7 @@ async fn drive(
                 }
             }
             while let Ok(event) = events.try_recv() {
-                route_upstream(event, mode.as_mut(), &sup, &to_client.outbox);
+                route_upstream(event, mode.as_mut(), &sup, &to_client.outbox).await;
             }
         }
     }
@@ -499,7 +499,7 @@ const KILLED_FLUSH: Duration = Duration::from_millis(200);
 
 /// Stops a session from outside (see [`Stops`]): everything still
 /// waiting fails with `reason` now, and the upstream's input is closed.
-fn stop_session(reason: &str, sup: &Supervised, mode: Option<&Mode>) {
+async fn stop_session(reason: &str, sup: &Supervised, mode: Option<&Mode>) {
     tracing::info!(%reason, "stopping the session: answering pending requests, stopping the upstream");
     sup.stop(reason);
     match mode {
@@ -512,7 +512,9 @@ fn stop_session(reason: &str, sup: &Supervised, mode: Option<&Mode>) {
             // Listen streams close gracefully first (the schema's result
             // for a server tearing them down), not in error.
             front.close_listens();
-            front.handle_upstream(UpstreamEvent::Closed(reason.to_owned()));
+            front
+                .handle_upstream(UpstreamEvent::Closed(reason.to_owned()))
+                .await;
             front.upstream_ended();
         }
         Some(Mode::Passthrough) | None => {}
@@ -636,14 +638,20 @@ fn choose(first: &Message, sup: &Arc<Supervised>, setup: &Setup<'_>, outbox: &Ou
         (Revision::Legacy, Revision::Modern) => {
             let up: Arc<dyn Upstream> = sup.clone();
             let front = LegacyFront::new(up, ledger.clone(), opts.bridge.clone(), discover.clone());
-            crate::bridge::spawn_sweeper(Arc::downgrade(&front), LegacyFront::sweep);
+            crate::bridge::spawn_sweeper(
+                Arc::downgrade(&front),
+                |f: Arc<LegacyFront>| async move { f.sweep().await },
+            );
             let session = front.session(Scope::stdio(), outbox.clone());
             Mode::LegacyFront(front, session)
         }
         (Revision::Modern, Revision::Legacy) => {
             let up: Arc<dyn Upstream> = sup.clone();
             let front = ModernFront::new(up, ledger.clone(), opts.bridge.clone());
-            crate::bridge::spawn_sweeper(Arc::downgrade(&front), ModernFront::sweep);
+            crate::bridge::spawn_sweeper(
+                Arc::downgrade(&front),
+                |f: Arc<ModernFront>| async move { f.sweep().await },
+            );
             let session = front.session(Scope::stdio(), outbox.clone());
             Mode::ModernFront(front, session)
         }
@@ -651,7 +659,7 @@ fn choose(first: &Message, sup: &Arc<Supervised>, setup: &Setup<'_>, outbox: &Ou
     }
 }
 
-fn route_upstream(
+async fn route_upstream(
     event: UpstreamEvent,
     mode: Option<&mut Mode>,
     sup: &Supervised,
@@ -676,8 +684,8 @@ fn route_upstream(
                 let _ = reached.send(());
             }
         },
-        Some(Mode::LegacyFront(front, _)) => front.handle_upstream(event),
-        Some(Mode::ModernFront(front, _)) => front.handle_upstream(event),
+        Some(Mode::LegacyFront(front, _)) => front.handle_upstream(event).await,
+        Some(Mode::ModernFront(front, _)) => front.handle_upstream(event).await,
         None => match event {
             UpstreamEvent::Request(r) => {
                 // Nobody to ask yet: refuse rather than leave it hanging.

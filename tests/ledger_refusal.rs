@@ -14,7 +14,9 @@ use mcp_tasks_shim::bridge::BridgeConfig;
 use mcp_tasks_shim::bridge::legacy_front::LegacyFront;
 use mcp_tasks_shim::bridge::modern_front::ModernFront;
 use mcp_tasks_shim::jsonrpc::Message;
-use mcp_tasks_shim::ledger::{LedgerError, MemoryLedger, Millis, Page, TaskLedger, TaskRecord};
+use mcp_tasks_shim::ledger::{
+    Change, LedgerError, MemoryLedger, Millis, Page, TaskLedger, TaskRecord,
+};
 use mcp_tasks_shim::reference::ReferenceServer;
 use mcp_tasks_shim::revision::{self, Revision};
 use mcp_tasks_shim::upstream::{Link, channel};
@@ -30,42 +32,48 @@ const STEP: Duration = Duration::from_secs(10);
 #[derive(Debug, Default)]
 struct LastSlotTaken(MemoryLedger);
 
+#[mcp_tasks_shim::ledger::async_trait]
 impl TaskLedger for LastSlotTaken {
-    fn insert(&self, _: TaskRecord, _: Millis) -> Result<(), LedgerError> {
+    async fn insert(&self, _: TaskRecord, _: Millis) -> Result<(), LedgerError> {
         Err(LedgerError::ScopeFull(1))
     }
-    fn get(&self, scope: &str, task_id: &str, now: Millis) -> Option<TaskRecord> {
-        self.0.get(scope, task_id, now)
-    }
-    fn update(
+    async fn get(
         &self,
         scope: &str,
         task_id: &str,
         now: Millis,
-        change: &mut dyn FnMut(&mut TaskRecord),
-    ) -> Option<TaskRecord> {
-        self.0.update(scope, task_id, now, change)
+    ) -> Result<Option<TaskRecord>, LedgerError> {
+        self.0.get(scope, task_id, now).await
     }
-    fn list(
+    async fn update(
+        &self,
+        scope: &str,
+        task_id: &str,
+        now: Millis,
+        change: Change<'_>,
+    ) -> Result<Option<TaskRecord>, LedgerError> {
+        self.0.update(scope, task_id, now, change).await
+    }
+    async fn list(
         &self,
         scope: &str,
         cursor: Option<&str>,
         limit: usize,
         now: Millis,
     ) -> Result<Page, LedgerError> {
-        self.0.list(scope, cursor, limit, now)
+        self.0.list(scope, cursor, limit, now).await
     }
-    fn scope_of(&self, task_id: &str, now: Millis) -> Result<Option<String>, LedgerError> {
-        self.0.scope_of(task_id, now)
+    async fn scope_of(&self, task_id: &str, now: Millis) -> Result<Option<String>, LedgerError> {
+        self.0.scope_of(task_id, now).await
     }
-    fn drop_scope(&self, scope: &str) {
-        self.0.drop_scope(scope)
+    async fn drop_scope(&self, scope: &str) -> Result<(), LedgerError> {
+        self.0.drop_scope(scope).await
     }
-    fn evict_expired(&self, now: Millis) -> usize {
-        self.0.evict_expired(now)
+    async fn evict_expired(&self, now: Millis) -> Result<usize, LedgerError> {
+        self.0.evict_expired(now).await
     }
-    fn len(&self) -> usize {
-        self.0.len()
+    async fn len(&self) -> Result<usize, LedgerError> {
+        self.0.len().await
     }
 }
 

@@ -71,12 +71,14 @@ async fn start(page_size: usize) -> Shim {
             if let Some(event) = c.on_inbound(msg)
                 && let Some(front) = f.get()
             {
-                front.handle_upstream(event);
+                front.handle_upstream(event).await;
             }
         }
         c.close("the upstream exited");
         if let Some(front) = f.get() {
-            front.handle_upstream(UpstreamEvent::Closed("the upstream exited".into()));
+            front
+                .handle_upstream(UpstreamEvent::Closed("the upstream exited".into()))
+                .await;
         }
     });
 

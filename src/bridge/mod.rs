@@ -88,32 +88,41 @@ pub(crate) fn cancel_unrecorded(
 }
 
 /// Feeds each upstream event to `handle` until the events end, then calls
-/// `ended` (the upstream is gone for good).
-pub(crate) fn spawn_follower(
+/// `ended` (the upstream is gone for good). Each event is handled to the
+/// end before the next is taken: what one stores in the ledger is stored
+/// before a later one is looked at.
+pub(crate) fn spawn_follower<Handled>(
     mut events: tokio::sync::mpsc::UnboundedReceiver<crate::upstream::UpstreamEvent>,
-    handle: impl Fn(crate::upstream::UpstreamEvent) + Send + 'static,
+    handle: impl Fn(crate::upstream::UpstreamEvent) -> Handled + Send + 'static,
     ended: impl FnOnce() + Send + 'static,
-) -> tokio::task::JoinHandle<()> {
+) -> tokio::task::JoinHandle<()>
+where
+    Handled: std::future::Future<Output = ()> + Send,
+{
     tokio::spawn(async move {
         while let Some(ev) = events.recv().await {
-            handle(ev);
+            handle(ev).await;
         }
         ended();
     })
 }
 
 /// Calls `sweep` on `front` every [`SWEEP_EVERY`] until the front is gone.
-pub fn spawn_sweeper<F: Send + Sync + 'static>(
+pub fn spawn_sweeper<F, Swept>(
     front: std::sync::Weak<F>,
-    sweep: fn(&F) -> usize,
-) -> tokio::task::JoinHandle<()> {
+    sweep: impl Fn(std::sync::Arc<F>) -> Swept + Send + 'static,
+) -> tokio::task::JoinHandle<()>
+where
+    F: Send + Sync + 'static,
+    Swept: std::future::Future<Output = usize> + Send,
+{
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(SWEEP_EVERY);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tick.tick().await;
             let Some(front) = front.upgrade() else { break };
-            let evicted = sweep(&front);
+            let evicted = sweep(front).await;
             if evicted > 0 {
                 tracing::debug!(evicted, "sweep: expired entries dropped");
             }
@@ -127,7 +136,7 @@ pub fn spawn_sweeper<F: Send + Sync + 'static>(
 /// scope check a request about that task would pass: forwarded as it came,
 /// it would reach any task by id, past the ledger's scope, on a server that
 /// acts on such notifications. One that fails is dropped and logged.
-pub(crate) fn may_forward_notification(
+pub(crate) async fn may_forward_notification(
     ledger: &dyn crate::ledger::TaskLedger,
     scope: &str,
     now: crate::ledger::Millis,
@@ -141,7 +150,17 @@ pub(crate) fn may_forward_notification(
     if task_id.is_none() && !n.method.starts_with("tasks/") {
         return true;
     }
-    let allowed = task_id.is_some_and(|id| ledger.contains(scope, id, now));
+    let Some(id) = task_id else {
+        tracing::warn!(method = %n.method, "a client notification naming no task; dropped");
+        return false;
+    };
+    let allowed = match ledger.get_task(scope, id, now).await {
+        Ok(rec) => rec.is_some(),
+        Err(e) => {
+            tracing::warn!(method = %n.method, error = %e, "cannot check a client notification's task; dropped");
+            return false;
+        }
+    };
     if !allowed {
         tracing::warn!(
             method = %n.method,
@@ -230,7 +249,7 @@ pub(crate) fn bounded_ttl_member(task: Option<&mut serde_json::Value>, key: &str
 /// upstream counted its TTL from a moment before the shim's record did, so
 /// it forgets the task a little earlier. Such a record is left to expire
 /// and reads as gone (`None`), as it will to every later request.
-pub(crate) fn mark_lost(
+pub(crate) async fn mark_lost(
     ledger: &dyn crate::ledger::TaskLedger,
     clock: &Clock,
     scope: &str,
@@ -241,20 +260,22 @@ pub(crate) fn mark_lost(
     let now = clock.now_iso();
     let now_ms = clock.now_ms();
     let (mut changed, mut expiring) = (false, false);
-    let rec = ledger.try_update(scope, id, now_ms, &mut |r| {
-        if r.is_terminal() {
-            return;
-        }
-        if r.expires_at
-            .is_some_and(|at| at <= now_ms + EXPIRY_SLACK_MS)
-        {
-            expiring = true;
-            return;
-        }
-        r.task = crate::translate::task::lost_view(&r.task, &reason, &now);
-        r.payload = crate::wire::modern::Payload::Error(reason.clone());
-        changed = true;
-    })?;
+    let rec = ledger
+        .update(scope, id, now_ms, &mut |r| {
+            if r.is_terminal() {
+                return;
+            }
+            if r.expires_at
+                .is_some_and(|at| at <= now_ms + EXPIRY_SLACK_MS)
+            {
+                expiring = true;
+                return;
+            }
+            r.task = crate::translate::task::lost_view(&r.task, &reason, &now);
+            r.payload = crate::wire::modern::Payload::Error(reason.clone());
+            changed = true;
+        })
+        .await?;
     if expiring {
         tracing::info!(
             task = id,

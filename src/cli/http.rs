@@ -196,8 +196,8 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
         tokens,
         trusted_header: args.principal_header.clone(),
     });
-    let ledger = args.shim.open_ledger()?;
     let rt = tokio::runtime::Runtime::new().map_err(|e| e.to_string())?;
+    let ledger = rt.block_on(args.shim.open_ledger())?;
     rt.block_on(async move {
         let link: crate::upstream::Link = match &args.upstream_url {
             Some(url) => {

@@ -179,7 +179,9 @@ impl ShimArgs {
     /// belong to clients of an earlier process that no client can reach
     /// again, whichever command made them, so they are swept from a
     /// durable file at start.
-    pub fn open_ledger(&self) -> Result<Arc<dyn TaskLedger>, String> {
+    /// Async for the Redis ledger, whose connection runs on the runtime
+    /// this is awaited on.
+    pub async fn open_ledger(&self) -> Result<Arc<dyn TaskLedger>, String> {
         let cap = usize::try_from(self.max_tasks_per_client).unwrap_or(usize::MAX);
         // A value that is not UTF-8 is no URL: a file path.
         let scheme = self
@@ -214,6 +216,7 @@ impl ShimArgs {
             // belong to live sessions of other instances. Their records
             // expire with their TTL like any other.
             let ledger = RedisLedger::open(url, &self.ledger_prefix, cap)
+                .await
                 .map_err(|e| format!("--ledger {}: {e}", shared::redacted(url)))?;
             tracing::info!(prefix = %self.ledger_prefix, "task ledger shared in redis");
             return Ok(Arc::new(ledger));

@@ -23,8 +23,8 @@ pub struct Args {
 pub(crate) fn run(args: Args) -> Result<(), String> {
     let mut opts = args.shim.proxy_options()?;
     opts.record = args.record;
-    let ledger = args.shim.open_ledger()?;
     let rt = tokio::runtime::Runtime::new().map_err(|e| e.to_string())?;
+    let ledger = rt.block_on(args.shim.open_ledger())?;
     // Installed before the child is started and stdin is read, so that no
     // signal meets the default action: that killed the shim outright,
     // left pending requests unanswered and the child running on,

@@ -13,18 +13,19 @@
 //! Every change is one redb write transaction committed with immediate
 //! durability (an fsync): a crash right after an answer still finds what
 //! the answer promised. Changes that change nothing write nothing, so the
-//! steady stream of unchanged poll results costs reads only. The trait is
-//! synchronous: a commit blocks the calling (tokio worker) thread for the
-//! length of the fsync, which `benches/ledger.rs` measures
-//! (docs/performance.md).
+//! steady stream of unchanged poll results costs reads only. Every
+//! transaction runs on tokio's blocking pool (`spawn_blocking`), so a
+//! commit waits for its fsync there, not on a runtime thread; the cost of
+//! a commit is what `benches/ledger.rs` measures (docs/performance.md).
+//! An update reads the record, applies the caller's change on the calling
+//! task, and stores the result in a second transaction only if the record
+//! still reads as it did (else it reads and applies again).
 //!
 //! redb locks the file: a second shim process on the same file is refused
 //! at open ([`DiskLedger::open`]) instead of corrupting it.
 //!
-//! A storage failure is [`LedgerError::Storage`] (`-32603`) from `insert`,
-//! `list`, `try_get` and `try_update`, which the fronts use for what a
-//! client asked; `get` and `update` (internal bookkeeping) log it at
-//! `error` and read it as a miss.
+//! A storage failure is [`LedgerError::Storage`] (`-32603`) from every
+//! call.
 
 use std::path::{Path, PathBuf};
 
@@ -33,7 +34,7 @@ use redb::{
 };
 
 use super::stored::{Stored, apply_change};
-use super::{LedgerError, Millis, Page, TaskLedger, TaskRecord};
+use super::{Change, LedgerError, Millis, Page, TaskLedger, TaskRecord};
 
 const RECORDS: TableDefinition<&str, &[u8]> = TableDefinition::new("records");
 const BY_SCOPE: TableDefinition<(&str, u64), &str> = TableDefinition::new("by_scope");
@@ -51,6 +52,12 @@ const CACHE_BYTES: usize = 16 * 1024 * 1024;
 
 /// Task records in a redb file. See the module docs.
 pub struct DiskLedger {
+    /// Shared with the blocking-pool threads that run the transactions.
+    disk: std::sync::Arc<Disk>,
+}
+
+/// The file and its settings, used from the blocking pool.
+struct Disk {
     /// `None` after an I/O error that redb wants the file reopened for
     /// (a full disk, say): the next call reopens it.
     db: std::sync::RwLock<Option<Database>>,
@@ -61,8 +68,8 @@ pub struct DiskLedger {
 impl std::fmt::Debug for DiskLedger {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DiskLedger")
-            .field("path", &self.path)
-            .field("per_scope_cap", &self.per_scope_cap)
+            .field("path", &self.disk.path)
+            .field("per_scope_cap", &self.disk.per_scope_cap)
             .finish_non_exhaustive()
     }
 }
@@ -235,7 +242,7 @@ impl DiskLedger {
     /// opened, is not a ledger, or another process has it open.
     pub fn open(path: &Path, per_scope_cap: usize) -> Result<Self, LedgerError> {
         let db = open_database(path)?;
-        let ledger = DiskLedger {
+        let ledger = Disk {
             db: std::sync::RwLock::new(Some(db)),
             path: path.to_owned(),
             per_scope_cap,
@@ -244,8 +251,10 @@ impl DiskLedger {
             let format = t.meta.get("format").map_err(storage)?.map(|g| g.value());
             check_format(t, format, path)
         })?;
-        tracing::info!(path = %path.display(), records = ledger.len(), "durable ledger opened");
-        Ok(ledger)
+        tracing::info!(path = %path.display(), records = ledger.len()?, "durable ledger opened");
+        Ok(DiskLedger {
+            disk: std::sync::Arc::new(ledger),
+        })
     }
 }
 
@@ -263,9 +272,36 @@ fn check_format(t: &mut Tables<'_>, format: Option<u64>, path: &Path) -> Result<
 impl DiskLedger {
     /// The file this ledger lives in.
     pub fn path(&self) -> &Path {
-        &self.path
+        &self.disk.path
     }
 
+    /// Forgets every scope whose name starts with `prefix`; returns how
+    /// many records went. For scopes that die with the process (a stdio
+    /// client, an HTTP session id): after a restart nobody can reach them.
+    /// Synchronous: it is meant for start-up, before any runtime runs.
+    pub fn drop_scopes_with_prefix(&self, prefix: &str) -> Result<usize, LedgerError> {
+        self.disk.drop_scopes_with_prefix(prefix)
+    }
+
+    /// Runs `f` on the file on tokio's blocking pool: a transaction reads
+    /// the file and a commit waits for an fsync, neither on a runtime
+    /// thread.
+    async fn blocking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Disk) -> Result<T, LedgerError> + Send + 'static,
+    ) -> Result<T, LedgerError> {
+        let disk = self.disk.clone();
+        tokio::task::spawn_blocking(move || f(&disk))
+            .await
+            .unwrap_or_else(|e| {
+                Err(LedgerError::Storage(format!(
+                    "durable ledger call did not finish: {e}"
+                )))
+            })
+    }
+}
+
+impl Disk {
     /// Runs `f` on the open database. A panic inside redb (a file damaged
     /// while in use) becomes an error, so the request that asked gets an
     /// answer; an error after which redb wants the file reopened closes
@@ -304,10 +340,7 @@ impl DiskLedger {
         out
     }
 
-    /// Forgets every scope whose name starts with `prefix`; returns how
-    /// many records went. For scopes that die with the process (a stdio
-    /// client, an HTTP session id): after a restart nobody can reach them.
-    pub fn drop_scopes_with_prefix(&self, prefix: &str) -> Result<usize, LedgerError> {
+    fn drop_scopes_with_prefix(&self, prefix: &str) -> Result<usize, LedgerError> {
         self.write(|t| {
             let mut scopes = Vec::new();
             for entry in t.counts.range(prefix..).map_err(storage)? {
@@ -386,45 +419,6 @@ impl DiskLedger {
         decode(g.value()).map(Some)
     }
 
-    fn apply_update_in(
-        db: &Database,
-        scope: &str,
-        id: &str,
-        now: Millis,
-        change: &mut dyn FnMut(&mut TaskRecord),
-    ) -> Result<Option<TaskRecord>, LedgerError> {
-        let txn = db.begin_write().map_err(storage)?;
-        let outcome = {
-            let mut t = Tables::open(&txn)?;
-            match t.read(id)? {
-                Some(s) if s.scope == scope && !s.expired(now) => {
-                    let seq = s.seq;
-                    let (after, changed) = apply_change(&s.into_record(), change);
-                    if changed {
-                        t.remove(id)?;
-                        t.put(id, &Stored::new(seq, after.clone()))?;
-                    }
-                    Some((changed, after))
-                }
-                _ => None,
-            }
-        };
-        match outcome {
-            Some((true, rec)) => {
-                txn.commit().map_err(storage)?;
-                Ok(Some(rec))
-            }
-            Some((false, rec)) => {
-                txn.abort().map_err(storage)?;
-                Ok(Some(rec))
-            }
-            None => {
-                txn.abort().map_err(storage)?;
-                Ok(None)
-            }
-        }
-    }
-
     fn try_list_in(
         db: &Database,
         scope: &str,
@@ -478,7 +472,7 @@ impl DiskLedger {
     }
 }
 
-impl TaskLedger for DiskLedger {
+impl Disk {
     fn check_room(&self, scope: &str, now: Millis) -> Result<(), LedgerError> {
         let cap = self.per_scope_cap as u64;
         // The stored count includes expired records not yet swept: below
@@ -525,64 +519,146 @@ impl TaskLedger for DiskLedger {
         Ok(())
     }
 
-    fn get(&self, scope: &str, task_id: &str, now: Millis) -> Option<TaskRecord> {
-        super::logged(
-            "durable ledger",
-            "get",
-            self.try_get(scope, task_id, now),
-            None,
-        )
-    }
-
-    fn try_get(
+    /// Stores `after` in place of the record of `id` if that still reads
+    /// as `before` (the change was applied off the blocking pool, to a
+    /// record read in another transaction). `Ok(false)`: it changed
+    /// meanwhile, or went.
+    fn replace(
         &self,
         scope: &str,
-        task_id: &str,
+        id: &str,
         now: Millis,
-    ) -> Result<Option<TaskRecord>, LedgerError> {
-        Ok(self
-            .fetch(scope, task_id, now, Stored::decode)?
-            .map(Stored::into_record))
-    }
-
-    fn scope_of(&self, task_id: &str, now: Millis) -> Result<Option<String>, LedgerError> {
-        let s = self.with_db(|db| Self::read_in(db, task_id, Stored::decode_without_payload))?;
-        Ok(s.filter(|s| !s.expired(now)).map(|s| s.scope))
-    }
-
-    fn try_get_task(
-        &self,
-        scope: &str,
-        task_id: &str,
-        now: Millis,
-    ) -> Result<Option<TaskRecord>, LedgerError> {
-        Ok(self
-            .fetch(scope, task_id, now, Stored::decode_without_payload)?
-            .map(Stored::into_record))
-    }
-
-    fn try_update(
-        &self,
-        scope: &str,
-        task_id: &str,
-        now: Millis,
-        change: &mut dyn FnMut(&mut TaskRecord),
-    ) -> Result<Option<TaskRecord>, LedgerError> {
-        self.with_db(|db| Self::apply_update_in(db, scope, task_id, now, change))
-    }
-
-    fn update(
-        &self,
-        scope: &str,
-        task_id: &str,
-        now: Millis,
-        change: &mut dyn FnMut(&mut TaskRecord),
-    ) -> Option<TaskRecord> {
-        let r = self.try_update(scope, task_id, now, change);
-        super::logged("durable ledger", "update", r, None)
+        before: &TaskRecord,
+        after: TaskRecord,
+    ) -> Result<bool, LedgerError> {
+        self.write(|t| match t.read(id)? {
+            Some(s) if s.scope == scope && !s.expired(now) => {
+                let seq = s.seq;
+                if s.into_record() != *before {
+                    return Ok(false);
+                }
+                t.remove(id)?;
+                t.put(id, &Stored::new(seq, after))?;
+                Ok(true)
+            }
+            _ => Ok(false),
+        })
     }
 
     fn list(
+        &self,
+        scope: &str,
+        before: Option<u64>,
+        limit: usize,
+        now: Millis,
+    ) -> Result<Page, LedgerError> {
+        self.with_db(|db| Self::try_list_in(db, scope, before, limit, now))
+    }
+
+    fn drop_scope(&self, scope: &str) -> Result<(), LedgerError> {
+        self.write(|t| {
+            for id in t.ids_of_scope(scope)? {
+                t.remove(&id)?;
+            }
+            Ok(())
+        })
+    }
+
+    fn len(&self) -> Result<usize, LedgerError> {
+        self.with_db(|db| {
+            let txn = db.begin_read().map_err(storage)?;
+            match txn.open_table(RECORDS) {
+                Ok(t) => Ok(t.len().map_err(storage)? as usize),
+                Err(redb::TableError::TableDoesNotExist(_)) => Ok(0),
+                Err(e) => Err(storage(e)),
+            }
+        })
+    }
+}
+
+/// An `update` reads, applies the change here and stores it in a second
+/// transaction if the record is unchanged: the change is the caller's
+/// borrowed closure, which cannot go to the blocking pool.
+const UPDATE_RETRIES: usize = 64;
+
+#[async_trait::async_trait]
+impl TaskLedger for DiskLedger {
+    async fn check_room(&self, scope: &str, now: Millis) -> Result<(), LedgerError> {
+        let scope = scope.to_owned();
+        self.blocking(move |d| d.check_room(&scope, now)).await
+    }
+
+    async fn insert(&self, record: TaskRecord, now: Millis) -> Result<(), LedgerError> {
+        self.blocking(move |d| d.insert(record, now)).await
+    }
+
+    async fn get(
+        &self,
+        scope: &str,
+        task_id: &str,
+        now: Millis,
+    ) -> Result<Option<TaskRecord>, LedgerError> {
+        let (scope, id) = (scope.to_owned(), task_id.to_owned());
+        self.blocking(move |d| {
+            Ok(d.fetch(&scope, &id, now, Stored::decode)?
+                .map(Stored::into_record))
+        })
+        .await
+    }
+
+    async fn scope_of(&self, task_id: &str, now: Millis) -> Result<Option<String>, LedgerError> {
+        let id = task_id.to_owned();
+        let s = self
+            .blocking(move |d| {
+                d.with_db(|db| Disk::read_in(db, &id, Stored::decode_without_payload))
+            })
+            .await?;
+        Ok(s.filter(|s| !s.expired(now)).map(|s| s.scope))
+    }
+
+    async fn get_task(
+        &self,
+        scope: &str,
+        task_id: &str,
+        now: Millis,
+    ) -> Result<Option<TaskRecord>, LedgerError> {
+        let (scope, id) = (scope.to_owned(), task_id.to_owned());
+        self.blocking(move |d| {
+            Ok(d.fetch(&scope, &id, now, Stored::decode_without_payload)?
+                .map(Stored::into_record))
+        })
+        .await
+    }
+
+    async fn update(
+        &self,
+        scope: &str,
+        task_id: &str,
+        now: Millis,
+        change: Change<'_>,
+    ) -> Result<Option<TaskRecord>, LedgerError> {
+        for _ in 0..UPDATE_RETRIES {
+            let Some(before) = self.get(scope, task_id, now).await? else {
+                return Ok(None);
+            };
+            let (after, changed) = apply_change(&before, change);
+            if !changed {
+                return Ok(Some(after));
+            }
+            let (scope, id, stored) = (scope.to_owned(), task_id.to_owned(), after.clone());
+            if self
+                .blocking(move |d| d.replace(&scope, &id, now, &before, stored))
+                .await?
+            {
+                return Ok(Some(after));
+            }
+        }
+        Err(LedgerError::Storage(format!(
+            "task {task_id} kept changing under {UPDATE_RETRIES} updates"
+        )))
+    }
+
+    async fn list(
         &self,
         scope: &str,
         cursor: Option<&str>,
@@ -592,37 +668,21 @@ impl TaskLedger for DiskLedger {
         let before = cursor
             .map(|c| super::decode_cursor("d1", scope, c))
             .transpose()?;
-        self.with_db(|db| Self::try_list_in(db, scope, before, limit, now))
+        let scope = scope.to_owned();
+        self.blocking(move |d| d.list(&scope, before, limit, now))
+            .await
     }
 
-    fn drop_scope(&self, scope: &str) {
-        let r = self.write(|t| {
-            for id in t.ids_of_scope(scope)? {
-                t.remove(&id)?;
-            }
-            Ok(())
-        });
-        super::logged("durable ledger", "drop_scope", r, ());
+    async fn drop_scope(&self, scope: &str) -> Result<(), LedgerError> {
+        let scope = scope.to_owned();
+        self.blocking(move |d| d.drop_scope(&scope)).await
     }
 
-    fn evict_expired(&self, now: Millis) -> usize {
-        super::logged(
-            "durable ledger",
-            "evict_expired",
-            self.write(|t| t.evict(now)),
-            0,
-        )
+    async fn evict_expired(&self, now: Millis) -> Result<usize, LedgerError> {
+        self.blocking(move |d| d.write(|t| t.evict(now))).await
     }
 
-    fn len(&self) -> usize {
-        let r = self.with_db(|db| {
-            let txn = db.begin_read().map_err(storage)?;
-            match txn.open_table(RECORDS) {
-                Ok(t) => Ok(t.len().map_err(storage)? as usize),
-                Err(redb::TableError::TableDoesNotExist(_)) => Ok(0),
-                Err(e) => Err(storage(e)),
-            }
-        });
-        super::logged("durable ledger", "len", r, 0)
+    async fn len(&self) -> Result<usize, LedgerError> {
+        self.blocking(|d| d.len()).await
     }
 }

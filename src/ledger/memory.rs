@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::Map;
 
-use super::{LedgerError, Millis, Page, TaskLedger, TaskRecord};
+use super::{Change, LedgerError, Millis, Page, TaskLedger, TaskRecord};
 use crate::wire::modern::Payload;
 use crate::wire::{Extra, TaskStatus, legacy};
 
@@ -219,8 +219,9 @@ impl Inner {
     }
 }
 
+#[async_trait::async_trait]
 impl TaskLedger for MemoryLedger {
-    fn check_room(&self, scope: &str, now: Millis) -> Result<(), LedgerError> {
+    async fn check_room(&self, scope: &str, now: Millis) -> Result<(), LedgerError> {
         let mut inner = self.lock();
         inner.evict_scope(scope, now);
         let held = inner.scopes.get(scope).map_or(0, BTreeMap::len);
@@ -230,7 +231,7 @@ impl TaskLedger for MemoryLedger {
         Ok(())
     }
 
-    fn insert(&self, record: TaskRecord, now: Millis) -> Result<(), LedgerError> {
+    async fn insert(&self, record: TaskRecord, now: Millis) -> Result<(), LedgerError> {
         let mut inner = self.lock();
         inner.evict_scope(&record.scope, now);
         let held = inner
@@ -258,13 +259,19 @@ impl TaskLedger for MemoryLedger {
         Ok(())
     }
 
-    fn get(&self, scope: &str, task_id: &str, now: Millis) -> Option<TaskRecord> {
-        self.lock()
+    async fn get(
+        &self,
+        scope: &str,
+        task_id: &str,
+        now: Millis,
+    ) -> Result<Option<TaskRecord>, LedgerError> {
+        Ok(self
+            .lock()
             .live(scope, task_id, now)
-            .map(|r| r.to_record(task_id))
+            .map(|r| r.to_record(task_id)))
     }
 
-    fn scope_of(&self, task_id: &str, now: Millis) -> Result<Option<String>, LedgerError> {
+    async fn scope_of(&self, task_id: &str, now: Millis) -> Result<Option<String>, LedgerError> {
         Ok(self
             .lock()
             .records
@@ -273,11 +280,7 @@ impl TaskLedger for MemoryLedger {
             .map(|r| r.scope.to_string()))
     }
 
-    fn contains(&self, scope: &str, task_id: &str, now: Millis) -> bool {
-        self.lock().live(scope, task_id, now).is_some()
-    }
-
-    fn try_get_task(
+    async fn get_task(
         &self,
         scope: &str,
         task_id: &str,
@@ -290,17 +293,22 @@ impl TaskLedger for MemoryLedger {
     }
 
     /// `change` may not move a record: edits to its id or scope are dropped.
-    fn update(
+    async fn update(
         &self,
         scope: &str,
         task_id: &str,
         now: Millis,
-        change: &mut dyn FnMut(&mut TaskRecord),
-    ) -> Option<TaskRecord> {
+        change: Change<'_>,
+    ) -> Result<Option<TaskRecord>, LedgerError> {
         let mut inner = self.lock();
-        let mut rec = inner.live(scope, task_id, now)?.to_record(task_id);
+        let Some(live) = inner.live(scope, task_id, now) else {
+            return Ok(None);
+        };
+        let mut rec = live.to_record(task_id);
         change(&mut rec);
-        let stored = inner.records.get_mut(task_id)?;
+        let Some(stored) = inner.records.get_mut(task_id) else {
+            return Ok(None);
+        };
         stored.absorb(&rec);
         // What was stored, without reading it back: only a moved id or
         // scope differs, and those edits were dropped.
@@ -310,10 +318,10 @@ impl TaskLedger for MemoryLedger {
         if *rec.scope != *stored.scope {
             rec.scope = stored.scope.to_string();
         }
-        Some(rec)
+        Ok(Some(rec))
     }
 
-    fn list(
+    async fn list(
         &self,
         scope: &str,
         cursor: Option<&str>,
@@ -358,16 +366,17 @@ impl TaskLedger for MemoryLedger {
         })
     }
 
-    fn drop_scope(&self, scope: &str) {
+    async fn drop_scope(&self, scope: &str) -> Result<(), LedgerError> {
         let mut inner = self.lock();
         if let Some(idx) = inner.scopes.remove(scope) {
             for id in idx.values() {
                 inner.records.remove(id);
             }
         }
+        Ok(())
     }
 
-    fn evict_expired(&self, now: Millis) -> usize {
+    async fn evict_expired(&self, now: Millis) -> Result<usize, LedgerError> {
         let mut inner = self.lock();
         let dead: Vec<Arc<str>> = inner
             .records
@@ -378,11 +387,11 @@ impl TaskLedger for MemoryLedger {
         for id in &dead {
             inner.remove(id);
         }
-        dead.len()
+        Ok(dead.len())
     }
 
-    fn len(&self) -> usize {
-        self.lock().records.len()
+    async fn len(&self) -> Result<usize, LedgerError> {
+        Ok(self.lock().records.len())
     }
 }
 
@@ -412,45 +421,56 @@ mod tests {
         }
     }
 
-    #[test]
-    fn scopes_never_see_each_other() {
+    #[tokio::test]
+    async fn scopes_never_see_each_other() {
         let l = MemoryLedger::default();
-        l.insert(rec("alice", "t1", None), 0).unwrap();
-        assert!(l.get("alice", "t1", 0).is_some());
-        assert_eq!(l.get("bob", "t1", 0), None);
-        assert_eq!(l.get("bob", "nope", 0), None);
+        l.insert(rec("alice", "t1", None), 0).await.unwrap();
+        assert!(l.get("alice", "t1", 0).await.unwrap().is_some());
+        assert_eq!(l.get("bob", "t1", 0).await.unwrap(), None);
+        assert_eq!(l.get("bob", "nope", 0).await.unwrap(), None);
         assert!(
             l.update("bob", "t1", 0, &mut |r| r.cancel_pinned = true)
+                .await
+                .unwrap()
                 .is_none()
         );
-        assert!(!l.get("alice", "t1", 0).unwrap().cancel_pinned);
-        assert!(l.list("bob", None, 10, 0).unwrap().records.is_empty());
+        assert!(
+            !l.get("alice", "t1", 0)
+                .await
+                .unwrap()
+                .unwrap()
+                .cancel_pinned
+        );
+        assert!(l.list("bob", None, 10, 0).await.unwrap().records.is_empty());
     }
 
-    #[test]
-    fn pages_are_newest_first_with_scope_bound_cursors() {
+    #[tokio::test]
+    async fn pages_are_newest_first_with_scope_bound_cursors() {
         let l = MemoryLedger::default();
         for i in 0..5 {
-            l.insert(rec("a", &format!("t{i}"), None), 0).unwrap();
+            l.insert(rec("a", &format!("t{i}"), None), 0).await.unwrap();
         }
-        let p1 = l.list("a", None, 2, 0).unwrap();
+        let p1 = l.list("a", None, 2, 0).await.unwrap();
         let ids: Vec<_> = p1.records.iter().map(|r| r.id().to_owned()).collect();
         assert_eq!(ids, ["t4", "t3"]);
         let c = p1.next_cursor.unwrap();
-        let p2 = l.list("a", Some(&c), 2, 0).unwrap();
+        let p2 = l.list("a", Some(&c), 2, 0).await.unwrap();
         assert_eq!(p2.records[0].id(), "t2");
-        let p3 = l.list("a", p2.next_cursor.as_deref(), 2, 0).unwrap();
+        let p3 = l.list("a", p2.next_cursor.as_deref(), 2, 0).await.unwrap();
         assert_eq!(p3.records.len(), 1);
         assert_eq!(p3.next_cursor, None);
-        assert_eq!(l.list("b", Some(&c), 2, 0), Err(LedgerError::BadCursor));
         assert_eq!(
-            l.list("a", Some("garbage!"), 2, 0),
+            l.list("b", Some(&c), 2, 0).await,
+            Err(LedgerError::BadCursor)
+        );
+        assert_eq!(
+            l.list("a", Some("garbage!"), 2, 0).await,
             Err(LedgerError::BadCursor)
         );
     }
 
-    #[test]
-    fn records_come_back_as_stored() {
+    #[tokio::test]
+    async fn records_come_back_as_stored() {
         let l = MemoryLedger::default();
         let mut r = rec("a", "t1", Some(99));
         r.task.status_message = Some("half way".into());
@@ -459,31 +479,34 @@ mod tests {
             .insert("x-vendor".into(), serde_json::json!({"k": [1, 2.5, null]}));
         r.payload = Payload::Result(serde_json::json!({"content": [{"type": "text",
             "text": "ünïcode \u{1F600}"}], "isError": false, "z": 1, "a": -0.0}));
-        l.insert(r.clone(), 0).unwrap();
-        assert_eq!(l.get("a", "t1", 0), Some(r.clone()));
+        l.insert(r.clone(), 0).await.unwrap();
+        assert_eq!(l.get("a", "t1", 0).await.unwrap(), Some(r.clone()));
         r.payload = Payload::Error(crate::jsonrpc::ErrorObject::new(-32603, "boom"));
-        let stored = l.update("a", "t1", 0, &mut |x| x.payload = r.payload.clone());
+        let stored = l
+            .update("a", "t1", 0, &mut |x| x.payload = r.payload.clone())
+            .await
+            .unwrap();
         assert_eq!(stored, Some(r.clone()));
         // Listed without the payload (see `TaskLedger::list`).
         r.payload = Payload::None;
-        assert_eq!(l.list("a", None, 5, 0).unwrap().records, vec![r]);
+        assert_eq!(l.list("a", None, 5, 0).await.unwrap().records, vec![r]);
     }
 
-    #[test]
-    fn expiry_and_caps() {
+    #[tokio::test]
+    async fn expiry_and_caps() {
         let l = MemoryLedger::new(2);
-        l.insert(rec("a", "t1", Some(10)), 0).unwrap();
-        l.insert(rec("a", "t2", None), 0).unwrap();
+        l.insert(rec("a", "t1", Some(10)), 0).await.unwrap();
+        l.insert(rec("a", "t2", None), 0).await.unwrap();
         assert_eq!(
-            l.insert(rec("a", "t3", None), 5),
+            l.insert(rec("a", "t3", None), 5).await,
             Err(LedgerError::ScopeFull(2))
         );
-        assert!(l.get("a", "t1", 10).is_none());
-        l.insert(rec("a", "t3", None), 10).unwrap();
-        assert_eq!(l.len(), 2);
-        l.insert(rec("b", "u1", Some(1)), 0).unwrap();
-        assert_eq!(l.evict_expired(100), 1);
-        l.drop_scope("a");
-        assert!(l.is_empty());
+        assert!(l.get("a", "t1", 10).await.unwrap().is_none());
+        l.insert(rec("a", "t3", None), 10).await.unwrap();
+        assert_eq!(l.len().await.unwrap(), 2);
+        l.insert(rec("b", "u1", Some(1)), 0).await.unwrap();
+        assert_eq!(l.evict_expired(100).await.unwrap(), 1);
+        l.drop_scope("a").await.unwrap();
+        assert!(l.is_empty().await.unwrap());
     }
 }

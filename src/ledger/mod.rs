@@ -32,6 +32,11 @@ pub use shared::RedisLedger;
 use crate::wire::legacy;
 use crate::wire::modern::Payload;
 
+/// The attribute [`TaskLedger`] implementations are written with (the
+/// `async-trait` crate's), for a ledger of one's own without depending on
+/// that crate directly.
+pub use async_trait::async_trait;
+
 /// Milliseconds on the ledger's clock (monotonic, supplied by the caller so
 /// the ledger itself reads no clock).
 pub type Millis = u64;
@@ -120,97 +125,93 @@ impl From<LedgerError> for crate::error::ShimError {
     }
 }
 
+/// A change to one record, as [`TaskLedger::update`] applies it. It may
+/// run more than once (a shared store reads and applies it again when
+/// another instance changed the record meanwhile), so it must derive the
+/// new record from the one it is given.
+pub type Change<'a> = &'a mut (dyn FnMut(&mut TaskRecord) + Send);
+
 /// Storage of task records, scoped.
 ///
 /// Implementations are shared by all sessions of a shim process, so every
-/// method takes `&self`. Calls are synchronous and short: in memory, on
-/// a local file, or one round trip to a server (the Redis ledger, which
-/// hands its runtime worker's other work elsewhere first, with
-/// `tokio::task::block_in_place`, and bounds each call by its I/O
-/// timeout); engines call them while holding no other lock.
+/// method takes `&self`. Every call is `async` and never blocks the
+/// runtime thread it is awaited on, whatever the runtime's flavour: the
+/// memory ledger answers at once, the disk ledger runs its transactions
+/// on tokio's blocking pool, the Redis ledger talks to its server over an
+/// async connection, each call bounded by its I/O timeout. Engines await
+/// them holding no lock.
+///
+/// Every call that reads or changes a record can fail with
+/// [`LedgerError::Storage`] or [`LedgerError::TimedOut`] (`-32603` for a
+/// client): the store could not be asked. A failure is never a miss.
+/// "Unknown task" makes a client drop its task, so a caller that cannot
+/// tell whether a record exists answers with the error instead.
+#[async_trait::async_trait]
 pub trait TaskLedger: Send + Sync + std::fmt::Debug {
     /// Adds a new record. Fails with [`LedgerError::ScopeFull`] when the
     /// scope is at its cap (after expired records were dropped).
-    fn insert(&self, record: TaskRecord, now: Millis) -> Result<(), LedgerError>;
+    async fn insert(&self, record: TaskRecord, now: Millis) -> Result<(), LedgerError>;
 
     /// Whether `scope` can take one more task now: [`LedgerError::ScopeFull`]
     /// when it holds its cap of live ones. Asked before a call that may
     /// create a task goes upstream, so a client at its cap is refused
     /// before the server starts work. Advisory: two calls may both pass,
     /// and [`TaskLedger::insert`] still enforces the cap.
-    fn check_room(&self, scope: &str, now: Millis) -> Result<(), LedgerError> {
+    async fn check_room(&self, scope: &str, now: Millis) -> Result<(), LedgerError> {
         let _ = (scope, now);
         Ok(())
     }
 
     /// The record of `task_id` if it exists, belongs to `scope` and has not
-    /// expired. Anything else is `None`, indistinguishably.
-    fn get(&self, scope: &str, task_id: &str, now: Millis) -> Option<TaskRecord>;
+    /// expired (`Ok(None)` for anything else, indistinguishably), with its
+    /// cached outcome.
+    async fn get(
+        &self,
+        scope: &str,
+        task_id: &str,
+        now: Millis,
+    ) -> Result<Option<TaskRecord>, LedgerError>;
 
-    /// [`TaskLedger::get`] that tells a storage failure from a miss, for
-    /// the answers a client acts on: "unknown task" makes a client drop
-    /// its task, so an unreachable store must say `-32603` instead. Stores
-    /// that cannot fail (memory) keep this default.
-    fn try_get(
+    /// [`TaskLedger::get`] for callers that need the task and its flags,
+    /// not its cached outcome: the record comes back with
+    /// [`Payload::None`] whatever is cached, so a `tasks/get` of a task
+    /// that finished with a 1 MiB result does not copy (or, where stored
+    /// as text, parse) that result. Stores that keep the payload apart
+    /// override this; the default reads the whole record and drops the
+    /// payload.
+    async fn get_task(
         &self,
         scope: &str,
         task_id: &str,
         now: Millis,
     ) -> Result<Option<TaskRecord>, LedgerError> {
-        Ok(self.get(scope, task_id, now))
-    }
-
-    /// [`TaskLedger::try_get`] for callers that need the task and its
-    /// flags, not its cached outcome: the record comes back with
-    /// [`Payload::None`] whatever is
-    /// cached, so a `tasks/get` of a task that finished with a 1 MiB
-    /// result does not copy (or, where stored as text, parse) that result.
-    /// Stores that keep the payload apart override this; the default reads
-    /// the whole record and drops the payload.
-    fn try_get_task(
-        &self,
-        scope: &str,
-        task_id: &str,
-        now: Millis,
-    ) -> Result<Option<TaskRecord>, LedgerError> {
-        Ok(self.try_get(scope, task_id, now)?.map(|mut r| {
-            r.payload = crate::wire::modern::Payload::None;
+        Ok(self.get(scope, task_id, now).await?.map(|mut r| {
+            r.payload = Payload::None;
             r
         }))
     }
 
-    /// [`TaskLedger::update`] that tells a storage failure from a miss
-    /// (see [`TaskLedger::try_get`]).
-    fn try_update(
+    /// Applies `change` to the record if [`TaskLedger::get`] would return
+    /// it, and stores the result (a change that changes nothing writes
+    /// nothing); returns the record as it now stands, `Ok(None)` for a
+    /// miss. The scope and id of a record never change, whatever `change`
+    /// does to them. On an error nothing was stored as far as the caller
+    /// can know, except where the store says otherwise (the Redis ledger
+    /// keeps a change it could not store and stores it when the server is
+    /// back, see [`RedisLedger`]).
+    async fn update(
         &self,
         scope: &str,
         task_id: &str,
         now: Millis,
-        change: &mut dyn FnMut(&mut TaskRecord),
-    ) -> Result<Option<TaskRecord>, LedgerError> {
-        Ok(self.update(scope, task_id, now, change))
-    }
-
-    /// Whether [`TaskLedger::get`] would find the record, without copying it.
-    fn contains(&self, scope: &str, task_id: &str, now: Millis) -> bool {
-        self.get(scope, task_id, now).is_some()
-    }
-
-    /// Applies `change` to the record if [`TaskLedger::get`] would return it;
-    /// returns the updated record.
-    fn update(
-        &self,
-        scope: &str,
-        task_id: &str,
-        now: Millis,
-        change: &mut dyn FnMut(&mut TaskRecord),
-    ) -> Option<TaskRecord>;
+        change: Change<'_>,
+    ) -> Result<Option<TaskRecord>, LedgerError>;
 
     /// A page of `scope`'s records, newest first, `limit` at most, each
-    /// without its payload, as [`TaskLedger::try_get_task`] reads it: a
-    /// page lists tasks, and decoding fifty cached results to list them
-    /// cost more than the rest of the page.
-    fn list(
+    /// without its payload, as [`TaskLedger::get_task`] reads it: a page
+    /// lists tasks, and decoding fifty cached results to list them cost
+    /// more than the rest of the page.
+    async fn list(
         &self,
         scope: &str,
         cursor: Option<&str>,
@@ -223,20 +224,20 @@ pub trait TaskLedger: Send + Sync + std::fmt::Debug {
     /// asks it on the same-revision path, where requests bypass the
     /// ledger, so that one scope's task id never reaches the upstream on
     /// another scope's behalf.
-    fn scope_of(&self, task_id: &str, now: Millis) -> Result<Option<String>, LedgerError>;
+    async fn scope_of(&self, task_id: &str, now: Millis) -> Result<Option<String>, LedgerError>;
 
     /// Forgets every record of `scope` (session deleted).
-    fn drop_scope(&self, scope: &str);
+    async fn drop_scope(&self, scope: &str) -> Result<(), LedgerError>;
 
     /// Drops expired records; returns how many.
-    fn evict_expired(&self, now: Millis) -> usize;
+    async fn evict_expired(&self, now: Millis) -> Result<usize, LedgerError>;
 
-    /// How many records are held in all.
-    fn len(&self) -> usize;
+    /// How many records are held in all (expired ones until swept).
+    async fn len(&self) -> Result<usize, LedgerError>;
 
     /// True when no record is held.
-    fn is_empty(&self) -> bool {
-        self.len() == 0
+    async fn is_empty(&self) -> Result<bool, LedgerError> {
+        Ok(self.len().await? == 0)
     }
 
     /// Whether other shim instances may be writing this ledger at the same
@@ -246,16 +247,6 @@ pub trait TaskLedger: Send + Sync + std::fmt::Debug {
     fn shared_with_other_instances(&self) -> bool {
         false
     }
-}
-
-/// Logs a storage failure of `ledger` where the trait has no way to report
-/// it, and carries on with `fallback` (the out-of-process ledgers' `get`,
-/// `update`, `drop_scope`, `evict_expired`, `len`).
-fn logged<T>(ledger: &str, what: &str, r: Result<T, LedgerError>, fallback: T) -> T {
-    r.unwrap_or_else(|e| {
-        tracing::error!(error = %e, "{ledger}: {what} failed");
-        fallback
-    })
 }
 
 /// An opaque `tasks/list` cursor: the position `seq` in `scope`, tagged with

@@ -15,9 +15,11 @@
 //! Changes that touch several keys are Lua scripts, which Redis runs
 //! atomically: two instances inserting into one scope cannot both pass the
 //! per-scope cap, and an eviction never leaves a half-removed record.
-//! `update` runs the caller's closure between `WATCH` and `MULTI`/`EXEC`,
-//! so a concurrent change by another instance makes it read and apply
-//! again instead of overwriting (optimistic locking, bounded retries).
+//! `update` reads the record, applies the caller's change, and stores the
+//! result with a script that writes only if the record still reads as it
+//! was read: a concurrent change by another instance makes it read and
+//! apply again instead of overwriting (optimistic locking, bounded
+//! retries, a short random pause before each).
 //!
 //! Expiry is the record's own `expires_at` compared with the caller's
 //! clock, exactly as in the other ledgers: reads skip expired records and
@@ -25,32 +27,29 @@
 //! expiry is not used, because the shim's clock, not Redis's, is the
 //! reference every instance shares with its clients.
 //!
-//! The trait is synchronous, so each call is a blocking round trip on the
-//! calling (tokio worker) thread. Calls from different threads run at once
-//! on a pool of connections ([`DEFAULT_CONNECTIONS`] at most, opened as
-//! needed and kept), instead of queueing for one; a connection that failed
-//! is dropped, with every idle one (a Redis restart breaks them all), and
-//! a new one opened on the next call. Reads and writes time out after
-//! [`IO_TIMEOUT`], so a dead Redis turns into errors (`-32603` where the
-//! trait can report them), never into a hang.
+//! Every call is async, over one multiplexed connection (the `redis`
+//! crate's tokio client): calls made at once are pipelined on it instead
+//! of queueing for it, and no call blocks a runtime thread, on any
+//! runtime flavour. A connection that failed is dropped and a new one
+//! opened on the next call (a Redis restart costs the calls made while it
+//! was down, no more). Each call, connecting included, is bounded by
+//! [`IO_TIMEOUT`] (`tokio::time::timeout`), so a dead or frozen Redis
+//! turns into errors (`-32603`), never into a hang.
 //!
 //! The key layout assumes one Redis node (or one hash slot): the scripts
 //! build key names from their arguments.
 
-use std::sync::{Condvar, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::sync::Mutex;
+use std::time::Duration;
 
-use redis::{Commands, Connection, Script};
+use redis::Script;
+use redis::aio::MultiplexedConnection;
 
 use super::stored::{Stored, apply_change};
-use super::{LedgerError, Millis, Page, TaskLedger, TaskRecord};
+use super::{Change, LedgerError, Millis, Page, TaskLedger, TaskRecord};
 
-/// Bound on every Redis read or write.
+/// Bound on every Redis call (and on opening a connection).
 pub const IO_TIMEOUT: Duration = Duration::from_secs(2);
-
-/// Connections an instance opens at most: calls beyond that many at once
-/// wait (at most [`IO_TIMEOUT`]) for one to come back.
-pub const DEFAULT_CONNECTIONS: usize = 8;
 
 /// `update` gives up after this many conflicting writes by other instances
 /// (each retry means somebody else's change to the same task landed).
@@ -60,11 +59,11 @@ const UPDATE_RETRIES: usize = 64;
 /// attempt (up to 50 µs × attempt), so writers racing for one task stop
 /// colliding in lockstep. Without it, four instances updating one task
 /// under load ran out of retries (seen in CI-like runs).
-fn backoff(attempt: usize) {
+async fn backoff(attempt: usize) {
     let mut r = [0u8; 2];
     crate::ids::fill(&mut r);
     let micros = u64::from(u16::from_le_bytes(r)) % (50 * attempt as u64 + 1);
-    std::thread::sleep(std::time::Duration::from_micros(micros));
+    tokio::time::sleep(Duration::from_micros(micros)).await;
 }
 
 /// Shared by the scripts: drop every record expired at `now` (ARGV[2]).
@@ -132,23 +131,43 @@ redis.call('DEL', key)
 return #ids
 ";
 
+/// ARGV: record key, the record as read, the new record, expiry key, id,
+/// expires_at or "". Returns 1 when stored, 0 when the record no longer
+/// reads as it was read (changed, or gone).
+const REPLACE_LUA: &str = r"
+if redis.call('GET', ARGV[1]) ~= ARGV[2] then
+  return 0
+end
+redis.call('SET', ARGV[1], ARGV[3])
+if ARGV[6] ~= '' then
+  redis.call('ZADD', ARGV[4], ARGV[6], ARGV[5])
+else
+  redis.call('ZREM', ARGV[4], ARGV[5])
+end
+return 1
+";
+
 /// Task records in Redis, shared by every shim instance that names the
 /// same server and key prefix. See the module docs.
 ///
 /// ```no_run
 /// use mcp_tasks_shim::ledger::{RedisLedger, TaskLedger};
-/// let ledger = RedisLedger::open("redis://127.0.0.1:6379/0", "mcp-tasks-shim", 1000)?;
-/// assert_eq!(ledger.len(), ledger.len());
-/// # Ok::<(), mcp_tasks_shim::ledger::LedgerError>(())
+/// # async fn f() -> Result<(), mcp_tasks_shim::ledger::LedgerError> {
+/// let ledger = RedisLedger::open("redis://127.0.0.1:6379/0", "mcp-tasks-shim", 1000).await?;
+/// println!("{} tasks", ledger.len().await?);
+/// # Ok(()) }
 /// ```
 pub struct RedisLedger {
     client: redis::Client,
-    pool: Pool,
+    /// The open connection, if any: cloned out for each call (clones share
+    /// it), dropped when a call finds the link broken.
+    conn: Mutex<Option<MultiplexedConnection>>,
     prefix: String,
     per_scope_cap: usize,
     insert: Script,
     evict: Script,
     drop_scope: Script,
+    replace: Script,
 }
 
 impl std::fmt::Debug for RedisLedger {
@@ -160,88 +179,15 @@ impl std::fmt::Debug for RedisLedger {
             )
             .field("prefix", &self.prefix)
             .field("per_scope_cap", &self.per_scope_cap)
-            .field("max_connections", &self.pool.max)
             .finish_non_exhaustive()
     }
 }
 
-/// The instance's connections: idle ones, and how many exist in all.
-struct Pool {
-    state: Mutex<PoolState>,
-    returned: Condvar,
-    max: usize,
-}
-
-struct PoolState {
-    idle: Vec<Connection>,
-    open: usize,
-}
-
-impl Pool {
-    fn lock(&self) -> MutexGuard<'_, PoolState> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// An idle connection, or leave to open one (`None`), waiting while
-    /// `max` are in use.
-    fn take(&self) -> Result<Option<Connection>, LedgerError> {
-        let deadline = Instant::now() + IO_TIMEOUT;
-        let mut state = self.lock();
-        loop {
-            if let Some(c) = state.idle.pop() {
-                return Ok(Some(c));
-            }
-            if state.open < self.max {
-                state.open += 1;
-                return Ok(None);
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Err(LedgerError::Storage(format!(
-                    "redis: all {} connections busy for {IO_TIMEOUT:?}",
-                    self.max
-                )));
-            }
-            state = self
-                .returned
-                .wait_timeout(state, left)
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
-        }
-    }
-
-    /// Hands a connection back after a call; `None` when it failed, which
-    /// also drops the idle ones when the failure was the link's.
-    fn give_back(&self, conn: Option<Connection>, link_failed: bool) {
-        let mut state = self.lock();
-        match conn {
-            Some(c) => state.idle.push(c),
-            None => {
-                state.open -= 1;
-                if link_failed {
-                    state.open -= state.idle.len();
-                    state.idle.clear();
-                }
-            }
-        }
-        drop(state);
-        self.returned.notify_all();
-    }
-}
-
-/// A place in the pool taken by a call. A call that panics (in an
-/// `update` closure, say) never hands its connection back; dropping the
-/// lease then frees the place, so panics cannot use the pool up.
-struct Lease<'a> {
-    pool: &'a Pool,
-    settled: bool,
-}
-
-impl Drop for Lease<'_> {
-    fn drop(&mut self) {
-        if !self.settled {
-            self.pool.give_back(None, false);
-        }
+/// The error of a call that ran into [`IO_TIMEOUT`].
+fn timed_out() -> LedgerError {
+    LedgerError::TimedOut {
+        store: "redis",
+        after: IO_TIMEOUT,
     }
 }
 
@@ -250,10 +196,7 @@ fn storage(e: redis::RedisError) -> LedgerError {
     // EAGAIN ("Resource temporarily unavailable"), which reads like a
     // local fault rather than a Redis that does not answer.
     if e.is_timeout() {
-        return LedgerError::TimedOut {
-            store: "redis",
-            after: IO_TIMEOUT,
-        };
+        return timed_out();
     }
     LedgerError::Storage(format!("redis: {e}"))
 }
@@ -315,99 +258,74 @@ impl RedisLedger {
     /// `redis+unix:///path/to/socket`) and checks it answers. Keys are
     /// named `{prefix}:…`: instances meant to share tasks use the same
     /// prefix, unrelated deployments on one server use different ones.
-    pub fn open(url: &str, prefix: &str, per_scope_cap: usize) -> Result<Self, LedgerError> {
-        Self::open_with_connections(url, prefix, per_scope_cap, DEFAULT_CONNECTIONS)
-    }
-
-    /// [`RedisLedger::open`] with at most `max_connections` (at least 1)
-    /// open at once.
-    pub fn open_with_connections(
-        url: &str,
-        prefix: &str,
-        per_scope_cap: usize,
-        max_connections: usize,
-    ) -> Result<Self, LedgerError> {
+    /// Must be called on a tokio runtime (any flavour), which then drives
+    /// the connection.
+    pub async fn open(url: &str, prefix: &str, per_scope_cap: usize) -> Result<Self, LedgerError> {
         if prefix.is_empty() {
             return Err(LedgerError::Storage("redis key prefix is empty".into()));
         }
         let client = redis::Client::open(url).map_err(storage)?;
         let ledger = RedisLedger {
             client,
-            pool: Pool {
-                state: Mutex::new(PoolState {
-                    idle: Vec::new(),
-                    open: 0,
-                }),
-                returned: Condvar::new(),
-                max: max_connections.max(1),
-            },
+            conn: Mutex::new(None),
             prefix: prefix.to_owned(),
             per_scope_cap,
             insert: Script::new(&format!("{EVICT_LUA}{INSERT_LUA}")),
             evict: Script::new(&format!("{EVICT_LUA}{EVICT_ONLY_LUA}")),
             drop_scope: Script::new(DROP_SCOPE_LUA),
+            replace: Script::new(REPLACE_LUA),
         };
-        ledger.with_conn(|c| redis::cmd("PING").query::<String>(c))?;
+        let mut c = ledger.conn().await?;
+        let _: String = ledger.run(redis::cmd("PING").query_async(&mut c)).await?;
         Ok(ledger)
     }
 
-    /// Runs `f` on a connection of the pool, opened first if none is idle.
-    /// A connection whose call failed is not kept: a failure of the link
-    /// drops the idle ones too, so the next call starts afresh (a Redis
-    /// restart costs the calls made while it was down, no more); any other
-    /// error may have left it mid-transaction.
-    fn with_conn<T>(
-        &self,
-        f: impl FnOnce(&mut Connection) -> redis::RedisResult<T>,
-    ) -> Result<T, LedgerError> {
-        // The ledger is synchronous and Redis may stall for up to the I/O
-        // timeout: on a runtime worker, its other tasks (requests that
-        // need no ledger) move to another thread meanwhile, instead of
-        // waiting behind this call.
-        let on_worker = tokio::runtime::Handle::try_current()
-            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
-        if on_worker {
-            tokio::task::block_in_place(|| self.with_conn_here(f))
-        } else {
-            self.with_conn_here(f)
+    /// The open connection, or a new one.
+    async fn conn(&self) -> Result<MultiplexedConnection, LedgerError> {
+        if let Some(c) = self.lock().as_ref() {
+            return Ok(c.clone());
         }
+        let config = redis::AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(IO_TIMEOUT))
+            .set_response_timeout(Some(IO_TIMEOUT));
+        let opened = tokio::time::timeout(
+            IO_TIMEOUT,
+            self.client
+                .get_multiplexed_async_connection_with_config(&config),
+        )
+        .await
+        .map_err(|_| timed_out())?
+        .map_err(storage)?;
+        // Two calls may have connected at once: the first one kept wins,
+        // the other connection closes when its last clone goes.
+        let mut held = self.lock();
+        Ok(held.get_or_insert(opened).clone())
     }
 
-    fn with_conn_here<T>(
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<MultiplexedConnection>> {
+        self.conn.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Awaits one call, bounded by [`IO_TIMEOUT`]. A call that timed out
+    /// or failed on the link drops the connection, so the next call
+    /// connects afresh (a restarted Redis is found again).
+    async fn run<T>(
         &self,
-        f: impl FnOnce(&mut Connection) -> redis::RedisResult<T>,
+        call: impl std::future::Future<Output = redis::RedisResult<T>>,
     ) -> Result<T, LedgerError> {
-        let mut conn = match self.pool.take()? {
-            Some(c) => c,
-            None => match self.connect() {
-                Ok(c) => c,
-                Err(e) => {
-                    self.pool.give_back(None, true);
-                    return Err(storage(e));
+        match tokio::time::timeout(IO_TIMEOUT, call).await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => {
+                if e.is_io_error() || e.is_timeout() || e.is_connection_dropped() {
+                    self.lock().take();
                 }
-            },
-        };
-        let mut lease = Lease {
-            pool: &self.pool,
-            settled: false,
-        };
-        let out = f(&mut conn);
-        lease.settled = true;
-        match &out {
-            Ok(_) => self.pool.give_back(Some(conn), false),
-            Err(e) => self.pool.give_back(
-                None,
-                e.is_io_error() || e.is_timeout() || e.is_connection_dropped(),
-            ),
+                Err(storage(e))
+            }
+            Err(_) => {
+                self.lock().take();
+                Err(timed_out())
+            }
         }
-        out.map_err(storage)
-    }
-
-    fn connect(&self) -> redis::RedisResult<Connection> {
-        let c = self.client.get_connection_with_timeout(IO_TIMEOUT)?;
-        c.set_read_timeout(Some(IO_TIMEOUT))?;
-        c.set_write_timeout(Some(IO_TIMEOUT))?;
-        Ok(c)
     }
 
     fn rec_key(&self, id: &str) -> String {
@@ -418,107 +336,82 @@ impl RedisLedger {
         format!("{}:scope:{scope}", self.prefix)
     }
 
+    /// The stored bytes of `id`'s record, whatever its scope or expiry.
+    async fn read_raw(&self, id: &str) -> Result<Option<Vec<u8>>, LedgerError> {
+        let mut c = self.conn().await?;
+        self.run(redis::cmd("GET").arg(self.rec_key(id)).query_async(&mut c))
+            .await
+    }
+
     /// The record of `id` if it is `scope`'s and alive, read with `decode`
     /// ([`Stored::decode`], or [`Stored::decode_without_payload`]).
-    fn fetch(
+    async fn fetch(
         &self,
         scope: &str,
         id: &str,
         now: Millis,
         decode: fn(&[u8]) -> Result<Stored, LedgerError>,
     ) -> Result<Option<Stored>, LedgerError> {
-        let s = self.read(id, decode)?;
+        let s = self
+            .read_raw(id)
+            .await?
+            .map(|raw| decode(&raw))
+            .transpose()?;
         Ok(s.filter(|s| s.scope == scope && !s.expired(now)))
     }
 
-    /// The record of `id`, whatever its scope or expiry.
-    fn read(
-        &self,
-        id: &str,
-        decode: fn(&[u8]) -> Result<Stored, LedgerError>,
-    ) -> Result<Option<Stored>, LedgerError> {
-        let raw: Option<Vec<u8>> = self.with_conn(|c| c.get(self.rec_key(id)))?;
-        raw.map(|raw| decode(&raw)).transpose()
-    }
-
-    fn apply_update(
+    async fn apply_update(
         &self,
         scope: &str,
         id: &str,
         now: Millis,
-        change: &mut dyn FnMut(&mut TaskRecord),
+        change: Change<'_>,
     ) -> Result<Option<TaskRecord>, LedgerError> {
         let key = self.rec_key(id);
         let exp_key = format!("{}:exp", self.prefix);
-        // Most updates are polls that change nothing: settle those with one
-        // GET instead of WATCH/GET/UNWATCH. A change found here is applied
-        // again below on a watched read, so nothing is written from an
-        // unwatched one.
-        let Some(stored) = self.fetch(scope, id, now, Stored::decode)? else {
-            return Ok(None);
-        };
-        let (after, changed) = apply_change(&stored.into_record(), change);
-        if !changed {
-            return Ok(Some(after));
-        }
         for attempt in 0..UPDATE_RETRIES {
             if attempt > 0 {
-                backoff(attempt);
+                backoff(attempt).await;
             }
-            let outcome = self.with_conn(|c| {
-                redis::cmd("WATCH").arg(&key).exec(c)?;
-                let raw: Option<Vec<u8>> = c.get(&key)?;
-                let stored = match raw.map(|r| Stored::decode(&r)) {
-                    Some(Ok(s)) if s.scope == scope && !s.expired(now) => s,
-                    Some(Err(e)) => {
-                        redis::cmd("UNWATCH").exec(c)?;
-                        return Ok(Attempt::Failed(e));
-                    }
-                    _ => {
-                        redis::cmd("UNWATCH").exec(c)?;
-                        return Ok(Attempt::Missing);
-                    }
-                };
-                let seq = stored.seq;
-                let (after, changed) = apply_change(&stored.into_record(), change);
-                if !changed {
-                    redis::cmd("UNWATCH").exec(c)?;
-                    return Ok(Attempt::Done(Box::new(after)));
-                }
-                let body = match Stored::new(seq, after.clone()).encode() {
-                    Ok(b) => b,
-                    Err(e) => {
-                        redis::cmd("UNWATCH").exec(c)?;
-                        return Ok(Attempt::Failed(e));
-                    }
-                };
-                let mut pipe = redis::pipe();
-                pipe.atomic().set(&key, body);
-                match after.expires_at {
-                    Some(t) => pipe.zadd(&exp_key, id, t),
-                    None => pipe.zrem(&exp_key, id),
-                };
-                // EXEC answers nil when a watched key changed meanwhile.
-                let done: Option<redis::Value> = pipe.query(c)?;
-                Ok(match done {
-                    Some(_) => Attempt::Done(Box::new(after)),
-                    None => Attempt::Conflict,
-                })
-            })?;
-            match outcome {
-                Attempt::Done(rec) => return Ok(Some(*rec)),
-                Attempt::Missing => return Ok(None),
-                Attempt::Failed(e) => return Err(e),
-                // Another instance changed the task first: read it again.
-                Attempt::Conflict => continue,
+            // Most updates are polls that change nothing: those cost one GET.
+            let Some(raw) = self.read_raw(id).await? else {
+                return Ok(None);
+            };
+            let stored = Stored::decode(&raw)?;
+            if stored.scope != scope || stored.expired(now) {
+                return Ok(None);
             }
+            let seq = stored.seq;
+            let (after, changed) = apply_change(&stored.into_record(), change);
+            if !changed {
+                return Ok(Some(after));
+            }
+            let body = Stored::new(seq, after.clone()).encode()?;
+            let expires = after.expires_at.map(|t| t.to_string()).unwrap_or_default();
+            let mut c = self.conn().await?;
+            let stored: i64 = self
+                .run(
+                    self.replace
+                        .arg(&key)
+                        .arg(raw)
+                        .arg(body)
+                        .arg(&exp_key)
+                        .arg(id)
+                        .arg(expires)
+                        .invoke_async(&mut c),
+                )
+                .await?;
+            if stored == 1 {
+                return Ok(Some(after));
+            }
+            // Another instance changed the task first: read it again.
         }
         Err(LedgerError::Storage(format!(
             "task {id} kept changing under {UPDATE_RETRIES} updates"
         )))
     }
 
-    fn try_list(
+    async fn try_list(
         &self,
         scope: &str,
         before: Option<u64>,
@@ -533,17 +426,20 @@ impl RedisLedger {
         // swept yet) make the loop fetch more.
         let batch = limit.saturating_add(1).clamp(1, 1000);
         loop {
-            let entries: Vec<(String, u64)> = self.with_conn(|c| {
-                redis::cmd("ZREVRANGEBYSCORE")
-                    .arg(&key)
-                    .arg(&upper)
-                    .arg("-inf")
-                    .arg("WITHSCORES")
-                    .arg("LIMIT")
-                    .arg(0)
-                    .arg(batch)
-                    .query(c)
-            })?;
+            let mut c = self.conn().await?;
+            let entries: Vec<(String, u64)> = self
+                .run(
+                    redis::cmd("ZREVRANGEBYSCORE")
+                        .arg(&key)
+                        .arg(&upper)
+                        .arg("-inf")
+                        .arg("WITHSCORES")
+                        .arg("LIMIT")
+                        .arg(0)
+                        .arg(batch)
+                        .query_async(&mut c),
+                )
+                .await?;
             if entries.is_empty() {
                 return Ok(Page {
                     records: page,
@@ -551,8 +447,9 @@ impl RedisLedger {
                 });
             }
             let keys: Vec<String> = entries.iter().map(|(id, _)| self.rec_key(id)).collect();
-            let bodies: Vec<Option<Vec<u8>>> =
-                self.with_conn(|c| redis::cmd("MGET").arg(&keys).query(c))?;
+            let bodies: Vec<Option<Vec<u8>>> = self
+                .run(redis::cmd("MGET").arg(&keys).query_async(&mut c))
+                .await?;
             for ((_, seq), body) in entries.iter().zip(bodies) {
                 let Some(body) = body else { continue };
                 let s = Stored::decode_without_payload(&body)?;
@@ -581,29 +478,34 @@ impl RedisLedger {
             }
         }
     }
+
+    async fn zcard(&self, key: &str) -> Result<usize, LedgerError> {
+        let mut c = self.conn().await?;
+        self.run(redis::cmd("ZCARD").arg(key).query_async(&mut c))
+            .await
+    }
+
+    async fn evict_at(&self, now: Millis) -> Result<i64, LedgerError> {
+        let mut c = self.conn().await?;
+        self.run(self.evict.arg(&self.prefix).arg(now).invoke_async(&mut c))
+            .await
+    }
 }
 
-/// One optimistic `update` attempt.
-enum Attempt {
-    Done(Box<TaskRecord>),
-    Missing,
-    Conflict,
-    Failed(LedgerError),
-}
-
+#[async_trait::async_trait]
 impl TaskLedger for RedisLedger {
     fn shared_with_other_instances(&self) -> bool {
         true
     }
 
-    fn check_room(&self, scope: &str, now: Millis) -> Result<(), LedgerError> {
-        let key = format!("{}:scope:{scope}", self.prefix);
+    async fn check_room(&self, scope: &str, now: Millis) -> Result<(), LedgerError> {
+        let key = self.scope_key(scope);
         // The scope's set keeps expired ids until a sweep or an insert
         // evicts them: at the cap, evict and count again.
-        let mut held: usize = self.with_conn(|c| c.zcard(&key))?;
+        let mut held = self.zcard(&key).await?;
         if held >= self.per_scope_cap {
-            self.with_conn(|c| self.evict.arg(&self.prefix).arg(now).invoke::<i64>(c))?;
-            held = self.with_conn(|c| c.zcard(&key))?;
+            self.evict_at(now).await?;
+            held = self.zcard(&key).await?;
         }
         if held >= self.per_scope_cap {
             return Err(LedgerError::ScopeFull(self.per_scope_cap));
@@ -611,88 +513,83 @@ impl TaskLedger for RedisLedger {
         Ok(())
     }
 
-    fn insert(&self, record: TaskRecord, now: Millis) -> Result<(), LedgerError> {
-        let seq: u64 = self.with_conn(|c| c.incr(format!("{}:seq", self.prefix), 1))?;
+    async fn insert(&self, record: TaskRecord, now: Millis) -> Result<(), LedgerError> {
+        let mut c = self.conn().await?;
+        let seq: u64 = self
+            .run(
+                redis::cmd("INCR")
+                    .arg(format!("{}:seq", self.prefix))
+                    .query_async(&mut c),
+            )
+            .await?;
         let scope = record.scope.clone();
         let id = record.id().to_owned();
         let expires = record.expires_at.map(|t| t.to_string()).unwrap_or_default();
         let body = Stored::new(seq, record).encode()?;
-        let stored: i64 = self.with_conn(|c| {
-            self.insert
-                .arg(&self.prefix)
-                .arg(now)
-                .arg(&scope)
-                .arg(&id)
-                .arg(self.per_scope_cap)
-                .arg(seq)
-                .arg(body)
-                .arg(expires)
-                .invoke(c)
-        })?;
+        let stored: i64 = self
+            .run(
+                self.insert
+                    .arg(&self.prefix)
+                    .arg(now)
+                    .arg(&scope)
+                    .arg(&id)
+                    .arg(self.per_scope_cap)
+                    .arg(seq)
+                    .arg(body)
+                    .arg(expires)
+                    .invoke_async(&mut c),
+            )
+            .await?;
         if stored == 0 {
             return Err(LedgerError::ScopeFull(self.per_scope_cap));
         }
         Ok(())
     }
 
-    fn get(&self, scope: &str, task_id: &str, now: Millis) -> Option<TaskRecord> {
-        super::logged(
-            "shared ledger",
-            "get",
-            self.try_get(scope, task_id, now),
-            None,
-        )
-    }
-
-    fn try_get(
+    async fn get(
         &self,
         scope: &str,
         task_id: &str,
         now: Millis,
     ) -> Result<Option<TaskRecord>, LedgerError> {
         Ok(self
-            .fetch(scope, task_id, now, Stored::decode)?
+            .fetch(scope, task_id, now, Stored::decode)
+            .await?
             .map(Stored::into_record))
     }
 
-    fn scope_of(&self, task_id: &str, now: Millis) -> Result<Option<String>, LedgerError> {
-        let s = self.read(task_id, Stored::decode_without_payload)?;
+    async fn scope_of(&self, task_id: &str, now: Millis) -> Result<Option<String>, LedgerError> {
+        let s = self
+            .read_raw(task_id)
+            .await?
+            .map(|raw| Stored::decode_without_payload(&raw))
+            .transpose()?;
         Ok(s.filter(|s| !s.expired(now)).map(|s| s.scope))
     }
 
-    fn try_get_task(
+    async fn get_task(
         &self,
         scope: &str,
         task_id: &str,
         now: Millis,
     ) -> Result<Option<TaskRecord>, LedgerError> {
         Ok(self
-            .fetch(scope, task_id, now, Stored::decode_without_payload)?
+            .fetch(scope, task_id, now, Stored::decode_without_payload)
+            .await?
             .map(Stored::into_record))
     }
 
-    fn try_update(
+    async fn update(
         &self,
         scope: &str,
         task_id: &str,
         now: Millis,
-        change: &mut dyn FnMut(&mut TaskRecord),
+        change: Change<'_>,
     ) -> Result<Option<TaskRecord>, LedgerError> {
-        self.apply_update(scope, task_id, now, change)
+        self.apply_update(scope, task_id, now, change).await
     }
 
-    fn update(
-        &self,
-        scope: &str,
-        task_id: &str,
-        now: Millis,
-        change: &mut dyn FnMut(&mut TaskRecord),
-    ) -> Option<TaskRecord> {
-        let r = self.try_update(scope, task_id, now, change);
-        super::logged("shared ledger", "update", r, None)
-    }
-
-    fn list(
+    async fn list(
         &self,
         scope: &str,
         cursor: Option<&str>,
@@ -702,32 +599,34 @@ impl TaskLedger for RedisLedger {
         let before = cursor
             .map(|c| super::decode_cursor("r1", scope, c))
             .transpose()?;
-        self.try_list(scope, before, limit, now)
+        self.try_list(scope, before, limit, now).await
     }
 
-    fn drop_scope(&self, scope: &str) {
-        let r = self.with_conn(|c| {
-            self.drop_scope
-                .arg(&self.prefix)
-                .arg(scope)
-                .invoke::<i64>(c)
-        });
-        super::logged("shared ledger", "drop_scope", r.map(drop), ());
+    async fn drop_scope(&self, scope: &str) -> Result<(), LedgerError> {
+        let mut c = self.conn().await?;
+        let _: i64 = self
+            .run(
+                self.drop_scope
+                    .arg(&self.prefix)
+                    .arg(scope)
+                    .invoke_async(&mut c),
+            )
+            .await?;
+        Ok(())
     }
 
-    fn evict_expired(&self, now: Millis) -> usize {
-        let r = self.with_conn(|c| self.evict.arg(&self.prefix).arg(now).invoke::<i64>(c));
-        super::logged(
-            "shared ledger",
-            "evict_expired",
-            r.map(|n| n.max(0) as usize),
-            0,
+    async fn evict_expired(&self, now: Millis) -> Result<usize, LedgerError> {
+        Ok(self.evict_at(now).await?.max(0) as usize)
+    }
+
+    async fn len(&self) -> Result<usize, LedgerError> {
+        let mut c = self.conn().await?;
+        self.run(
+            redis::cmd("SCARD")
+                .arg(format!("{}:ids", self.prefix))
+                .query_async(&mut c),
         )
-    }
-
-    fn len(&self) -> usize {
-        let r = self.with_conn(|c| c.scard::<_, usize>(format!("{}:ids", self.prefix)));
-        super::logged("shared ledger", "len", r, 0)
+        .await
     }
 }
 

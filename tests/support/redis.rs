@@ -40,6 +40,24 @@ impl RedisServer {
         self.child = spawn(&self.socket);
     }
 
+    /// Freezes the server (`SIGSTOP`): its connections stay open and
+    /// nothing on them is answered, as with a Redis that hangs.
+    pub fn freeze(&self) {
+        self.signal(libc::SIGSTOP);
+    }
+
+    /// Lets a frozen server run on (`SIGCONT`).
+    pub fn thaw(&self) {
+        self.signal(libc::SIGCONT);
+    }
+
+    fn signal(&self, signal: libc::c_int) {
+        let pid = libc::pid_t::try_from(self.child.id()).expect("a pid");
+        // SAFETY: kill(2) on our own child, which is not reaped until `stop`.
+        let sent = unsafe { libc::kill(pid, signal) };
+        assert_eq!(sent, 0, "kill({pid}, {signal})");
+    }
+
     /// Its address for `--ledger` / `RedisLedger::open`.
     pub fn url(&self) -> String {
         format!("redis+unix://{}", self.socket.display())

@@ -58,6 +58,7 @@ impl LegacySession {
             self.front
                 .ledger
                 .check_room(&self.scope, self.front.clock.now_ms())
+                .await
                 .map_err(ShimError::from)?;
         }
         for _ in 0..=self.front.config.max_input_rounds {
@@ -70,7 +71,7 @@ impl LegacySession {
                 result_type::TASK => {
                     let answer = self.created(result, task.as_ref(), &req.id).await?;
                     if forbidden_but_asked {
-                        return self.plain(answer, asked.as_ref());
+                        return self.plain(answer, asked.as_ref()).await;
                     }
                     return Ok(answer);
                 }
@@ -79,7 +80,7 @@ impl LegacySession {
                     // which replace the last round's.
                     self.answer_round(&mut params, &result, &req.id).await?;
                 }
-                _ => return self.plain(result, asked.as_ref()),
+                _ => return self.plain(result, asked.as_ref()).await,
             }
         }
         Err(ShimError::Upstream(format!(
@@ -141,7 +142,12 @@ impl LegacySession {
                     .record_expiry(d.task.ttl_ms, self.front.config.max_task_ttl_ms),
             ),
         );
-        if let Err(e) = self.front.ledger.insert(record, self.front.clock.now_ms()) {
+        if let Err(e) = self
+            .front
+            .ledger
+            .insert(record, self.front.clock.now_ms())
+            .await
+        {
             let (this, id) = (self.clone(), d.task.task_id.clone());
             let cancel = async move {
                 this.upstream_request("tasks/cancel", &json!({"taskId": id}))
@@ -161,7 +167,7 @@ impl LegacySession {
     /// A plain upstream answer. A client that asked for a task gets a
     /// synthetic one (2025-11-25 requires `working` at creation) whose
     /// result the legacy methods serve from the ledger.
-    fn plain(&self, result: Value, asked: Option<&TaskMetadata>) -> RpcResult {
+    async fn plain(&self, result: Value, asked: Option<&TaskMetadata>) -> RpcResult {
         let Some(meta) = asked else {
             return Ok(tsession::result_to_legacy_owned(result, "tools/call"));
         };
@@ -200,6 +206,7 @@ impl LegacySession {
         self.front
             .ledger
             .insert(record, self.front.clock.now_ms())
+            .await
             .map_err(ShimError::from)?;
         tracing::debug!(task = %task.task_id, "synthetic task for a plain upstream answer");
         Ok(json!({"task": to_value(&task)}))

@@ -153,7 +153,10 @@ impl LegacyFront {
         let (front, ended) = (self.clone(), self.clone());
         crate::bridge::spawn_follower(
             events,
-            move |ev| front.handle_upstream(ev),
+            move |ev| {
+                let front = front.clone();
+                async move { front.handle_upstream(ev).await }
+            },
             move || ended.upstream_ended(),
         )
     }
@@ -161,7 +164,7 @@ impl LegacyFront {
     /// Feeds one upstream event: task notifications update the owning
     /// session's ledger view and wake waiters; other notifications reach
     /// every session; a modern server sends no requests, so any is refused.
-    pub fn handle_upstream(&self, event: UpstreamEvent) {
+    pub async fn handle_upstream(&self, event: UpstreamEvent) {
         match event {
             UpstreamEvent::Notification(n)
                 if n.method == crate::translate::notify::MODERN_STATUS =>
@@ -172,7 +175,7 @@ impl LegacyFront {
                         d.task.extra.remove("_meta");
                         // Stored before the waiters wake, so they read it.
                         for s in self.live_sessions() {
-                            if let Some(rec) = s.record_seen(&d) {
+                            if let Some(rec) = s.record_seen(&d).await {
                                 s.ask_directly(&rec, &d);
                             }
                         }
@@ -234,8 +237,14 @@ impl LegacyFront {
 
     /// Drops expired ledger records; returns how many. Lookups already
     /// ignore expired records: this is what gives their memory back.
-    pub fn sweep(&self) -> usize {
-        self.ledger.evict_expired(self.clock.now_ms())
+    pub async fn sweep(&self) -> usize {
+        self.ledger
+            .evict_expired(self.clock.now_ms())
+            .await
+            .unwrap_or_else(|e| {
+                tracing::error!(error = %e, "sweep: could not drop expired tasks");
+                0
+            })
     }
 
     /// How many client sessions are still in memory: open ones, and closed
@@ -504,20 +513,21 @@ impl LegacySession {
                     tracing::debug!("cancel for no running request; ignored");
                 }
             }
-            _ if !super::may_forward_notification(
-                &*self.front.ledger,
-                &self.scope,
-                self.front.clock.now_ms(),
-                &n,
-            ) => {}
             _ => {
-                if let Err(e) = self
-                    .front
-                    .upstream
-                    .notify(&n.method, n.params.unwrap_or_else(|| json!({})))
-                {
-                    tracing::warn!(error = %e, "could not forward a client notification");
-                }
+                // Checked against the ledger, then forwarded: here and now
+                // when the ledger answers at once (memory), else as a task.
+                let (ledger, upstream) = (self.front.ledger.clone(), self.front.upstream.clone());
+                let (scope, now) = (self.scope.key().to_owned(), self.front.clock.now_ms());
+                crate::inline::start_here(async move {
+                    if !super::may_forward_notification(&*ledger, &scope, now, &n).await {
+                        return;
+                    }
+                    if let Err(e) =
+                        upstream.notify(&n.method, n.params.unwrap_or_else(|| json!({})))
+                    {
+                        tracing::warn!(error = %e, "could not forward a client notification");
+                    }
+                });
             }
         }
     }

@@ -9,7 +9,7 @@ use super::LegacySession;
 use crate::bridge::watch::Seen;
 use crate::error::ShimError;
 use crate::jsonrpc::{ErrorObject, Id, Message, Request};
-use crate::ledger::{LedgerError, Millis, TaskLedger, TaskRecord};
+use crate::ledger::TaskRecord;
 use crate::translate::notify::LEGACY_STATUS;
 use crate::translate::task as ttask;
 use crate::upstream::RpcResult;
@@ -20,40 +20,41 @@ use crate::wire::{TaskStatus, to_value};
 /// request before the task fails (the client is asked again in between).
 const MAX_REFUSED_ANSWERS: u32 = 3;
 
-/// A [`TaskLedger`] read of one task: `try_get` or `try_get_task`.
-type LedgerRead =
-    fn(&dyn TaskLedger, &str, &str, Millis) -> Result<Option<TaskRecord>, LedgerError>;
-
 impl LegacySession {
     /// The record of `task_id` in this session's scope, or the one answer
     /// given for unknown and foreign ids alike.
-    fn record(&self, req: &Request) -> Result<TaskRecord, ErrorObject> {
-        self.read_record(req, |l, scope, id, now| l.try_get(scope, id, now))
+    async fn record(&self, req: &Request) -> Result<TaskRecord, ErrorObject> {
+        self.read_record(req, true).await
     }
 
     /// [`Self::record`] without the cached outcome (see
-    /// [`TaskLedger::try_get_task`]): for the methods that answer with the
+    /// [`TaskLedger::get_task`]): for the methods that answer with the
     /// task, not its result.
-    fn task_record(&self, req: &Request) -> Result<TaskRecord, ErrorObject> {
-        self.read_record(req, |l, scope, id, now| l.try_get_task(scope, id, now))
+    async fn task_record(&self, req: &Request) -> Result<TaskRecord, ErrorObject> {
+        self.read_record(req, false).await
     }
 
-    /// The record of the request's `taskId` in this session's scope, read
-    /// by `read`; a miss of any kind is "unknown task".
-    fn read_record(&self, req: &Request, read: LedgerRead) -> Result<TaskRecord, ErrorObject> {
+    /// The record of the request's `taskId` in this session's scope, with
+    /// its cached outcome if `with_payload`; a miss of any kind is
+    /// "unknown task", a store that cannot say is `-32603`.
+    async fn read_record(
+        &self,
+        req: &Request,
+        with_payload: bool,
+    ) -> Result<TaskRecord, ErrorObject> {
         let id = ttask::task_id_param(req.params.as_ref())?;
-        read(
-            &*self.front.ledger,
-            &self.scope,
-            id,
-            self.front.clock.now_ms(),
-        )
-        .map_err(ShimError::from)?
-        .ok_or_else(|| ShimError::UnknownTask.into())
+        let (ledger, now) = (&self.front.ledger, self.front.clock.now_ms());
+        let read = if with_payload {
+            ledger.get(&self.scope, id, now).await
+        } else {
+            ledger.get_task(&self.scope, id, now).await
+        };
+        read.map_err(ShimError::from)?
+            .ok_or_else(|| ShimError::UnknownTask.into())
     }
 
     pub(super) async fn tasks_get(self: &Arc<Self>, req: &Request) -> RpcResult {
-        let rec = self.task_record(req)?;
+        let rec = self.task_record(req).await?;
         let rec = if rec.synthetic || rec.is_terminal() {
             rec
         } else {
@@ -73,7 +74,8 @@ impl LegacySession {
                     return Err(e.into());
                 };
                 return self
-                    .record_lost(rec.id(), &why)?
+                    .record_lost(rec.id(), &why)
+                    .await?
                     .ok_or_else(|| ShimError::UnknownTask.into());
             }
         };
@@ -84,16 +86,17 @@ impl LegacySession {
             // client learns why, and `tasks/list` stops calling it working.
             Err(e) if e.code == crate::error::codes::INVALID_PARAMS => {
                 return self
-                    .record_lost(rec.id(), &e.message)?
+                    .record_lost(rec.id(), &e.message)
+                    .await?
                     .ok_or_else(|| ShimError::UnknownTask.into());
             }
             Err(e) => {
                 return Err(ShimError::Upstream(format!("tasks/get: {}", e.message)).into());
             }
         };
-        // No record back: the store failed to take it (logged there); what
-        // the upstream just said is still the task's news.
-        let seen = self.record_seen(&d);
+        // No record back: the store failed to take it (logged); what the
+        // upstream just said is still the task's news.
+        let seen = self.record_seen(&d).await;
         if let Some(rec) = &seen {
             self.ask_directly(rec, &d);
         }
@@ -109,7 +112,7 @@ impl LegacySession {
     /// Marks a task the upstream no longer knows (`why`) as failed, its
     /// error cached for `tasks/result` (unless it ended or was cancelled
     /// first), and tells the client. Returns the record as it now stands.
-    pub(super) fn record_lost(
+    pub(super) async fn record_lost(
         &self,
         task_id: &str,
         why: &str,
@@ -120,7 +123,8 @@ impl LegacySession {
             &self.scope,
             task_id,
             why,
-        )?;
+        )
+        .await?;
         if let (Some(rec), true) = (&rec, changed) {
             self.send(Message::notification(LEGACY_STATUS, to_value(&rec.task)));
             self.task_ended(rec.id());
@@ -137,40 +141,53 @@ impl LegacySession {
 
     /// Stores an upstream snapshot in this session's ledger scope (if the
     /// task is ours), applying a pinned cancel; tells the client when the
-    /// status it sees changed. Returns the updated record.
-    pub(super) fn record_seen(&self, d: &DetailedTask) -> Option<TaskRecord> {
+    /// status it sees changed. Returns the updated record; `None` when the
+    /// task is not this scope's, or the store failed (logged here: the
+    /// callers carry on with what the upstream said).
+    pub(super) async fn record_seen(&self, d: &DetailedTask) -> Option<TaskRecord> {
         let mut changed = false;
-        let rec = self.front.ledger.update(
-            &self.scope,
-            &d.task.task_id,
-            self.front.clock.now_ms(),
-            &mut |rec| {
-                // Terminal is final: snapshots from the poller, the listen
-                // stream and the refreshes of tasks/get and tasks/list land
-                // out of order, and a stale `working` stored after the end
-                // would tell the client its finished task runs again.
-                if rec.cancel_pinned {
-                    return;
-                }
-                if rec.task.status.is_terminal() {
-                    // Only the same end's outcome, if it came later (a
-                    // status notification carries none), is still taken.
-                    if d.task.status == rec.task.status
-                        && matches!(rec.payload, Payload::None)
-                        && !matches!(d.payload, Payload::None)
-                    {
+        let stored = self
+            .front
+            .ledger
+            .update(
+                &self.scope,
+                &d.task.task_id,
+                self.front.clock.now_ms(),
+                &mut |rec| {
+                    // Terminal is final: snapshots from the poller, the listen
+                    // stream and the refreshes of tasks/get and tasks/list land
+                    // out of order, and a stale `working` stored after the end
+                    // would tell the client its finished task runs again.
+                    if rec.cancel_pinned {
+                        return;
+                    }
+                    if rec.task.status.is_terminal() {
+                        // Only the same end's outcome, if it came later (a
+                        // status notification carries none), is still taken.
+                        if d.task.status == rec.task.status
+                            && matches!(rec.payload, Payload::None)
+                            && !matches!(d.payload, Payload::None)
+                        {
+                            rec.payload = d.payload.clone();
+                        }
+                        return;
+                    }
+                    let seen = self.seen_task(d);
+                    changed = seen.status != rec.task.status;
+                    rec.task = seen;
+                    if d.task.status.is_terminal() {
                         rec.payload = d.payload.clone();
                     }
-                    return;
-                }
-                let seen = self.seen_task(d);
-                changed = seen.status != rec.task.status;
-                rec.task = seen;
-                if d.task.status.is_terminal() {
-                    rec.payload = d.payload.clone();
-                }
-            },
-        )?;
+                },
+            )
+            .await;
+        let rec = match stored {
+            Ok(rec) => rec?,
+            Err(e) => {
+                tracing::error!(task = %d.task.task_id, error = %e, "could not store what the upstream said of a task");
+                return None;
+            }
+        };
         if changed {
             self.send(Message::notification(LEGACY_STATUS, to_value(&rec.task)));
         }
@@ -215,7 +232,7 @@ impl LegacySession {
     }
 
     pub(super) async fn tasks_result(self: &Arc<Self>, req: &Request) -> RpcResult {
-        let rec = self.record(req)?;
+        let rec = self.record(req).await?;
         let rec = if rec.is_terminal() {
             rec
         } else {
@@ -223,7 +240,7 @@ impl LegacySession {
             // Re-read: the wait stored the outcome, or a cancel was pinned.
             // A session that ended meanwhile (an HTTP DELETE, expiry) took
             // its tasks with it: say that, not "task not found".
-            let rec = self.record(req).map_err(|e| {
+            let rec = self.record(req).await.map_err(|e| {
                 if *self.ended.borrow() {
                     self.ended_error("tasks/result")
                 } else {
@@ -262,7 +279,7 @@ impl LegacySession {
         let (watcher, mut rx) = self.front.watchers.subscribe(task_id, self.meta());
         let mut ended = self.ended.subscribe();
         loop {
-            if self.is_pinned(task_id) {
+            if self.is_pinned(task_id).await? {
                 self.withdraw_questions(task_id, "the client cancelled the task");
                 return Err(ShimError::TaskCancelled.into());
             }
@@ -277,14 +294,14 @@ impl LegacySession {
                     self.withdraw_questions(task_id, &e.message);
                     // Stored as failed: `tasks/result` answers from the
                     // record. One at the end of its TTL is gone instead.
-                    return Err(match self.record_lost(task_id, &e.message)? {
+                    return Err(match self.record_lost(task_id, &e.message).await? {
                         Some(_) => ShimError::TaskLost(e.message),
                         None => ShimError::UnknownTask,
                     }
                     .into());
                 }
                 Seen::Task(d) => {
-                    self.record_seen(&d);
+                    self.record_seen(&d).await;
                     if d.task.status.is_terminal() {
                         let why = format!("the task is {}", d.task.status);
                         self.withdraw_questions(task_id, &why);
@@ -428,7 +445,7 @@ impl LegacySession {
     async fn fail_for_input(&self, task_id: &str, driven: bool, error: ErrorObject) {
         let (now, now_ms) = (self.front.clock.now_iso(), self.front.clock.now_ms());
         let mut changed = false;
-        let rec = self
+        let stored = self
             .front
             .ledger
             .update(&self.scope, task_id, now_ms, &mut |r| {
@@ -438,7 +455,12 @@ impl LegacySession {
                 r.task = ttask::lost_view(&r.task, &error, &now);
                 r.payload = Payload::Error(error.clone());
                 changed = true;
-            });
+            })
+            .await;
+        let rec = stored.unwrap_or_else(|e| {
+            tracing::error!(%task_id, error = %e, "could not store the failure of a task");
+            None
+        });
         if let (Some(rec), true) = (&rec, changed) {
             self.send(Message::notification(LEGACY_STATUS, to_value(&rec.task)));
             self.task_ended(task_id);
@@ -468,7 +490,7 @@ impl LegacySession {
     async fn input_withdrawn(&self, task_id: &str) -> String {
         let (_watcher, mut rx) = self.front.watchers.subscribe(task_id, self.meta());
         loop {
-            if self.is_pinned(task_id) {
+            if self.is_pinned(task_id).await.unwrap_or(false) {
                 return "the client cancelled the task".into();
             }
             match &*rx.borrow_and_update() {
@@ -494,11 +516,15 @@ impl LegacySession {
         super::lock(&self.outstanding).insert((task_id.to_owned(), key.to_owned()))
     }
 
-    fn is_pinned(&self, task_id: &str) -> bool {
-        self.front
+    /// Whether the client cancelled `task_id` (its pin is set).
+    async fn is_pinned(&self, task_id: &str) -> Result<bool, ErrorObject> {
+        let rec = self
+            .front
             .ledger
-            .get(&self.scope, task_id, self.front.clock.now_ms())
-            .is_some_and(|r| r.cancel_pinned)
+            .get_task(&self.scope, task_id, self.front.clock.now_ms())
+            .await
+            .map_err(ShimError::from)?;
+        Ok(rec.is_some_and(|r| r.cancel_pinned))
     }
 
     pub(super) async fn tasks_list(self: &Arc<Self>, req: &Request) -> RpcResult {
@@ -518,6 +544,7 @@ impl LegacySession {
                 self.front.config.page_size,
                 self.front.clock.now_ms(),
             )
+            .await
             .map_err(ShimError::from)?;
         let mut refreshes = JoinSet::new();
         for (i, rec) in page.records.iter().enumerate() {
@@ -529,27 +556,32 @@ impl LegacySession {
         }
         let mut tasks: Vec<_> = page.records.iter().map(|r| r.task.clone()).collect();
         while let Some(Ok((i, outcome))) = refreshes.join_next().await {
-            let seen =
-                match outcome {
-                    Ok(Ok(d)) => {
-                        let seen = self.record_seen(&d);
-                        if let Some(rec) = &seen {
-                            self.ask_directly(rec, &d);
-                        }
-                        seen
+            let seen = match outcome {
+                Ok(Ok(d)) => {
+                    let seen = self.record_seen(&d).await;
+                    if let Some(rec) = &seen {
+                        self.ask_directly(rec, &d);
                     }
-                    // Lost upstream: listed as failed, as `tasks/get` would say.
-                    Ok(Err(e)) if e.code == crate::error::codes::INVALID_PARAMS => self
-                        .record_lost(page.records[i].id(), &e.message)
+                    seen
+                }
+                // Lost upstream: listed as failed, as `tasks/get` would say.
+                Ok(Err(e)) if e.code == crate::error::codes::INVALID_PARAMS => self
+                    .record_lost(page.records[i].id(), &e.message)
+                    .await
+                    .ok()
+                    .flatten(),
+                // The upstream is gone for good: so are its tasks.
+                Err(_) => match self.front.fate.gone_for_good() {
+                    Some(why) => self
+                        .record_lost(page.records[i].id(), &why)
+                        .await
                         .ok()
                         .flatten(),
-                    // The upstream is gone for good: so are its tasks.
-                    Err(_) => self.front.fate.gone_for_good().and_then(|why| {
-                        self.record_lost(page.records[i].id(), &why).ok().flatten()
-                    }),
-                    // Anything else: the page shows the last status seen.
-                    _ => None,
-                };
+                    None => None,
+                },
+                // Anything else: the page shows the last status seen.
+                _ => None,
+            };
             if let Some(rec) = seen {
                 tasks[i] = rec.task;
             }
@@ -558,7 +590,7 @@ impl LegacySession {
     }
 
     pub(super) async fn tasks_cancel(&self, req: &Request) -> RpcResult {
-        let rec = self.task_record(req)?;
+        let rec = self.task_record(req).await?;
         if rec.is_terminal() {
             let status = if rec.cancel_pinned {
                 TaskStatus::Cancelled
@@ -589,7 +621,7 @@ impl LegacySession {
         let pinned = self
             .front
             .ledger
-            .try_update(&self.scope, rec.id(), self.front.clock.now_ms(), &mut |r| {
+            .update(&self.scope, rec.id(), self.front.clock.now_ms(), &mut |r| {
                 if r.cancel_pinned {
                     ended = Some(TaskStatus::Cancelled);
                     return;
@@ -603,6 +635,7 @@ impl LegacySession {
                 r.task = ttask::cancelled_view(&r.task, &now);
                 r.payload = Payload::None;
             })
+            .await
             .map_err(ShimError::from)?
             .ok_or(ShimError::UnknownTask)?;
         if let Some(status) = ended {

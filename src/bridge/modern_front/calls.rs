@@ -223,6 +223,7 @@ impl ModernSession {
             self.front
                 .ledger
                 .check_room(&self.scope, self.front.clock.now_ms())
+                .await
                 .map_err(ShimError::from)?;
         }
         let mut legacy = ttools::call_params_to_legacy(&params, task.as_ref())?;
@@ -544,7 +545,7 @@ impl ModernSession {
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_owned();
-        self.track(&result, !meta.declares_tasks())?;
+        self.track(&result, !meta.declares_tasks()).await?;
         // The task's progress comes under the call's token until it ends.
         if let Some(live) = lock(&self.front.tasks).get_mut(&task_id) {
             live.progress = progress;

@@ -264,20 +264,25 @@ impl ModernFront {
     /// Drops expired ledger records, and the tracking of tasks whose record
     /// is gone (expired or dropped with its scope): without this every task
     /// ever created would stay in memory. Returns how many records went.
-    pub fn sweep(&self) -> usize {
+    pub async fn sweep(&self) -> usize {
         let now = self.clock.now_ms();
-        let evicted = self.ledger.evict_expired(now);
+        let evicted = self.ledger.evict_expired(now).await.unwrap_or_else(|e| {
+            tracing::error!(error = %e, "sweep: could not drop expired tasks");
+            0
+        });
         // The ledger is asked with no engine lock held (its contract).
         let tracked: Vec<(String, String)> = lock(&self.tasks)
             .iter()
             .filter(|(_, live)| !live.driven)
             .map(|(id, live)| (id.clone(), live.scope.clone()))
             .collect();
-        let gone: Vec<String> = tracked
-            .into_iter()
-            .filter(|(id, scope)| !self.ledger.contains(scope, id, now))
-            .map(|(id, _)| id)
-            .collect();
+        let mut gone: Vec<String> = Vec::new();
+        for (id, scope) in tracked {
+            // A store that cannot say keeps the task tracked until one can.
+            if let Ok(None) = self.ledger.get_task(&scope, &id, now).await {
+                gone.push(id);
+            }
+        }
         if !gone.is_empty() {
             let mut tasks = lock(&self.tasks);
             for id in &gone {
@@ -302,7 +307,10 @@ impl ModernFront {
         let (front, ended) = (self.clone(), self.clone());
         crate::bridge::spawn_follower(
             events,
-            move |ev| front.handle_upstream(ev),
+            move |ev| {
+                let front = front.clone();
+                async move { front.handle_upstream(ev).await }
+            },
             move || ended.upstream_ended(),
         )
     }
@@ -311,15 +319,15 @@ impl ModernFront {
     /// child knows none of them). Each one the shim follows for a client
     /// is marked failed now, naming why, and its listen streams are told,
     /// instead of reading `working` until someone asks `tasks/get`.
-    fn tasks_died_with_the_child(&self, reason: &str) {
+    async fn tasks_died_with_the_child(&self, reason: &str) {
         let followed: Vec<(String, String)> = lock(&self.tasks)
             .iter()
             .filter(|(_, t)| !t.driven)
             .map(|(id, t)| (id.clone(), t.scope.clone()))
             .collect();
         for (id, scope) in followed {
-            match crate::bridge::mark_lost(&*self.ledger, &self.clock, &scope, &id, reason) {
-                Ok((Some(_), true)) => self.notify_subscribers(&scope, &id, None),
+            match crate::bridge::mark_lost(&*self.ledger, &self.clock, &scope, &id, reason).await {
+                Ok((Some(_), true)) => self.notify_subscribers(&scope, &id, None).await,
                 Ok(_) => {}
                 Err(e) => tracing::warn!(task = %id, error = %e, "could not mark a lost task"),
             }
@@ -350,13 +358,13 @@ impl ModernFront {
     }
 
     /// Feeds one upstream event.
-    pub fn handle_upstream(self: &Arc<Self>, event: UpstreamEvent) {
+    pub async fn handle_upstream(self: &Arc<Self>, event: UpstreamEvent) {
         match event {
-            UpstreamEvent::Request(req) => self.server_request(req),
+            UpstreamEvent::Request(req) => self.server_request(req).await,
             UpstreamEvent::Notification(n) => match n.method.as_str() {
                 crate::translate::notify::LEGACY_STATUS => {
                     if let Some(p) = n.params {
-                        self.status_changed(&p);
+                        self.status_changed(&p).await;
                     }
                 }
                 "notifications/tools/list_changed" => {
@@ -394,7 +402,7 @@ impl ModernFront {
             UpstreamEvent::Closed(reason) => {
                 tracing::warn!(%reason, "legacy upstream closed");
                 self.fate.closed(&reason);
-                self.tasks_died_with_the_child(&reason);
+                self.tasks_died_with_the_child(&reason).await;
                 lock(&self.open_calls).clear();
                 let lost: Vec<String> = lock(&self.held).drain().map(|(id, _)| id).collect();
                 let mut rounds = lock(&self.lost_rounds);
@@ -410,9 +418,9 @@ impl ModernFront {
     }
 
     /// A server→client request: task input, MRTR input, or neither.
-    fn server_request(self: &Arc<Self>, req: Request) {
+    async fn server_request(self: &Arc<Self>, req: Request) {
         if let Some(task_id) = input::related_task_of(req.params.as_ref()).map(str::to_owned) {
-            return self.capture_or_defer(task_id, req);
+            return self.capture_or_defer(task_id, req).await;
         }
         if !self.interject(&req) {
             self.refuse(req);
@@ -541,18 +549,20 @@ impl ModernSession {
                     tracing::debug!("cancel for no running request; ignored");
                 }
             }
-            Message::Notification(n)
-                if !super::may_forward_notification(
-                    &*self.front.ledger,
-                    &self.scope,
-                    self.front.clock.now_ms(),
-                    &n,
-                ) => {}
             Message::Notification(n) => {
-                let params = tsession::notification_params_to_legacy(n.params);
-                if let Err(e) = self.front.upstream.notify(&n.method, params) {
-                    tracing::warn!(error = %e, "could not forward a client notification");
-                }
+                // Checked against the ledger, then forwarded: here and now
+                // when the ledger answers at once (memory), else as a task.
+                let (ledger, upstream) = (self.front.ledger.clone(), self.front.upstream.clone());
+                let (scope, now) = (self.scope.key().to_owned(), self.front.clock.now_ms());
+                crate::inline::start_here(async move {
+                    if !super::may_forward_notification(&*ledger, &scope, now, &n).await {
+                        return;
+                    }
+                    let params = tsession::notification_params_to_legacy(n.params);
+                    if let Err(e) = upstream.notify(&n.method, params) {
+                        tracing::warn!(error = %e, "could not forward a client notification");
+                    }
+                });
             }
             Message::Response(_) | Message::Error(_) => {
                 tracing::warn!("a 2026-07-28 client answered a request; the shim sent none");
@@ -595,9 +605,9 @@ impl ModernSession {
             "tools/list" => self.tools_list(params).await,
             "tools/call" => self.tools_call(&req, params, &meta).await,
             "tasks/get" => self.tasks_get(&params, &meta).await,
-            "tasks/update" => self.tasks_update(&params, &meta),
+            "tasks/update" => self.tasks_update(&params, &meta).await,
             "tasks/cancel" => self.tasks_cancel(&params, &meta).await,
-            "subscriptions/listen" => return self.listen(&req, &meta),
+            "subscriptions/listen" => return self.listen(&req, &meta).await,
             method => self.forward(method, params).await,
         })
     }

@@ -121,9 +121,13 @@ impl ModernFront {
     /// task is not tracked yet (a server may ask before or right after it
     /// answers the creating `tools/call`), kept until [`ModernSession::track`]
     /// claims it or the grace period ends.
-    pub(super) fn capture_or_defer(self: &Arc<Self>, task_id: String, req: Request) {
+    pub(super) async fn capture_or_defer(self: &Arc<Self>, task_id: String, req: Request) {
         let mut early = lock(&self.early);
-        if self.capture_task_input(&task_id, &req) {
+        if let Some(notify) = self.capture_task_input(&task_id, &req) {
+            drop(early);
+            if let Some(scope) = notify {
+                self.notify_subscribers(&scope, &task_id, None).await;
+            }
             return;
         }
         let id = req.id.clone();
@@ -143,12 +147,16 @@ impl ModernFront {
         });
     }
 
-    /// Stores an upstream task input request; false if the task is not ours.
-    pub(super) fn capture_task_input(&self, task_id: &str, req: &Request) -> bool {
+    /// Stores an upstream task input request; `None` if the task is not
+    /// ours, else the scope whose listen streams are to hear of it (told
+    /// by the caller, with no lock held: that reads the ledger), if any.
+    pub(super) fn capture_task_input(
+        &self,
+        task_id: &str,
+        req: &Request,
+    ) -> Option<Option<String>> {
         let mut tasks = lock(&self.tasks);
-        let Some(live) = tasks.get_mut(task_id) else {
-            return false;
-        };
+        let live = tasks.get_mut(task_id)?;
         live.seq += 1;
         let key = input::input_key(&req.method, live.seq);
         let (modern, _) = input::legacy_request_to_input(req);
@@ -156,18 +164,15 @@ impl ModernFront {
             drop(tasks);
             let asked = std::collections::BTreeMap::from([(key, (req.id.clone(), modern))]);
             self.answer_for_the_client(task_id, asked, why);
-            return true;
+            return Some(None);
         }
         live.inputs.insert(key, (req.id.clone(), modern));
         live.asked.send_modify(|n| *n += 1);
-        let scope = live.scope.clone();
-        drop(tasks);
-        self.notify_subscribers(&scope, task_id, None);
-        true
+        Some(Some(live.scope.clone()))
     }
 
     /// An upstream `notifications/tasks/status`.
-    pub(super) fn status_changed(&self, params: &Value) {
+    pub(super) async fn status_changed(&self, params: &Value) {
         let Ok(task) = from_value::<legacy::Task>("task status", params) else {
             tracing::warn!("malformed notifications/tasks/status from upstream");
             return;
@@ -182,13 +187,18 @@ impl ModernFront {
                 // Kept, so that the next view of the task (the question
                 // captured, a tasks/get) shows this status message too,
                 // not the one seen before.
-                self.ledger
+                let stored = self
+                    .ledger
                     .update(&scope, &id, self.clock.now_ms(), &mut |r| {
                         if !r.is_terminal() && !r.cancel_pinned {
                             r.task = task.clone();
                         }
-                    });
-                self.notify_subscribers(&scope, &id, Some(task));
+                    })
+                    .await;
+                if let Err(e) = stored {
+                    tracing::error!(task = %id, error = %e, "could not store a task's new status");
+                }
+                self.notify_subscribers(&scope, &id, Some(task)).await;
             }
         }
     }
@@ -267,6 +277,11 @@ impl ModernFront {
                         r.payload = payload.clone();
                     }
                 })
+                .await
+                .unwrap_or_else(|e| {
+                    tracing::error!(task = %id, error = %e, "could not store a task's outcome");
+                    None
+                })
                 .is_some();
             // The task has ended (a cancel's error can come before the
             // cancel's own answer): nobody will answer what it asked.
@@ -287,11 +302,15 @@ impl ModernFront {
                     .await
                 && let Ok(t) = from_value::<legacy::Task>("task", &v)
             {
-                front
+                let stored = front
                     .ledger
-                    .update(&scope, &id, now, &mut |r| r.task = t.clone());
+                    .update(&scope, &id, now, &mut |r| r.task = t.clone())
+                    .await;
+                if let Err(e) = stored {
+                    tracing::error!(task = %id, error = %e, "could not store a task's end");
+                }
             }
-            front.notify_subscribers(&scope, &id, None);
+            front.notify_subscribers(&scope, &id, None).await;
         });
     }
 
@@ -376,13 +395,13 @@ impl ModernFront {
 
     /// Sends `notifications/tasks` to the scope's listen streams that
     /// follow `task_id`.
-    pub(super) fn notify_subscribers(
+    pub(super) async fn notify_subscribers(
         &self,
         scope: &str,
         task_id: &str,
         task: Option<legacy::Task>,
     ) {
-        let Some((task, payload)) = self.view(scope, task_id, task) else {
+        let Some((task, payload)) = self.view(scope, task_id, task).await else {
             return;
         };
         for s in self
@@ -407,14 +426,22 @@ impl ModernFront {
     }
 
     /// What a task notification says of `task_id`: `task` (or the ledger's
-    /// last view of it) with its payload.
-    fn view(
+    /// last view of it) with its payload. A store that cannot be read
+    /// leaves out what only the record holds (logged).
+    async fn view(
         &self,
         scope: &str,
         task_id: &str,
         task: Option<legacy::Task>,
     ) -> Option<(legacy::Task, Payload)> {
-        let rec = self.ledger.get(scope, task_id, self.clock.now_ms());
+        let rec = self
+            .ledger
+            .get(scope, task_id, self.clock.now_ms())
+            .await
+            .unwrap_or_else(|e| {
+                tracing::error!(task = %task_id, error = %e, "could not read a task to tell its listeners");
+                None
+            });
         let mut task = task.or_else(|| rec.as_ref().map(|r| r.task.clone()))?;
         crate::bridge::bounded_ttl(&mut task.ttl, self.config.max_task_ttl_ms);
         if task.status == crate::wire::TaskStatus::Working && self.pending_inputs(task_id).is_some()
@@ -454,7 +481,7 @@ impl ModernSession {
     /// ask for it by id, and it must not count against the client's cap
     /// (the client asked for no task), as the legacy front's driven tasks
     /// do not.
-    pub(super) fn track(
+    pub(super) async fn track(
         self: &Arc<Self>,
         created: &Value,
         driven: bool,
@@ -469,7 +496,13 @@ impl ModernSession {
                 .record_expiry(task.ttl, self.front.config.max_task_ttl_ms),
         );
         let record = TaskRecord::new(self.scope.key().to_owned(), task, expires_at);
-        if !driven && let Err(e) = self.front.ledger.insert(record, self.front.clock.now_ms()) {
+        if !driven
+            && let Err(e) = self
+                .front
+                .ledger
+                .insert(record, self.front.clock.now_ms())
+                .await
+        {
             let (upstream, task_id) = (self.front.upstream.clone(), id.clone());
             let cancel = async move {
                 upstream
@@ -478,17 +511,21 @@ impl ModernSession {
             };
             return Err(crate::bridge::cancel_unrecorded(id, cancel, e));
         }
-        let mut early = lock(&self.front.early);
-        lock(&self.front.tasks).insert(
-            id.clone(),
-            LiveTask::new(self.scope.key().to_owned(), driven),
-        );
-        // Input the server asked for before the task was known here.
-        let (mine, rest): (Vec<_>, Vec<_>) = early.drain(..).partition(|(t, _)| *t == id);
-        *early = rest;
-        drop(early);
+        let mine = {
+            let mut early = lock(&self.front.early);
+            lock(&self.front.tasks).insert(
+                id.clone(),
+                LiveTask::new(self.scope.key().to_owned(), driven),
+            );
+            // Input the server asked for before the task was known here.
+            let (mine, rest): (Vec<_>, Vec<_>) = early.drain(..).partition(|(t, _)| *t == id);
+            *early = rest;
+            mine
+        };
         for (_, req) in mine {
-            self.front.capture_task_input(&id, &req);
+            if let Some(Some(scope)) = self.front.capture_task_input(&id, &req) {
+                self.front.notify_subscribers(&scope, &id, None).await;
+            }
         }
         self.front.watch_outcome(self.scope.key().to_owned(), id);
         Ok(())
@@ -621,32 +658,34 @@ impl ModernSession {
     /// or dropped the task early) has failed: stored so, its error cached,
     /// listen streams told, and answered as such. A task that had already
     /// ended, its outcome not fetched, stays unknown.
-    fn lost(&self, id: &str, why: &str) -> RpcResult {
+    async fn lost(&self, id: &str, why: &str) -> RpcResult {
         let (rec, changed) =
-            crate::bridge::mark_lost(&*self.front.ledger, &self.front.clock, &self.scope, id, why)?;
+            crate::bridge::mark_lost(&*self.front.ledger, &self.front.clock, &self.scope, id, why)
+                .await?;
         let rec = rec
             .filter(|r| matches!(r.payload, Payload::Error(_)))
             .ok_or(ShimError::UnknownTask)?;
         if changed {
-            self.front.notify_subscribers(&self.scope, id, None);
+            self.front.notify_subscribers(&self.scope, id, None).await;
         }
         let mut task = rec.task;
         task.extra.remove("_meta");
         Ok(ttask::get_result_to_modern_owned(&task, rec.payload))
     }
 
-    fn record(&self, params: &Value) -> Result<TaskRecord, ErrorObject> {
+    async fn record(&self, params: &Value) -> Result<TaskRecord, ErrorObject> {
         let id = ttask::task_id_param(Some(params))?;
         self.front
             .ledger
-            .try_get(&self.scope, id, self.front.clock.now_ms())
+            .get(&self.scope, id, self.front.clock.now_ms())
+            .await
             .map_err(ShimError::from)?
             .ok_or_else(|| ShimError::UnknownTask.into())
     }
 
     pub(super) async fn tasks_get(&self, params: &Value, meta: &RequestMeta) -> RpcResult {
         require_tasks(meta)?;
-        let rec = self.record(params)?;
+        let rec = self.record(params).await?;
         let id = rec.id().to_owned();
         if rec.task.status.is_terminal() && rec.payload != Payload::None {
             // Settled and cached: nothing upstream can change it, and after
@@ -666,7 +705,7 @@ impl ModernSession {
                 return Err(held_elsewhere(&id));
             }
             Err(e) if e.code == crate::error::codes::INVALID_PARAMS => {
-                return self.lost(&id, &e.message);
+                return self.lost(&id, &e.message).await;
             }
             Err(e) => return Err(e),
         };
@@ -695,10 +734,13 @@ impl ModernSession {
             crate::wire::TaskStatus::Completed | crate::wire::TaskStatus::Failed
         ) && matches!(payload, Payload::None)
         {
-            if !self
+            if self
                 .front
                 .ledger
-                .contains(&self.scope, &id, self.front.clock.now_ms())
+                .get_task(&self.scope, &id, self.front.clock.now_ms())
+                .await
+                .map_err(ShimError::from)?
+                .is_none()
             {
                 return Err(ShimError::UnknownTask.into());
             }
@@ -717,14 +759,14 @@ impl ModernSession {
         Ok(ttask::get_result_to_modern_owned(&task, payload))
     }
 
-    pub(super) fn tasks_update(&self, params: &Value, meta: &RequestMeta) -> RpcResult {
+    pub(super) async fn tasks_update(&self, params: &Value, meta: &RequestMeta) -> RpcResult {
         require_tasks(meta)?;
         // The shape first, as a 2026-07-28 server checks it: its error
         // says what is wrong, and is the same for any task id.
         let answers = input::input_responses(Some(params))?.ok_or_else(|| {
             ShimError::InvalidParams("tasks/update needs inputResponses (an object)".into())
         })?;
-        let rec = self.record(params)?;
+        let rec = self.record(params).await?;
         if !rec.task.status.is_terminal() && self.maybe_elsewhere(rec.id()) {
             // Its questions were asked on another instance's upstream
             // session: acknowledging here would drop the answers.
@@ -758,7 +800,7 @@ impl ModernSession {
 
     pub(super) async fn tasks_cancel(&self, params: &Value, meta: &RequestMeta) -> RpcResult {
         require_tasks(meta)?;
-        let rec = self.record(params)?;
+        let rec = self.record(params).await?;
         match self
             .front
             .call("tasks/cancel", json!({"taskId": rec.id()}))
@@ -793,7 +835,7 @@ impl ModernSession {
 
     /// `subscriptions/listen`: the stream stays open (no answer until
     /// teardown); an acknowledgement names the task ids accepted.
-    pub(super) fn listen(&self, req: &Request, meta: &RequestMeta) -> Option<RpcResult> {
+    pub(super) async fn listen(&self, req: &Request, meta: &RequestMeta) -> Option<RpcResult> {
         // Nothing would ever come on a stream opened now.
         if let Some(why) = self.front.fate.gone_for_good() {
             return Some(Err(ShimError::Upstream(why).into()));
@@ -823,10 +865,14 @@ impl ModernSession {
             return Some(Err(ShimError::TasksExtensionRequired.into()));
         }
         let now = self.front.clock.now_ms();
-        let accepted: Vec<String> = wanted
-            .into_iter()
-            .filter(|t| self.front.ledger.get(&self.scope, t, now).is_some())
-            .collect();
+        let mut accepted: Vec<String> = Vec::with_capacity(wanted.len());
+        for t in wanted {
+            match self.front.ledger.get_task(&self.scope, &t, now).await {
+                Ok(Some(_)) => accepted.push(t),
+                Ok(None) => {}
+                Err(e) => return Some(Err(ShimError::from(e).into())),
+            }
+        }
         // Acknowledged only if the server sends it (the schema: the ack
         // lists what the server supports).
         let lists: Vec<ListKind> = ListKind::ALL
@@ -857,7 +903,7 @@ impl ModernSession {
         // The current state of each task, so that a change made before the
         // stream opened (a question already asked) is not lost.
         for t in &accepted {
-            if let Some((task, payload)) = self.front.view(&self.scope, t, None) {
+            if let Some((task, payload)) = self.front.view(&self.scope, t, None).await {
                 let params = notify::status_to_modern(&task, &payload, &req.id);
                 if let Some(sub) = lock(&self.subscriptions)
                     .iter_mut()

@@ -796,7 +796,7 @@ pub(super) fn get_stream(app: Arc<App>, sid: &str, principal: Option<Principal>)
         .into_response()
 }
 
-pub(super) fn delete(app: Arc<App>, sid: &str, principal: Option<Principal>) -> Response {
+pub(super) async fn delete(app: Arc<App>, sid: &str, principal: Option<Principal>) -> Response {
     app.metrics.count(Revision::Legacy, "DELETE");
     let removed = {
         let mut sessions = lock(&app.sessions);
@@ -808,19 +808,21 @@ pub(super) fn delete(app: Arc<App>, sid: &str, principal: Option<Principal>) -> 
     let Some(s) = removed else {
         return unknown_session(None);
     };
-    end(&app, &s, "the session was deleted");
+    end(&app, &s, "the session was deleted").await;
     tracing::info!(session = %sid, "legacy HTTP session deleted");
     StatusCode::OK.into_response()
 }
 
 /// What ending a session (removed from the map already) takes with it.
-fn end(app: &App, s: &HttpSession, why: &str) {
+async fn end(app: &App, s: &HttpSession, why: &str) {
     // Later questions fail too: nobody is left to answer them, and one
     // left waiting would keep the session in memory.
     s.engine.end(why);
     // Session-scoped tasks go with the session; principal-scoped ones stay.
-    if s.engine.scope().ends_with_session() {
-        app.ledger.drop_scope(s.engine.scope());
+    if s.engine.scope().ends_with_session()
+        && let Err(e) = app.ledger.drop_scope(s.engine.scope().key()).await
+    {
+        tracing::error!(error = %e, "could not drop the tasks of an ended session");
     }
 }
 
@@ -836,7 +838,7 @@ pub(super) fn end_waits(app: &App, why: &str) {
 
 /// Ends the sessions idle for longer than the configured time; returns
 /// how many. Run by the sweeper every second.
-pub(super) fn expire_idle(app: &App) -> usize {
+pub(super) async fn expire_idle(app: &App) -> usize {
     let Some(idle) = app.opts.session_idle_timeout else {
         return 0;
     };
@@ -861,7 +863,7 @@ pub(super) fn expire_idle(app: &App) -> usize {
             .collect()
     };
     for (sid, s) in &expired {
-        end(app, s, "the session expired");
+        end(app, s, "the session expired").await;
         tracing::info!(session = %sid, idle_s = idle.as_secs(), "idle legacy HTTP session expired");
     }
     expired.len()

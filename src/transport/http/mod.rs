@@ -315,7 +315,10 @@ impl HttpShim {
         let ended = app.clone();
         crate::bridge::spawn_follower(
             events,
-            move |ev| pump.upstream_event(ev),
+            move |ev| {
+                let pump = pump.clone();
+                async move { pump.upstream_event(ev).await }
+            },
             move || {
                 if let Some(front) = &ended.modern {
                     front.upstream_ended();
@@ -329,23 +332,23 @@ impl HttpShim {
         if let Some(front) = &app.legacy {
             sweepers.push(crate::bridge::spawn_sweeper(
                 Arc::downgrade(front),
-                LegacyFront::sweep,
+                |f: Arc<LegacyFront>| async move { f.sweep().await },
             ));
         }
         if let Some(front) = &app.modern {
             sweepers.push(crate::bridge::spawn_sweeper(
                 Arc::downgrade(front),
-                ModernFront::sweep,
+                |f: Arc<ModernFront>| async move { f.sweep().await },
             ));
         }
         if app.opts.session_idle_timeout.is_some() {
             sweepers.push(crate::bridge::spawn_sweeper(
                 Arc::downgrade(&app),
-                legacy::expire_idle,
+                |app: Arc<App>| async move { legacy::expire_idle(&app).await },
             ));
             sweepers.push(crate::bridge::spawn_sweeper(
                 Arc::downgrade(&app),
-                legacy_relay::expire_idle,
+                |app: Arc<App>| async move { legacy_relay::expire_idle(&app) },
             ));
         }
         Ok(HttpShim {
@@ -527,13 +530,13 @@ impl App {
         })
     }
 
-    fn upstream_event(&self, ev: UpstreamEvent) {
+    async fn upstream_event(&self, ev: UpstreamEvent) {
         if let UpstreamEvent::Closed(reason) = &ev {
             tracing::error!(%reason, "upstream gone");
         }
         match (&self.legacy, &self.modern) {
-            (Some(front), _) => front.handle_upstream(ev),
-            (_, Some(front)) => front.handle_upstream(ev),
+            (Some(front), _) => front.handle_upstream(ev).await,
+            (_, Some(front)) => front.handle_upstream(ev).await,
             _ => {}
         }
     }
@@ -769,7 +772,7 @@ async fn delete_endpoint(
     };
     match headers::header(&headers, "mcp-session-id") {
         Some(sid) if legacy_relay::holds(&app, sid) => legacy_relay::delete(app, sid, principal),
-        Some(sid) => legacy::delete(app, sid, principal),
+        Some(sid) => legacy::delete(app, sid, principal).await,
         None => method_not_allowed(),
     }
 }
@@ -788,7 +791,10 @@ async fn metrics_endpoint(State(app): State<Arc<App>>) -> Response {
         (
             "mcp_shim_ledger_tasks",
             "Task records held in the ledger (expired ones until swept).",
-            app.ledger.len() as u64,
+            app.ledger.len().await.unwrap_or_else(|e| {
+                tracing::error!(error = %e, "metrics: could not count the ledger's tasks");
+                0
+            }) as u64,
         ),
         (
             "mcp_shim_tracked_tasks",

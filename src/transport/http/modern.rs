@@ -63,7 +63,7 @@ pub(super) async fn post(
         if listen {
             return relay_listen(&app, req, scope).await;
         }
-        return match not_the_callers_task(&app, req, scope) {
+        return match not_the_callers_task(&app, req, scope).await {
             Ok(None) => relay_inline(&app, req, body, scope).await,
             Ok(Some(task_id)) => relay_as_unknown(&app, req, task_id).await,
             Err(e) => error_response(StatusCode::OK, Some(id), e),
@@ -218,7 +218,7 @@ async fn stream(
 async fn relay_listen(app: &App, req: &Request, scope: &str) -> Response {
     let id = req.id.clone();
     let mut params = req.params.clone().unwrap_or_default();
-    let own = match own_task_filter(app, &mut params, scope) {
+    let own = match own_task_filter(app, &mut params, scope).await {
         Ok(own) => own,
         Err(e) => return error_response(StatusCode::OK, Some(id), e),
     };
@@ -294,7 +294,7 @@ async fn relay_listen(app: &App, req: &Request, scope: &str) -> Response {
 /// Cuts `params.notifications.taskIds` of a listen down to the tasks the
 /// ledger records for `scope`; returns those ids (what the stream may
 /// carry task notifications for).
-fn own_task_filter(
+async fn own_task_filter(
     app: &App,
     params: &mut serde_json::Value,
     scope: &str,
@@ -309,7 +309,7 @@ fn own_task_filter(
     };
     let now = app.clock.now_ms();
     for task_id in ids.iter().filter_map(serde_json::Value::as_str) {
-        if app.ledger.scope_of(task_id, now)?.as_deref() == Some(scope) {
+        if app.ledger.scope_of(task_id, now).await?.as_deref() == Some(scope) {
             own.insert(task_id.to_owned());
         }
     }
@@ -367,7 +367,7 @@ fn stream_end(end: Result<crate::upstream::RpcResult, ShimError>, id: &Id) -> Me
 /// one the shim made for a 2025-11-25 session) or not at all: the record
 /// of a task whose session ended goes with the session, while the task
 /// itself may live on upstream.
-fn not_the_callers_task<'r>(
+async fn not_the_callers_task<'r>(
     app: &App,
     req: &'r Request,
     scope: &str,
@@ -386,7 +386,7 @@ fn not_the_callers_task<'r>(
     else {
         return Ok(None);
     };
-    let owner = app.ledger.scope_of(task_id, app.clock.now_ms())?;
+    let owner = app.ledger.scope_of(task_id, app.clock.now_ms()).await?;
     Ok((owner.as_deref() != Some(scope)).then_some(task_id))
 }
 
@@ -448,7 +448,7 @@ fn stand_in_for(id: &str) -> String {
 /// running unrecorded: another scope could then reach it, and the cap
 /// would not hold. It is cancelled upstream, and the error returned is the
 /// client's answer instead of the task, as on the translating paths.
-fn record_created(
+async fn record_created(
     app: &App,
     req: &Request,
     scope: &str,
@@ -473,7 +473,7 @@ fn record_created(
                 .record_expiry(d.task.ttl_ms, app.opts.bridge.max_task_ttl_ms),
         ),
     );
-    let Err(refused) = app.ledger.insert(record, app.clock.now_ms()) else {
+    let Err(refused) = app.ledger.insert(record, app.clock.now_ms()).await else {
         return Ok(());
     };
     tracing::warn!(task = %task_id, error = %refused, "a relayed task was not recorded; cancelling it upstream");
@@ -489,9 +489,14 @@ fn record_created(
 
 /// The answer to relayed `req`: `result`, or the refusal of the task it
 /// created when the ledger would not record it ([`record_created`]).
-fn relayed_answer(app: &App, req: &Request, scope: &str, result: serde_json::Value) -> Message {
+async fn relayed_answer(
+    app: &App,
+    req: &Request,
+    scope: &str,
+    result: serde_json::Value,
+) -> Message {
     let recorded = if req.method == "tools/call" {
-        record_created(app, req, scope, &result)
+        record_created(app, req, scope, &result).await
     } else {
         Ok(())
     };
@@ -522,7 +527,7 @@ async fn relay_inline(app: &App, req: &Request, body: Bytes, scope: &str) -> Res
         None => {
             let params = req.params.clone().unwrap_or_default();
             let m = match app.upstream.request(&req.method, params).await {
-                Ok(Ok(result)) => relayed_answer(app, req, scope, result),
+                Ok(Ok(result)) => relayed_answer(app, req, scope, result).await,
                 Ok(Err(error)) => Message::error(Some(req.id.clone()), error),
                 Err(e) => Message::error(Some(req.id.clone()), e.into()),
             };
@@ -535,7 +540,7 @@ async fn relay_inline(app: &App, req: &Request, body: Bytes, scope: &str) -> Res
             if creates
                 && memchr::memmem::find(&body, b"\"task\"").is_some()
                 && let Ok(v) = serde_json::from_slice::<serde_json::Value>(&body)
-                && let Err(error) = record_created(app, req, scope, &v["result"])
+                && let Err(error) = record_created(app, req, scope, &v["result"]).await
             {
                 let m = Message::error(Some(req.id.clone()), error);
                 return json_response(modern_status(m_code(&m)), &m);
@@ -546,7 +551,7 @@ async fn relay_inline(app: &App, req: &Request, body: Bytes, scope: &str) -> Res
     };
     match message {
         Message::Response(r) => {
-            let m = relayed_answer(app, req, scope, r.result);
+            let m = relayed_answer(app, req, scope, r.result).await;
             json_response(modern_status(m_code(&m)), &m)
         }
         // Errors are rare: rebuilt, so they read exactly as before.
