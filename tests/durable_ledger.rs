@@ -607,3 +607,67 @@ async fn an_http_shim_sweeps_what_an_ended_stdio_process_left() {
     stop(second);
     let _ = std::fs::remove_file(&ledger);
 }
+
+/// A task that finishes while Redis does not answer: the shim could not
+/// store its outcome then, and must not drop it. Once Redis answers again
+/// the outcome is in the ledger, so `tasks/get` answers it with the
+/// upstream gone (nothing left to ask), through this instance and through
+/// another one on the same Redis.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_outcome_seen_while_redis_is_frozen_is_stored_when_it_is_back() {
+    let redis = support::redis::RedisServer::start();
+    let upstream = HttpReference::start(LEGACY, &[]);
+    let c = client();
+    let first = shim(&upstream, Some(&redis.url()));
+    let created = modern_ok(
+        &c,
+        &first,
+        "t1",
+        "tools/call",
+        json!({"name": "slow_compute", "arguments": {"seconds": 4, "label": "outage"}}),
+    )
+    .await;
+    assert_eq!(created["resultType"], "task", "{created}");
+    let id = created["taskId"].as_str().expect("a task id").to_owned();
+    // The shim follows the task's outcome upstream; it arrives while
+    // Redis is frozen, and storing it times out (logged when it does).
+    redis.freeze();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while first.logged("could not store a task's outcome").is_empty() {
+        assert!(Instant::now() < deadline, "the outcome never came");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    redis.thaw();
+    // The shim then asks the upstream for the final status, and stores
+    // it and the kept outcome: wait until Redis holds both (bounded),
+    // then take the upstream away, so nobody can tell the shim again.
+    let mut raw = redis::Client::open(redis.url())
+        .and_then(|c| c.get_connection())
+        .expect("a probe connection");
+    let key = format!("mcp-tasks-shim:rec:{id}");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let stored: Option<String> = redis::cmd("GET").arg(&key).query(&mut raw).expect("GET");
+        let stored: Value = serde_json::from_str(&stored.unwrap_or_default()).unwrap_or_default();
+        if stored["task"]["status"] == "completed" && stored["payload"]["kind"] == "result" {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the outcome never reached redis: {stored}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    drop(upstream);
+    let here = modern_ok(&c, &first, "t1", "tasks/get", json!({"taskId": id})).await;
+    assert_eq!(here["status"], "completed", "{here}");
+    assert!(text_of(&here["result"]).contains("outage"), "{here}");
+    // Its upstream goes as soon as it has started: a new upstream session
+    // would not know the task anyway.
+    let second = shim(&HttpReference::start(LEGACY, &[]), Some(&redis.url()));
+    let there = modern_ok(&c, &second, "t1", "tasks/get", json!({"taskId": id})).await;
+    assert_eq!(there["status"], "completed", "{there}");
+    assert_eq!(there["result"], here["result"], "the same cached result");
+    stop(second);
+    stop(first);
+}

@@ -503,3 +503,71 @@ async fn a_dead_redis_is_an_error_not_a_hang() {
     assert!(l.len().await.is_err());
     assert!(RedisLedger::open(&url, "gone", 10).await.is_err());
 }
+
+/// A task's outcome seen while Redis does not answer is kept, not
+/// dropped: once Redis is back, the next read of the task stores it
+/// first and shows it, and the background retry stores it even if
+/// nothing on this instance reads the task (another instance sees it).
+#[tokio::test]
+async fn a_change_redis_did_not_take_is_stored_when_it_is_back() {
+    let server = redis_server::RedisServer::start();
+    let url = server.url();
+    let here = RedisLedger::open(&url, "kept", 10).await.unwrap();
+    let there = RedisLedger::open(&url, "kept", 10).await.unwrap();
+    for id in ["read-here", "read-there"] {
+        here.insert(rec("alice", id, None), 0).await.unwrap();
+    }
+    server.freeze();
+    let finish = |id: &str| {
+        let id = id.to_owned();
+        let change: KeptChange = std::sync::Arc::new(move |r| {
+            r.task.status = TaskStatus::Completed;
+            r.payload = Payload::Result(serde_json::json!({"content": [], "id": id}));
+        });
+        change
+    };
+    for id in ["read-here", "read-there"] {
+        let stored = here.update_kept("alice", id, 0, finish(id)).await;
+        assert!(
+            matches!(stored, Err(LedgerError::TimedOut { .. })),
+            "{stored:?}"
+        );
+    }
+    server.thaw();
+    let got = here.get("alice", "read-here", 0).await.unwrap().unwrap();
+    assert_eq!(got.task.status, TaskStatus::Completed);
+    assert!(matches!(got.payload, Payload::Result(_)));
+    // Nothing reads "read-there" here: the background retry stores it.
+    // (It is scheduled on a timer, so this polls, bounded.)
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let seen = there.get("alice", "read-there", 0).await.unwrap().unwrap();
+        if seen.task.status == TaskStatus::Completed {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the kept change never reached redis"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+/// A read while Redis is still down answers the storage error, and the
+/// kept change stays kept for the read after it comes back.
+#[tokio::test]
+async fn a_read_during_the_outage_fails_and_the_change_stays_kept() {
+    let server = redis_server::RedisServer::start();
+    let l = RedisLedger::open(&server.url(), "kept", 10).await.unwrap();
+    l.insert(rec("alice", "t", None), 0).await.unwrap();
+    server.freeze();
+    let pin: KeptChange = std::sync::Arc::new(|r| r.cancel_pinned = true);
+    assert!(l.update_kept("alice", "t", 0, pin).await.is_err());
+    assert!(matches!(
+        l.get_task("alice", "t", 0).await,
+        Err(LedgerError::TimedOut { .. })
+    ));
+    assert!(l.list("alice", None, 10, 0).await.is_err());
+    server.thaw();
+    assert!(l.list("alice", None, 10, 0).await.unwrap().records[0].cancel_pinned);
+}

@@ -131,6 +131,10 @@ impl From<LedgerError> for crate::error::ShimError {
 /// new record from the one it is given.
 pub type Change<'a> = &'a mut (dyn FnMut(&mut TaskRecord) + Send);
 
+/// A change [`TaskLedger::update_kept`] may keep to apply later: owned,
+/// and applied as many times as the store needs.
+pub type KeptChange = std::sync::Arc<dyn Fn(&mut TaskRecord) + Send + Sync>;
+
 /// Storage of task records, scoped.
 ///
 /// Implementations are shared by all sessions of a shim process, so every
@@ -206,6 +210,22 @@ pub trait TaskLedger: Send + Sync + std::fmt::Debug {
         now: Millis,
         change: Change<'_>,
     ) -> Result<Option<TaskRecord>, LedgerError>;
+
+    /// [`TaskLedger::update`] for a change that must not be lost to a
+    /// store outage: what the upstream said of a task (its new status, its
+    /// outcome). It fails as `update` does, but a store that can keep the
+    /// change (the Redis ledger) keeps one it could not store, stores it
+    /// when it can, and applies it before any later call on the task, so
+    /// a read once the store is back shows it. The default is `update`.
+    async fn update_kept(
+        &self,
+        scope: &str,
+        task_id: &str,
+        now: Millis,
+        change: KeptChange,
+    ) -> Result<Option<TaskRecord>, LedgerError> {
+        self.update(scope, task_id, now, &mut |r| change(r)).await
+    }
 
     /// A page of `scope`'s records, newest first, `limit` at most, each
     /// without its payload, as [`TaskLedger::get_task`] reads it: a page

@@ -36,17 +36,29 @@
 //! [`IO_TIMEOUT`] (`tokio::time::timeout`), so a dead or frozen Redis
 //! turns into errors (`-32603`), never into a hang.
 //!
+//! A change [`TaskLedger::update_kept`] could not store (what the
+//! upstream said of a task: its status, its outcome) is kept in this
+//! process, by task, oldest first (at most `MAX_UNFLUSHED` tasks' worth;
+//! beyond that one is dropped, logged at `error`). A background task
+//! stores them with a growing pause while Redis fails, and every call
+//! on a task (a read, an update, a page of its scope) stores its kept
+//! changes first, so a read once Redis is back never shows the record as
+//! it was before them; while Redis still fails, that read fails
+//! (`-32603`). A shim that stops before Redis is back loses them.
+//!
 //! The key layout assumes one Redis node (or one hash slot): the scripts
 //! build key names from their arguments.
 
-use std::sync::Mutex;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use redis::Script;
 use redis::aio::MultiplexedConnection;
 
 use super::stored::{Stored, apply_change};
-use super::{Change, LedgerError, Millis, Page, TaskLedger, TaskRecord};
+use super::{Change, KeptChange, LedgerError, Millis, Page, TaskLedger, TaskRecord};
 
 /// Bound on every Redis call (and on opening a connection).
 pub const IO_TIMEOUT: Duration = Duration::from_secs(2);
@@ -158,6 +170,12 @@ return 1
 /// # Ok(()) }
 /// ```
 pub struct RedisLedger {
+    /// Shared with the task that stores kept changes in the background.
+    redis: Arc<Redis>,
+}
+
+/// The connection, the scripts, and the changes not stored yet.
+struct Redis {
     client: redis::Client,
     /// The open connection, if any: cloned out for each call (clones share
     /// it), dropped when a call finds the link broken.
@@ -168,17 +186,39 @@ pub struct RedisLedger {
     evict: Script,
     drop_scope: Script,
     replace: Script,
+    /// Changes that could not be stored, by (scope, task id), in order.
+    unflushed: Mutex<HashMap<(String, String), Kept>>,
+    /// Held while kept changes are being stored, so a read waits for a
+    /// store in flight instead of reading around it.
+    flushing: tokio::sync::Mutex<()>,
+    /// Whether the background task that stores kept changes runs.
+    flusher: AtomicBool,
 }
+
+/// The changes kept for one task, oldest first, and the latest clock
+/// they were made at.
+struct Kept {
+    changes: Vec<KeptChange>,
+    now: Millis,
+}
+
+/// Tasks with changes kept at most: beyond that a change that cannot be
+/// stored is dropped (and logged), so a long outage cannot use up memory.
+const MAX_UNFLUSHED: usize = 10_000;
+
+/// The first pause of the background retry; it doubles up to
+/// [`MAX_FLUSH_PAUSE`] while the store keeps failing.
+const FIRST_FLUSH_PAUSE: Duration = Duration::from_millis(100);
+/// The longest pause between two background retries.
+const MAX_FLUSH_PAUSE: Duration = Duration::from_secs(5);
 
 impl std::fmt::Debug for RedisLedger {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let r = &self.redis;
         f.debug_struct("RedisLedger")
-            .field(
-                "server",
-                &self.client.get_connection_info().addr().to_string(),
-            )
-            .field("prefix", &self.prefix)
-            .field("per_scope_cap", &self.per_scope_cap)
+            .field("server", &r.client.get_connection_info().addr().to_string())
+            .field("prefix", &r.prefix)
+            .field("per_scope_cap", &r.per_scope_cap)
             .finish_non_exhaustive()
     }
 }
@@ -265,7 +305,7 @@ impl RedisLedger {
             return Err(LedgerError::Storage("redis key prefix is empty".into()));
         }
         let client = redis::Client::open(url).map_err(storage)?;
-        let ledger = RedisLedger {
+        let ledger = Redis {
             client,
             conn: Mutex::new(None),
             prefix: prefix.to_owned(),
@@ -274,12 +314,19 @@ impl RedisLedger {
             evict: Script::new(&format!("{EVICT_LUA}{EVICT_ONLY_LUA}")),
             drop_scope: Script::new(DROP_SCOPE_LUA),
             replace: Script::new(REPLACE_LUA),
+            unflushed: Mutex::new(HashMap::new()),
+            flushing: tokio::sync::Mutex::new(()),
+            flusher: AtomicBool::new(false),
         };
         let mut c = ledger.conn().await?;
         let _: String = ledger.run(redis::cmd("PING").query_async(&mut c)).await?;
-        Ok(ledger)
+        Ok(RedisLedger {
+            redis: Arc::new(ledger),
+        })
     }
+}
 
+impl Redis {
     /// The open connection, or a new one.
     async fn conn(&self) -> Result<MultiplexedConnection, LedgerError> {
         if let Some(c) = self.lock().as_ref() {
@@ -492,12 +539,7 @@ impl RedisLedger {
     }
 }
 
-#[async_trait::async_trait]
-impl TaskLedger for RedisLedger {
-    fn shared_with_other_instances(&self) -> bool {
-        true
-    }
-
+impl Redis {
     async fn check_room(&self, scope: &str, now: Millis) -> Result<(), LedgerError> {
         let key = self.scope_key(scope);
         // The scope's set keeps expired ids until a sweep or an insert
@@ -627,6 +669,222 @@ impl TaskLedger for RedisLedger {
                 .query_async(&mut c),
         )
         .await
+    }
+}
+
+impl Redis {
+    fn kept(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Kept>> {
+        self.unflushed.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Stores the kept changes of the tasks `wanted` picks, oldest first,
+    /// before a call that reads or changes them: a read after Redis is
+    /// back shows them, never the record as it was before them. Fails
+    /// (the changes still kept) while Redis does.
+    async fn flush(&self, wanted: impl Fn(&(String, String)) -> bool) -> Result<(), LedgerError> {
+        if !self.kept().keys().any(&wanted) {
+            return Ok(());
+        }
+        let _flushing = self.flushing.lock().await;
+        let keys: Vec<(String, String)> =
+            self.kept().keys().filter(|k| wanted(k)).cloned().collect();
+        for key in keys {
+            let Some((changes, now)) = self.kept().get(&key).map(|k| (k.changes.clone(), k.now))
+            else {
+                continue;
+            };
+            let (scope, id) = &key;
+            let stored = self
+                .update(scope, id, now, &mut |r| {
+                    for change in &changes {
+                        change(r);
+                    }
+                })
+                .await?;
+            let mut kept = self.kept();
+            if let Some(k) = kept.get_mut(&key) {
+                k.changes.drain(..changes.len());
+                if k.changes.is_empty() {
+                    kept.remove(&key);
+                }
+            }
+            drop(kept);
+            match stored {
+                Some(_) => {
+                    tracing::info!(task = %id, changes = changes.len(), "shared ledger: stored the changes kept while redis failed")
+                }
+                None => {
+                    tracing::info!(task = %id, "shared ledger: the task of kept changes is gone; dropped them")
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Keeps `change` of `scope`'s task `id` to store later (see
+    /// [`TaskLedger::update_kept`]), and makes sure something retries.
+    fn keep(self: &Arc<Self>, scope: &str, id: &str, now: Millis, change: KeptChange) {
+        let mut kept = self.kept();
+        let key = (scope.to_owned(), id.to_owned());
+        if !kept.contains_key(&key) && kept.len() >= MAX_UNFLUSHED {
+            tracing::error!(task = %id, held = kept.len(), "shared ledger: too many changes wait for redis; this one is lost");
+            return;
+        }
+        let k = kept.entry(key).or_insert_with(|| Kept {
+            changes: Vec::new(),
+            now,
+        });
+        k.changes.push(change);
+        k.now = k.now.max(now);
+        drop(kept);
+        tracing::warn!(task = %id, "shared ledger: change kept until redis answers again");
+        if !self.flusher.swap(true, Ordering::AcqRel) {
+            tokio::spawn(retry_kept(Arc::downgrade(self)));
+        }
+    }
+}
+
+/// Stores kept changes in the background, with a growing pause between
+/// attempts, until none is left (or the ledger is gone).
+async fn retry_kept(redis: std::sync::Weak<Redis>) {
+    let mut pause = FIRST_FLUSH_PAUSE;
+    loop {
+        tokio::time::sleep(pause).await;
+        let Some(redis) = redis.upgrade() else { return };
+        match redis.flush(|_| true).await {
+            Ok(()) => {
+                redis.flusher.store(false, Ordering::Release);
+                // A change kept after the flush looked, whose keeper saw
+                // this task still running, is this task's to store.
+                if redis.kept().is_empty() || redis.flusher.swap(true, Ordering::AcqRel) {
+                    return;
+                }
+                pause = FIRST_FLUSH_PAUSE;
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "shared ledger: redis still fails; kept changes wait");
+                pause = (pause * 2).min(MAX_FLUSH_PAUSE);
+            }
+        }
+    }
+}
+
+/// Whether `e` is the store failing (worth trying again), not an answer.
+fn store_failed(e: &LedgerError) -> bool {
+    matches!(e, LedgerError::Storage(_) | LedgerError::TimedOut { .. })
+}
+
+#[async_trait::async_trait]
+impl TaskLedger for RedisLedger {
+    fn shared_with_other_instances(&self) -> bool {
+        true
+    }
+
+    async fn check_room(&self, scope: &str, now: Millis) -> Result<(), LedgerError> {
+        self.redis.check_room(scope, now).await
+    }
+
+    async fn insert(&self, record: TaskRecord, now: Millis) -> Result<(), LedgerError> {
+        // A new record replaces any of the same id: what was kept for the
+        // old one does not apply to it.
+        let id = record.id().to_owned();
+        self.redis.kept().retain(|(_, kept_id), _| *kept_id != id);
+        self.redis.insert(record, now).await
+    }
+
+    async fn get(
+        &self,
+        scope: &str,
+        task_id: &str,
+        now: Millis,
+    ) -> Result<Option<TaskRecord>, LedgerError> {
+        self.redis
+            .flush(|(s, i)| s == scope && i == task_id)
+            .await?;
+        self.redis.get(scope, task_id, now).await
+    }
+
+    async fn get_task(
+        &self,
+        scope: &str,
+        task_id: &str,
+        now: Millis,
+    ) -> Result<Option<TaskRecord>, LedgerError> {
+        self.redis
+            .flush(|(s, i)| s == scope && i == task_id)
+            .await?;
+        self.redis.get_task(scope, task_id, now).await
+    }
+
+    async fn update(
+        &self,
+        scope: &str,
+        task_id: &str,
+        now: Millis,
+        change: Change<'_>,
+    ) -> Result<Option<TaskRecord>, LedgerError> {
+        self.redis
+            .flush(|(s, i)| s == scope && i == task_id)
+            .await?;
+        self.redis.update(scope, task_id, now, change).await
+    }
+
+    /// Keeps a change Redis did not take, in this process: a background
+    /// task stores it once Redis answers again, and every later call on
+    /// the task stores it first. At most [`MAX_UNFLUSHED`] tasks' changes
+    /// are kept; a shim that stops before Redis is back loses them.
+    async fn update_kept(
+        &self,
+        scope: &str,
+        task_id: &str,
+        now: Millis,
+        change: KeptChange,
+    ) -> Result<Option<TaskRecord>, LedgerError> {
+        let stored = match self.redis.flush(|(s, i)| s == scope && i == task_id).await {
+            Ok(()) => {
+                self.redis
+                    .update(scope, task_id, now, &mut |r| change(r))
+                    .await
+            }
+            Err(e) => Err(e),
+        };
+        match stored {
+            Err(e) if store_failed(&e) => {
+                self.redis.keep(scope, task_id, now, change);
+                Err(e)
+            }
+            other => other,
+        }
+    }
+
+    async fn list(
+        &self,
+        scope: &str,
+        cursor: Option<&str>,
+        limit: usize,
+        now: Millis,
+    ) -> Result<Page, LedgerError> {
+        self.redis.flush(|(s, _)| s == scope).await?;
+        self.redis.list(scope, cursor, limit, now).await
+    }
+
+    async fn scope_of(&self, task_id: &str, now: Millis) -> Result<Option<String>, LedgerError> {
+        self.redis.flush(|(_, i)| i == task_id).await?;
+        self.redis.scope_of(task_id, now).await
+    }
+
+    async fn drop_scope(&self, scope: &str) -> Result<(), LedgerError> {
+        self.redis.drop_scope(scope).await?;
+        self.redis.kept().retain(|(s, _), _| s != scope);
+        Ok(())
+    }
+
+    async fn evict_expired(&self, now: Millis) -> Result<usize, LedgerError> {
+        self.redis.evict_expired(now).await
+    }
+
+    async fn len(&self) -> Result<usize, LedgerError> {
+        self.redis.len().await
     }
 }
 

@@ -1,6 +1,7 @@
 //! The 2025-11-25 `tasks/*` methods over a modern upstream.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde_json::{Value, json};
 use tokio::task::JoinSet;
@@ -145,40 +146,46 @@ impl LegacySession {
     /// task is not this scope's, or the store failed (logged here: the
     /// callers carry on with what the upstream said).
     pub(super) async fn record_seen(&self, d: &DetailedTask) -> Option<TaskRecord> {
-        let mut changed = false;
+        // Owned, so that a store that fails may keep the change for later
+        // (`update_kept`): a task that ends while the store is down must
+        // still read as ended once it is back.
+        let changed = Arc::new(AtomicBool::new(false));
+        let seen = self.seen_task(d);
+        let payload = d.payload.clone();
+        let flag = changed.clone();
+        let change: crate::ledger::KeptChange = Arc::new(move |rec| {
+            // Terminal is final: snapshots from the poller, the listen
+            // stream and the refreshes of tasks/get and tasks/list land
+            // out of order, and a stale `working` stored after the end
+            // would tell the client its finished task runs again.
+            if rec.cancel_pinned {
+                return;
+            }
+            if rec.task.status.is_terminal() {
+                // Only the same end's outcome, if it came later (a
+                // status notification carries none), is still taken.
+                if seen.status == rec.task.status
+                    && matches!(rec.payload, Payload::None)
+                    && !matches!(payload, Payload::None)
+                {
+                    rec.payload = payload.clone();
+                }
+                return;
+            }
+            flag.store(seen.status != rec.task.status, Ordering::Relaxed);
+            rec.task = seen.clone();
+            if seen.status.is_terminal() {
+                rec.payload = payload.clone();
+            }
+        });
         let stored = self
             .front
             .ledger
-            .update(
+            .update_kept(
                 &self.scope,
                 &d.task.task_id,
                 self.front.clock.now_ms(),
-                &mut |rec| {
-                    // Terminal is final: snapshots from the poller, the listen
-                    // stream and the refreshes of tasks/get and tasks/list land
-                    // out of order, and a stale `working` stored after the end
-                    // would tell the client its finished task runs again.
-                    if rec.cancel_pinned {
-                        return;
-                    }
-                    if rec.task.status.is_terminal() {
-                        // Only the same end's outcome, if it came later (a
-                        // status notification carries none), is still taken.
-                        if d.task.status == rec.task.status
-                            && matches!(rec.payload, Payload::None)
-                            && !matches!(d.payload, Payload::None)
-                        {
-                            rec.payload = d.payload.clone();
-                        }
-                        return;
-                    }
-                    let seen = self.seen_task(d);
-                    changed = seen.status != rec.task.status;
-                    rec.task = seen;
-                    if d.task.status.is_terminal() {
-                        rec.payload = d.payload.clone();
-                    }
-                },
+                change,
             )
             .await;
         let rec = match stored {
@@ -188,7 +195,7 @@ impl LegacySession {
                 return None;
             }
         };
-        if changed {
+        if changed.load(Ordering::Relaxed) {
             self.send(Message::notification(LEGACY_STATUS, to_value(&rec.task)));
         }
         if rec.is_terminal() {

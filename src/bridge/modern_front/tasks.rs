@@ -267,22 +267,29 @@ impl ModernFront {
             // A task already settled in the ledger (marked lost when the
             // child died, whose `tasks/result` then failed too) keeps that
             // outcome, and its listen streams are not told twice.
-            let mut settled_before = false;
+            // Kept for later by a store that fails now (`update_kept`): the
+            // outcome is fetched once, and must not be lost to an outage.
+            let settled = Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let (flag, outcome) = (settled.clone(), payload.clone());
+            let change: crate::ledger::KeptChange = Arc::new(move |r| {
+                if r.is_terminal() && r.payload != Payload::None {
+                    flag.store(true, std::sync::atomic::Ordering::Relaxed);
+                } else {
+                    r.payload = outcome.clone();
+                }
+            });
             let recorded = front
                 .ledger
-                .update(&scope, &id, now, &mut |r| {
-                    if r.is_terminal() && r.payload != Payload::None {
-                        settled_before = true;
-                    } else {
-                        r.payload = payload.clone();
-                    }
-                })
+                .update_kept(&scope, &id, now, change)
                 .await
-                .unwrap_or_else(|e| {
-                    tracing::error!(task = %id, error = %e, "could not store a task's outcome");
-                    None
-                })
-                .is_some();
+                .map_or_else(
+                    |e| {
+                        // Kept, where the store can: its status follows it.
+                        tracing::error!(task = %id, error = %e, "could not store a task's outcome");
+                        true
+                    },
+                    |rec| rec.is_some(),
+                );
             // The task has ended (a cancel's error can come before the
             // cancel's own answer): nobody will answer what it asked.
             front.close_inputs(&id, "the task has ended");
@@ -291,7 +298,7 @@ impl ModernFront {
                 // It has ended: no more progress.
                 live.progress = None;
             }
-            if settled_before {
+            if settled.load(std::sync::atomic::Ordering::Relaxed) {
                 return;
             }
             // The status the payload ends in, as tasks/get would say.
@@ -304,7 +311,7 @@ impl ModernFront {
             {
                 let stored = front
                     .ledger
-                    .update(&scope, &id, now, &mut |r| r.task = t.clone())
+                    .update_kept(&scope, &id, now, Arc::new(move |r| r.task = t.clone()))
                     .await;
                 if let Err(e) = stored {
                     tracing::error!(task = %id, error = %e, "could not store a task's end");
