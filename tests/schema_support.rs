@@ -661,3 +661,25 @@ fn repeated_validation_is_cached() {
     // Generous bound; without the cache each call would recompile the schema.
     assert!(elapsed < std::time::Duration::from_secs(20), "{elapsed:?}");
 }
+
+/// The schemas the crate bundles (what `testing::schema` validates with)
+/// are the official files beside the checkout, byte for byte.
+#[test]
+fn the_bundled_schemas_are_the_official_ones() {
+    let shared = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/schemas");
+    if !shared.is_dir() {
+        eprintln!(
+            "no {}: nothing to compare the bundled schemas with",
+            shared.display()
+        );
+        return;
+    }
+    for file in SchemaFile::ALL {
+        let official =
+            std::fs::read_to_string(shared.join(file.file_name())).expect("official schema");
+        assert!(
+            official == mcp_tasks_shim::testing::schema::bundled_text(file),
+            "{file}: the bundled copy in tests/schemas differs from ../shared/schemas"
+        );
+    }
+}

@@ -831,7 +831,7 @@ impl TaskLedger for RedisLedger {
 
     /// Keeps a change Redis did not take, in this process: a background
     /// task stores it once Redis answers again, and every later call on
-    /// the task stores it first. At most [`MAX_UNFLUSHED`] tasks' changes
+    /// the task stores it first. At most 10,000 tasks' changes (`MAX_UNFLUSHED`)
     /// are kept; a shim that stops before Redis is back loses them.
     async fn update_kept(
         &self,

@@ -18,6 +18,8 @@
 //! ```
 
 mod mask;
+#[cfg(feature = "testing")]
+pub mod schema;
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
