@@ -344,17 +344,18 @@ pub(super) enum SessionCap {
     Principal(usize),
 }
 
-/// The cap a new session of `principal` would go past, if any. Counted
-/// over the open sessions (a few thousand at most; an `initialize` is
-/// rare next to the requests of a session): no second tally to keep in
-/// step with every way a session ends.
-fn session_cap_reached(
+/// The cap a new session of `principal` would go past, if any, given the
+/// `owners` of the open sessions (bridged or relayed: each kind is capped
+/// on its own). Counted over the open sessions (a few thousand at most;
+/// an `initialize` is rare next to the requests of a session): no second
+/// tally to keep in step with every way a session ends.
+pub(super) fn session_cap_reached<'a>(
     app: &App,
-    sessions: &HashMap<String, Arc<HttpSession>>,
+    owners: impl ExactSizeIterator<Item = &'a Option<Principal>>,
     principal: &Option<Principal>,
 ) -> Option<SessionCap> {
     let opts = &app.opts;
-    if sessions.len() >= opts.max_sessions {
+    if owners.len() >= opts.max_sessions {
         return Some(SessionCap::All(opts.max_sessions));
     }
     let (cap, max) = match principal {
@@ -367,10 +368,7 @@ fn session_cap_reached(
             (SessionCap::Principal(max), max)
         }
     };
-    let held = sessions
-        .values()
-        .filter(|s| s.principal == *principal)
-        .count();
+    let held = owners.filter(|owner| *owner == principal).count();
     (held >= max).then_some(cap)
 }
 
@@ -411,7 +409,11 @@ pub(super) async fn initialize(
         let e = ShimError::InvalidRequest("initialize must be a request (with an id)".into());
         return error_response(StatusCode::BAD_REQUEST, None, e);
     };
-    let reached = session_cap_reached(&app, &lock(&app.sessions), &principal);
+    let reached = session_cap_reached(
+        &app,
+        lock(&app.sessions).values().map(|s| &s.principal),
+        &principal,
+    );
     if let Some(cap) = reached {
         return too_many_sessions(cap, Some(req.id));
     }
@@ -474,7 +476,11 @@ pub(super) async fn initialize(
     }
     {
         let mut sessions = lock(&app.sessions);
-        if let Some(cap) = session_cap_reached(&app, &sessions, &session.principal) {
+        if let Some(cap) = session_cap_reached(
+            &app,
+            sessions.values().map(|s| &s.principal),
+            &session.principal,
+        ) {
             drop(sessions);
             return too_many_sessions(cap, Some(id));
         }
@@ -506,9 +512,56 @@ fn session(app: &App, sid: &str, principal: &Option<Principal>) -> Option<Arc<Ht
 
 /// 404 for a session the shim does not know; a POSTed request's answer
 /// names its id (`None` for GET, DELETE, or a POSTed notification).
-fn unknown_session(id: Option<Id>) -> Response {
+pub(super) fn unknown_session(id: Option<Id>) -> Response {
     let e = ShimError::InvalidRequest("unknown or expired Mcp-Session-Id".into());
     error_response(StatusCode::NOT_FOUND, id, e)
+}
+
+/// The checks a POST to a 2025-11-25 session passes before its message
+/// goes anywhere, the same for a bridged session and a relayed one:
+/// `found` is the session the lookup gave (404 when none), then the
+/// MCP-Protocol-Version (400) and `--require-principal` on `tasks/list`
+/// (403). Gives the session back, or the refusal to answer with (boxed:
+/// a `Response` is large next to the session it stands in for).
+pub(super) fn admit<S>(
+    found: Option<S>,
+    app: &App,
+    msg: &Message,
+    hdrs: &HeaderMap,
+    principal: &Option<Principal>,
+) -> Result<S, Box<Response>> {
+    let Some(s) = found else {
+        let id = match msg {
+            Message::Request(r) => Some(r.id.clone()),
+            _ => None,
+        };
+        return Err(Box::new(unknown_session(id)));
+    };
+    // The 2025-11-25 transport: a server MUST answer 400 to an invalid
+    // or unsupported MCP-Protocol-Version (an absent one means 2025-03-26).
+    if let Some(v) = super::headers::header(hdrs, "mcp-protocol-version")
+        && !crate::revision::LEGACY_VERSIONS.contains(&v)
+    {
+        let e = ShimError::InvalidRequest(format!(
+            "unsupported MCP-Protocol-Version {v:?} in a 2025-11-25 session (one of {})",
+            crate::revision::LEGACY_VERSIONS.join(", ")
+        ));
+        return Err(Box::new(error_response(
+            StatusCode::BAD_REQUEST,
+            msg.id().cloned(),
+            e,
+        )));
+    }
+    if msg.method() == Some("tasks/list") && app.opts.require_principal && principal.is_none() {
+        let e =
+            ShimError::InvalidRequest("tasks/list needs an authenticated principal here".into());
+        return Err(Box::new(error_response(
+            StatusCode::FORBIDDEN,
+            msg.id().cloned(),
+            e,
+        )));
+    }
+    Ok(s)
 }
 
 pub(super) async fn post(
@@ -520,29 +573,10 @@ pub(super) async fn post(
 ) -> Response {
     app.metrics
         .count(Revision::Legacy, msg.method().unwrap_or("(response)"));
-    let Some(s) = session(&app, sid, &principal) else {
-        let id = match &msg {
-            Message::Request(r) => Some(r.id.clone()),
-            _ => None,
-        };
-        return unknown_session(id);
+    let s = match admit(session(&app, sid, &principal), &app, &msg, hdrs, &principal) {
+        Ok(s) => s,
+        Err(refusal) => return *refusal,
     };
-    // The 2025-11-25 transport: a server MUST answer 400 to an invalid
-    // or unsupported MCP-Protocol-Version (an absent one means 2025-03-26).
-    if let Some(v) = super::headers::header(hdrs, "mcp-protocol-version")
-        && !crate::revision::LEGACY_VERSIONS.contains(&v)
-    {
-        let e = ShimError::InvalidRequest(format!(
-            "unsupported MCP-Protocol-Version {v:?} in a 2025-11-25 session (one of {})",
-            crate::revision::LEGACY_VERSIONS.join(", ")
-        ));
-        return error_response(StatusCode::BAD_REQUEST, msg.id().cloned(), e);
-    }
-    if msg.method() == Some("tasks/list") && app.opts.require_principal && principal.is_none() {
-        let e =
-            ShimError::InvalidRequest("tasks/list needs an authenticated principal here".into());
-        return error_response(StatusCode::FORBIDDEN, msg.id().cloned(), e);
-    }
     let sse = super::accepts_sse(hdrs);
     let _in_use = InUse::new(&s, &app);
     exchange(&s, msg, sse).await

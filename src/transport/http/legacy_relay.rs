@@ -29,7 +29,7 @@ use tokio::sync::mpsc;
 use tokio_stream::StreamExt;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 
-use super::legacy::{SessionCap, too_many_sessions};
+use super::legacy::{admit, session_cap_reached, too_many_sessions, unknown_session};
 use super::{App, error_response, json_response};
 use crate::error::ShimError;
 use crate::jsonrpc::{Id, Message};
@@ -215,7 +215,11 @@ pub(super) async fn initialize(
     req: crate::jsonrpc::Request,
     principal: Option<Principal>,
 ) -> Response {
-    let reached = cap_reached(&app, &lock(&app.relays), &principal);
+    let reached = session_cap_reached(
+        &app,
+        lock(&app.relays).values().map(|s| &s.principal),
+        &principal,
+    );
     if let Some(cap) = reached {
         return too_many_sessions(cap, Some(req.id));
     }
@@ -291,7 +295,11 @@ pub(super) async fn initialize(
     }
     {
         let mut relays = lock(&app.relays);
-        if let Some(cap) = cap_reached(&app, &relays, &session.principal) {
+        if let Some(cap) = session_cap_reached(
+            &app,
+            relays.values().map(|s| &s.principal),
+            &session.principal,
+        ) {
             drop(relays);
             session.end("too many sessions");
             return too_many_sessions(cap, Some(id));
@@ -339,35 +347,6 @@ fn spawn_reader(
     });
 }
 
-/// The cap a new session of `principal` would go past, if any: the same
-/// caps as the bridged sessions' (see `legacy::session_cap_reached`),
-/// counted over the relayed ones.
-fn cap_reached(
-    app: &App,
-    relays: &HashMap<String, Arc<RelaySession>>,
-    principal: &Option<Principal>,
-) -> Option<SessionCap> {
-    let opts = &app.opts;
-    if relays.len() >= opts.max_sessions {
-        return Some(SessionCap::All(opts.max_sessions));
-    }
-    let (cap, max) = match principal {
-        None => {
-            let max = opts.anonymous_session_cap();
-            (SessionCap::Anonymous(max), max)
-        }
-        Some(_) => {
-            let max = opts.principal_session_cap();
-            (SessionCap::Principal(max), max)
-        }
-    };
-    let held = relays
-        .values()
-        .filter(|s| s.principal == *principal)
-        .count();
-    (held >= max).then_some(cap)
-}
-
 /// Whether `sid` names a relayed session (of anyone: the principal check
 /// comes with the lookup).
 pub(super) fn holds(app: &App, sid: &str) -> bool {
@@ -386,11 +365,6 @@ fn session(app: &App, sid: &str, principal: &Option<Principal>) -> Option<Arc<Re
     }
     s.touch(app.now_ms());
     Some(s.clone())
-}
-
-fn unknown_session(id: Option<Id>) -> Response {
-    let e = ShimError::InvalidRequest("unknown or expired Mcp-Session-Id".into());
-    error_response(StatusCode::NOT_FOUND, id, e)
 }
 
 /// Marks a session in use while one of its requests is answered.
@@ -436,27 +410,10 @@ pub(super) async fn post(
 ) -> Response {
     app.metrics
         .count(Revision::Legacy, msg.method().unwrap_or("(response)"));
-    let Some(s) = session(&app, sid, &principal) else {
-        let id = match &msg {
-            Message::Request(r) => Some(r.id.clone()),
-            _ => None,
-        };
-        return unknown_session(id);
+    let s = match admit(session(&app, sid, &principal), &app, &msg, hdrs, &principal) {
+        Ok(s) => s,
+        Err(refusal) => return *refusal,
     };
-    if let Some(v) = super::headers::header(hdrs, "mcp-protocol-version")
-        && !crate::revision::LEGACY_VERSIONS.contains(&v)
-    {
-        let e = ShimError::InvalidRequest(format!(
-            "unsupported MCP-Protocol-Version {v:?} in a 2025-11-25 session (one of {})",
-            crate::revision::LEGACY_VERSIONS.join(", ")
-        ));
-        return error_response(StatusCode::BAD_REQUEST, msg.id().cloned(), e);
-    }
-    if msg.method() == Some("tasks/list") && app.opts.require_principal && principal.is_none() {
-        let e =
-            ShimError::InvalidRequest("tasks/list needs an authenticated principal here".into());
-        return error_response(StatusCode::FORBIDDEN, msg.id().cloned(), e);
-    }
     s.in_flight.fetch_add(1, Ordering::AcqRel);
     let _in_use = InUse {
         session: &s,
