@@ -195,8 +195,19 @@ async fn stream(
         let next = (!super::is_answer_to(&m, &id)).then_some((rx, engine, id, closing));
         Some((super::sse_event(&m), next))
     });
+    sse_answer(&first, rest)
+}
+
+/// An SSE answer: `first`, then the events of `rest`. Tells a proxy in
+/// front not to buffer it, so each event reaches the client as it comes.
+fn sse_answer<S>(first: &Message, rest: S) -> Response
+where
+    S: futures_util::Stream<Item = Result<axum::response::sse::Event, std::convert::Infallible>>
+        + Send
+        + 'static,
+{
     let events = futures_util::StreamExt::chain(
-        futures_util::stream::once(std::future::ready(super::sse_event(&first))),
+        futures_util::stream::once(std::future::ready(super::sse_event(first))),
         rest,
     );
     let mut resp = Sse::new(events)
@@ -277,18 +288,7 @@ async fn relay_listen(app: &App, req: &Request, scope: &str) -> Response {
                 }
             }
         });
-    let events = futures_util::StreamExt::chain(
-        futures_util::stream::once(std::future::ready(super::sse_event(&first))),
-        rest,
-    );
-    let mut resp = Sse::new(events)
-        .keep_alive(KeepAlive::default())
-        .into_response();
-    resp.headers_mut().insert(
-        "x-accel-buffering",
-        axum::http::HeaderValue::from_static("no"),
-    );
-    resp
+    sse_answer(&first, rest)
 }
 
 /// Cuts `params.notifications.taskIds` of a listen down to the tasks the
