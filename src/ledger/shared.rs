@@ -677,6 +677,11 @@ impl Redis {
         self.unflushed.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// [`Self::flush`] for the one task a call reads or changes.
+    async fn flush_task(&self, scope: &str, task_id: &str) -> Result<(), LedgerError> {
+        self.flush(|(s, i)| s == scope && i == task_id).await
+    }
+
     /// Stores the kept changes of the tasks `wanted` picks, oldest first,
     /// before a call that reads or changes them: a read after Redis is
     /// back shows them, never the record as it was before them. Fails
@@ -798,9 +803,7 @@ impl TaskLedger for RedisLedger {
         task_id: &str,
         now: Millis,
     ) -> Result<Option<TaskRecord>, LedgerError> {
-        self.redis
-            .flush(|(s, i)| s == scope && i == task_id)
-            .await?;
+        self.redis.flush_task(scope, task_id).await?;
         self.redis.get(scope, task_id, now).await
     }
 
@@ -810,9 +813,7 @@ impl TaskLedger for RedisLedger {
         task_id: &str,
         now: Millis,
     ) -> Result<Option<TaskRecord>, LedgerError> {
-        self.redis
-            .flush(|(s, i)| s == scope && i == task_id)
-            .await?;
+        self.redis.flush_task(scope, task_id).await?;
         self.redis.get_task(scope, task_id, now).await
     }
 
@@ -823,9 +824,7 @@ impl TaskLedger for RedisLedger {
         now: Millis,
         change: Change<'_>,
     ) -> Result<Option<TaskRecord>, LedgerError> {
-        self.redis
-            .flush(|(s, i)| s == scope && i == task_id)
-            .await?;
+        self.redis.flush_task(scope, task_id).await?;
         self.redis.update(scope, task_id, now, change).await
     }
 
@@ -840,7 +839,7 @@ impl TaskLedger for RedisLedger {
         now: Millis,
         change: KeptChange,
     ) -> Result<Option<TaskRecord>, LedgerError> {
-        let stored = match self.redis.flush(|(s, i)| s == scope && i == task_id).await {
+        let stored = match self.redis.flush_task(scope, task_id).await {
             Ok(()) => {
                 self.redis
                     .update(scope, task_id, now, &mut |r| change(r))
