@@ -350,6 +350,13 @@ async fn drive(
     let mut events = link.events;
     let upstream_rev = link.revision;
     let discover = link.discover;
+    tokio::spawn(crate::bridge::summary::log_startup_summary(
+        link.upstream.clone(),
+        upstream_rev,
+        discover.clone(),
+        opts.bridge.clone(),
+        "none (stdio: one client)".to_owned(),
+    ));
 
     let mut mode: Option<Mode> = None;
     let mut killed = false;

@@ -13,6 +13,7 @@ pub mod legacy_front;
 mod listen;
 pub mod modern_front;
 mod progress;
+pub mod summary;
 mod watch;
 
 pub(crate) use cancel::{IfDropped, cancelled_id};

@@ -129,6 +129,23 @@ fn token_map(tokens: &[(String, String)]) -> Result<HashMap<String, String>, Str
     Ok(map)
 }
 
+/// Who a caller is, for the start-up summary: how many tokens (never
+/// the tokens), the trusted header, or nobody.
+fn principal_mode(tokens: usize, trusted_header: Option<&str>) -> String {
+    let mut modes = Vec::new();
+    if tokens > 0 {
+        modes.push(format!("bearer tokens ({tokens})"));
+    }
+    if let Some(header) = trusted_header {
+        modes.push(format!("trusted header {header}"));
+    }
+    if modes.is_empty() {
+        "anonymous (no --token, no --principal-header)".to_owned()
+    } else {
+        modes.join(" and ")
+    }
+}
+
 fn parse_token(s: &str) -> Result<(String, String), String> {
     match s.split_once('=') {
         Some((t, p)) if !t.is_empty() && !p.is_empty() => Ok((t.to_owned(), p.to_owned())),
@@ -220,6 +237,13 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
                     .into()
             }
         };
+        tokio::spawn(crate::bridge::summary::log_startup_summary(
+            link.upstream.clone(),
+            link.revision,
+            link.discover.clone(),
+            proxy.bridge.clone(),
+            principal_mode(args.tokens.len(), args.principal_header.as_deref()),
+        ));
         http::serve(opts, link, ledger, resolver, shutdown_signal())
             .await
             .map_err(|e| e.to_string())

@@ -135,6 +135,7 @@ fn init_logging(filter: &str, format: LogFormat) -> Result<(), String> {
     let filter = tracing_subscriber::EnvFilter::try_new(filter).map_err(|e| e.to_string())?;
     let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     let builder = tracing_subscriber::fmt()
+        .with_timer(IsoUtc)
         .with_env_filter(filter)
         .with_ansi(colour)
         .with_writer(std::io::stderr);
@@ -146,6 +147,17 @@ fn init_logging(filter: &str, format: LogFormat) -> Result<(), String> {
         }
     };
     Ok(())
+}
+
+/// Log timestamps as `YYYY-MM-DDTHH:MM:SS.mmmZ`, in text and JSON alike
+/// and the same as the lines [`crate::console`] writes: tracing's default
+/// timer writes microseconds, so one stderr stream mixed two precisions.
+struct IsoUtc;
+
+impl tracing_subscriber::fmt::time::FormatTime for IsoUtc {
+    fn format_time(&self, w: &mut tracing_subscriber::fmt::format::Writer<'_>) -> std::fmt::Result {
+        w.write_str(&crate::ids::now_iso())
+    }
 }
 
 /// Parses a revision argument for clap.

@@ -68,6 +68,28 @@ pub struct LegacyFront {
     questions_put: Mutex<HashMap<String, std::collections::HashSet<String>>>,
 }
 
+/// Whether a 2026-07-28 upstream's `server/discover` result offers tasks.
+fn upstream_has_tasks(discover: &Value) -> bool {
+    discover
+        .get("capabilities")
+        .is_some_and(crate::revision::declares_tasks)
+}
+
+/// The `taskSupport` policy a legacy front over this upstream applies: the
+/// operator's, with tools it does not name `optional` when the upstream
+/// offers tasks, else `forbidden`.
+pub(crate) fn effective_policy(config: &BridgeConfig, discover: &Value) -> TaskPolicy {
+    let mut policy = config.policy.clone().unwrap_or_default();
+    policy
+        .default
+        .get_or_insert(if upstream_has_tasks(discover) {
+            TaskSupport::Optional
+        } else {
+            TaskSupport::Forbidden
+        });
+    policy
+}
+
 impl LegacyFront {
     /// A bridge over `upstream`, whose `server/discover` result is `discover`.
     pub fn new(
@@ -76,15 +98,8 @@ impl LegacyFront {
         config: BridgeConfig,
         discover: Value,
     ) -> Arc<Self> {
-        let has_tasks = discover
-            .get("capabilities")
-            .is_some_and(crate::revision::declares_tasks);
-        let mut policy = config.policy.clone().unwrap_or_default();
-        policy.default.get_or_insert(if has_tasks {
-            TaskSupport::Optional
-        } else {
-            TaskSupport::Forbidden
-        });
+        let has_tasks = upstream_has_tasks(&discover);
+        let policy = effective_policy(&config, &discover);
         Arc::new(LegacyFront {
             watchers: Watchers::new(upstream.clone(), config.clone(), has_tasks),
             upstream,
@@ -369,7 +384,7 @@ impl LegacySession {
         })
         .await;
         if let Err(e) = &outcome {
-            tracing::debug!(%method, code = e.code, message = %e.message, "answering with an error");
+            tracing::debug!(%method, code = e.code, error_message = %e.message, "answering with an error");
         }
         match outcome {
             Ok(result) => Message::response(id, result),

@@ -388,7 +388,7 @@ impl LegacySession {
             Err(e)
                 if request.get("method").and_then(Value::as_str) == Some("elicitation/create") =>
             {
-                tracing::info!(%task_id, %key, message = %e.message, "elicitation not deliverable; answering cancel");
+                tracing::info!(%task_id, %key, client_error = %e.message, "elicitation not deliverable; answering cancel");
                 serde_json::json!({"action": "cancel"})
             }
             // Anything else (sampling the client did not declare, or
@@ -396,7 +396,7 @@ impl LegacySession {
             // 2026-07-28: left unanswered, the task would wait until its
             // ttl, and a blocking tasks/result with it.
             Err(e) => {
-                tracing::warn!(%task_id, %key, message = %e.message, "input the client cannot give; failing the task");
+                tracing::warn!(%task_id, %key, client_error = %e.message, "input the client cannot give; failing the task");
                 super::lock(&self.outstanding).remove(&(task_id.to_owned(), key.to_owned()));
                 self.fail_for_input(task_id, during.is_some(), e).await;
                 return;
@@ -429,7 +429,7 @@ impl LegacySession {
             *n += 1;
             *n
         };
-        tracing::warn!(%task_id, %key, code = refusal.code, message = %refusal.message, times, "upstream refused the client's answer");
+        tracing::warn!(%task_id, %key, code = refusal.code, upstream_message = %refusal.message, times, "upstream refused the client's answer");
         if times < MAX_REFUSED_ANSWERS {
             self.reopen_question(task_id, key);
             self.front.watchers.reopen(task_id, key);
