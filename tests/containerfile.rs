@@ -9,8 +9,7 @@ use std::path::Path;
 /// and blank lines dropped, each as (upper-case keyword, arguments).
 fn instructions() -> Vec<(String, String)> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("Containerfile");
-    let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let mut joined = Vec::new();
     let mut current = String::new();
     for line in text.lines() {

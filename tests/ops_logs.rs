@@ -217,10 +217,13 @@ fn json_log_lines_have_no_key_twice_and_the_summary_names_each_tools_task_suppor
     }
     let result = result.expect("the loop ends on it");
     assert!(result.get("error").is_some(), "{result}");
-    drop(send);
     drop(stdin);
     exited_within(&mut shim.0, WAIT, "the shim after its client closed stdin");
-    let lines: Vec<String> = err.try_iter().collect();
+    // Up to the end of stderr (the reading thread may lag the exit).
+    let mut lines = Vec::new();
+    while let Ok(line) = err.recv_timeout(WAIT) {
+        lines.push(line);
+    }
     let mut undeliverable = None;
     let mut summary = None;
     for line in &lines {
@@ -249,7 +252,10 @@ fn json_log_lines_have_no_key_twice_and_the_summary_names_each_tools_task_suppor
     assert_eq!(fields["max_task_ttl_ms"], 120_000, "{summary}");
     assert_eq!(fields["upstream"], "2026-07-28", "{summary}");
     assert!(
-        fields["principals"].as_str().unwrap_or_default().contains("stdio"),
+        fields["principals"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("stdio"),
         "{summary}"
     );
 }
