@@ -324,6 +324,13 @@ mod tests {
     }
 
     #[test]
+    fn the_principal_mode_counts_tokens_and_names_the_header() {
+        assert!(principal_mode(0, None).starts_with("anonymous"));
+        assert_eq!(principal_mode(3, None), "bearer tokens (3)");
+        assert_eq!(principal_mode(0, Some("x-user")), "trusted header x-user");
+    }
+
+    #[test]
     fn a_token_given_twice_is_refused_without_showing_it() {
         let a = parse(&["--token", "s3cret=alice", "--token", "s3cret=bob"]).unwrap();
         let e = run(a).unwrap_err();
