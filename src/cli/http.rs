@@ -1,11 +1,13 @@
 //! `mcp-tasks-shim http --listen ADDR -- <upstream command> [args…]`.
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 
+mod tokens;
+
 use super::options::ShimArgs;
-use crate::transport::http::{self, ConfiguredPrincipals, HttpOptions};
+use crate::transport::http::{self, ConfiguredPrincipals, HttpOptions, ReloadablePrincipals};
 
 /// Arguments of `http`.
 #[derive(Debug, clap::Args)]
@@ -21,9 +23,21 @@ pub struct Args {
     #[arg(long, default_value_t = http::DEFAULT_MAX_BODY_BYTES as u64,
           value_parser = super::options::at_least_one)]
     pub max_body_bytes: u64,
-    /// A bearer token and the principal it stands for (TOKEN=PRINCIPAL). Repeatable.
+    /// A bearer token and the principal it stands for (TOKEN=PRINCIPAL).
+    /// Repeatable. Visible to every local user in the process list:
+    /// prefer --token-file, or MCP_SHIM_TOKENS="t1=alice,t2=bob" in the
+    /// environment.
     #[arg(long = "token", value_name = "TOKEN=PRINCIPAL", value_parser = parse_token)]
     pub tokens: Vec<(String, String)>,
+    /// A file of bearer tokens, one TOKEN=PRINCIPAL a line (`#` starts a
+    /// comment line), read again on SIGHUP. Refused if group or others
+    /// can access it (chmod 600).
+    #[arg(long, value_name = "FILE", env = "MCP_SHIM_TOKEN_FILE")]
+    pub token_file: Option<PathBuf>,
+    /// Also serve /healthz, /readyz and /metrics on this address (for
+    /// probes and scrapers kept off the MCP listener).
+    #[arg(long, value_name = "ADDR")]
+    pub admin_listen: Option<SocketAddr>,
     /// Trust this header as the principal (set by an authenticating proxy).
     #[arg(long, value_name = "HEADER", value_parser = parse_header_name)]
     pub principal_header: Option<String>,
@@ -89,10 +103,58 @@ pub struct Args {
 /// An endpoint path the router can serve, and not the metrics path.
 fn parse_path(s: &str) -> Result<String, String> {
     http::check_path(s)?;
-    if s == "/metrics" {
+    if s == http::METRICS_PATH {
         return Err("/metrics is where the shim serves its metrics".into());
     }
+    if s == http::HEALTHZ_PATH || s == http::READYZ_PATH {
+        return Err(format!("{s} is where the shim serves its health checks"));
+    }
     Ok(s.to_owned())
+}
+
+/// The tokens of every source but the file, and the file's (`None`
+/// without --token-file), checked together.
+fn all_tokens(
+    fixed: &[(String, String)],
+    from_env: &[(String, String)],
+    file: Option<&std::path::Path>,
+) -> Result<std::collections::HashMap<String, String>, tokens::TokenError> {
+    let from_file = match file {
+        Some(path) => tokens::read_file(path)?,
+        None => Vec::new(),
+    };
+    tokens::merge([
+        ("--token", fixed),
+        (tokens::TOKENS_ENV, from_env),
+        ("--token-file", &from_file[..]),
+    ])
+}
+
+/// Reads the token file again on each SIGHUP; a file that cannot be used
+/// (unreadable, exposed, malformed) leaves the tokens in force as they were.
+#[cfg(unix)]
+fn reload_on_hangup(
+    resolver: Arc<ReloadablePrincipals>,
+    fixed: Vec<(String, String)>,
+    from_env: Vec<(String, String)>,
+    path: PathBuf,
+) -> Result<(), String> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut hangups = signal(SignalKind::hangup()).map_err(|e| format!("SIGHUP: {e}"))?;
+    tokio::spawn(async move {
+        while hangups.recv().await.is_some() {
+            match all_tokens(&fixed, &from_env, Some(&path)) {
+                Ok(map) => {
+                    tracing::info!(tokens = map.len(), file = %path.display(), "token file reloaded");
+                    resolver.replace_tokens(map);
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "token file not reloaded; the tokens in force stay");
+                }
+            }
+        }
+    });
+    Ok(())
 }
 
 /// A name a request header can have (a header named otherwise would never
@@ -113,20 +175,6 @@ fn parse_origin(s: &str) -> Result<String, String> {
         && !s.ends_with('/')
         && uri.path() == "/";
     if bare { Ok(s.to_owned()) } else { Err(bad()) }
-}
-
-/// One principal per token: a token given twice would silently stand for
-/// the last principal named. The token itself is a secret: not shown.
-fn token_map(tokens: &[(String, String)]) -> Result<HashMap<String, String>, String> {
-    let mut map = HashMap::with_capacity(tokens.len());
-    for (token, principal) in tokens {
-        if let Some(first) = map.insert(token.clone(), principal.clone()) {
-            return Err(format!(
-                "--token: one token is given twice (for {first:?} and {principal:?})"
-            ));
-        }
-    }
-    Ok(map)
 }
 
 /// Who a caller is, for the start-up summary: how many tokens (never
@@ -160,15 +208,19 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
                 .into(),
         );
     }
-    if args.require_principal && args.tokens.is_empty() && args.principal_header.is_none() {
+    let from_env = tokens::from_env().map_err(|e| e.to_string())?;
+    let tokens = all_tokens(&args.tokens, &from_env, args.token_file.as_deref())
+        .map_err(|e| e.to_string())?;
+    // A token file may be empty now and filled before the next SIGHUP.
+    let tokens_configured = !tokens.is_empty() || args.token_file.is_some();
+    if args.require_principal && !tokens_configured && args.principal_header.is_none() {
         return Err(
-            "--require-principal needs --token or --principal-header: without them no caller has a principal"
+            "--require-principal needs --token, --token-file or --principal-header: without them no caller has a principal"
                 .into(),
         );
     }
-    let tokens = token_map(&args.tokens)?;
     let file = args.shim.config_file()?;
-    let anyone_has_a_principal = !tokens.is_empty() || args.principal_header.is_some();
+    let anyone_has_a_principal = tokens_configured || args.principal_header.is_some();
     let max_sessions = usize::try_from(args.max_sessions).unwrap_or(usize::MAX);
     let count = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
     // With no way to have a principal every session is anonymous: halving
@@ -196,6 +248,7 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
         max_anonymous_sessions,
         max_sessions_per_principal,
         accept_missing_mcp_name,
+        admin_listen: args.admin_listen,
         read_timeout: std::time::Duration::from_secs(args.read_timeout_s),
         max_connections: usize::try_from(args.max_connections).unwrap_or(usize::MAX),
         bridge: proxy.bridge.clone(),
@@ -209,13 +262,22 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
                 args: rest.to_vec(),
             }),
     };
-    let resolver = Arc::new(ConfiguredPrincipals {
-        tokens,
-        trusted_header: args.principal_header.clone(),
-    });
+    let resolver = Arc::new(ReloadablePrincipals::new(
+        ConfiguredPrincipals {
+            tokens,
+            trusted_header: args.principal_header.clone(),
+        },
+        args.token_file.is_some(),
+    ));
     let rt = tokio::runtime::Runtime::new().map_err(|e| e.to_string())?;
     let ledger = rt.block_on(args.shim.open_ledger())?;
     rt.block_on(async move {
+        // Installed before the server announces its address, so that a
+        // SIGHUP sent once "listening on" appears reloads, not kills.
+        #[cfg(unix)]
+        if let Some(path) = args.token_file.clone() {
+            reload_on_hangup(resolver.clone(), args.tokens.clone(), from_env, path)?;
+        }
         let link: crate::upstream::Link = match &args.upstream_url {
             Some(url) => {
                 let link = crate::upstream::http::connect(url, proxy.request_timeout)
@@ -337,6 +399,6 @@ mod tests {
         assert!(e.contains("given twice"), "{e}");
         assert!(!e.contains("s3cret"), "the token leaked: {e}");
         let a = parse(&["--token", "one=alice", "--token", "two=alice"]).unwrap();
-        assert_eq!(token_map(&a.tokens).unwrap().len(), 2);
+        assert_eq!(all_tokens(&a.tokens, &[], None).unwrap().len(), 2);
     }
 }

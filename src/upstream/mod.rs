@@ -39,6 +39,37 @@ type ToUpstream = mpsc::UnboundedSender<Message>;
 /// A request's outcome as the upstream gave it: its result or its error.
 pub type RpcResult = Result<Value, ErrorObject>;
 
+/// Whether an upstream can serve requests now, as its transport knows it
+/// (`/readyz`; a 2025-11-25 `initialize` is refused while it is not up).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Readiness {
+    /// Probed and connected.
+    Up,
+    /// Gone, and a successor is being started (`--restart-upstream`).
+    Restarting(String),
+    /// Gone, and no successor will come (or not started yet).
+    Down(String),
+}
+
+impl Readiness {
+    /// Why it is not up (`None` when it is).
+    pub fn why_not(&self) -> Option<&str> {
+        match self {
+            Readiness::Up => None,
+            Readiness::Restarting(why) | Readiness::Down(why) => Some(why),
+        }
+    }
+
+    /// `up`, `restarting` or `down`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Readiness::Up => "up",
+            Readiness::Restarting(_) => "restarting",
+            Readiness::Down(_) => "down",
+        }
+    }
+}
+
 /// Traffic from the upstream that is not an answer to a shim request.
 #[derive(Debug)]
 pub enum UpstreamEvent {
@@ -134,6 +165,11 @@ pub trait Upstream: Send + Sync + 'static {
     /// and a child process sees the end of its input.
     fn shutdown(&self, reason: &str) {
         let _ = reason;
+    }
+    /// Whether it can serve requests now. An upstream that cannot tell
+    /// says [`Readiness::Up`]: its requests then fail one by one.
+    fn readiness(&self) -> Readiness {
+        Readiness::Up
     }
     /// After [`Upstream::shutdown`]: waits (bounded) until the upstream
     /// process, if there is one, has exited, killing it if it lingers.
@@ -614,6 +650,14 @@ impl Upstream for Connection {
 
     fn shutdown(&self, reason: &str) {
         self.close(reason);
+    }
+
+    fn readiness(&self) -> Readiness {
+        if !self.is_closed() {
+            return Readiness::Up;
+        }
+        let why = lock(&self.close_reason).clone();
+        Readiness::Down(why.unwrap_or_else(|| "the upstream connection is closed".into()))
     }
 
     fn respond(&self, id: Id, outcome: RpcResult) -> Result<(), ShimError> {

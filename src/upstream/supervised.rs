@@ -33,7 +33,7 @@ use tokio::process::ChildStdout;
 use tokio::sync::{Notify, mpsc, watch};
 use tokio::task::JoinHandle;
 
-use super::{Connection, RpcResult, Upstream, UpstreamEvent, UpstreamStream, lock};
+use super::{Connection, Readiness, RpcResult, Upstream, UpstreamEvent, UpstreamStream, lock};
 use crate::error::ShimError;
 use crate::inline::InlineWakes;
 use crate::jsonrpc::{Id, Message, Peeked};
@@ -1049,6 +1049,23 @@ impl Upstream for Supervised {
 
     fn respond(&self, id: Id, outcome: RpcResult) -> Result<(), ShimError> {
         self.current()?.conn.respond(id, outcome)
+    }
+
+    /// Read from the supervisor's state, the one place that changes as
+    /// children fail and successors come up.
+    fn readiness(&self) -> Readiness {
+        match &*self.state.borrow() {
+            State::Up(generation) if !generation.is_dead() => Readiness::Up,
+            State::Up(generation) => Readiness::Down(
+                generation
+                    .dead
+                    .borrow()
+                    .clone()
+                    .unwrap_or_else(|| "the upstream failed".into()),
+            ),
+            State::Restarting(why) => Readiness::Restarting(why.clone()),
+            State::Down(why) => Readiness::Down(why.clone()),
+        }
     }
 
     fn shutdown(&self, reason: &str) {

@@ -40,7 +40,7 @@ use crate::scope::Scope;
 use crate::translate::session::{self as tsession, LegacyClient, ModernMeta};
 use crate::translate::tools::TaskPolicy;
 use crate::transport::Outbox;
-use crate::upstream::{RpcResult, Upstream, UpstreamEvent};
+use crate::upstream::{Readiness, RpcResult, Upstream, UpstreamEvent};
 use crate::wire::LOG_LEVELS;
 use crate::wire::legacy::TaskSupport;
 use crate::wire::modern::DetailedTask;
@@ -548,6 +548,21 @@ impl LegacySession {
     }
 
     fn initialize(&self, req: &Request) -> RpcResult {
+        // The answer comes from the probe's cached `server/discover`: a
+        // session opened on it while the upstream is gone would look
+        // healthy and fail on its first real request.
+        match self.front.upstream.readiness() {
+            Readiness::Up => {}
+            Readiness::Restarting(why) => {
+                return Err(ShimError::Upstream(format!(
+                    "the upstream is restarting ({why}); initialize again shortly"
+                ))
+                .into());
+            }
+            Readiness::Down(why) => {
+                return Err(ShimError::Upstream(format!("the upstream is down: {why}")).into());
+            }
+        }
         let client = LegacyClient::from_initialize(req.params.as_ref())?;
         let result = tsession::discover_to_initialize(&self.front.discover, &client)?;
         tracing::info!(

@@ -33,10 +33,17 @@ use crate::upstream::{Link, Upstream, UpstreamEvent};
 
 pub use crate::scope::Principal;
 pub use legacy_relay::RelayCommand;
-pub use principal::{ConfiguredPrincipals, PrincipalResolver};
+pub use principal::{ConfiguredPrincipals, PrincipalResolver, ReloadablePrincipals};
 
 /// How long open requests and streams may take to end after a shutdown signal.
 const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Where the liveness check is served.
+pub const HEALTHZ_PATH: &str = "/healthz";
+/// Where the readiness check is served.
+pub const READYZ_PATH: &str = "/readyz";
+/// Where the metrics are served by [`serve`].
+pub const METRICS_PATH: &str = "/metrics";
 
 /// The endpoint path unless configured.
 pub const DEFAULT_PATH: &str = "/mcp";
@@ -132,6 +139,9 @@ pub struct HttpOptions {
     /// `Mcp-Name` is still refused. Such requests are counted in
     /// `/metrics` (`mcp_shim_missing_mcp_name_total`).
     pub accept_missing_mcp_name: bool,
+    /// A second listener for operators, serving `/healthz`, `/readyz`
+    /// and `/metrics` only ([`serve`]; the MCP listener serves them too).
+    pub admin_listen: Option<SocketAddr>,
     /// Engine settings.
     pub bridge: BridgeConfig,
     /// The upstream's command, when it is a 2025-11-25 child process:
@@ -160,6 +170,7 @@ impl Default for HttpOptions {
             read_timeout: std::time::Duration::from_secs(DEFAULT_READ_TIMEOUT_S),
             max_connections: usize::try_from(DEFAULT_MAX_CONNECTIONS).unwrap_or(usize::MAX),
             accept_missing_mcp_name: false,
+            admin_listen: None,
             bridge: BridgeConfig::default(),
             legacy_relay: None,
         }
@@ -383,6 +394,16 @@ impl HttpShim {
             .with_state(self.app.clone())
     }
 
+    /// `GET /healthz` (200 while the process serves) and `GET /readyz`
+    /// (200 once the upstream is probed and up; 503 while it restarts, once
+    /// it is down, and during shutdown, the JSON body saying why).
+    pub fn health_router<S: Clone + Send + Sync + 'static>(&self) -> Router<S> {
+        Router::new()
+            .route(HEALTHZ_PATH, get(healthz_endpoint))
+            .route(READYZ_PATH, get(readyz_endpoint))
+            .with_state(self.app.clone())
+    }
+
     /// Answers everything still waiting with `-32603` naming `reason`
     /// (blocking `tasks/result`, driven calls, calls open upstream), ends
     /// the long-lived streams (a 2025-11-25 session's GET stream,
@@ -434,10 +455,20 @@ pub async fn serve(
     let listen = opts.listen;
     let shim = HttpShim::new(opts, link, ledger, resolver)
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
-    let router: Router = shim.router().merge(shim.metrics_router("/metrics"));
+    let ops: Router = shim
+        .metrics_router(METRICS_PATH)
+        .merge(shim.health_router());
+    let router: Router = shim.router().merge(ops.clone());
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .map_err(|e| std::io::Error::new(e.kind(), format!("--listen {listen}: {e}")))?;
+    let admin =
+        match shim.app.opts.admin_listen {
+            Some(addr) => Some(tokio::net::TcpListener::bind(addr).await.map_err(|e| {
+                std::io::Error::new(e.kind(), format!("--admin-listen {addr}: {e}"))
+            })?),
+            None => None,
+        };
     let path = &shim.app.opts.path;
     tracing::info!(addr = %listener.local_addr()?, %path, upstream = %upstream_rev, "listening");
     let url = format!("http://{}{path}", listener.local_addr()?);
@@ -446,6 +477,10 @@ pub async fn serve(
         &format!("mcp-tasks-shim: listening on {url}"),
         &format!("listening on {url}"),
     );
+    let admin = match admin {
+        Some(admin) => Some(serve_admin(admin, ops, shim.app.closing.subscribe())?),
+        None => None,
+    };
     // On the signal, stop the upstream first: that answers the calls still
     // waiting on it, so their HTTP requests can finish. Long-lived streams
     // (GET, `subscriptions/listen`, pending SSE) are cut after a grace period.
@@ -514,8 +549,43 @@ pub async fn serve(
             tracing::info!("open connections cut after the shutdown grace period");
         }
     }
+    if let Some(admin) = admin {
+        let _ = tokio::time::timeout(SHUTDOWN_GRACE, admin).await;
+    }
     shim.finish().await;
     Ok(())
+}
+
+/// Serves `ops` (health, readiness, metrics) on the admin listener until
+/// the front begins shutting down. Announced after the MCP address, in a
+/// line of its own, so that scripts reading "listening on" find the MCP
+/// endpoint first.
+fn serve_admin(
+    listener: tokio::net::TcpListener,
+    ops: Router,
+    mut closing: tokio::sync::watch::Receiver<bool>,
+) -> std::io::Result<tokio::task::JoinHandle<()>> {
+    let addr = listener.local_addr()?;
+    tracing::info!(%addr, "admin endpoints listening");
+    let url = format!("http://{addr}");
+    crate::console::say(
+        "mcp_tasks_shim",
+        &format!(
+            "mcp-tasks-shim: admin endpoints on {url} ({HEALTHZ_PATH}, {READYZ_PATH}, {METRICS_PATH})"
+        ),
+        &format!("admin endpoints on {url}"),
+    );
+    Ok(tokio::spawn(async move {
+        let stop = async move {
+            let _ = closing.wait_for(|c| *c).await;
+        };
+        if let Err(e) = axum::serve(listener, ops)
+            .with_graceful_shutdown(stop)
+            .await
+        {
+            tracing::warn!(error = %e, "the admin listener failed");
+        }
+    }))
 }
 
 impl App {
@@ -812,6 +882,32 @@ async fn metrics_endpoint(State(app): State<Arc<App>>) -> Response {
         app.metrics.render(&gauges),
     )
         .into_response()
+}
+
+async fn healthz_endpoint() -> Response {
+    axum::Json(serde_json::json!({"status": "alive"})).into_response()
+}
+
+/// What a load balancer asks before sending traffic: whether requests can
+/// reach the upstream now, and if not, why.
+async fn readyz_endpoint(State(app): State<Arc<App>>) -> Response {
+    let readiness = if *app.closing.borrow() {
+        crate::upstream::Readiness::Down("the shim is shutting down".into())
+    } else {
+        app.upstream.readiness()
+    };
+    let mut body = serde_json::json!({
+        "ready": readiness.why_not().is_none(),
+        "upstream": readiness.name(),
+    });
+    let status = match readiness.why_not() {
+        None => StatusCode::OK,
+        Some(why) => {
+            body["reason"] = why.into();
+            StatusCode::SERVICE_UNAVAILABLE
+        }
+    };
+    (status, axum::Json(body)).into_response()
 }
 
 fn method_not_allowed() -> Response {

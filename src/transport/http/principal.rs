@@ -135,6 +135,64 @@ impl ConfiguredPrincipals {
     }
 }
 
+/// [`ConfiguredPrincipals`] whose tokens can be replaced while requests
+/// are served (a token file reloaded on SIGHUP): each request reads the
+/// set in force when it arrives.
+#[derive(Debug, Default)]
+pub struct ReloadablePrincipals {
+    current: std::sync::RwLock<std::sync::Arc<ConfiguredPrincipals>>,
+    /// Tokens are judged even while none is configured: emptying a token
+    /// file must revoke every token, not let any bearer token in as
+    /// anonymous.
+    always_check_tokens: bool,
+}
+
+impl ReloadablePrincipals {
+    /// Starts with `principals`. With `always_check_tokens`, a bearer
+    /// token is refused (401) while the token set is empty, instead of the
+    /// request being served as anonymous.
+    pub fn new(principals: ConfiguredPrincipals, always_check_tokens: bool) -> Self {
+        ReloadablePrincipals {
+            current: std::sync::RwLock::new(std::sync::Arc::new(principals)),
+            always_check_tokens,
+        }
+    }
+
+    /// Puts `tokens` in force for the requests that arrive from now on
+    /// (the trusted header stays).
+    pub fn replace_tokens(&self, tokens: HashMap<String, String>) {
+        let mut current = self.current.write().unwrap_or_else(|p| p.into_inner());
+        *current = std::sync::Arc::new(ConfiguredPrincipals {
+            tokens,
+            trusted_header: current.trusted_header.clone(),
+        });
+    }
+
+    fn snapshot(&self) -> std::sync::Arc<ConfiguredPrincipals> {
+        self.current
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+}
+
+impl PrincipalResolver for ReloadablePrincipals {
+    fn authenticate(
+        &self,
+        headers: &HeaderMap,
+        extensions: &axum::http::Extensions,
+    ) -> Result<Option<Principal>, String> {
+        let current = self.snapshot();
+        if self.always_check_tokens
+            && current.tokens.is_empty()
+            && headers.contains_key("authorization")
+        {
+            return Err("invalid bearer token (no token is configured)".into());
+        }
+        current.authenticate(headers, extensions)
+    }
+}
+
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
@@ -184,6 +242,28 @@ mod tests {
         // (an authenticating proxy in front may, or the upstream).
         let open = ConfiguredPrincipals::default();
         assert_eq!(auth(&open, &h), Ok(None));
+    }
+
+    #[test]
+    fn replaced_tokens_are_in_force_and_an_empty_set_revokes_all() {
+        let p = ReloadablePrincipals::new(
+            ConfiguredPrincipals {
+                tokens: HashMap::from([("old".into(), "alice".into())]),
+                trusted_header: None,
+            },
+            true,
+        );
+        let with = |t: &str| {
+            let mut h = HeaderMap::new();
+            h.insert("authorization", format!("Bearer {t}").parse().unwrap());
+            p.authenticate(&h, &axum::http::Extensions::new())
+        };
+        assert_eq!(with("old"), Ok(Some(Principal::token("alice"))));
+        p.replace_tokens(HashMap::from([("new".into(), "bob".into())]));
+        assert!(with("old").is_err());
+        assert_eq!(with("new"), Ok(Some(Principal::token("bob"))));
+        p.replace_tokens(HashMap::new());
+        assert!(with("new").is_err(), "an emptied token set lets nobody in");
     }
 
     /// A UTF-8 value (`José`) was read as "no principal": the caller's

@@ -1,0 +1,297 @@
+//! Operating `mcp-tasks-shim http` (the real binary over loopback HTTP):
+//! `/healthz` and `/readyz` as the upstream child dies and comes back, the
+//! admin listener, and bearer tokens from a file reloaded on SIGHUP.
+//!
+//! Every JSON-RPC body the shim answers is validated against the schema of
+//! its revision.
+
+mod support;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use support::http::{HttpShim, LEGACY, STEP, children_of, client, legacy, rpc, send};
+use support::schema::{Revision, assert_valid};
+use support::wire::{modern_reference, shim_bin, temp_path};
+
+/// Failure guard of every polling loop: far above what a busy 2-core
+/// machine needs (restart backoff included), never a timing assertion.
+const GUARD: Duration = Duration::from_secs(60);
+
+/// `GET url`: status and JSON body.
+async fn get(c: &reqwest::Client, url: &str) -> (StatusCode, Value) {
+    let resp = tokio::time::timeout(STEP, c.get(url).send())
+        .await
+        .expect("timed out")
+        .expect("GET failed");
+    let status = resp.status();
+    let text = resp.text().await.expect("read body");
+    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
+/// Polls `GET url` until its status is `want`; returns the body then.
+async fn until_status(c: &reqwest::Client, url: &str, want: StatusCode) -> Value {
+    let start = Instant::now();
+    loop {
+        let (status, body) = get(c, url).await;
+        if status == want {
+            return body;
+        }
+        assert!(
+            start.elapsed() < GUARD,
+            "{url} never answered {want} (last {status}: {body})"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A legacy `initialize`, optionally with a bearer token.
+async fn legacy_initialize(
+    c: &reqwest::Client,
+    url: &str,
+    token: Option<&str>,
+) -> (StatusCode, Value, reqwest::header::HeaderMap) {
+    let body = rpc(
+        0,
+        "initialize",
+        json!({
+            "protocolVersion": LEGACY,
+            "capabilities": {},
+            "clientInfo": {"name": "ops-test", "version": "0"},
+        }),
+    );
+    let mut req = legacy(c, url, None, &body);
+    if let Some(t) = token {
+        req = req.bearer_auth(t);
+    }
+    send(req).await
+}
+
+/// The only child of the shim: its upstream.
+fn upstream_pid(shim: &HttpShim) -> u32 {
+    let start = Instant::now();
+    loop {
+        if let [pid] = children_of(shim.pid())[..] {
+            return pid;
+        }
+        assert!(start.elapsed() < GUARD, "no single upstream child");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn kill(signal: &str, pid: u32) {
+    let ok = Command::new("kill")
+        .args([signal, &pid.to_string()])
+        .status()
+        .expect("run kill")
+        .success();
+    assert!(ok, "kill {signal} {pid} failed");
+}
+
+/// The upstream command, run only while `gate` exists: with it removed a
+/// restart fails (and is retried with backoff) until it is back, so the
+/// shim stays "restarting" for as long as the test needs.
+fn gated_reference(gate: &Path) -> Vec<String> {
+    let mut cmd = vec![
+        "sh".to_owned(),
+        "-c".to_owned(),
+        format!("test -e '{}' && exec \"$@\"", gate.display()),
+        "sh".to_owned(),
+    ];
+    cmd.extend(modern_reference());
+    cmd
+}
+
+#[test]
+fn readyz_follows_the_upstream_down_and_back_up_again() {
+    support::http::block_on(async {
+        let gate = temp_path("upstream-gate");
+        std::fs::write(&gate, "").unwrap();
+        let shim = HttpShim::spawn(&["--restart-upstream"], &gated_reference(&gate));
+        let c = client();
+        let (status, body) = get(&c, &format!("{}/healthz", shim.base)).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        let readyz = format!("{}/readyz", shim.base);
+        let body = until_status(&c, &readyz, StatusCode::OK).await;
+        assert_eq!(body["ready"], true, "{body}");
+        assert_eq!(body["upstream"], "up", "{body}");
+
+        std::fs::remove_file(&gate).unwrap();
+        let first = upstream_pid(&shim);
+        kill("-KILL", first);
+        let body = until_status(&c, &readyz, StatusCode::SERVICE_UNAVAILABLE).await;
+        assert_eq!(body["ready"], false, "{body}");
+        assert_eq!(body["upstream"], "restarting", "{body}");
+        assert!(body["reason"].is_string(), "{body}");
+        // A session opened now would answer from the cached handshake and
+        // fail on its first request: it is refused instead.
+        let (status, body, headers) = legacy_initialize(&c, &shim.url, None).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        assert_valid(Revision::Legacy, &body, Some("initialize"));
+        assert_eq!(body["error"]["code"], -32603, "{body}");
+        let msg = body["error"]["message"].as_str().unwrap_or_default();
+        assert!(msg.contains("restarting"), "{msg}");
+        assert!(headers.get("mcp-session-id").is_none(), "no session");
+
+        std::fs::write(&gate, "").unwrap();
+        let body = until_status(&c, &readyz, StatusCode::OK).await;
+        assert_eq!(body["upstream"], "up", "{body}");
+        assert_ne!(upstream_pid(&shim), first, "a successor serves");
+        let (status, body, _) = legacy_initialize(&c, &shim.url, None).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        assert_valid(Revision::Legacy, &body, Some("initialize"));
+        assert!(body["result"].is_object(), "{body}");
+        let _ = std::fs::remove_file(&gate);
+    });
+}
+
+/// Without `--restart-upstream` a killed upstream is down for good: an
+/// `initialize` used to answer 200 from the cached handshake.
+#[test]
+fn a_legacy_initialize_with_the_upstream_down_is_an_error() {
+    support::http::block_on(async {
+        let shim = HttpShim::spawn(&[] as &[&str], &modern_reference());
+        let c = client();
+        let readyz = format!("{}/readyz", shim.base);
+        until_status(&c, &readyz, StatusCode::OK).await;
+        kill("-KILL", upstream_pid(&shim));
+        let body = until_status(&c, &readyz, StatusCode::SERVICE_UNAVAILABLE).await;
+        assert_eq!(body["upstream"], "down", "{body}");
+        assert!(
+            body["reason"]
+                .as_str()
+                .is_some_and(|r| r.contains("not restarted")),
+            "{body}"
+        );
+        let (status, body, headers) = legacy_initialize(&c, &shim.url, None).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        assert_valid(Revision::Legacy, &body, Some("initialize"));
+        assert_eq!(body["error"]["code"], -32603, "{body}");
+        let msg = body["error"]["message"].as_str().unwrap_or_default();
+        assert!(msg.contains("the upstream is down"), "{msg}");
+        assert!(headers.get("mcp-session-id").is_none(), "no session");
+        // The process itself is still alive.
+        let (status, _) = get(&c, &format!("{}/healthz", shim.base)).await;
+        assert_eq!(status, StatusCode::OK);
+    });
+}
+
+#[test]
+fn the_admin_listener_serves_readiness_and_metrics_only() {
+    support::http::block_on(async {
+        let shim = HttpShim::spawn(&["--admin-listen", "127.0.0.1:0"], &modern_reference());
+        let start = Instant::now();
+        let admin = loop {
+            let line = shim.logged("admin endpoints on ").into_iter().next();
+            if let Some(url) = line.as_deref().and_then(|l| {
+                l.split("admin endpoints on ")
+                    .nth(1)?
+                    .split_whitespace()
+                    .next()
+            }) {
+                break url.to_owned();
+            }
+            assert!(start.elapsed() < GUARD, "no admin address on stderr");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        assert_ne!(admin, shim.base, "a listener of its own");
+        let c = client();
+        let body = until_status(&c, &format!("{admin}/readyz"), StatusCode::OK).await;
+        assert_eq!(body["ready"], true, "{body}");
+        let (status, _) = get(&c, &format!("{admin}/healthz")).await;
+        assert_eq!(status, StatusCode::OK);
+        let metrics = c.get(format!("{admin}/metrics")).send().await.unwrap();
+        assert_eq!(metrics.status(), StatusCode::OK);
+        assert!(metrics.text().await.unwrap().contains("mcp_shim_"));
+        let (status, _) = get(&c, &format!("{admin}/mcp")).await;
+        assert_eq!(
+            status,
+            StatusCode::NOT_FOUND,
+            "no MCP on the admin listener"
+        );
+    });
+}
+
+fn write_private(path: &Path, text: &str) {
+    std::fs::write(path, text).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
+}
+
+#[test]
+fn the_token_file_is_read_again_on_sighup() {
+    support::http::block_on(async {
+        let file = temp_path("tokens");
+        write_private(&file, "# operators\nfirst-token=alice\n");
+        let shim = HttpShim::spawn(
+            &["--token-file", file.to_str().unwrap()],
+            &modern_reference(),
+        );
+        let c = client();
+        let (status, body, _) = legacy_initialize(&c, &shim.url, Some("first-token")).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        assert_valid(Revision::Legacy, &body, Some("initialize"));
+        let (status, body, _) = legacy_initialize(&c, &shim.url, Some("second-token")).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "not yet: {body}");
+        assert_valid(Revision::Legacy, &body, None);
+
+        write_private(&file, "second-token=bob\n");
+        kill("-HUP", shim.pid());
+        let start = Instant::now();
+        loop {
+            let (status, body, _) = legacy_initialize(&c, &shim.url, Some("second-token")).await;
+            if status == StatusCode::OK {
+                assert_valid(Revision::Legacy, &body, Some("initialize"));
+                break;
+            }
+            assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
+            assert!(start.elapsed() < GUARD, "the new token never worked");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let (status, body, _) = legacy_initialize(&c, &shim.url, Some("first-token")).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "a removed token: {body}");
+        assert_valid(Revision::Legacy, &body, None);
+        let _ = std::fs::remove_file(&file);
+    });
+}
+
+#[test]
+fn a_token_file_others_can_read_is_refused_at_start() {
+    let file = temp_path("open-tokens");
+    std::fs::write(&file, "s3cret=alice\n").unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let mut child = Command::new(shim_bin())
+        .args(["http", "--listen", "127.0.0.1:0", "--token-file"])
+        .arg(&file)
+        .arg("--")
+        .args(modern_reference())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn the shim");
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if start.elapsed() > GUARD {
+            let _ = child.kill();
+            panic!("the shim started with a token file others can read");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(!status.success(), "{stderr}");
+    assert!(stderr.contains("chmod 600"), "{stderr}");
+    assert!(
+        stderr.contains(file.to_str().unwrap()),
+        "names the file: {stderr}"
+    );
+    assert!(!stderr.contains("s3cret"), "the token leaked: {stderr}");
+    let _ = std::fs::remove_file(&file);
+}
