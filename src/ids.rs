@@ -20,6 +20,13 @@ pub fn random_id() -> String {
     s
 }
 
+/// The first 8 characters of a session id, for logs: enough to follow one
+/// session through them, too little to take it over (a session id in full
+/// is the session's only credential when it has no principal).
+pub(crate) fn log_prefix(id: &str) -> &str {
+    id.char_indices().nth(8).map_or(id, |(end, _)| &id[..end])
+}
+
 /// Fills `buf` from the OS CSPRNG.
 pub fn fill(buf: &mut [u8]) {
     // The OS RNG failing is not recoverable: an id we cannot make

@@ -307,7 +307,7 @@ pub(super) async fn initialize(
         session.touch(app.now_ms());
         relays.insert(sid.clone(), session);
     }
-    tracing::info!(session = %sid, "legacy HTTP session opened on its own upstream process");
+    tracing::info!(session = %crate::ids::log_prefix(&sid), "legacy HTTP session opened on its own upstream process");
     let mut resp = json_response(StatusCode::OK, &answer);
     if let Ok(v) = HeaderValue::from_str(&sid) {
         resp.headers_mut().insert("mcp-session-id", v);
@@ -332,12 +332,12 @@ fn spawn_reader(
                     s.route(m);
                 }
                 Ok(Some(Inbound::Invalid { excerpt, error, .. })) => {
-                    tracing::warn!(session = %sid, %error, %excerpt, "a line from a session's upstream is no message; skipped");
+                    tracing::warn!(session = %crate::ids::log_prefix(&sid), %error, %excerpt, "a line from a session's upstream is no message; skipped");
                 }
                 Ok(None) | Err(_) => break,
             }
         }
-        tracing::info!(session = %sid, "a session's upstream process closed its output");
+        tracing::info!(session = %crate::ids::log_prefix(&sid), "a session's upstream process closed its output");
         if let Some(app) = app.upgrade() {
             lock(&app.relays).remove(&sid);
         }
@@ -360,7 +360,7 @@ fn session(app: &App, sid: &str, principal: &Option<Principal>) -> Option<Arc<Re
     let relays = lock(&app.relays);
     let s = relays.get(sid)?;
     if s.principal != *principal {
-        tracing::info!(session = %sid, "refused: a request for a session another principal opened");
+        tracing::info!(session = %crate::ids::log_prefix(&sid), "refused: a request for a session another principal opened");
         return None;
     }
     s.touch(app.now_ms());
@@ -504,7 +504,7 @@ pub(super) fn delete(app: Arc<App>, sid: &str, principal: Option<Principal>) -> 
         return unknown_session(None);
     };
     s.end("the session was deleted");
-    tracing::info!(session = %sid, "legacy HTTP session deleted; its upstream process ends");
+    tracing::info!(session = %crate::ids::log_prefix(&sid), "legacy HTTP session deleted; its upstream process ends");
     StatusCode::OK.into_response()
 }
 
@@ -543,7 +543,7 @@ pub(super) fn expire_idle(app: &App) -> usize {
     };
     for (sid, s) in &expired {
         s.end("the session expired");
-        tracing::info!(session = %sid, idle_s = idle.as_secs(), "idle legacy HTTP session expired; its upstream process ends");
+        tracing::info!(session = %crate::ids::log_prefix(&sid), idle_s = idle.as_secs(), "idle legacy HTTP session expired; its upstream process ends");
     }
     expired.len()
 }
