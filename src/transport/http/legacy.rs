@@ -95,7 +95,7 @@ impl HttpSession {
     fn belongs_to(&self, sid: &str, principal: &Option<Principal>) -> bool {
         let mine = self.principal == *principal;
         if !mine {
-            tracing::info!(session = %crate::ids::log_prefix(&sid), "refused: a request for a session another principal opened");
+            tracing::info!(session = %crate::ids::log_prefix(sid), "refused: a request for a session another principal opened");
         }
         mine
     }
@@ -843,7 +843,7 @@ pub(super) async fn delete(app: Arc<App>, sid: &str, principal: Option<Principal
         return unknown_session(None);
     };
     end(&app, &s, "the session was deleted").await;
-    tracing::info!(session = %crate::ids::log_prefix(&sid), "legacy HTTP session deleted");
+    tracing::info!(session = %crate::ids::log_prefix(sid), "legacy HTTP session deleted");
     StatusCode::OK.into_response()
 }
 
@@ -898,7 +898,7 @@ pub(super) async fn expire_idle(app: &App) -> usize {
     };
     for (sid, s) in &expired {
         end(app, s, "the session expired").await;
-        tracing::info!(session = %crate::ids::log_prefix(&sid), idle_s = idle.as_secs(), "idle legacy HTTP session expired");
+        tracing::info!(session = %crate::ids::log_prefix(sid), idle_s = idle.as_secs(), "idle legacy HTTP session expired");
     }
     expired.len()
 }

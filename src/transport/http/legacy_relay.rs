@@ -360,7 +360,7 @@ fn session(app: &App, sid: &str, principal: &Option<Principal>) -> Option<Arc<Re
     let relays = lock(&app.relays);
     let s = relays.get(sid)?;
     if s.principal != *principal {
-        tracing::info!(session = %crate::ids::log_prefix(&sid), "refused: a request for a session another principal opened");
+        tracing::info!(session = %crate::ids::log_prefix(sid), "refused: a request for a session another principal opened");
         return None;
     }
     s.touch(app.now_ms());
@@ -504,7 +504,7 @@ pub(super) fn delete(app: Arc<App>, sid: &str, principal: Option<Principal>) -> 
         return unknown_session(None);
     };
     s.end("the session was deleted");
-    tracing::info!(session = %crate::ids::log_prefix(&sid), "legacy HTTP session deleted; its upstream process ends");
+    tracing::info!(session = %crate::ids::log_prefix(sid), "legacy HTTP session deleted; its upstream process ends");
     StatusCode::OK.into_response()
 }
 
@@ -543,7 +543,7 @@ pub(super) fn expire_idle(app: &App) -> usize {
     };
     for (sid, s) in &expired {
         s.end("the session expired");
-        tracing::info!(session = %crate::ids::log_prefix(&sid), idle_s = idle.as_secs(), "idle legacy HTTP session expired; its upstream process ends");
+        tracing::info!(session = %crate::ids::log_prefix(sid), idle_s = idle.as_secs(), "idle legacy HTTP session expired; its upstream process ends");
     }
     expired.len()
 }
