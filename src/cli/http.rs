@@ -382,7 +382,7 @@ mod tests {
         assert_eq!(a.allowed_origins.len(), 2);
         // Nobody could have a principal: every tasks/list would be refused.
         let e = run(parse(&["--require-principal"]).unwrap()).unwrap_err();
-        assert!(e.contains("--token or --principal-header"), "{e}");
+        assert!(e.contains("--token-file or --principal-header"), "{e}");
     }
 
     #[test]
