@@ -124,6 +124,8 @@ mod tests {
             pairs,
             [("t1".into(), "alice".into()), ("t2".into(), "bob".into())]
         );
+        let env = parse_lines("t1=alice,t2=bob", TOKENS_ENV, ',').unwrap();
+        assert_eq!(env.len(), 2);
         let e = parse_lines("t1=alice\ns3cret\n", "f", '\n').unwrap_err();
         assert_eq!(e.to_string(), "f line 2: expected TOKEN=PRINCIPAL");
         let twice = [
