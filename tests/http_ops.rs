@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use support::http::{HttpShim, LEGACY, STEP, children_of, client, legacy, rpc, send};
+use support::http::{HttpShim, LEGACY, STEP, alive, children_of, client, legacy, rpc, send};
 use support::schema::{Revision, assert_valid};
 use support::wire::{modern_reference, shim_bin, temp_path};
 
@@ -71,11 +71,16 @@ async fn legacy_initialize(
     send(req).await
 }
 
-/// The only child of the shim: its upstream.
+/// The only live child of the shim: its upstream (a failed restart
+/// attempt may linger as a zombie until it is reaped).
 fn upstream_pid(shim: &HttpShim) -> u32 {
     let start = Instant::now();
     loop {
-        if let [pid] = children_of(shim.pid())[..] {
+        let live: Vec<u32> = children_of(shim.pid())
+            .into_iter()
+            .filter(|p| alive(*p))
+            .collect();
+        if let [pid] = live[..] {
             return pid;
         }
         assert!(start.elapsed() < GUARD, "no single upstream child");
