@@ -213,6 +213,7 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     // A token file may be empty now and filled before the next SIGHUP.
     let tokens_configured = !tokens.is_empty() || args.token_file.is_some();
+    let token_count = tokens.len();
     if args.require_principal && !tokens_configured && args.principal_header.is_none() {
         return Err(
             "--require-principal needs --token, --token-file or --principal-header: without them no caller has a principal"
@@ -304,7 +305,7 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
             link.revision,
             link.discover.clone(),
             proxy.bridge.clone(),
-            principal_mode(args.tokens.len(), args.principal_header.as_deref()),
+            principal_mode(token_count, args.principal_header.as_deref()),
         ));
         http::serve(opts, link, ledger, resolver, shutdown_signal())
             .await
