@@ -678,9 +678,8 @@ async fn an_outcome_seen_while_redis_is_frozen_is_stored_when_it_is_back() {
 /// `tasks/list`, on this instance and on another sharing the ledger.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "fails today (issue 26 item 8): while Redis is frozen the legacy front \
-            never stores the end (its tasks/result waiter fails on the ledger read \
-            first), and the second instance, whose upstream does not know the task, \
-            records it as failed"]
+            never stores, so never keeps, what the upstream says of the task: the \
+            blocking tasks/result's pin check reads the ledger first and fails"]
 async fn a_legacy_task_that_ends_while_redis_is_frozen_reads_as_ended_when_it_is_back() {
     let redis = support::redis::RedisServer::start();
     let ledger = redis.url();
@@ -716,10 +715,9 @@ async fn a_legacy_task_that_ends_while_redis_is_frozen_reads_as_ended_when_it_is
     }
 
     let second = HttpShim::spawn(&flags, &support::wire::modern_reference());
-    // The second instance first, before a read on the first could store
-    // the end anew: it learns of it only from Redis, once the first has
-    // stored what it kept (in the background), so wait for it (bounded).
-    for shim in [&second, &first] {
+    // The second instance learns of the end only from Redis, once the
+    // first has stored what it kept: wait for it (bounded).
+    for shim in [&first, &second] {
         let mut alice = LegacyClient::connect(shim, "t1").await;
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
