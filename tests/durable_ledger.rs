@@ -677,9 +677,6 @@ async fn an_outcome_seen_while_redis_is_frozen_is_stored_when_it_is_back() {
 /// ended once Redis is back, through `tasks/get`, `tasks/result` and
 /// `tasks/list`, on this instance and on another sharing the ledger.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "fails today (issue 26 item 8): while Redis is frozen the legacy front \
-            never stores, so never keeps, what the upstream says of the task: the \
-            blocking tasks/result's pin check reads the ledger first and fails"]
 async fn a_legacy_task_that_ends_while_redis_is_frozen_reads_as_ended_when_it_is_back() {
     let redis = support::redis::RedisServer::start();
     let ledger = redis.url();
@@ -697,6 +694,22 @@ async fn a_legacy_task_that_ends_while_redis_is_frozen_reads_as_ended_when_it_is
         let id = id.clone();
         tokio::spawn(async move { waiter.rpc("tasks/result", json!({"taskId": id})).await })
     };
+    // Frozen only once the waiter waits: the shim then watches the task.
+    let c = reqwest::Client::new();
+    let metrics = format!("{}/metrics", first.base);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let text = c.get(&metrics).send().await.unwrap().text().await.unwrap();
+        let watched = text
+            .lines()
+            .find_map(|l| l.strip_prefix("mcp_shim_watched_tasks "))
+            .and_then(|v| v.trim().parse::<u64>().ok());
+        if watched.is_some_and(|n| n > 0) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the waiter never waited: {text}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     redis.freeze();
     let deadline = Instant::now() + Duration::from_secs(60);
     while first

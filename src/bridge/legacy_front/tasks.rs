@@ -286,11 +286,28 @@ impl LegacySession {
         let (watcher, mut rx) = self.front.watchers.subscribe(task_id, self.meta());
         let mut ended = self.ended.subscribe();
         loop {
-            if self.is_pinned(task_id).await? {
-                self.withdraw_questions(task_id, "the client cancelled the task");
-                return Err(ShimError::TaskCancelled.into());
-            }
             let seen = rx.borrow_and_update().clone();
+            // Stored before the pin is read: with the store unreachable the
+            // read fails, and what the upstream said (the task's end) must
+            // not go with it but be kept until the store is back. A pinned
+            // cancel still wins: `record_seen` leaves a pinned record alone.
+            if let Seen::Task(d) = &seen {
+                self.record_seen(d).await;
+            }
+            match self.is_pinned(task_id).await {
+                Ok(true) => {
+                    self.withdraw_questions(task_id, "the client cancelled the task");
+                    return Err(ShimError::TaskCancelled.into());
+                }
+                Ok(false) => {}
+                // The store is unreachable: the wait goes on, so that the
+                // task's end is still seen and kept. A cancel sent during
+                // the outage could not be pinned either (it was answered
+                // -32603), and one pinned before it was read already.
+                Err(e) => {
+                    tracing::warn!(task = %task_id, error = %e.message, "could not read the task's cancel pin; still waiting");
+                }
+            }
             match seen {
                 Seen::Nothing => {}
                 Seen::Gone(e) => {
@@ -308,7 +325,6 @@ impl LegacySession {
                     .into());
                 }
                 Seen::Task(d) => {
-                    self.record_seen(&d).await;
                     if d.task.status.is_terminal() {
                         let why = format!("the task is {}", d.task.status);
                         self.withdraw_questions(task_id, &why);

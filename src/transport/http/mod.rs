@@ -876,6 +876,13 @@ async fn metrics_endpoint(State(app): State<Arc<App>>) -> Response {
             "2025-11-25 HTTP sessions in memory (open, or deleted and finishing).",
             sessions as u64,
         ),
+        (
+            "mcp_shim_watched_tasks",
+            "Tasks of a 2026-07-28 upstream watched for a waiting 2025-11-25 client: task pollers plus upstream listen streams.",
+            app.legacy
+                .as_ref()
+                .map_or(0, |f| f.active_pollers() + f.listen_streams()) as u64,
+        ),
     ];
     (
         [("content-type", "text/plain; version=0.0.4")],
