@@ -24,7 +24,6 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use serde_json::json;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::mpsc;
 
@@ -705,7 +704,14 @@ async fn route_upstream(
     }
 }
 
-type Recorder = Option<mpsc::UnboundedSender<(&'static str, Message)>>;
+type Recorder = Option<StdioRecorder>;
+
+/// The transcript of a stdio proxy: one client, one session label.
+#[derive(Clone)]
+struct StdioRecorder {
+    rec: transport::record::Recorder,
+    label: Arc<str>,
+}
 
 /// The client-side writer, plus an optional transcript recorder.
 struct ClientWriter {
@@ -748,15 +754,9 @@ where
 {
     let (recorder, recorder_task) = match record_path {
         Some(path) => {
-            let file = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&path)
-                .map_err(|e| {
-                    std::io::Error::new(e.kind(), format!("--record {}: {e}", path.display()))
-                })?;
-            let (tx, rx) = mpsc::unbounded_channel();
-            (Some(tx), Some(tokio::spawn(write_records(file, rx))))
+            let (rec, task) = transport::record::Recorder::open(&path, "--record")?;
+            let label = Arc::from(STDIO_SESSION_LABEL);
+            (Some(StdioRecorder { rec, label }), Some(task))
         }
         None => (None, None),
     };
@@ -774,7 +774,7 @@ where
                     let (wtx, wrx) = mpsc::unbounded_channel();
                     tokio::spawn(async move {
                         while let Some(msg) = rx.recv().await {
-                            let _ = rec.send(("s2c", msg.clone()));
+                            rec.rec.record(&rec.label, "s2c", &msg);
                             if wtx.send(msg).is_err() {
                                 break;
                             }
@@ -821,30 +821,10 @@ fn start_stdout_writer(out: Arc<SharedStdout>) -> tokio::task::JoinHandle<std::i
 }
 
 fn record(recorder: &Recorder, dir: &'static str, msg: &Message) {
-    if let Some(tx) = recorder {
-        let _ = tx.send((dir, msg.clone()));
+    if let Some(r) = recorder {
+        r.rec.record(&r.label, dir, msg);
     }
 }
 
 /// The `session` label of a stdio recording: one client per proxy.
 const STDIO_SESSION_LABEL: &str = "stdio";
-
-/// Writes the transcript: each record says when it was seen (`t`, ms since
-/// the recording started, on tokio's clock) and whose session it is, so
-/// that a replay can keep the pace and a comparison can tell sessions apart.
-async fn write_records(
-    file: std::fs::File,
-    mut rx: mpsc::UnboundedReceiver<(&'static str, Message)>,
-) {
-    use std::io::Write;
-    let mut file = std::io::BufWriter::new(file);
-    let started = tokio::time::Instant::now();
-    while let Some((dir, msg)) = rx.recv().await {
-        let t = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-        let line = json!({"t": t, "session": STDIO_SESSION_LABEL, "dir": dir, "msg": msg});
-        if writeln!(file, "{line}").and_then(|_| file.flush()).is_err() {
-            tracing::warn!("cannot write the transcript; recording stops");
-            return;
-        }
-    }
-}

@@ -7,6 +7,7 @@
 pub mod child;
 pub mod http;
 pub mod lines;
+pub mod record;
 pub mod stdout;
 
 pub use lines::{Inbound, read_lines, write_lines};
