@@ -11,7 +11,7 @@ use tokio::sync::mpsc;
 
 use super::{Connection, UpstreamEvent};
 use crate::revision::Revision;
-use crate::transport::{self, Inbound};
+use crate::transport;
 
 /// A running upstream child and what the probe learnt of it.
 #[derive(Debug)]
@@ -37,47 +37,12 @@ pub async fn connect(
     max_message_bytes: usize,
 ) -> std::io::Result<ChildLink> {
     let spawned = transport::child::spawn(program, args)?;
-    let (out, out_rx) = mpsc::unbounded_channel();
-    tokio::spawn(transport::write_lines(spawned.stdin, out_rx));
-    let conn = Arc::new(Connection::new(out, request_timeout));
-    let (in_tx, mut in_rx) = mpsc::unbounded_channel();
-    tokio::spawn(transport::read_lines(
+    let (conn, events) = super::io::wire(
         spawned.stdout,
-        in_tx,
+        spawned.stdin,
+        request_timeout,
         max_message_bytes,
-    ));
-    let (ev_tx, events) = mpsc::unbounded_channel();
-    let reader_conn = conn.clone();
-    tokio::spawn(async move {
-        while let Some(inbound) = in_rx.recv().await {
-            match inbound {
-                Inbound::Message(m) => {
-                    if let Some(ev) = reader_conn.on_inbound(m) {
-                        let _ = ev_tx.send(ev);
-                    }
-                }
-                Inbound::Invalid {
-                    error,
-                    answer_to: Some(id),
-                    ..
-                } => {
-                    tracing::warn!(%error, %id, "upstream answer refused");
-                    let answer = super::oversized_answer(id, &error);
-                    if let Some(ev) = reader_conn.on_inbound(answer) {
-                        let _ = ev_tx.send(ev);
-                    }
-                }
-                Inbound::Invalid { error, .. } => {
-                    // Not a fault here: this unsupervised link has no one to
-                    // report to (the CLI uses `supervised`).
-                    tracing::warn!(%error, "upstream sent a malformed message; ignored");
-                }
-            }
-        }
-        let reason = "the upstream server closed its output";
-        reader_conn.close(reason);
-        let _ = ev_tx.send(UpstreamEvent::Closed(reason.into()));
-    });
+    );
     let verdict = super::probe(&*conn, probe_timeout).await;
     tracing::info!(%verdict, "upstream probe");
     let (revision, discover) = verdict.into_revision();

@@ -9,6 +9,7 @@
 pub mod channel;
 pub mod child;
 pub mod http;
+pub mod io;
 pub mod stream;
 pub mod supervised;
 
