@@ -87,6 +87,12 @@ pub struct Args {
     /// first of each principal logged at warn. Also a config-file key.
     #[arg(long)]
     pub accept_missing_mcp_name: bool,
+    /// Append every message between clients and the shim, both ways, to
+    /// FILE as a JSONL transcript (the input format of `translate`), each
+    /// line labelled with its session (`session-1`, `session-2`… in order
+    /// of appearance; never a session id or token).
+    #[arg(long, value_name = "FILE")]
+    pub record: Option<PathBuf>,
     /// Bridge options.
     #[command(flatten)]
     pub shim: ShimArgs,
@@ -237,7 +243,7 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
         .map(count);
     let accept_missing_mcp_name = args.accept_missing_mcp_name || file.accept_missing_mcp_name;
     let proxy = args.shim.proxy_options_with(file)?;
-    let opts = HttpOptions {
+    let mut opts = HttpOptions {
         listen: args.listen,
         path: args.path.clone(),
         max_body_bytes: usize::try_from(args.max_body_bytes).unwrap_or(usize::MAX),
@@ -262,6 +268,7 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
                 program: program.clone(),
                 args: rest.to_vec(),
             }),
+        record: None,
     };
     let resolver = Arc::new(ReloadablePrincipals::new(
         ConfiguredPrincipals {
@@ -307,9 +314,24 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
             proxy.bridge.clone(),
             principal_mode(token_count, args.principal_header.as_deref()),
         ));
-        http::serve(opts, link, ledger, resolver, shutdown_signal())
+        let writer = match &args.record {
+            Some(path) => {
+                let (rec, task) = crate::transport::record::Recorder::open(path, "--record")
+                    .map_err(|e| e.to_string())?;
+                opts.record = Some(rec);
+                Some(task)
+            }
+            None => None,
+        };
+        let served = http::serve(opts, link, ledger, resolver, shutdown_signal())
             .await
-            .map_err(|e| e.to_string())
+            .map_err(|e| e.to_string());
+        // The writer ends once the front's last handle on it is gone; a
+        // stream still held open past shutdown must not keep the process.
+        if let Some(task) = writer {
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(2), task).await;
+        }
+        served
     })
 }
 

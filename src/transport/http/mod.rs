@@ -10,6 +10,7 @@ mod legacy_relay;
 mod metrics;
 mod modern;
 pub mod principal;
+mod record;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -149,6 +150,10 @@ pub struct HttpOptions {
     /// with it, relayed unchanged. `None` (an upstream reached otherwise)
     /// refuses 2025-11-25 sessions to a 2025-11-25 upstream.
     pub legacy_relay: Option<RelayCommand>,
+    /// Copy every message between clients and the shim to this transcript
+    /// (`--record`), each labelled with its session (`session-1`, …: a
+    /// 2025-11-25 session id, else the request's principal).
+    pub record: Option<crate::transport::record::Recorder>,
 }
 
 impl Default for HttpOptions {
@@ -173,6 +178,7 @@ impl Default for HttpOptions {
             admin_listen: None,
             bridge: BridgeConfig::default(),
             legacy_relay: None,
+            record: None,
         }
     }
 }
@@ -376,14 +382,25 @@ impl HttpShim {
     /// accepted connections (`axum::serve::ListenerExt::tap_io`), or Nagle
     /// delays each answer's end by the client's delayed ACK (~40 ms).
     pub fn router<S: Clone + Send + Sync + 'static>(&self) -> Router<S> {
-        Router::new()
-            .route(
-                &self.app.opts.path,
-                get(get_endpoint)
-                    .post(post_endpoint)
-                    .delete(delete_endpoint),
-            )
-            .with_state(self.app.clone())
+        let routes = Router::new().route(
+            &self.app.opts.path,
+            get(get_endpoint)
+                .post(post_endpoint)
+                .delete(delete_endpoint),
+        );
+        let routes = match &self.app.opts.record {
+            Some(rec) => routes.layer(axum::middleware::from_fn_with_state(
+                record::Tap {
+                    rec: rec.clone(),
+                    labels: Default::default(),
+                    resolver: self.app.resolver.clone(),
+                    max_body_bytes: self.app.opts.max_body_bytes,
+                },
+                record::tap,
+            )),
+            None => routes,
+        };
+        routes.with_state(self.app.clone())
     }
 
     /// Counters of traffic per revision and method, and gauges of what the
