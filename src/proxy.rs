@@ -38,7 +38,7 @@ use crate::scope::Scope;
 use crate::transport::stdout::SharedStdout;
 use crate::transport::{self, Inbound, Outbox};
 use crate::upstream::supervised::{self, SuperviseOptions, Supervised};
-use crate::upstream::{Upstream, UpstreamEvent};
+use crate::upstream::{Link, Upstream, UpstreamEvent};
 
 /// How the proxy was configured.
 #[derive(Debug, Clone)]
@@ -151,6 +151,186 @@ where
         client_rx, to_client, None, stops, program, args, ledger, opts,
     )
     .await
+}
+
+/// Serves one stdio client on `client_in`/`client_out` (newline-delimited
+/// JSON-RPC, either revision) in front of an upstream you already
+/// connected: a server in your own process ([`crate::upstream::io::connect`]
+/// over [`tokio::io::duplex`], [`crate::upstream::channel`]), an HTTP one,
+/// or any [`Link`]. The session bridges as `mcp-tasks-shim stdio` does
+/// (the first client message picks the mode), and returns when the client
+/// closes its side, answering what the upstream still owes it first
+/// ([`Ending::ClientClosed`]; the upstream is then shut down) or when the
+/// upstream goes away ([`Ending::UpstreamGone`], what was pending answered
+/// with an error). No child process is started or restarted: the
+/// supervision options of `opts` are ignored.
+///
+/// A 2026-07-28 server in this process, served to a 2025-11-25 client on
+/// the process's stdio:
+///
+/// ```no_run
+/// # async fn run() -> std::io::Result<()> {
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use mcp_tasks_shim::ledger::MemoryLedger;
+/// use mcp_tasks_shim::proxy::{self, ProxyOptions};
+/// use mcp_tasks_shim::upstream;
+///
+/// let (shim_end, server_end) = tokio::io::duplex(64 * 1024);
+/// // … run your stdio server's loop on `server_end` …
+/// # drop(server_end);
+/// let (from_server, to_server) = tokio::io::split(shim_end);
+/// let opts = ProxyOptions::default();
+/// let link = upstream::io::connect(
+///     from_server,
+///     to_server,
+///     opts.request_timeout,
+///     opts.probe_timeout,
+///     opts.max_message_bytes,
+/// )
+/// .await;
+/// let ending = proxy::serve_stdio(
+///     tokio::io::stdin(),
+///     tokio::io::stdout(),
+///     link,
+///     Arc::new(MemoryLedger::default()),
+///     opts,
+/// )
+/// .await?;
+/// println!("{ending:?}");
+/// # Ok(()) }
+/// ```
+pub async fn serve_stdio<R, W>(
+    client_in: R,
+    client_out: W,
+    link: Link,
+    ledger: Arc<dyn TaskLedger>,
+    opts: ProxyOptions,
+) -> std::io::Result<Ending>
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let (client_tx, mut client_rx) = mpsc::unbounded_channel();
+    tokio::spawn(transport::read_lines(
+        client_in,
+        client_tx,
+        opts.max_message_bytes,
+    ));
+    let to_client = spawn_client_writer(opts.record.clone(), ClientSide::Stream(client_out))?;
+    let recorder = to_client.recorder.clone();
+    let Link {
+        upstream,
+        mut events,
+        revision: upstream_rev,
+        discover,
+        ..
+    } = link;
+    let mut mode: Option<Mode> = None;
+    let mut last_fault = String::from("the upstream is gone");
+    let ending = loop {
+        tokio::select! {
+            inbound = client_rx.recv() => {
+                let Some(inbound) = inbound else { break Ending::ClientClosed };
+                let setup = Setup { upstream: upstream_rev, discover: &discover, ledger: &ledger, opts: &opts };
+                link_client(inbound, &mut mode, &to_client, &recorder, &upstream, &setup);
+            }
+            event = events.recv() => {
+                let Some(event) = event else { break Ending::UpstreamGone(last_fault) };
+                if let UpstreamEvent::Closed(reason) = &event {
+                    last_fault.clone_from(reason);
+                }
+                route_upstream(event, mode.as_mut(), &*upstream, &to_client.outbox).await;
+            }
+        }
+    };
+    match &ending {
+        Ending::UpstreamGone(_) => {
+            if let Some(Mode::ModernFront(front, _)) = &mode {
+                front.upstream_ended();
+            }
+        }
+        _ => {
+            let reason = "the client closed the session";
+            if let Some(Mode::LegacyFront(_, session)) = &mode {
+                session.client_closed(reason);
+            }
+            upstream.shutdown(reason);
+            upstream.finish().await;
+        }
+    }
+    // Whatever the engines answered as the session ended is written.
+    upstream.events_handled().await;
+    drop(mode);
+    drop(recorder);
+    to_client.finish().await;
+    Ok(ending)
+}
+
+/// [`handle_client`] for [`serve_stdio`]: the same modes, over any
+/// [`Upstream`]. Pass-through requests go by [`Upstream::request`] (the
+/// client's id is kept for the answer), so none waits on another.
+fn link_client(
+    inbound: Inbound,
+    mode: &mut Option<Mode>,
+    to_client: &ClientWriter,
+    recorder: &Recorder,
+    upstream: &Arc<dyn Upstream>,
+    setup: &Setup<'_>,
+) {
+    let msg = match inbound {
+        Inbound::Message(m) => m,
+        Inbound::Invalid { id, error, .. } => {
+            tracing::warn!(error = %error, "refusing a malformed client message");
+            to_client.send(Message::error(id, error.into()));
+            return;
+        }
+    };
+    record(recorder, "c2s", &msg);
+    if mode.is_none() && undecided(&msg, setup.upstream, to_client) {
+        return;
+    }
+    let mode = mode.get_or_insert_with(|| choose(&msg, upstream.clone(), setup, &to_client.outbox));
+    match mode {
+        Mode::Passthrough => relay_to_link(msg, upstream, &to_client.outbox),
+        Mode::LegacyFront(_, session) => session.handle_client(msg),
+        Mode::ModernFront(_, session) => session.handle_client(msg),
+    }
+}
+
+/// One pass-through client message to an [`Upstream`].
+fn relay_to_link(msg: Message, upstream: &Arc<dyn Upstream>, outbox: &Outbox) {
+    match msg {
+        Message::Request(r) => {
+            let upstream = upstream.clone();
+            let outbox = outbox.clone();
+            tokio::spawn(async move {
+                let params = r.params.unwrap_or_else(|| json!({}));
+                let answer = match upstream.request(&r.method, params).await {
+                    Ok(Ok(result)) => Message::response(r.id, result),
+                    Ok(Err(error)) => Message::error(Some(r.id), error),
+                    Err(e) => Message::error(Some(r.id), e.into()),
+                };
+                // Progress the upstream sent before answering goes first.
+                upstream.events_handled().await;
+                let _ = outbox.send(answer);
+            });
+        }
+        Message::Notification(n) => {
+            if let Err(e) = upstream.notify(&n.method, n.params.unwrap_or_else(|| json!({}))) {
+                tracing::debug!(error = %e, "notification not relayed");
+            }
+        }
+        Message::Response(r) => {
+            let _ = upstream.respond(r.id, Ok(r.result));
+        }
+        Message::Error(e) => match e.id {
+            Some(id) => {
+                let _ = upstream.respond(id, Err(e.error));
+            }
+            None => tracing::debug!("client error without an id; dropped"),
+        },
+    }
 }
 
 /// The fast lane of a stdio session on the shim's own stdio: once the
@@ -388,7 +568,7 @@ async fn drive(
                 if let UpstreamEvent::Closed(reason) = &event {
                     last_fault.clone_from(reason);
                 }
-                route_upstream(event, mode.as_mut(), &sup, &to_client.outbox).await;
+                route_upstream(event, mode.as_mut(), &*sup, &to_client.outbox).await;
             }
         }
     };
@@ -446,7 +626,7 @@ async fn drive(
                 tokio::select! {
                     () = &mut finish => break,
                     Some(event) = events.recv() => {
-                        route_upstream(event, mode.as_mut(), &sup, &to_client.outbox).await;
+                        route_upstream(event, mode.as_mut(), &*sup, &to_client.outbox).await;
                     }
                     // A client still writing after a stop is answered, the
                     // error naming why, rather than left waiting.
@@ -472,7 +652,7 @@ async fn drive(
                 }
             }
             while let Ok(event) = events.try_recv() {
-                route_upstream(event, mode.as_mut(), &sup, &to_client.outbox).await;
+                route_upstream(event, mode.as_mut(), &*sup, &to_client.outbox).await;
             }
         }
     }
@@ -578,7 +758,7 @@ async fn handle_client(
     if mode.is_none() && undecided(&msg, setup.upstream, to_client) {
         return;
     }
-    let mode = mode.get_or_insert_with(|| choose(&msg, sup, setup, &to_client.outbox));
+    let mode = mode.get_or_insert_with(|| choose(&msg, sup.clone(), setup, &to_client.outbox));
     match mode {
         Mode::Passthrough => {
             let id = match &msg {
@@ -626,7 +806,7 @@ fn undecided(msg: &Message, upstream: Revision, to_client: &ClientWriter) -> boo
     true
 }
 
-fn choose(first: &Message, sup: &Arc<Supervised>, setup: &Setup<'_>, outbox: &Outbox) -> Mode {
+fn choose(first: &Message, up: Arc<dyn Upstream>, setup: &Setup<'_>, outbox: &Outbox) -> Mode {
     let Setup {
         upstream,
         discover,
@@ -642,7 +822,6 @@ fn choose(first: &Message, sup: &Arc<Supervised>, setup: &Setup<'_>, outbox: &Ou
     tracing::info!(%client, %upstream, "session revisions");
     match (client, upstream) {
         (Revision::Legacy, Revision::Modern) => {
-            let up: Arc<dyn Upstream> = sup.clone();
             let front = LegacyFront::new(up, ledger.clone(), opts.bridge.clone(), discover.clone());
             crate::bridge::spawn_sweeper(
                 Arc::downgrade(&front),
@@ -652,7 +831,6 @@ fn choose(first: &Message, sup: &Arc<Supervised>, setup: &Setup<'_>, outbox: &Ou
             Mode::LegacyFront(front, session)
         }
         (Revision::Modern, Revision::Legacy) => {
-            let up: Arc<dyn Upstream> = sup.clone();
             let front = ModernFront::new(up, ledger.clone(), opts.bridge.clone());
             crate::bridge::spawn_sweeper(
                 Arc::downgrade(&front),
@@ -668,7 +846,7 @@ fn choose(first: &Message, sup: &Arc<Supervised>, setup: &Setup<'_>, outbox: &Ou
 async fn route_upstream(
     event: UpstreamEvent,
     mode: Option<&mut Mode>,
-    sup: &Supervised,
+    sup: &dyn Upstream,
     outbox: &Outbox,
 ) {
     match mode {
