@@ -7,7 +7,6 @@
 //! implementing [`Upstream`] or by feeding a [`Connection`].
 
 pub mod channel;
-pub mod child;
 pub mod http;
 pub mod io;
 pub mod stream;
@@ -316,18 +315,6 @@ pub(crate) async fn probe(up: &dyn Upstream, timeout: Duration) -> crate::revisi
         }
     };
     crate::revision::classify_probe(answer.as_ref())
-}
-
-impl From<child::ChildLink> for Link {
-    fn from(c: child::ChildLink) -> Self {
-        Link {
-            upstream: c.conn,
-            events: c.events,
-            revision: c.revision,
-            discover: c.discover,
-            child: Some(c.child),
-        }
-    }
 }
 
 impl From<http::HttpLink> for Link {
