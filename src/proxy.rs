@@ -20,6 +20,7 @@
 //! client's lines are written to stdout by whichever thread has them
 //! ([`crate::transport::stdout`]).
 
+use serde_json::json;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;

@@ -129,7 +129,6 @@ async fn a_legacy_client_runs_a_task_on_an_in_process_modern_server() {
     );
 
     // The duplex end closes once both its halves are gone.
-    drop(ask);
     drop(client_w);
     drop(lines);
     let ending = tokio::time::timeout(Duration::from_secs(20), session)
