@@ -268,6 +268,33 @@ where
     Ok(ending)
 }
 
+/// What both stdio loops do first with a client message: refuse a
+/// malformed one, record it, and let the first decided message pick the
+/// session's mode. `None` when nothing is left to route.
+fn admit<'m>(
+    inbound: Inbound,
+    mode: &'m mut Option<Mode>,
+    to_client: &ClientWriter,
+    recorder: &Recorder,
+    upstream: Arc<dyn Upstream>,
+    setup: &Setup<'_>,
+) -> Option<(Message, &'m mut Mode)> {
+    let msg = match inbound {
+        Inbound::Message(m) => m,
+        Inbound::Invalid { id, error, .. } => {
+            tracing::warn!(error = %error, "refusing a malformed client message");
+            to_client.send(Message::error(id, error.into()));
+            return None;
+        }
+    };
+    record(recorder, "c2s", &msg);
+    if mode.is_none() && undecided(&msg, setup.upstream, to_client) {
+        return None;
+    }
+    let mode = mode.get_or_insert_with(|| choose(&msg, upstream, setup, &to_client.outbox));
+    Some((msg, mode))
+}
+
 /// [`handle_client`] for [`serve_stdio`]: the same modes, over any
 /// [`Upstream`]. Pass-through requests go by [`Upstream::request`] (the
 /// client's id is kept for the answer), so none waits on another.
@@ -279,19 +306,10 @@ fn link_client(
     upstream: &Arc<dyn Upstream>,
     setup: &Setup<'_>,
 ) {
-    let msg = match inbound {
-        Inbound::Message(m) => m,
-        Inbound::Invalid { id, error, .. } => {
-            tracing::warn!(error = %error, "refusing a malformed client message");
-            to_client.send(Message::error(id, error.into()));
-            return;
-        }
-    };
-    record(recorder, "c2s", &msg);
-    if mode.is_none() && undecided(&msg, setup.upstream, to_client) {
+    let Some((msg, mode)) = admit(inbound, mode, to_client, recorder, upstream.clone(), setup)
+    else {
         return;
-    }
-    let mode = mode.get_or_insert_with(|| choose(&msg, upstream.clone(), setup, &to_client.outbox));
+    };
     match mode {
         Mode::Passthrough => relay_to_link(msg, upstream, &to_client.outbox),
         Mode::LegacyFront(_, session) => session.handle_client(msg),
@@ -747,19 +765,9 @@ async fn handle_client(
     sup: &Arc<Supervised>,
     setup: &Setup<'_>,
 ) {
-    let msg = match inbound {
-        Inbound::Message(m) => m,
-        Inbound::Invalid { id, error, .. } => {
-            tracing::warn!(error = %error, "refusing a malformed client message");
-            to_client.send(Message::error(id, error.into()));
-            return;
-        }
-    };
-    record(recorder, "c2s", &msg);
-    if mode.is_none() && undecided(&msg, setup.upstream, to_client) {
+    let Some((msg, mode)) = admit(inbound, mode, to_client, recorder, sup.clone(), setup) else {
         return;
-    }
-    let mode = mode.get_or_insert_with(|| choose(&msg, sup.clone(), setup, &to_client.outbox));
+    };
     match mode {
         Mode::Passthrough => {
             let id = match &msg {
