@@ -1017,13 +1017,7 @@ fn error_response(status: StatusCode, id: Option<crate::jsonrpc::Id>, e: ShimErr
     json_response(status, &Message::error(id, e.to_error_object()))
 }
 
-/// The HTTP status a 2026-07-28 server gives a JSON-RPC error code.
+/// [`crate::error::modern_http_status`] as axum's type.
 pub(crate) fn modern_status(code: i64) -> StatusCode {
-    use crate::error::codes::*;
-    match code {
-        HEADER_MISMATCH | MISSING_CAPABILITY | UNSUPPORTED_VERSION | PARSE_ERROR
-        | INVALID_REQUEST => StatusCode::BAD_REQUEST,
-        METHOD_NOT_FOUND => StatusCode::NOT_FOUND,
-        _ => StatusCode::OK,
-    }
+    StatusCode::from_u16(crate::error::modern_http_status(code)).unwrap_or(StatusCode::OK)
 }
