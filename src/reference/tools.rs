@@ -246,46 +246,9 @@ pub(crate) async fn run(call: Call, ctx: Option<TaskCtx>) -> Outcome {
             ))
         }
         Call::ConfirmDelete { filename } => {
-            let ctx = ctx.ok_or_else(needs_task)?;
-            let answer = ctx
-                .elicit(
-                    "confirm",
-                    json!({"mode": "form",
-                    "message": format!("Delete {filename}?"),
-                    "requestedSchema": {"type": "object",
-                        "properties": {"confirm": {"type": "boolean", "title": "Confirm",
-                            "description": format!("Really delete {filename}?")}},
-                        "required": ["confirm"]}}),
-                )
-                .await;
-            let yes = answer.get("action").and_then(Value::as_str) == Some("accept")
-                && answer.pointer("/content/confirm").and_then(Value::as_bool) == Some(true);
-            Ok(text(if yes {
-                format!("Deleted {filename}")
-            } else {
-                format!("Deletion of {filename} cancelled")
-            }))
+            confirm_delete(ctx.ok_or_else(needs_task)?, &filename).await
         }
-        Call::MultiInput => {
-            let ctx = ctx.ok_or_else(needs_task)?;
-            // Both questions are registered before either is awaited, so the
-            // task shows two outstanding input requests at once.
-            let (a, b) = tokio::join!(
-                ctx.elicit("name", name_question()),
-                ctx.elicit(
-                    "confirm",
-                    json!({"mode": "form", "message": "Proceed?",
-                    "requestedSchema": {"type": "object",
-                        "properties": {"confirm": {"type": "boolean", "title": "Proceed"}},
-                        "required": ["confirm"]}})
-                )
-            );
-            Ok(text(format!(
-                "multi_input answers: first = {}, second = {}",
-                describe(&a),
-                describe(&b)
-            )))
-        }
+        Call::MultiInput => multi_input(ctx.ok_or_else(needs_task)?).await,
         Call::WithTask { name } => Ok(text(format!(
             "Hello, {name}! (name gathered before the task was created)"
         ))),
@@ -295,25 +258,70 @@ pub(crate) async fn run(call: Call, ctx: Option<TaskCtx>) -> Outcome {
                 "Job {job_id} completed by the external worker"
             )))
         }
-        Call::Summarize { text: input } => {
-            let ctx = ctx.ok_or_else(needs_task)?;
-            let reply = ctx
-                .ask(
-                    "summary",
-                    "sampling/createMessage",
-                    json!({"messages": [{"role": "user",
-                        "content": {"type": "text", "text": format!("Summarise: {input}")}}],
-                        "maxTokens": 100}),
-                )
-                .await;
-            Ok(text(
-                match reply.pointer("/content/text").and_then(Value::as_str) {
-                    Some(summary) => format!("Summary: {summary}"),
-                    None => "No summary: the client's model gave no text".to_owned(),
-                },
-            ))
-        }
+        Call::Summarize { text: input } => summarize(ctx.ok_or_else(needs_task)?, &input).await,
     }
+}
+
+/// `confirm_delete`: one form question, the answer decides.
+async fn confirm_delete(ctx: TaskCtx, filename: &str) -> Outcome {
+    let answer = ctx
+        .elicit(
+            "confirm",
+            json!({"mode": "form",
+            "message": format!("Delete {filename}?"),
+            "requestedSchema": {"type": "object",
+                "properties": {"confirm": {"type": "boolean", "title": "Confirm",
+                    "description": format!("Really delete {filename}?")}},
+                "required": ["confirm"]}}),
+        )
+        .await;
+    let yes = answer.get("action").and_then(Value::as_str) == Some("accept")
+        && answer.pointer("/content/confirm").and_then(Value::as_bool) == Some(true);
+    Ok(text(if yes {
+        format!("Deleted {filename}")
+    } else {
+        format!("Deletion of {filename} cancelled")
+    }))
+}
+
+/// `multi_input`: two questions outstanding at once.
+async fn multi_input(ctx: TaskCtx) -> Outcome {
+    // Both questions are registered before either is awaited, so the
+    // task shows two outstanding input requests at once.
+    let (a, b) = tokio::join!(
+        ctx.elicit("name", name_question()),
+        ctx.elicit(
+            "confirm",
+            json!({"mode": "form", "message": "Proceed?",
+            "requestedSchema": {"type": "object",
+                "properties": {"confirm": {"type": "boolean", "title": "Proceed"}},
+                "required": ["confirm"]}})
+        )
+    );
+    Ok(text(format!(
+        "multi_input answers: first = {}, second = {}",
+        describe(&a),
+        describe(&b)
+    )))
+}
+
+/// `summarize`: a sampling request to the client's model.
+async fn summarize(ctx: TaskCtx, input: &str) -> Outcome {
+    let reply = ctx
+        .ask(
+            "summary",
+            "sampling/createMessage",
+            json!({"messages": [{"role": "user",
+                "content": {"type": "text", "text": format!("Summarise: {input}")}}],
+                "maxTokens": 100}),
+        )
+        .await;
+    Ok(text(
+        match reply.pointer("/content/text").and_then(Value::as_str) {
+            Some(summary) => format!("Summary: {summary}"),
+            None => "No summary: the client's model gave no text".to_owned(),
+        },
+    ))
 }
 
 fn needs_task() -> ErrorObject {
