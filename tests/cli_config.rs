@@ -97,7 +97,7 @@ fn a_flag_beats_the_environment_which_beats_the_file_which_beats_the_default() {
             "max_sessions",
             "--max-sessions",
             "MCP_SHIM_MAX_SESSIONS",
-            ["1000", "7", "8", "9"],
+            ["10000", "7", "8", "9"],
         ),
         (
             "listen",
