@@ -18,8 +18,9 @@ pub struct Args {
     /// of a command after `--`.
     #[arg(long, value_name = "URL", conflicts_with = "upstream", help_heading = UPSTREAM)]
     pub upstream_url: Option<String>,
-    /// Address to listen on: HOST:PORT, a host name (`localhost:8080`,
-    /// resolved at start) or `:PORT`, which keeps the loopback address.
+    /// Address to listen on: HOST:PORT, a host name (`localhost:8080`, resolved
+    /// at start) or `:PORT`, which keeps the loopback address.
+    ///
     /// Write `0.0.0.0:PORT` or `[::]:PORT` to accept other machines.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080", value_parser = parse_listen,
           help_heading = LISTENING)]
@@ -42,7 +43,9 @@ pub struct Args {
     #[arg(long, value_name = "ADDR", value_parser = parse_listen, help_heading = LISTENING)]
     pub admin_listen: Option<String>,
     /// Allow browser requests from this Origin (e.g. `https://app.example`);
-    /// loopback origins are always allowed, others get 403. Repeatable.
+    /// loopback origins are always allowed, others get 403.
+    ///
+    /// Repeatable.
     #[arg(long = "allow-origin", value_name = "ORIGIN", value_parser = parse_origin,
           help_heading = LISTENING)]
     pub allow_origin: Vec<String>,
@@ -54,15 +57,16 @@ pub struct Args {
     #[arg(long, help_heading = LISTENING)]
     pub accept_missing_mcp_name: bool,
     /// A bearer token and the principal it stands for (TOKEN=PRINCIPAL).
-    /// Repeatable. Visible to every local user in the process list:
-    /// prefer --token-file, or MCP_SHIM_TOKENS="t1=alice,t2=bob" in the
-    /// environment.
+    ///
+    /// Repeatable. Visible to every local user in the process list: prefer
+    /// --token-file, or MCP_SHIM_TOKENS="t1=alice,t2=bob" in the environment.
     #[arg(long = "token", value_name = "TOKEN=PRINCIPAL", value_parser = parse_token,
           help_heading = SESSIONS)]
     pub tokens: Vec<(String, String)>,
     /// A file of bearer tokens, one TOKEN=PRINCIPAL a line (`#` starts a
-    /// comment line), read again on SIGHUP. Refused if group or others
-    /// can access it (chmod 600).
+    /// comment line), read again on SIGHUP.
+    ///
+    /// Refused if group or others can access it (chmod 600).
     #[arg(long, value_name = "FILE", help_heading = SESSIONS)]
     pub token_file: Option<PathBuf>,
     /// Trust this header as the principal (set by an authenticating proxy).

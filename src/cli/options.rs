@@ -19,13 +19,29 @@ use crate::wire::legacy::TaskSupport;
 #[derive(Debug, Clone, clap::Args)]
 pub struct ShimArgs {
     /// TOML config file: keys are the options' names with `_` for `-`
-    /// (`max_sessions = 200`, `probe_timeout = "5s"`). Flags and MCP_SHIM_*
-    /// variables win over it (see docs/guide.md, "Configuration").
+    /// (`max_sessions = 200`, `probe_timeout = "5s"`).
+    ///
+    /// Flags and MCP_SHIM_* variables win over it (see docs/guide.md,
+    /// "Configuration").
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// When the upstream child exits, stops answering or writes garbage, start
+    /// it again (with backoff) instead of giving up.
+    ///
+    /// Requests in flight at the fault still fail with -32603.
+    #[arg(long, help_heading = UPSTREAM)]
+    pub restart_upstream: bool,
+    /// Legacy clients waiting on a 2026-07-28 upstream's task: at most N
+    /// `subscriptions/listen` streams (one per watched task) so the wait
+    /// ends when the upstream pushes the change; polling continues
+    /// regardless. 0: poll only.
+    #[arg(long, value_name = "N", default_value_t = 256, help_heading = UPSTREAM)]
+    pub max_listen_streams: usize,
     /// `execution.taskSupport` told to legacy clients for one tool
-    /// (TOOL=required|optional|forbidden). Repeatable; replaces the config
-    /// file's list. A call of a forbidden tool with params.task gets -32601.
+    /// (TOOL=required|optional|forbidden).
+    ///
+    /// Repeatable; replaces the config file's list. A call of a forbidden tool
+    /// with params.task gets -32601.
     #[arg(long = "task-support", value_name = "TOOL=SUPPORT", value_parser = TaskPolicy::parse_rule,
           help_heading = TASKS)]
     pub task_support: Vec<(String, TaskSupport)>,
@@ -51,8 +67,10 @@ pub struct ShimArgs {
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = positive_millis,
           help_heading = TIMEOUTS)]
     pub probe_timeout: Duration,
-    /// How long any upstream request may take. A task may run longer:
-    /// the shim's own wait for a task's outcome is renewed while it runs.
+    /// How long any upstream request may take.
+    ///
+    /// A task may run longer: the shim's own wait for a task's outcome is
+    /// renewed while it runs.
     #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = positive_millis,
           help_heading = TIMEOUTS)]
     pub request_timeout: Duration,
@@ -74,22 +92,20 @@ pub struct ShimArgs {
     #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = positive_millis,
           help_heading = TASKS)]
     pub max_task_ttl: Duration,
-    /// Keep the task ledger (ownership, cancel pins, cached results) in
-    /// this file so a restart loses none of it; created if missing. One
-    /// shim process per file. Or a Redis server (`redis://host:port/db`,
-    /// `redis+unix:///path/to/socket`) that several shim instances share,
-    /// so any of them serves a principal's tasks. Default: in memory.
+    /// Keep the task ledger (ownership, cancel pins, cached results) in this
+    /// file so a restart loses none of it; created if missing.
+    ///
+    /// One shim process per file. Or a Redis server (`redis://host:port/db`,
+    /// `redis+unix:///path/to/socket`) that several shim instances share, so
+    /// any of them serves a principal's tasks. Default: in memory.
     #[arg(long, value_name = "PATH|URL", help_heading = TASKS)]
     pub ledger: Option<PathBuf>,
-    /// With a Redis `--ledger`: the key prefix. Instances that share tasks
-    /// use the same one; unrelated deployments on one server, different ones.
+    /// With a Redis `--ledger`: the key prefix.
+    ///
+    /// Instances that share tasks use the same one; unrelated deployments on
+    /// one server, different ones.
     #[arg(long, value_name = "PREFIX", default_value = DEFAULT_LEDGER_PREFIX, help_heading = TASKS)]
     pub ledger_prefix: String,
-    /// When the upstream child exits, stops answering or writes garbage,
-    /// start it again (with backoff) instead of giving up. Requests in
-    /// flight at the fault still fail with -32603.
-    #[arg(long, help_heading = UPSTREAM)]
-    pub restart_upstream: bool,
     /// While upstream requests are outstanding, check this often that the
     /// upstream (child or --upstream-url) still answers (`ping`, or
     /// `server/discover` for a 2026-07-28 server); 0 turns the check off.
@@ -103,12 +119,6 @@ pub struct ShimArgs {
     #[arg(long, value_name = "DURATION", default_value = "15s",
           value_parser = positive_millis, help_heading = TIMEOUTS)]
     pub upstream_ping_timeout: Duration,
-    /// Legacy clients waiting on a 2026-07-28 upstream's task: at most N
-    /// `subscriptions/listen` streams (one per watched task) so the wait
-    /// ends when the upstream pushes the change; polling continues
-    /// regardless. 0: poll only.
-    #[arg(long, value_name = "N", default_value_t = 256, help_heading = UPSTREAM)]
-    pub max_listen_streams: usize,
 }
 
 /// `--help` sections. Each option names one, so that `--help` reads by
