@@ -249,6 +249,44 @@ fn an_unknown_key_in_the_file_is_an_error_naming_the_key() {
     }
 }
 
+/// A bad value in the environment names its variable (the flag was never
+/// typed), without echoing a token; exit 2, as for a bad flag.
+#[test]
+fn a_bad_value_in_the_environment_names_the_variable() {
+    let out = output(&["http", "--", "true"], &[("MCP_SHIM_MAX_SESSIONS", "0")]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("MCP_SHIM_MAX_SESSIONS=0: must be at least 1"),
+        "{err}"
+    );
+    let out = output(
+        &["http", "--", "true"],
+        &[("MCP_SHIM_TOKENS", "n0equalss3cret")],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("MCP_SHIM_TOKENS") && !err.contains("n0equalss3cret"),
+        "{err}"
+    );
+}
+
+/// The file's `upstream_url` does not override a command given after `--`.
+#[test]
+fn a_command_after_the_double_dash_wins_over_the_files_upstream_url() {
+    let (_dir, file) = config_file("upstream_url = \"http://127.0.0.1:1/mcp\"\n");
+    let out = config(&["--config", utf8(&file), "--", "my-server"], &[]);
+    assert!(out.contains("# upstream command: -- my-server"), "{out}");
+    assert!(out.contains("# upstream_url"), "{out}");
+    assert!(out.contains("ignored here: upstream_url"), "{out}");
+    let out = config(&["--config", utf8(&file)], &[]);
+    assert_eq!(
+        shown(&out, "upstream_url"),
+        ("\"http://127.0.0.1:1/mcp\"".into(), "file".into())
+    );
+}
+
 /// `:0` (loopback) and a host name both serve.
 #[test]
 fn listen_takes_a_bare_port_and_a_host_name() {

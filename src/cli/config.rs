@@ -124,8 +124,9 @@ pub(crate) struct FileUse {
     pub path: PathBuf,
     /// The ids of the options it set (each a default now).
     pub applied: HashSet<String>,
-    /// Its keys that are options of the other proxy subcommand only.
-    pub ignored: Vec<String>,
+    /// Its keys not used here, each with why: options of the other proxy
+    /// subcommand only, or an `upstream_url` where a command is given.
+    pub ignored: Vec<(String, String)>,
 }
 
 /// Why the command line and file cannot be used.
@@ -133,6 +134,8 @@ pub(crate) struct FileUse {
 pub(crate) enum LoadError {
     /// The command line itself (clap prints it and exits 2).
     Usage(clap::Error),
+    /// A value of an `MCP_SHIM_*` variable (exit 2, as a bad flag).
+    Env(String),
     /// The config file, and the command line read without it (for the
     /// log settings the message goes out with).
     File {
@@ -150,7 +153,7 @@ pub(crate) fn load(argv: Vec<OsString>) -> Result<Loaded, LoadError> {
     let first = cmd
         .clone()
         .try_get_matches_from(&argv)
-        .map_err(LoadError::Usage)?;
+        .map_err(|e| from_env(&cmd, &argv, e))?;
     let path = subcommand_path(&first);
     let config = leaf(&first)
         .try_get_one::<PathBuf>("config")
@@ -168,7 +171,14 @@ pub(crate) fn load(argv: Vec<OsString>) -> Result<Loaded, LoadError> {
         message,
         matches: Box::new(first.clone()),
     };
-    let (cmd, file_use) = apply_file(cmd, &path, &file).map_err(fail)?;
+    // A command after `--` is the command line's upstream: the file's
+    // --upstream-url must not win over it.
+    let has_command = leaf(&first)
+        .try_get_raw("upstream")
+        .ok()
+        .flatten()
+        .is_some_and(|mut v| v.next().is_some());
+    let (cmd, file_use) = apply_file(cmd, &path, &file, has_command).map_err(fail)?;
     let matches = cmd.clone().try_get_matches_from(&argv).map_err(|e| {
         // Every value was checked as the file was read: whatever is left
         // is still the file's, as the line alone was read without error.
@@ -280,7 +290,12 @@ fn with_unit(v: &str, unit: &str) -> String {
 
 /// Makes the config file's values the defaults of the options they name,
 /// in the subcommand at `path` (and the global ones).
-fn apply_file(cmd: Command, path: &[String], file: &Path) -> Result<(Command, FileUse), String> {
+fn apply_file(
+    cmd: Command,
+    path: &[String],
+    file: &Path,
+    has_command: bool,
+) -> Result<(Command, FileUse), String> {
     let text = std::fs::read_to_string(file)
         .map_err(|e| format!("cannot read config {}: {e}", file.display()))?;
     let table: toml::Table =
@@ -321,13 +336,20 @@ fn apply_file(cmd: Command, path: &[String], file: &Path) -> Result<(Command, Fi
         if key == "config" {
             return Err(bad(&key, "a config file cannot name another one"));
         }
+        if key == "upstream_url" && has_command {
+            ignored.push((key, "the command after -- is the upstream".to_owned()));
+            continue;
+        }
+        if key == "tokens" {
+            warn_if_exposed(file);
+        }
         let in_root = built.get_arguments().find(|a| a.get_id() == key.as_str());
         let arg = match in_root
             .or_else(|| here.get_arguments().find(|a| a.get_id() == key.as_str()))
         {
             Some(a) if is_option(a) => a,
             _ if known.contains(&key) => {
-                ignored.push(key);
+                ignored.push((key, format!("not an option of {}", proxy_name(path))));
                 continue;
             }
             _ => {
@@ -339,7 +361,7 @@ fn apply_file(cmd: Command, path: &[String], file: &Path) -> Result<(Command, Fi
                 return Err(format!(
                     "bad config {}: unknown key `{key}`{hint}; the keys are the options' long names with _ for - (see `mcp-tasks-shim {} --help` and docs/guide.md)",
                     file.display(),
-                    path.last().map_or("http", String::as_str),
+                    proxy_name(path),
                 ));
             }
         };
@@ -376,6 +398,94 @@ fn apply_file(cmd: Command, path: &[String], file: &Path) -> Result<(Command, Fi
             ignored,
         },
     ))
+}
+
+/// The proxy subcommand whose options the subcommand at `path` takes
+/// (`config` alone takes `http`'s).
+fn proxy_name(path: &[String]) -> &'static str {
+    match path.last().map(String::as_str) {
+        Some("stdio") => "stdio",
+        _ => "http",
+    }
+}
+
+/// Tokens are secrets: a file holding them that others can read is
+/// worth a warning (not a refusal, as for `--token-file`: the rest of a
+/// config file is no secret, and it may be shared on purpose).
+fn warn_if_exposed(file: &Path) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        if let Ok(meta) = std::fs::metadata(file)
+            && meta.permissions().mode() & 0o077 != 0
+        {
+            tracing_note(format!(
+                "config {} holds tokens and group or others can read it (mode {:03o}): run `chmod 600 {}`, or move the tokens to --token-file",
+                file.display(),
+                meta.permissions().mode() & 0o777,
+                file.display()
+            ));
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = file;
+}
+
+/// A value clap refused names only its flag: when it came from the
+/// environment (set there, the flag not on the line), say so, or an
+/// operator looks for a flag nobody typed.
+fn from_env(cmd: &Command, argv: &[OsString], e: clap::Error) -> LoadError {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if !matches!(
+        e.kind(),
+        ErrorKind::InvalidValue | ErrorKind::ValueValidation
+    ) {
+        return LoadError::Usage(e);
+    }
+    let Some(ContextValue::String(flag)) = e.get(ContextKind::InvalidArg) else {
+        return LoadError::Usage(e);
+    };
+    let long = flag
+        .split_whitespace()
+        .next()
+        .unwrap_or_default()
+        .to_owned();
+    let on_line = argv.iter().filter_map(|a| a.to_str()).any(|a| {
+        a == long
+            || a.strip_prefix(long.as_str())
+                .is_some_and(|r| r.starts_with('='))
+    });
+    let Some(id) = long.strip_prefix("--").map(|l| {
+        let mut built = cmd.clone();
+        built.build();
+        all_args(&built)
+            .find(|a| a.get_long() == Some(l))
+            .map(|a| a.get_id().as_str().to_owned())
+    }) else {
+        return LoadError::Usage(e);
+    };
+    match id {
+        Some(id) if !on_line && std::env::var_os(env_name(&id)).is_some() => {
+            let value = match std::env::var(env_name(&id)) {
+                Ok(v) if !SECRETS.contains(&id.as_str()) => format!("={v}"),
+                _ => String::new(),
+            };
+            LoadError::Env(format!(
+                "{}{value}: {} (as {long})",
+                env_name(&id),
+                reason(&e)
+            ))
+        }
+        _ => LoadError::Usage(e),
+    }
+}
+
+/// Every argument of a built command and its subcommands.
+fn all_args(cmd: &Command) -> Box<dyn Iterator<Item = &Arg> + '_> {
+    Box::new(
+        cmd.get_arguments()
+            .chain(cmd.get_subcommands().flat_map(all_args)),
+    )
 }
 
 /// Warnings found before logging starts go out once it has.
@@ -589,11 +699,8 @@ fn render(name: &str, upstream: &[String], loaded: &Loaded) -> String {
                 _ => "flag --config",
             };
             out += &format!("# config file: {} ({whence})\n", f.path.display());
-            if !f.ignored.is_empty() {
-                out += &format!(
-                    "# not options of {name}, ignored here: {}\n",
-                    f.ignored.join(", ")
-                );
+            for (key, why) in &f.ignored {
+                out += &format!("# ignored here: {key} ({why})\n");
             }
         }
         None => out += "# config file: none (--config FILE or MCP_SHIM_CONFIG)\n",

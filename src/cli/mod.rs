@@ -75,6 +75,10 @@ pub fn main() -> ExitCode {
     let loaded = match config::load(std::env::args_os().collect()) {
         Ok(loaded) => loaded,
         Err(config::LoadError::Usage(e)) => e.exit(),
+        Err(config::LoadError::Env(message)) => {
+            crate::console::fail(&format!("mcp-tasks-shim: {message}"), &message);
+            return ExitCode::from(2);
+        }
         Err(config::LoadError::File { message, matches }) => {
             // The file's own log settings are what could not be read.
             let log = matches
