@@ -227,6 +227,12 @@ fn config_stdio_shows_stdios_options_and_the_keys_it_ignores() {
     assert_eq!(shown(&out, "page_size"), ("3".into(), "file".into()));
     assert!(!out.lines().any(|l| l.starts_with("listen")), "{out}");
     assert!(out.contains("ignored here: listen"), "{out}");
+    // A switch as environment files write it.
+    let out = config(&["stdio"], &[("MCP_SHIM_RESTART_UPSTREAM", "1")]);
+    assert_eq!(
+        shown(&out, "restart_upstream"),
+        ("true".into(), "env MCP_SHIM_RESTART_UPSTREAM".into())
+    );
 }
 
 /// A key no subcommand has is refused naming it and the file (exit 1),

@@ -96,8 +96,12 @@ fn with_env(cmd: Command) -> Command {
         }
         let id = a.get_id().as_str().to_owned();
         let mut a = a.env(env_name(&id));
-        if matches!(a.get_action(), ArgAction::Append) {
-            a = a.value_delimiter(',');
+        match a.get_action() {
+            ArgAction::Append => a = a.value_delimiter(','),
+            // What environment files write for a switch: 1/0, yes/no,
+            // on/off as well as true/false.
+            ArgAction::SetTrue => a = a.value_parser(clap::builder::BoolishValueParser::new()),
+            _ => {}
         }
         if SECRETS.contains(&id.as_str()) {
             a = a.hide_env_values(true);
@@ -652,10 +656,14 @@ fn render(name: &str, upstream: &[String], loaded: &Loaded) -> String {
             _ if matches!(arg.get_action(), ArgAction::Append) => "default".to_owned(),
             _ => "unset".to_owned(),
         };
-        let raw: Vec<String> = m
-            .get_raw(id)
-            .map(|vals| vals.map(|v| v.to_string_lossy().into_owned()).collect())
-            .unwrap_or_default();
+        let raw: Vec<String> = if matches!(arg.get_action(), ArgAction::SetTrue) {
+            // As parsed: the environment may have said `1` or `yes`.
+            vec![m.get_flag(id).to_string()]
+        } else {
+            m.get_raw(id)
+                .map(|vals| vals.map(|v| v.to_string_lossy().into_owned()).collect())
+                .unwrap_or_default()
+        };
         let value = (!raw.is_empty() || matches!(arg.get_action(), ArgAction::Append))
             .then(|| toml_value(id, arg, &raw));
         let heading = arg.get_help_heading().unwrap_or("Options").to_owned();
