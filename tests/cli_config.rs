@@ -1,7 +1,8 @@
 //! The configuration surface of the real binary: each option as a flag,
-//! an `MCP_SHIM_*` variable and a config-file key, with flag > env > file
-//! > default; `mcp-tasks-shim config` printing the merge with secrets
-//! masked; `--listen` forms; the old `-ms`/`-s` spellings.
+//! an `MCP_SHIM_*` variable and a config-file key, the flag winning over
+//! the variable, the variable over the file, the file over the default;
+//! `mcp-tasks-shim config` printing the merge with secrets masked;
+//! `--listen` forms; the old `-ms`/`-s` spellings.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;

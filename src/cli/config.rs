@@ -599,7 +599,7 @@ pub enum Which {
     /// What `http` would run with.
     Http(Box<super::http::Args>),
     /// What `stdio` would run with.
-    Stdio(super::stdio::Args),
+    Stdio(Box<super::stdio::Args>),
 }
 
 /// The order of `config`'s sections, as `--help` has them.

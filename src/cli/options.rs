@@ -265,22 +265,24 @@ impl ShimArgs {
 
     /// The proxy options these arguments describe.
     pub fn proxy_options(&self) -> Result<ProxyOptions, String> {
-        let mut bridge = BridgeConfig::default();
-        bridge.page_size = self.page_size;
-        bridge.default_poll_ms =
-            u64::try_from(self.default_poll_interval.as_millis()).unwrap_or(u64::MAX);
-        bridge.drive_required_tasks = self.drive_required_tasks;
-        bridge.max_listen_streams = self.max_listen_streams;
-        bridge.max_task_ttl_ms = millis_i64(self.max_task_ttl);
-        bridge.task_ttl_ms = self.task_ttl.map(millis_i64);
         let per_tool: HashMap<_, _> = self.task_support.iter().cloned().collect();
-        if !per_tool.is_empty() || self.default_task_support.is_some() {
-            bridge.policy = Some(TaskPolicy {
-                // Unset: still decided by what the upstream offers.
+        // Unset: still decided by what the upstream offers.
+        let policy =
+            (!per_tool.is_empty() || self.default_task_support.is_some()).then_some(TaskPolicy {
                 default: self.default_task_support,
                 per_tool,
             });
-        }
+        let bridge = BridgeConfig {
+            page_size: self.page_size,
+            default_poll_ms: u64::try_from(self.default_poll_interval.as_millis())
+                .unwrap_or(u64::MAX),
+            drive_required_tasks: self.drive_required_tasks,
+            max_listen_streams: self.max_listen_streams,
+            max_task_ttl_ms: millis_i64(self.max_task_ttl),
+            task_ttl_ms: self.task_ttl.map(millis_i64),
+            policy,
+            ..BridgeConfig::default()
+        };
         Ok(ProxyOptions {
             bridge,
             probe_timeout: self.probe_timeout,
