@@ -294,6 +294,24 @@ fn a_command_after_the_double_dash_wins_over_the_files_upstream_url() {
     );
 }
 
+/// The file's old `default_poll_ms` still reads, as the duration it meant,
+/// with a warning.
+#[test]
+fn the_old_poll_key_of_the_file_still_reads() {
+    let (_dir, file) = config_file("default_poll_ms = 100\n");
+    let out = output(&["config", "stdio", "--config", utf8(&file)], &[]);
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(
+        shown(&stdout, "default_poll_interval"),
+        ("\"100ms\"".into(), "file".into())
+    );
+    assert!(stderr.contains("default_poll_ms is deprecated"), "{stderr}");
+}
+
 /// `:0` (loopback) and a host name both serve.
 #[test]
 fn listen_takes_a_bare_port_and_a_host_name() {

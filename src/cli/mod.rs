@@ -112,7 +112,7 @@ pub fn main() -> ExitCode {
         );
         return ExitCode::from(2);
     }
-    for note in config::deferred_warnings(&loaded) {
+    for note in loaded.warnings() {
         tracing::warn!("{note}");
     }
     let result = match cli.command {
