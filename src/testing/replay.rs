@@ -97,7 +97,9 @@ pub enum ReplayError {
     )]
     UnknownRevision,
     /// A client message names a protocol version the shim does not know.
-    #[error("line {line}: the client speaks protocol version {version:?}, which the shim does not know")]
+    #[error(
+        "line {line}: the client speaks protocol version {version:?}, which the shim does not know"
+    )]
     UnknownVersion {
         /// The transcript line.
         line: usize,
@@ -451,7 +453,11 @@ impl Run {
     }
 
     /// [`Run::claim`], receiving more until `deadline` or the end.
-    async fn wait_for(&mut self, deadline: Instant, pred: impl Fn(&Message) -> bool) -> Option<Message> {
+    async fn wait_for(
+        &mut self,
+        deadline: Instant,
+        pred: impl Fn(&Message) -> bool,
+    ) -> Option<Message> {
         loop {
             if let Some(m) = self.claim(&pred) {
                 return Some(m);
@@ -478,19 +484,31 @@ impl Run {
         let deadline = Instant::now() + self.timeout;
         for d in deferred {
             let method = d.method.clone();
-            if self.wait_for(deadline, |m| is_notification(m, &method)).await.is_none() {
+            if self
+                .wait_for(deadline, |m| is_notification(m, &method))
+                .await
+                .is_none()
+            {
                 self.missing(d.line, &format!("no live {method} notification"));
             }
         }
         while let Ok(m) = self.peer.rx.try_recv() {
             self.receive(m);
         }
-        let Run { peer, out, mut unplaced, .. } = self;
+        let Run {
+            peer,
+            out,
+            mut unplaced,
+            ..
+        } = self;
         drop(peer.tx);
         if let Some(mut child) = peer.child {
             // Its input closed, a stdio server ends by itself; one that
             // lingers is killed.
-            if tokio::time::timeout(Duration::from_secs(2), child.wait()).await.is_err() {
+            if tokio::time::timeout(Duration::from_secs(2), child.wait())
+                .await
+                .is_err()
+            {
                 let _ = child.kill().await;
             }
         }
