@@ -36,12 +36,14 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
+use mcp_tasks_shim::reference::ReferenceServer;
 use mcp_tasks_shim::testing::replay::{Replay, Replayed};
 use mcp_tasks_shim::testing::{Comparison, Difference, Dir, Masks, Transcript, compare};
+use mcp_tasks_shim::upstream::{Link, channel};
 use serde_json::Value;
 use support::peers::{peers_dir, require_peers, run_bounded};
 use support::schema::{Revision, validate};
-use support::wire::shim_bin;
+use support::wire::{Wire, shim_bin};
 
 /// Differences that a replay through the shim against the 2026-07-28
 /// reference server may show: (message kind, JSON pointer prefix, why).
@@ -294,9 +296,16 @@ async fn sdk_task_server_replayed_against_itself_shows_no_difference() {
 /// reference server; returns the comparison with the recording.
 async fn through_the_shim(plan: &str, timeout: Duration) -> (Transcript, Replayed, Comparison) {
     let recorded = record(plan, "shim");
-    let mut replayed = replay(&recorded, modern_reference(), timeout).await;
+    let replayed = replay(&recorded, modern_reference(), timeout).await;
+    let (replayed, cmp) = judged(&recorded, replayed);
+    (recorded, replayed, cmp)
+}
+
+/// Checks what a replay through the bridge sent, and compares it with the
+/// recording (status notifications left out, see [`STATUS`]).
+fn judged(recorded: &Transcript, mut replayed: Replayed) -> (Replayed, Comparison) {
     assert_eq!(
-        c2s_count(&replayed.transcript) + client_answers_unplaced(&recorded, &replayed),
+        c2s_count(&replayed.transcript) + client_answers_unplaced(recorded, &replayed),
         c2s_count(&recorded),
         "every client message sent, or reported: {:?}",
         replayed.unplaced
@@ -306,13 +315,13 @@ async fn through_the_shim(plan: &str, timeout: Duration) -> (Transcript, Replaye
     // upstream: one overtaken by the final result may never be sent.
     replayed
         .unplaced
-        .retain(|u| method_at(&recorded, u.line) != Some(STATUS.into()));
+        .retain(|u| method_at(recorded, u.line) != Some(STATUS.into()));
     let cmp = compare(
-        &without(&recorded, STATUS),
+        &without(recorded, STATUS),
         &without(&replayed.transcript, STATUS),
         &Masks::default(),
     );
-    (recorded, replayed, cmp)
+    (replayed, cmp)
 }
 
 /// Not compared through the bridge: see [`through_the_shim`].
@@ -451,4 +460,139 @@ fn run_with_stderr(cmd: &mut Command) -> std::process::Output {
     rx.recv_timeout(Duration::from_secs(60))
         .expect("replay ends in time")
         .unwrap()
+}
+
+/// The library against a server in this process: the 2026-07-28 reference
+/// server on `upstream::channel`, probed, replayed through the bridge with
+/// `against_link`. The differences are the documented ones, snapshotted
+/// (without line numbers, which follow the timing of status notifications).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recording_replays_against_an_in_process_server() {
+    let recorded = record("reference", "link");
+    let (conn, events, mut server_end) = channel::pair(Duration::from_secs(30));
+    let server = ReferenceServer::new(Revision::Modern, server_end.to_shim.clone());
+    tokio::spawn(async move {
+        while let Some(msg) = server_end.from_shim.recv().await {
+            server.handle(msg);
+        }
+    });
+    let link = Link::probe(conn, events, Duration::from_secs(5)).await;
+    assert_eq!(link.revision, Revision::Modern);
+    let run = Replay::new(recorded.clone())
+        .fast(true)
+        .timeout(TIMEOUT)
+        .against_link(link);
+    let replayed = tokio::time::timeout(Duration::from_secs(120), run)
+        .await
+        .expect("the replay ends")
+        .expect("the replay runs");
+    let (replayed, cmp) = judged(&recorded, replayed);
+    assert!(replayed.unplaced.is_empty(), "{:?}", replayed.unplaced);
+    let left = undocumented(&cmp, false);
+    assert!(left.is_empty(), "{left:#?}\n{}", cmp.render(false));
+    let seen: Vec<Value> = cmp
+        .differences
+        .iter()
+        .map(|d| match d {
+            Difference::Changed { what, at, .. } => serde_json::json!({
+                "what": what,
+                "at": at.iter().map(|(p, a, b)| serde_json::json!([p, a, b])).collect::<Vec<_>>(),
+            }),
+            Difference::Unpaired { side, what, .. } => {
+                serde_json::json!({"only in": side.to_string(), "what": what})
+            }
+        })
+        .collect();
+    insta::with_settings!({snapshot_path => "../snapshots"}, {
+        insta::assert_json_snapshot!("replay_legacy_reference_through_the_shim", seen);
+    });
+}
+
+/// A 2026-07-28 session (a raw client on `mcp-tasks-shim stdio --record`
+/// in front of the modern reference server) replayed directly against a
+/// fresh modern reference server: the task id the live server assigns
+/// reaches the later `tasks/get` and `tasks/update`, and what the replayer
+/// sends is valid 2026-07-28.
+#[test]
+fn a_modern_session_replays_with_the_live_task_id() {
+    let file = scratch("modern.jsonl");
+    let mut cmd = Command::new(shim_bin());
+    cmd.arg("stdio").arg("--record").arg(&file).arg("--");
+    cmd.args(support::wire::modern_reference());
+    let mut w = Wire::from_command(cmd, Revision::Modern);
+    let meta = serde_json::json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}},
+            "extensions": {"io.modelcontextprotocol/tasks": {}}},
+        "io.modelcontextprotocol/clientInfo": {"name": "replay-modern", "version": "1"}});
+    w.ok("server/discover", serde_json::json!({"_meta": meta}));
+    let created = w.ok(
+        "tools/call",
+        serde_json::json!({"name": "confirm_delete", "arguments": {"filename": "a.txt"}, "_meta": meta}),
+    );
+    let task = created["taskId"].as_str().expect("a task").to_owned();
+    let get = serde_json::json!({"taskId": task, "_meta": meta});
+    let asked = (0..200)
+        .map(|_| w.ok("tasks/get", get.clone()))
+        .find(|t| t["status"] == "input_required")
+        .expect("the task asks within 200 reads");
+    let key = asked["inputRequests"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .next()
+        .unwrap()
+        .clone();
+    let answer = serde_json::json!({"action": "accept", "content": {"confirm": true}});
+    w.ok(
+        "tasks/update",
+        serde_json::json!({"taskId": task, "inputResponses": {key: answer}, "_meta": meta}),
+    );
+    let done = (0..200)
+        .map(|_| w.ok("tasks/get", get.clone()))
+        .find(|t| t["status"] == "completed");
+    assert!(done.is_some(), "the task completes within 200 reads");
+    w.close_stdin();
+    w.wait_exit(Duration::from_secs(20))
+        .expect("the shim exits");
+    let recorded = Transcript::read(&file).unwrap();
+
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let replayed = rt.block_on(replay(&recorded, modern_reference(), TIMEOUT));
+    // Every read is answered, whatever status it finds (the statuses of
+    // a fast replay's reads are timing, not compared here).
+    assert!(replayed.unplaced.is_empty(), "{:?}", replayed.unplaced);
+    assert_eq!(c2s_count(&replayed.transcript), c2s_count(&recorded));
+    let live_task = replayed
+        .transcript
+        .records
+        .iter()
+        .find_map(|(_, r)| {
+            let m = r.msg.as_ref()?.to_value();
+            (r.dir == Dir::S2c).then(|| m.pointer("/result/taskId")?.as_str().map(str::to_owned))?
+        })
+        .expect("the live server created a task");
+    assert_ne!(live_task, task, "a fresh server assigns a fresh id");
+    for (line, r) in &replayed.transcript.records {
+        let m = r.msg.as_ref().unwrap().to_value();
+        if r.dir == Dir::C2s
+            && m["method"]
+                .as_str()
+                .is_some_and(|x| x.starts_with("tasks/"))
+        {
+            assert_eq!(
+                m["params"]["taskId"],
+                live_task.as_str(),
+                "line {line}: {m}"
+            );
+        }
+    }
+    support::schema::assert_conversation_valid(
+        replayed
+            .transcript
+            .records
+            .iter()
+            .filter(|(_, r)| r.dir == Dir::C2s)
+            .map(|(_, r)| (Revision::Modern, "c2s", r.msg.as_ref().unwrap().to_value())),
+    );
 }
