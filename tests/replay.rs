@@ -306,7 +306,7 @@ async fn through_the_shim(plan: &str, timeout: Duration) -> (Transcript, Replaye
 fn judged(recorded: &Transcript, mut replayed: Replayed) -> (Replayed, Comparison) {
     assert_eq!(
         c2s_count(&replayed.transcript) + client_answers_unplaced(recorded, &replayed),
-        c2s_count(&recorded),
+        c2s_count(recorded),
         "every client message sent, or reported: {:?}",
         replayed.unplaced
     );
