@@ -416,9 +416,11 @@ fn an_unplaceable_message_is_named_with_its_line() {
     std::fs::write(&file, lines.join("\n")).unwrap();
     let out = scratch("unplaceable-out.jsonl");
     let mut cmd = Command::new(shim_bin());
+    // Paced by the records' `t` (a few ms), not --fast.
     cmd.arg("replay")
         .arg(&file)
-        .args(["--fast", "--timeout", "5s", "-o"])
+        .stdout(std::process::Stdio::null())
+        .args(["--timeout", "5s", "-o"])
         .arg(&out)
         .args([
             "--",
@@ -447,12 +449,9 @@ fn an_unplaceable_message_is_named_with_its_line() {
     );
 }
 
+/// Runs `cmd` (stdout as the caller set it up) to its end, bounded.
 fn run_with_stderr(cmd: &mut Command) -> std::process::Output {
-    let child = cmd
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = cmd.stderr(std::process::Stdio::piped()).spawn().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let _ = tx.send(child.wait_with_output());
@@ -595,4 +594,57 @@ fn a_modern_session_replays_with_the_live_task_id() {
             .filter(|(_, r)| r.dir == Dir::C2s)
             .map(|(_, r)| (Revision::Modern, "c2s", r.msg.as_ref().unwrap().to_value())),
     );
+}
+
+/// The CLI against a Streamable HTTP server (`--url`): the 2026-07-28
+/// reference server on 127.0.0.1, bridged; the new transcript on stdout.
+#[test]
+fn the_cli_replays_against_a_url() {
+    let recorded = record("reference", "url");
+    let mut server = Command::new(shim_bin())
+        .args([
+            "reference-server",
+            "--revision",
+            "2026-07-28",
+            "--http",
+            "127.0.0.1:0",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = server.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line);
+        let _ = tx.send(line);
+    });
+    let line = rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the server listens");
+    let url = line.split_whitespace().last().expect("a URL").to_owned();
+    let file = scratch("url-recorded.jsonl");
+    std::fs::write(&file, recorded.to_jsonl()).unwrap();
+    let mut cmd = Command::new(shim_bin());
+    cmd.arg("replay")
+        .arg(&file)
+        .args(["--fast", "--url", &url])
+        .stdout(std::process::Stdio::piped());
+    let output = run_with_stderr(&mut cmd);
+    let _ = server.kill();
+    let _ = server.wait();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    // Only a status notification may be left unplaced (see STATUS).
+    for l in stderr.lines().filter(|l| l.contains("not placed")) {
+        assert!(l.contains(STATUS), "{stderr}");
+    }
+    assert!(matches!(output.status.code(), Some(0 | 1)), "{stderr}");
+    let text = String::from_utf8(output.stdout).unwrap();
+    let replayed = Replayed {
+        transcript: Transcript::parse(&text).unwrap(),
+        unplaced: Vec::new(),
+    };
+    let (_, cmp) = judged(&recorded, replayed);
+    let left = undocumented(&cmp, false);
+    assert!(left.is_empty(), "{left:#?}\n{}", cmp.render(false));
 }
