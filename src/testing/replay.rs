@@ -26,6 +26,43 @@
 //!   counterpart within the timeout, an answer to a question never asked)
 //!   in [`Replayed::unplaced`], with its transcript line.
 //!
+//! Against a server in the same process (here the crate's 2026-07-28
+//! reference server, so this 2025-11-25 recording goes through the bridge):
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! use std::time::Duration;
+//! use mcp_tasks_shim::reference::ReferenceServer;
+//! use mcp_tasks_shim::revision::Revision;
+//! use mcp_tasks_shim::testing::{Transcript, replay::Replay};
+//! use mcp_tasks_shim::upstream::{Link, channel};
+//!
+//! let (conn, events, mut server_end) = channel::pair(Duration::from_secs(5));
+//! let server = ReferenceServer::new(Revision::Modern, server_end.to_shim.clone());
+//! tokio::spawn(async move {
+//!     while let Some(msg) = server_end.from_shim.recv().await {
+//!         server.handle(msg);
+//!     }
+//! });
+//! let link = Link::probe(conn, events, Duration::from_secs(5)).await;
+//!
+//! let recorded = Transcript::parse(r#"
+//! {"t":0,"dir":"c2s","msg":{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"old-client","version":"1"}}}}
+//! {"t":4,"dir":"s2c","msg":{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-11-25","capabilities":{},"serverInfo":{"name":"old-server","version":"1"}}}}
+//! {"t":5,"dir":"c2s","msg":{"jsonrpc":"2.0","method":"notifications/initialized"}}
+//! {"t":6,"dir":"c2s","msg":{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"greet","arguments":{"name":"Ada"}}}}
+//! {"t":9,"dir":"s2c","msg":{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"Hello, Ada!"}]}}}
+//! "#).unwrap();
+//! let replayed = Replay::new(recorded).fast(true).against_link(link).await.unwrap();
+//! assert!(replayed.unplaced.is_empty(), "{:?}", replayed.unplaced);
+//! let last = replayed.transcript.records.last().unwrap().1.msg.as_ref().unwrap().to_value();
+//! assert_eq!(last["result"]["content"][0]["text"], "Hello, Ada!");
+//! # }
+//! ```
+//!
+//! Against a command, then compared with the recording:
+//!
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! use mcp_tasks_shim::testing::{Masks, Transcript, compare, replay::Replay};
