@@ -120,7 +120,7 @@ const MISSING_TOOL_FALLOUT: &[&str] = &[
 const TIMEOUT: Duration = Duration::from_secs(10);
 /// For replays that are expected to wait in vain (the questions of tools
 /// the server does not have): each such wait costs this much.
-const MISSING_TOOL_TIMEOUT: Duration = Duration::from_secs(3);
+const MISSING_TOOL_TIMEOUT: Duration = Duration::from_secs(5);
 
 fn everything_entry() -> PathBuf {
     peers_dir().join("node_modules/@modelcontextprotocol/server-everything/dist/index.js")
@@ -514,6 +514,51 @@ async fn a_recording_replays_against_an_in_process_server() {
 /// sends is valid 2026-07-28.
 #[test]
 fn a_modern_session_replays_with_the_live_task_id() {
+    let (recorded, task) = record_modern();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let replayed = rt.block_on(replay(&recorded, modern_reference(), TIMEOUT));
+    // Every read is answered, whatever status it finds (the statuses of
+    // a fast replay's reads are timing, not compared here).
+    assert!(replayed.unplaced.is_empty(), "{:?}", replayed.unplaced);
+    assert_eq!(c2s_count(&replayed.transcript), c2s_count(&recorded));
+    let live_task = replayed
+        .transcript
+        .records
+        .iter()
+        .find_map(|(_, r)| {
+            let m = r.msg.as_ref()?.to_value();
+            (r.dir == Dir::S2c).then(|| m.pointer("/result/taskId")?.as_str().map(str::to_owned))?
+        })
+        .expect("the live server created a task");
+    assert_ne!(live_task, task, "a fresh server assigns a fresh id");
+    for (line, r) in &replayed.transcript.records {
+        let m = r.msg.as_ref().unwrap().to_value();
+        if r.dir == Dir::C2s
+            && m["method"]
+                .as_str()
+                .is_some_and(|x| x.starts_with("tasks/"))
+        {
+            assert_eq!(
+                m["params"]["taskId"],
+                live_task.as_str(),
+                "line {line}: {m}"
+            );
+        }
+    }
+    support::schema::assert_conversation_valid(
+        replayed
+            .transcript
+            .records
+            .iter()
+            .filter(|(_, r)| r.dir == Dir::C2s)
+            .map(|(_, r)| (Revision::Modern, "c2s", r.msg.as_ref().unwrap().to_value())),
+    );
+}
+
+/// Records a 2026-07-28 task with one question (`confirm_delete`), read
+/// with `tasks/get` and answered with `tasks/update`; returns the
+/// transcript and the recorded task id.
+fn record_modern() -> (Transcript, String) {
     let file = scratch("modern.jsonl");
     let mut cmd = Command::new(shim_bin());
     cmd.arg("stdio").arg("--record").arg(&file).arg("--");
@@ -554,46 +599,7 @@ fn a_modern_session_replays_with_the_live_task_id() {
     w.close_stdin();
     w.wait_exit(Duration::from_secs(20))
         .expect("the shim exits");
-    let recorded = Transcript::read(&file).unwrap();
-
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let replayed = rt.block_on(replay(&recorded, modern_reference(), TIMEOUT));
-    // Every read is answered, whatever status it finds (the statuses of
-    // a fast replay's reads are timing, not compared here).
-    assert!(replayed.unplaced.is_empty(), "{:?}", replayed.unplaced);
-    assert_eq!(c2s_count(&replayed.transcript), c2s_count(&recorded));
-    let live_task = replayed
-        .transcript
-        .records
-        .iter()
-        .find_map(|(_, r)| {
-            let m = r.msg.as_ref()?.to_value();
-            (r.dir == Dir::S2c).then(|| m.pointer("/result/taskId")?.as_str().map(str::to_owned))?
-        })
-        .expect("the live server created a task");
-    assert_ne!(live_task, task, "a fresh server assigns a fresh id");
-    for (line, r) in &replayed.transcript.records {
-        let m = r.msg.as_ref().unwrap().to_value();
-        if r.dir == Dir::C2s
-            && m["method"]
-                .as_str()
-                .is_some_and(|x| x.starts_with("tasks/"))
-        {
-            assert_eq!(
-                m["params"]["taskId"],
-                live_task.as_str(),
-                "line {line}: {m}"
-            );
-        }
-    }
-    support::schema::assert_conversation_valid(
-        replayed
-            .transcript
-            .records
-            .iter()
-            .filter(|(_, r)| r.dir == Dir::C2s)
-            .map(|(_, r)| (Revision::Modern, "c2s", r.msg.as_ref().unwrap().to_value())),
-    );
+    (Transcript::read(&file).unwrap(), task)
 }
 
 /// The CLI against a Streamable HTTP server (`--url`): the 2026-07-28
