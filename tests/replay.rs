@@ -654,3 +654,37 @@ fn the_cli_replays_against_a_url() {
     let left = undocumented(&cmp, false);
     assert!(left.is_empty(), "{left:#?}\n{}", cmp.render(false));
 }
+
+/// What stops a replay before it starts is an error (exit 2), named: a
+/// transcript whose client never tells its revision, a server that cannot
+/// be started.
+#[test]
+fn a_replay_that_cannot_start_exits_2_and_says_why() {
+    let vague = scratch("vague.jsonl");
+    std::fs::write(
+        &vague,
+        r#"{"dir":"c2s","msg":{"jsonrpc":"2.0","id":1,"method":"tools/list"}}"#,
+    )
+    .unwrap();
+    let good = scratch("good.jsonl");
+    std::fs::write(
+        &good,
+        r#"{"dir":"c2s","msg":{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"c","version":"1"}}}}"#,
+    )
+    .unwrap();
+    let cases: [(&PathBuf, &str, &str); 2] = [
+        (&vague, shim_bin(), "tells its revision"),
+        (&good, "/nonexistent/mcp-server", "cannot start upstream"),
+    ];
+    for (file, server, why) in cases {
+        let mut cmd = Command::new(shim_bin());
+        cmd.arg("replay")
+            .arg(file)
+            .args(["--fast", "--", server])
+            .stdout(std::process::Stdio::null());
+        let output = run_with_stderr(&mut cmd);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains(why), "{why}: {stderr}");
+    }
+}
