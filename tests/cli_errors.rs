@@ -230,6 +230,7 @@ fn every_subcommand_has_a_version() {
         "http",
         "translate",
         "compare",
+        "replay",
         "demo",
         "reference-server",
     ] {

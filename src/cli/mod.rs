@@ -13,6 +13,7 @@ mod demo_live;
 mod http;
 mod options;
 mod reference;
+mod replay;
 mod stdio;
 mod translate;
 
@@ -44,6 +45,10 @@ pub enum Command {
     /// Compare two transcripts of one conversation, masking what differs
     /// by nature (ids, task ids, timestamps, poll hints).
     Compare(compare::Args),
+    /// Replay the client side of a recorded transcript against a server
+    /// (directly, or through the shim's bridge when the server speaks the
+    /// other revision) and write the new transcript.
+    Replay(replay::Args),
     /// Show a built-in 2025-11-25 transcript beside its 2026-07-28 translation,
     /// then live runs through both bridges.
     Demo(demo::Args),
@@ -119,6 +124,17 @@ pub fn main() -> ExitCode {
         // Its own exit status: 1 is "they differ", so an error is 2.
         Command::Compare(args) => {
             return match compare::run(args) {
+                Ok(true) => ExitCode::SUCCESS,
+                Ok(false) => ExitCode::FAILURE,
+                Err(e) => {
+                    crate::console::fail(&format!("mcp-tasks-shim: {e}"), &e);
+                    ExitCode::from(2)
+                }
+            };
+        }
+        // As compare: 1 means "some recorded messages were not placed".
+        Command::Replay(args) => {
+            return match replay::run(args) {
                 Ok(true) => ExitCode::SUCCESS,
                 Ok(false) => ExitCode::FAILURE,
                 Err(e) => {

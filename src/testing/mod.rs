@@ -18,6 +18,7 @@
 //! ```
 
 mod mask;
+pub mod replay;
 #[cfg(feature = "testing")]
 pub mod schema;
 
