@@ -302,4 +302,33 @@ mod tests {
             .unwrap();
         assert_eq!(listen.get_env().unwrap(), "MCP_SHIM_LISTEN");
     }
+
+    /// A new option gets its section in `--help` and its row in the
+    /// guide's table (flag, variable, key, default) like the others.
+    #[test]
+    fn every_proxy_option_has_a_help_section_and_a_row_in_the_guide() {
+        let guide = include_str!("../../../docs/guide.md");
+        let mut cmd = command();
+        cmd.build();
+        for name in PROXIES {
+            let sub = cmd.find_subcommand(name).unwrap();
+            for arg in sub.get_arguments().filter(|a| is_option(a)) {
+                let id = arg.get_id().as_str();
+                let long = arg.get_long().unwrap_or(id);
+                let row = format!("| `{}` | `{id}` |", env_name(id));
+                assert!(
+                    guide.contains(&row),
+                    "docs/guide.md, Configuration: no row for {name} --{long} ({row})"
+                );
+                if id != "config" {
+                    let heading = arg.get_help_heading();
+                    assert!(
+                        heading.is_some_and(|h| print::SECTIONS.contains(&h)),
+                        "{name} --{long}: help_heading {heading:?} is none of {:?}",
+                        print::SECTIONS
+                    );
+                }
+            }
+        }
+    }
 }

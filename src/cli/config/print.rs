@@ -32,7 +32,7 @@ pub enum Which {
 }
 
 /// The order of `config`'s sections, as `--help` has them.
-const SECTIONS: [&str; 7] = [
+pub(super) const SECTIONS: [&str; 7] = [
     UPSTREAM, LISTENING, SESSIONS, TASKS, TIMEOUTS, RECORDING, LOGGING,
 ];
 
