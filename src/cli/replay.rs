@@ -38,7 +38,7 @@ pub struct Args {
     #[arg(long)]
     pub fast: bool,
     /// How long to wait for each expected server message, e.g. 10s, 500ms.
-    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = humantime::parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = super::options::positive_millis)]
     pub timeout: Duration,
     /// Replay against a Streamable HTTP server at URL instead of a command.
     #[arg(long, value_name = "URL", conflicts_with = "server")]
