@@ -111,3 +111,64 @@ fn stdio_records_the_legacy_side_and_the_modern_side_of_one_conversation() {
         let _ = std::fs::remove_file(p);
     }
 }
+
+#[test]
+fn http_records_each_post_to_a_modern_url_and_what_came_back() {
+    use support::http::{HttpReference, HttpShim, block_on, client, initialize, legacy, rpc, send};
+    let up_path = temp_path("record-upstream-http.jsonl");
+    let _ = std::fs::remove_file(&up_path);
+    let server = HttpReference::start("2026-07-28", &[]);
+    let mut shim = HttpShim::spawn::<&str>(
+        &[
+            "--upstream-url",
+            &server.url,
+            "--record-upstream",
+            up_path.to_str().unwrap(),
+        ],
+        &[],
+    );
+    block_on(async {
+        let c = client();
+        let (sid, _) = initialize(&c, &shim.url, None).await;
+        let call = rpc(
+            1,
+            "tools/call",
+            json!({"name": "slow_compute", "arguments": {"seconds": 0.3},
+                   "task": {"ttl": 60_000}}),
+        );
+        let (_, body, _) = send(legacy(&c, &shim.url, Some(&sid), &call)).await;
+        let task = body["result"]["task"]["taskId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("a task: {body}"))
+            .to_owned();
+        let ask = rpc(2, "tasks/result", json!({"taskId": task}));
+        let (_, body, _) = send(legacy(&c, &shim.url, Some(&sid), &ask)).await;
+        assert_eq!(body["result"]["isError"], false, "{body}");
+    });
+    shim.terminate(Duration::from_secs(10))
+        .expect("the shim exits on SIGTERM");
+    let up = records(&up_path);
+    let _ = std::fs::remove_file(&up_path);
+    assert_valid_as(Revision::Modern, &up);
+    let shim_said = methods(&up, "c2s");
+    for m in ["server/discover", "tools/call", "tasks/get"] {
+        assert!(shim_said.contains(&m), "{m} not recorded: {shim_said:?}");
+    }
+    assert!(!shim_said.contains(&"tasks/result"), "{shim_said:?}");
+    // Every request has its answer recorded, under the stateless label; a
+    // listen stream is ended by closing it, unanswered.
+    let answered: std::collections::BTreeSet<String> = up
+        .iter()
+        .filter(|r| r["dir"] == "s2c" && r["msg"]["method"].is_null())
+        .map(|r| r["msg"]["id"].to_string())
+        .collect();
+    for r in &up {
+        assert_eq!(r["session"], "upstream", "{r}");
+        if r["dir"] == "c2s"
+            && r["msg"]["id"].is_number()
+            && r["msg"]["method"] != "subscriptions/listen"
+        {
+            assert!(answered.contains(&r["msg"]["id"].to_string()), "{r}");
+        }
+    }
+}
