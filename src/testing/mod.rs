@@ -16,6 +16,53 @@
 //! assert!(compare(&a, &b, &masks).is_equal());
 //! assert_eq!(a.normalized(&masks)[0]["msg"]["params"]["taskId"], "<task-1>");
 //! ```
+//!
+//! In a test of your own, the normalised form is what an insta snapshot
+//! holds: record a run (`--record`, or `replay`), normalise it, snapshot it.
+//! The next run, against the upgraded server or through the shim, must
+//! match it (see docs/migration-testing.md and
+//! `examples/migration_snapshot.rs`):
+//!
+//! ```
+//! use mcp_tasks_shim::testing::{Masks, Transcript};
+//! let recorded = Transcript::parse(concat!(
+//!     r#"{"t":0,"session":"stdio","dir":"c2s","msg":{"jsonrpc":"2.0","id":4,"method":"tasks/get","params":{"taskId":"9f2c"}}}"#, "\n",
+//!     r#"{"t":3,"session":"stdio","dir":"s2c","msg":{"jsonrpc":"2.0","id":4,"result":{"taskId":"9f2c","status":"completed","#,
+//!     r#""createdAt":"2026-03-01T10:00:00Z","lastUpdatedAt":"2026-03-01T10:00:02Z","ttl":60000,"pollInterval":500}}}"#,
+//! )).unwrap();
+//! insta::assert_json_snapshot!(recorded.normalized(&Masks::default()), @r#"
+//! [
+//!   {
+//!     "dir": "c2s",
+//!     "session": "<session-1>",
+//!     "msg": {
+//!       "jsonrpc": "2.0",
+//!       "id": "<id-1>",
+//!       "method": "tasks/get",
+//!       "params": {
+//!         "taskId": "<task-1>"
+//!       }
+//!     }
+//!   },
+//!   {
+//!     "dir": "s2c",
+//!     "session": "<session-1>",
+//!     "msg": {
+//!       "jsonrpc": "2.0",
+//!       "id": "<id-1>",
+//!       "result": {
+//!         "taskId": "<task-1>",
+//!         "status": "completed",
+//!         "createdAt": "<timestamp>",
+//!         "lastUpdatedAt": "<timestamp>",
+//!         "ttl": 60000,
+//!         "pollInterval": "<poll-interval>"
+//!       }
+//!     }
+//!   }
+//! ]
+//! "#);
+//! ```
 
 mod mask;
 #[cfg(feature = "testing")]
