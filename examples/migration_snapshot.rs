@@ -67,8 +67,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         sent.map_err(|e| e.to_string())?;
         loop {
             let line = lines.next_line().await.map_err(|e| e.to_string())?;
-            let msg: Value = serde_json::from_str(&line.ok_or("the shim closed")?)
-                .map_err(|e| e.to_string())?;
+            let msg: Value =
+                serde_json::from_str(&line.ok_or("the shim closed")?).map_err(|e| e.to_string())?;
             if msg["id"] == id && msg.get("method").is_none() {
                 return Ok(msg);
             }
@@ -90,7 +90,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     .await?;
     let task = created["result"]["task"]["taskId"].clone();
     ask(3, "tasks/result", json!({"taskId": task})).await?;
-    drop(ask);
     // The client leaves (its halves share one stream: shut the writing
     // side): the session ends and the transcript is complete.
     to_shim.shutdown().await?;

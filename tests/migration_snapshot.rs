@@ -34,7 +34,10 @@ fn record_conversation() -> std::path::PathBuf {
         json!({"name": "slow_compute", "arguments": {"seconds": 0, "label": "snap"},
                "task": {"ttl": 60_000}}),
     );
-    let task = created["task"]["taskId"].as_str().expect("a task").to_owned();
+    let task = created["task"]["taskId"]
+        .as_str()
+        .expect("a task")
+        .to_owned();
     // Each request waits for its answer, and the shim learns of the task's
     // end (and announces it) only while it serves tasks/result: the order
     // of the records is the same on every run.
@@ -54,9 +57,11 @@ fn an_old_client_sees_what_the_snapshot_says_after_the_upgrade() {
     let path = record_conversation();
     let transcript = Transcript::read(&path).expect("the recording reads back");
     let _ = std::fs::remove_file(&path);
-    assert_conversation_valid(transcript.records.iter().filter_map(|(_, r)| {
-        Some((Revision::Legacy, r.dir.as_str(), r.msg.as_ref()?.to_value()))
-    }));
+    assert_conversation_valid(
+        transcript.records.iter().filter_map(|(_, r)| {
+            Some((Revision::Legacy, r.dir.as_str(), r.msg.as_ref()?.to_value()))
+        }),
+    );
     let normalized = transcript.normalized(&Masks::default());
     insta::with_settings!({snapshot_path => "../snapshots"}, {
         insta::assert_json_snapshot!("migration_legacy_client_modern_server", normalized);

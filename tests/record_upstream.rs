@@ -41,8 +41,8 @@ fn assert_valid_as(rev: Revision, records: &[Value]) {
 
 #[test]
 fn stdio_records_the_legacy_side_and_the_modern_side_of_one_conversation() {
-    let [front_path, up_path, sent, got] = ["front", "up", "sent", "got"]
-        .map(|n| temp_path(&format!("record-upstream-{n}.jsonl")));
+    let [front_path, up_path, sent, got] =
+        ["front", "up", "sent", "got"].map(|n| temp_path(&format!("record-upstream-{n}.jsonl")));
     for p in [&front_path, &up_path, &sent, &got] {
         let _ = std::fs::remove_file(p);
     }
@@ -63,7 +63,10 @@ fn stdio_records_the_legacy_side_and_the_modern_side_of_one_conversation() {
         json!({"name": "slow_compute", "arguments": {"seconds": 0.3, "label": "rec"},
                "task": {"ttl": 60_000}}),
     );
-    let task = created["task"]["taskId"].as_str().expect("a task").to_owned();
+    let task = created["task"]["taskId"]
+        .as_str()
+        .expect("a task")
+        .to_owned();
     let result = shim.ok("tasks/result", json!({"taskId": task}));
     assert_eq!(result["isError"], false, "{result}");
     shim.close_stdin();

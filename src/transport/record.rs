@@ -45,9 +45,7 @@ impl Recorder {
 
     /// Records `msg` going `dir` (`c2s` or `s2c`) in the session `label`.
     pub fn record(&self, label: &Arc<str>, dir: &'static str, msg: &Message) {
-        let _ = self
-            .tx
-            .send(Entry::Record(label.clone(), dir, msg.clone()));
+        let _ = self.tx.send(Entry::Record(label.clone(), dir, msg.clone()));
     }
 
     /// Returns once everything recorded before is in the file (at once if

@@ -40,8 +40,8 @@ use crate::jsonrpc::{Id, Message, Peeked};
 use crate::revision::{ProbeVerdict, Revision};
 use crate::translate::session::ModernMeta;
 use crate::transport::child::ChildInput;
-use crate::transport::record::Labelled;
 use crate::transport::lines::{BlockingLines, LineReader};
+use crate::transport::record::Labelled;
 use crate::transport::{self, Inbound, LineSink};
 
 /// First delay before a restart; doubled after each failed attempt.

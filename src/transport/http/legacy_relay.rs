@@ -233,9 +233,11 @@ pub(super) async fn initialize(
             label: app.relay_labels.label(&sid),
         });
     let (to_child, from_session) = mpsc::unbounded_channel();
-    if let Err(e) =
-        crate::transport::child::ChildInput::start_recorded(spawned.stdin, from_session, record.clone())
-    {
+    if let Err(e) = crate::transport::child::ChildInput::start_recorded(
+        spawned.stdin,
+        from_session,
+        record.clone(),
+    ) {
         return error_response(
             StatusCode::INTERNAL_SERVER_ERROR,
             Some(id),
