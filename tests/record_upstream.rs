@@ -3,6 +3,8 @@
 //! gives both revisions of the same conversation: the client's
 //! `tasks/result` in the front transcript, the `tasks/get`s that serve it
 //! in the upstream one; each side valid against its own revision's schema.
+//! Over HTTP: a 2026-07-28 URL upstream (one stateless label), and a
+//! 2025-11-25 child whose HTTP sessions each get a process (one label each).
 
 mod support;
 
@@ -173,5 +175,61 @@ fn http_records_each_post_to_a_modern_url_and_what_came_back() {
         {
             assert!(answered.contains(&r["msg"]["id"].to_string()), "{r}");
         }
+    }
+}
+
+#[test]
+fn http_records_each_relayed_session_process_under_its_own_label() {
+    use support::http::{HttpShim, block_on, client, initialize, legacy, rpc, send};
+    let up_path = temp_path("record-upstream-relay.jsonl");
+    let _ = std::fs::remove_file(&up_path);
+    let legacy_server = [
+        support::wire::shim_bin(),
+        "reference-server",
+        "--revision",
+        "2025-11-25",
+    ];
+    let mut shim = HttpShim::spawn(
+        &["--record-upstream", up_path.to_str().unwrap()],
+        &legacy_server,
+    );
+    block_on(async {
+        let c = client();
+        for who in ["A", "B"] {
+            let (sid, _) = initialize(&c, &shim.url, None).await;
+            let call = rpc(
+                1,
+                "tools/call",
+                json!({"name": "greet", "arguments": {"name": who}}),
+            );
+            let (status, body, _) = send(legacy(&c, &shim.url, Some(&sid), &call)).await;
+            assert!(status.is_success(), "{body}");
+        }
+    });
+    shim.terminate(Duration::from_secs(10))
+        .expect("the shim exits on SIGTERM");
+    let up = records(&up_path);
+    let _ = std::fs::remove_file(&up_path);
+    // The probe's child, then one process per 2025-11-25 session.
+    let by_label = |label: &str| -> Vec<Value> {
+        up.iter()
+            .filter(|r| r["session"] == label)
+            .cloned()
+            .collect()
+    };
+    assert!(methods(&by_label("upstream-1"), "c2s").contains(&"server/discover"));
+    for (label, who) in [("session-1", "A"), ("session-2", "B")] {
+        let session = by_label(label);
+        assert_valid_as(Revision::Legacy, &session);
+        let said = methods(&session, "c2s");
+        assert!(
+            said.starts_with(&["initialize", "notifications/initialized", "tools/call"]),
+            "{label}: {said:?}"
+        );
+        let greeted = session.iter().any(|r| {
+            r["dir"] == "s2c"
+                && r["msg"]["result"]["content"][0]["text"] == format!("Hello, {who}!")
+        });
+        assert!(greeted, "{label}: the answer is recorded: {session:?}");
     }
 }
