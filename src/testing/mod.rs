@@ -466,6 +466,10 @@ pub fn compare(a: &Transcript, b: &Transcript, masks: &Masks) -> Comparison {
     for (i, (_, what, _)) in kinds_b.iter().enumerate() {
         b_by_kind.entry(what).or_default().push_back(i);
     }
+    // A transcript without session labels (recorded before they existed,
+    // or written by hand) is compared on its messages alone.
+    let labelled = |n: &[Value]| n.iter().any(|v| v.get("session").is_some());
+    let both_labelled = labelled(&norm_a) && labelled(&norm_b);
     let mut cmp = Comparison::default();
     let mut b_used = vec![false; kinds_b.len()];
     for (i, (line_a, what, _)) in kinds_a.iter().enumerate() {
@@ -486,9 +490,7 @@ pub fn compare(a: &Transcript, b: &Transcript, masks: &Masks) -> Comparison {
             Some(&norm_b[j]["msg"]),
             &mut at,
         );
-        if norm_a[i].get("session").is_some() != norm_b[j].get("session").is_some()
-            || norm_a[i].get("session") != norm_b[j].get("session")
-        {
+        if both_labelled && norm_a[i].get("session") != norm_b[j].get("session") {
             at.push((
                 "(session)".into(),
                 norm_a[i].get("session").cloned(),
@@ -580,6 +582,28 @@ mod tests {
             "a request and its answer"
         );
         assert_eq!(n[1]["msg"]["result"]["taskId"], "<task-1>");
+    }
+
+    #[test]
+    fn sessions_count_only_when_both_transcripts_carry_them() {
+        let labelled = |session: &str| {
+            let mut lines = call(1, "aaaa", "x");
+            for l in &mut lines {
+                l["session"] = session.into();
+            }
+            t(&lines)
+        };
+        let bare = t(&call(1, "aaaa", "x"));
+        // An old recording against a new one: the messages are the same.
+        assert!(compare(&bare, &labelled("stdio"), &Masks::default()).is_equal());
+        let mut two = call(1, "aaaa", "x");
+        two[0]["session"] = "session-1".into();
+        two[1]["session"] = "session-2".into();
+        let c = compare(&labelled("session-1"), &t(&two), &Masks::default());
+        let Difference::Changed { at, .. } = &c.differences[0] else {
+            panic!("an answer in another session: {c:?}");
+        };
+        assert_eq!(at[0].0, "(session)");
     }
 
     #[test]
