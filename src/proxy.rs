@@ -55,7 +55,11 @@ pub struct ProxyOptions {
     /// Where to append the client-side transcript (JSONL), if anywhere.
     pub record: Option<std::path::PathBuf>,
     /// Where to append the upstream-side transcript (JSONL): what the shim
-    /// sent the upstream and what it answered, if anywhere.
+    /// sent the upstream and what it answered, if anywhere. For the child
+    /// [`run`] and [`run_stdio`] start; [`serve_stdio`] is handed a
+    /// connected [`Link`] and ignores it (build that upstream recording
+    /// itself: [`SuperviseOptions::record`],
+    /// [`crate::upstream::http::connect_recorded`]).
     pub record_upstream: Option<std::path::PathBuf>,
     /// While upstream requests are outstanding, check the upstream's
     /// liveness this often (`None`: never).
