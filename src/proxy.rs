@@ -54,6 +54,13 @@ pub struct ProxyOptions {
     pub max_message_bytes: usize,
     /// Where to append the client-side transcript (JSONL), if anywhere.
     pub record: Option<std::path::PathBuf>,
+    /// Where to append the upstream-side transcript (JSONL): what the shim
+    /// sent the upstream and what it answered, if anywhere. For the child
+    /// [`run`] and [`run_stdio`] start; [`serve_stdio`] is handed a
+    /// connected [`Link`] and ignores it (build that upstream recording
+    /// itself: [`SuperviseOptions::record`],
+    /// [`crate::upstream::http::connect_recorded`]).
+    pub record_upstream: Option<std::path::PathBuf>,
     /// While upstream requests are outstanding, check the upstream's
     /// liveness this often (`None`: never).
     pub ping_interval: Option<Duration>,
@@ -72,6 +79,7 @@ impl Default for ProxyOptions {
             request_timeout: s.request_timeout,
             max_message_bytes: s.max_message_bytes,
             record: None,
+            record_upstream: None,
             ping_interval: s.ping_interval,
             ping_timeout: s.ping_timeout,
             restart_upstream: s.restart,
@@ -89,6 +97,7 @@ impl ProxyOptions {
             ping_interval: self.ping_interval,
             ping_timeout: self.ping_timeout,
             restart: self.restart_upstream,
+            record: None,
         }
     }
 }
@@ -528,10 +537,18 @@ async fn drive(
     opts: ProxyOptions,
 ) -> std::io::Result<Ending> {
     let recorder = to_client.recorder.clone();
+    let mut supervise = opts.supervise();
+    if let Some(path) = &opts.record_upstream {
+        // Its writer is never awaited: the upstream keeps clones of the
+        // recorder as long as it lives. `flushed` below stands in.
+        let (rec, _writer) = transport::record::Recorder::open(path, "--record-upstream")?;
+        supervise.record = Some(rec);
+    }
+    let upstream_recorder = supervise.record.clone();
 
     // A stop during the probe ends it at once, instead of after
     // `probe_timeout` (a server that is slow to start, or never answers).
-    let started = supervised::start(program, args, opts.supervise())?;
+    let started = supervised::start(program, args, supervise)?;
     let sup = started.upstream().clone();
     let probing = started.probe();
     tokio::pin!(probing);
@@ -679,6 +696,9 @@ async fn drive(
     // Our clone of the recorder must go too, or the transcript writer never
     // sees its channel close and `finish` waits forever.
     drop(recorder);
+    if let Some(rec) = upstream_recorder {
+        let _ = tokio::time::timeout(STOP_FLUSH, rec.flushed()).await;
+    }
     let Some(reason) = stopped else {
         to_client.finish().await;
         return Ok(ending);

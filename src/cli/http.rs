@@ -115,6 +115,13 @@ pub struct Args {
     /// of appearance; never a session id or token).
     #[arg(long, value_name = "FILE", help_heading = RECORDING)]
     pub record: Option<PathBuf>,
+    /// Append every message between the shim and its upstream, both ways,
+    /// to FILE in the same format (`c2s`: shim→upstream), labelled by
+    /// upstream session: `session-1`… for a 2025-11-25 HTTP upstream's or
+    /// a relayed session's process, `upstream` for a stateless 2026-07-28
+    /// URL, `upstream-1` for a child process.
+    #[arg(long, value_name = "FILE", help_heading = RECORDING)]
+    pub record_upstream: Option<PathBuf>,
     /// The upstream server command and its arguments (after `--`).
     // One of the two is needed; `run` checks, so that its message names both.
     #[arg(last = true, value_name = "UPSTREAM")]
@@ -322,6 +329,7 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
                 args: rest.to_vec(),
             }),
         record: None,
+        record_upstream: None,
     };
     let resolver = Arc::new(ReloadablePrincipals::new(
         ConfiguredPrincipals {
@@ -339,11 +347,24 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
         if let Some(path) = args.token_file.clone() {
             reload_on_hangup(resolver.clone(), args.tokens.clone(), path)?;
         }
+        let upstream_recorder = match &args.record_upstream {
+            Some(path) => Some(
+                crate::transport::record::Recorder::open(path, "--record-upstream")
+                    .map_err(|e| e.to_string())?
+                    .0,
+            ),
+            None => None,
+        };
+        opts.record_upstream = upstream_recorder.clone();
         let link: crate::upstream::Link = match &args.upstream_url {
             Some(url) => {
-                let link = crate::upstream::http::connect(url, proxy.request_timeout)
-                    .await
-                    .map_err(|e| e.to_string())?;
+                let link = crate::upstream::http::connect_recorded(
+                    url,
+                    proxy.request_timeout,
+                    upstream_recorder.clone(),
+                )
+                .await
+                .map_err(|e| e.to_string())?;
                 if let Some(every) = proxy.ping_interval {
                     link.upstream.watch_liveness(every, proxy.ping_timeout);
                 }
@@ -354,7 +375,11 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
                     .upstream
                     .split_first()
                     .ok_or("missing upstream command after -- (or --upstream-url)")?;
-                crate::upstream::supervised::connect(program, rest, proxy.supervise())
+                let supervise = crate::upstream::supervised::SuperviseOptions {
+                    record: upstream_recorder.clone(),
+                    ..proxy.supervise()
+                };
+                crate::upstream::supervised::connect(program, rest, supervise)
                     .await
                     .map_err(|e| e.to_string())?
                     .into()
@@ -383,6 +408,10 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
         // stream still held open past shutdown must not keep the process.
         if let Some(task) = writer {
             let _ = tokio::time::timeout(std::time::Duration::from_secs(2), task).await;
+        }
+        // The upstream holds clones of this one for as long as it lives.
+        if let Some(rec) = upstream_recorder {
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(2), rec.flushed()).await;
         }
         served
     })

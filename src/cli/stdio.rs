@@ -15,6 +15,12 @@ pub struct Args {
     /// (the input format of `translate`).
     #[arg(long, value_name = "FILE", help_heading = super::options::RECORDING)]
     pub record: Option<std::path::PathBuf>,
+    /// Append the upstream-side conversation to FILE, in the same format:
+    /// what the shim sent the upstream server (`c2s`) and what it got back
+    /// (`s2c`), labelled `upstream-1` (`upstream-2`… after a restart).
+    /// With --record, one run shows both revisions of one conversation.
+    #[arg(long, value_name = "FILE", help_heading = super::options::RECORDING)]
+    pub record_upstream: Option<std::path::PathBuf>,
     /// The upstream server command and its arguments (after `--`).
     #[arg(last = true, required = true, value_name = "UPSTREAM")]
     pub upstream: Vec<String>,
@@ -23,6 +29,7 @@ pub struct Args {
 pub(crate) fn run(args: Args) -> Result<(), String> {
     let mut opts = args.shim.proxy_options()?;
     opts.record = args.record;
+    opts.record_upstream = args.record_upstream;
     let rt = tokio::runtime::Runtime::new().map_err(|e| e.to_string())?;
     let ledger = rt.block_on(args.shim.open_ledger())?;
     // Installed before the child is started and stdin is read, so that no

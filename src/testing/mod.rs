@@ -16,6 +16,53 @@
 //! assert!(compare(&a, &b, &masks).is_equal());
 //! assert_eq!(a.normalized(&masks)[0]["msg"]["params"]["taskId"], "<task-1>");
 //! ```
+//!
+//! In a test of your own, the normalised form is what an insta snapshot
+//! holds: record a run (`--record`, or `replay`), normalise it, snapshot it.
+//! The next run, against the upgraded server or through the shim, must
+//! match it (see docs/migration-testing.md and
+//! `examples/migration_snapshot.rs`):
+//!
+//! ```
+//! use mcp_tasks_shim::testing::{Masks, Transcript};
+//! let recorded = Transcript::parse(concat!(
+//!     r#"{"t":0,"session":"stdio","dir":"c2s","msg":{"jsonrpc":"2.0","id":4,"method":"tasks/get","params":{"taskId":"9f2c"}}}"#, "\n",
+//!     r#"{"t":3,"session":"stdio","dir":"s2c","msg":{"jsonrpc":"2.0","id":4,"result":{"taskId":"9f2c","status":"completed","#,
+//!     r#""createdAt":"2026-03-01T10:00:00Z","lastUpdatedAt":"2026-03-01T10:00:02Z","ttl":60000,"pollInterval":500}}}"#,
+//! )).unwrap();
+//! insta::assert_json_snapshot!(recorded.normalized(&Masks::default()), @r#"
+//! [
+//!   {
+//!     "dir": "c2s",
+//!     "session": "<session-1>",
+//!     "msg": {
+//!       "jsonrpc": "2.0",
+//!       "id": "<id-1>",
+//!       "method": "tasks/get",
+//!       "params": {
+//!         "taskId": "<task-1>"
+//!       }
+//!     }
+//!   },
+//!   {
+//!     "dir": "s2c",
+//!     "session": "<session-1>",
+//!     "msg": {
+//!       "jsonrpc": "2.0",
+//!       "id": "<id-1>",
+//!       "result": {
+//!         "taskId": "<task-1>",
+//!         "status": "completed",
+//!         "createdAt": "<timestamp>",
+//!         "lastUpdatedAt": "<timestamp>",
+//!         "ttl": 60000,
+//!         "pollInterval": "<poll-interval>"
+//!       }
+//!     }
+//!   }
+//! ]
+//! "#);
+//! ```
 
 mod mask;
 pub mod replay;
@@ -420,6 +467,10 @@ pub fn compare(a: &Transcript, b: &Transcript, masks: &Masks) -> Comparison {
     for (i, (_, what, _)) in kinds_b.iter().enumerate() {
         b_by_kind.entry(what).or_default().push_back(i);
     }
+    // A transcript without session labels (recorded before they existed,
+    // or written by hand) is compared on its messages alone.
+    let labelled = |n: &[Value]| n.iter().any(|v| v.get("session").is_some());
+    let both_labelled = labelled(&norm_a) && labelled(&norm_b);
     let mut cmp = Comparison::default();
     let mut b_used = vec![false; kinds_b.len()];
     for (i, (line_a, what, _)) in kinds_a.iter().enumerate() {
@@ -440,9 +491,7 @@ pub fn compare(a: &Transcript, b: &Transcript, masks: &Masks) -> Comparison {
             Some(&norm_b[j]["msg"]),
             &mut at,
         );
-        if norm_a[i].get("session").is_some() != norm_b[j].get("session").is_some()
-            || norm_a[i].get("session") != norm_b[j].get("session")
-        {
+        if both_labelled && norm_a[i].get("session") != norm_b[j].get("session") {
             at.push((
                 "(session)".into(),
                 norm_a[i].get("session").cloned(),
@@ -534,6 +583,28 @@ mod tests {
             "a request and its answer"
         );
         assert_eq!(n[1]["msg"]["result"]["taskId"], "<task-1>");
+    }
+
+    #[test]
+    fn sessions_count_only_when_both_transcripts_carry_them() {
+        let labelled = |session: &str| {
+            let mut lines = call(1, "aaaa", "x");
+            for l in &mut lines {
+                l["session"] = session.into();
+            }
+            t(&lines)
+        };
+        let bare = t(&call(1, "aaaa", "x"));
+        // An old recording against a new one: the messages are the same.
+        assert!(compare(&bare, &labelled("stdio"), &Masks::default()).is_equal());
+        let mut two = call(1, "aaaa", "x");
+        two[0]["session"] = "session-1".into();
+        two[1]["session"] = "session-2".into();
+        let c = compare(&labelled("session-1"), &t(&two), &Masks::default());
+        let Difference::Changed { at, .. } = &c.differences[0] else {
+            panic!("an answer in another session: {c:?}");
+        };
+        assert_eq!(at[0].0, "(session)");
     }
 
     #[test]

@@ -60,6 +60,8 @@ pub fn spawn(program: &str, args: &[String]) -> std::io::Result<ChildUpstream> {
 pub struct ChildInput {
     state: std::sync::Mutex<InputState>,
     wake: tokio::sync::Notify,
+    /// `--record-upstream`: every line, as `c2s`.
+    record: Option<super::record::Labelled>,
 }
 
 #[derive(Debug)]
@@ -80,6 +82,16 @@ impl ChildInput {
         stdin: ChildStdin,
         rx: tokio::sync::mpsc::UnboundedReceiver<crate::jsonrpc::Message>,
     ) -> std::io::Result<std::sync::Arc<ChildInput>> {
+        Self::start_recorded(stdin, rx, None)
+    }
+
+    /// [`ChildInput::start`], recording every line written (whichever
+    /// writer it came from) to `record`, in the order they go in.
+    pub fn start_recorded(
+        stdin: ChildStdin,
+        rx: tokio::sync::mpsc::UnboundedReceiver<crate::jsonrpc::Message>,
+        record: Option<super::record::Labelled>,
+    ) -> std::io::Result<std::sync::Arc<ChildInput>> {
         use std::os::fd::AsFd;
         let pipe = std::fs::File::from(stdin.as_fd().try_clone_to_owned()?);
         let input = std::sync::Arc::new(ChildInput {
@@ -89,6 +101,7 @@ impl ChildInput {
                 draining: false,
             }),
             wake: tokio::sync::Notify::new(),
+            record,
         });
         tokio::spawn(input.clone().run(stdin, rx));
         Ok(input)
@@ -108,6 +121,10 @@ impl ChildInput {
         let Some(pipe) = pipe.as_ref() else {
             return Err(std::io::ErrorKind::BrokenPipe.into());
         };
+        // Under the lock, so the transcript has the pipe's order.
+        if let Some(rec) = &self.record {
+            rec.record_line("c2s", line);
+        }
         if *draining || !queue.is_empty() {
             queue.push_back(line.to_vec());
             return Ok(());

@@ -13,7 +13,11 @@ use tokio::sync::mpsc;
 
 use crate::jsonrpc::Message;
 
-type Entry = (Arc<str>, &'static str, Message);
+enum Entry {
+    Record(Arc<str>, &'static str, Message),
+    /// Answered once every record sent before it is written.
+    Flush(tokio::sync::oneshot::Sender<()>),
+}
 
 /// A handle on one transcript file; clones share the file and its clock.
 #[derive(Debug, Clone)]
@@ -41,7 +45,42 @@ impl Recorder {
 
     /// Records `msg` going `dir` (`c2s` or `s2c`) in the session `label`.
     pub fn record(&self, label: &Arc<str>, dir: &'static str, msg: &Message) {
-        let _ = self.tx.send((label.clone(), dir, msg.clone()));
+        let _ = self.tx.send(Entry::Record(label.clone(), dir, msg.clone()));
+    }
+
+    /// Returns once everything recorded before is in the file (at once if
+    /// the writer has stopped): for a recorder whose clones outlive the
+    /// run (an upstream keeps one), so its writer cannot be awaited.
+    pub async fn flushed(&self) {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        if self.tx.send(Entry::Flush(tx)).is_ok() {
+            let _ = rx.await;
+        }
+    }
+}
+
+/// A [`Recorder`] with the label of the one conversation it records, for
+/// a connection that has a single session (a child process).
+#[derive(Debug, Clone)]
+pub struct Labelled {
+    /// Where the records go.
+    pub rec: Recorder,
+    /// Their `session`.
+    pub label: Arc<str>,
+}
+
+impl Labelled {
+    /// Records `msg` going `dir`.
+    pub fn record(&self, dir: &'static str, msg: &Message) {
+        self.rec.record(&self.label, dir, msg);
+    }
+
+    /// Records the message encoded in `line` (newline or not); a line that
+    /// is no JSON-RPC message is not recorded (the reader reports it).
+    pub fn record_line(&self, dir: &'static str, line: &[u8]) {
+        if let Ok(msg) = Message::parse_bounded(line, usize::MAX) {
+            self.record(dir, &msg);
+        }
     }
 }
 
@@ -67,7 +106,14 @@ async fn write_records(file: std::fs::File, mut rx: mpsc::UnboundedReceiver<Entr
     use std::io::Write;
     let mut file = std::io::BufWriter::new(file);
     let started = tokio::time::Instant::now();
-    while let Some((session, dir, msg)) = rx.recv().await {
+    while let Some(entry) = rx.recv().await {
+        let (session, dir, msg) = match entry {
+            Entry::Record(session, dir, msg) => (session, dir, msg),
+            Entry::Flush(done) => {
+                let _ = done.send(());
+                continue;
+            }
+        };
         let t = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         let line = json!({"t": t, "session": &*session, "dir": dir, "msg": msg});
         if writeln!(file, "{line}").and_then(|_| file.flush()).is_err() {
@@ -107,6 +153,8 @@ mod tests {
         for j in joins {
             j.await.unwrap();
         }
+        rec.flushed().await;
+        assert_eq!(std::fs::read_to_string(&dir).unwrap().lines().count(), 100);
         drop(rec);
         task.await.unwrap();
         let text = std::fs::read_to_string(&dir).unwrap();

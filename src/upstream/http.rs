@@ -24,6 +24,7 @@ use crate::jsonrpc::{ErrorObject, Id, Message, Peeked};
 use crate::revision::{self, LEGACY_VERSION, MODERN_VERSION, Revision};
 use crate::translate::session::ModernMeta;
 use crate::transport::http::headers;
+use crate::transport::record::{Recorder, SessionLabels};
 use crate::wire::modern::DetailedTask;
 
 /// A Streamable HTTP upstream.
@@ -58,6 +59,11 @@ pub struct HttpUpstream {
     /// front marked ([`super::CALL_ORIGIN`]): request id → the call's mark,
     /// until the front asks ([`Upstream::origin_of`]) or answers.
     origins: Mutex<std::collections::HashMap<Id, u64>>,
+    /// `--record-upstream`: every message posted and every one read back,
+    /// labelled by the upstream session (`session-1`… for a 2025-11-25
+    /// upstream's `Mcp-Session-Id`s; `upstream` outside one, as on a
+    /// stateless 2026-07-28 upstream).
+    record: Option<(Recorder, SessionLabels)>,
 }
 
 /// Most remembered origins: beyond, the oldest are not worth keeping (a
@@ -119,6 +125,16 @@ pub struct HttpLink {
 /// `DiscoverResult` or a recognised modern error means 2026-07-28,
 /// anything else 2025-11-25.
 pub async fn connect(url: &str, request_timeout: Duration) -> Result<HttpLink, ShimError> {
+    connect_recorded(url, request_timeout, None).await
+}
+
+/// [`connect`], recording every message to and from the upstream (the
+/// probe included) to `record` (`--record-upstream`).
+pub async fn connect_recorded(
+    url: &str,
+    request_timeout: Duration,
+    record: Option<Recorder>,
+) -> Result<HttpLink, ShimError> {
     let client = reqwest::Client::builder()
         .timeout(request_timeout)
         .build()
@@ -145,6 +161,7 @@ pub async fn connect(url: &str, request_timeout: Duration) -> Result<HttpLink, S
         hangs: tokio::sync::watch::Sender::new(String::new()),
         unreachable: false.into(),
         origins: Mutex::new(std::collections::HashMap::new()),
+        record: record.map(|r| (r, SessionLabels::default())),
     };
     let info = json!({"name": "mcp-tasks-shim", "version": env!("CARGO_PKG_VERSION")});
     let probe = revision::probe_request(Id::Num(0), &info);
@@ -264,7 +281,7 @@ impl HttpUpstream {
         if is_sse(&resp) {
             return self.read_sse(resp, id.as_ref()).await.map(Some);
         }
-        read_json(resp).await.map(Some)
+        self.read_json(resp).await.map(Some)
     }
 
     /// Sends one POST of `body`, the encoding of `msg` (a longer `timeout`
@@ -328,6 +345,17 @@ impl HttpUpstream {
         if let Some(t) = timeout {
             req = req.timeout(t);
         }
+        // A 2025-11-25 `initialize` is recorded once its answer named the
+        // session it opened.
+        let opening = method == "initialize" && self.revision == Revision::Legacy;
+        let posted = self
+            .record
+            .as_ref()
+            .and_then(|_| body.as_bytes())
+            .and_then(|b| Message::parse_bounded(b, usize::MAX).ok());
+        if !opening && let Some(m) = &posted {
+            self.record("c2s", m);
+        }
         let sent = req.body(body).send().await;
         let was_unreachable = self
             .unreachable
@@ -361,6 +389,9 @@ impl HttpUpstream {
         {
             *lock(&self.session) = Some(sid.to_owned());
         }
+        if opening && let Some(m) = &posted {
+            self.record("c2s", m);
+        }
         Ok(resp)
     }
 
@@ -380,7 +411,7 @@ impl HttpUpstream {
                 };
                 self.read_sse_with(resp, msg.id(), on_other).await
             }
-            Ok(resp) => read_json(resp).await,
+            Ok(resp) => self.read_json(resp).await,
         }
         .and_then(|m| match m {
             Message::Response(r) => Ok(Ok(r.result)),
@@ -432,6 +463,7 @@ impl HttpUpstream {
                 let Ok(m) = Message::parse(data.as_bytes()) else {
                     continue;
                 };
+                self.record("s2c", &m);
                 let answers = matches!(m, Message::Response(_) | Message::Error(_))
                     && id.is_some()
                     && m.id() == id;
@@ -493,6 +525,38 @@ impl HttpUpstream {
 impl HttpUpstream {
     fn session_id(&self) -> Option<String> {
         lock(&self.session).clone()
+    }
+
+    /// Records `msg` (`--record-upstream`) in the current session.
+    fn record(&self, dir: &'static str, msg: &Message) {
+        let Some((rec, labels)) = &self.record else {
+            return;
+        };
+        let label = match self.session_id() {
+            Some(sid) => labels.label(&sid),
+            None => Arc::from(STATELESS_LABEL),
+        };
+        rec.record(&label, dir, msg);
+    }
+
+    /// An answer's whole body, recorded when it is a message.
+    async fn read_body(
+        &self,
+        resp: reqwest::Response,
+    ) -> Result<(reqwest::StatusCode, axum::body::Bytes), ShimError> {
+        let (status, body) = read_body(resp).await?;
+        if self.record.is_some()
+            && let Ok(m) = Message::parse_bounded(&body, usize::MAX)
+        {
+            self.record("s2c", &m);
+        }
+        Ok((status, body))
+    }
+
+    /// Reads a JSON answer body (recorded).
+    async fn read_json(&self, resp: reqwest::Response) -> Result<Message, ShimError> {
+        let (status, body) = self.read_body(resp).await?;
+        parse_body(status, &body)
     }
 
     /// [`HttpUpstream::post_as`] for a client request. A 2025-11-25 server
@@ -742,7 +806,7 @@ impl HttpUpstream {
         let answer = if resp.status() == reqwest::StatusCode::ACCEPTED || is_sse(&resp) {
             self.answer_of(&msg, resp).await?
         } else {
-            let (status, body) = read_body(resp).await?;
+            let (status, body) = self.read_body(resp).await?;
             if let Some(task) = crate::wire::modern::detailed_task_answer(&body) {
                 return Ok(Ok(task));
             }
@@ -768,7 +832,7 @@ impl HttpUpstream {
         if is_sse(&resp) {
             return self.read_sse(resp, Some(id)).await.map(RawAnswer::Parsed);
         }
-        let (status, body) = read_body(resp).await?;
+        let (status, body) = self.read_body(resp).await?;
         match crate::jsonrpc::peek(&body) {
             Some(Peeked::Response { id: answered }) if answered == *id => {
                 Ok(RawAnswer::Verbatim(body))
@@ -798,11 +862,8 @@ fn is_sse(resp: &reqwest::Response) -> bool {
         .is_some_and(|c| c.starts_with("text/event-stream"))
 }
 
-/// Reads a JSON answer body.
-async fn read_json(resp: reqwest::Response) -> Result<Message, ShimError> {
-    let (status, body) = read_body(resp).await?;
-    parse_body(status, &body)
-}
+/// The `session` of records made outside any upstream session.
+const STATELESS_LABEL: &str = "upstream";
 
 /// The whole body of an answer, with its status.
 async fn read_body(

@@ -41,6 +41,7 @@ use crate::revision::{ProbeVerdict, Revision};
 use crate::translate::session::ModernMeta;
 use crate::transport::child::ChildInput;
 use crate::transport::lines::{BlockingLines, LineReader};
+use crate::transport::record::Labelled;
 use crate::transport::{self, Inbound, LineSink};
 
 /// First delay before a restart; doubled after each failed attempt.
@@ -72,6 +73,9 @@ pub struct SuperviseOptions {
     pub ping_timeout: Duration,
     /// Start the child again after a fault.
     pub restart: bool,
+    /// `--record-upstream`: every message to and from each child, labelled
+    /// `upstream-1`, `upstream-2`… (one label per child process).
+    pub record: Option<crate::transport::record::Recorder>,
 }
 
 impl Default for SuperviseOptions {
@@ -83,6 +87,7 @@ impl Default for SuperviseOptions {
             ping_interval: Some(Duration::from_secs(5)),
             ping_timeout: Duration::from_secs(15),
             restart: false,
+            record: None,
         }
     }
 }
@@ -124,6 +129,8 @@ struct OnThread {
 #[derive(Debug)]
 struct Generation {
     n: u64,
+    /// `--record-upstream`, labelled for this child.
+    record: Option<Labelled>,
     conn: Arc<Connection>,
     /// The child's stdin: the connection's messages and relayed lines.
     input: Arc<ChildInput>,
@@ -484,9 +491,14 @@ impl Supervised {
         let spawned = transport::child::spawn(&self.program, &self.args)?;
         let n = self.generations.fetch_add(1, Ordering::Relaxed) + 1;
         let (out, out_rx) = mpsc::unbounded_channel();
-        let input = ChildInput::start(spawned.stdin, out_rx)?;
+        let record = self.opts.record.clone().map(|rec| Labelled {
+            rec,
+            label: Arc::from(format!("upstream-{n}")),
+        });
+        let input = ChildInput::start_recorded(spawned.stdin, out_rx, record.clone())?;
         let generation = Arc::new(Generation {
             n,
+            record,
             input: input.clone(),
             conn: Arc::new(
                 Connection::with_id_prefix(
@@ -537,6 +549,9 @@ impl Supervised {
             };
             // A read error ends the output as EOF does.
             let Ok(Some(inbound)) = next else { break };
+            if let (Some(rec), Inbound::Message(m)) = (&generation.record, &inbound) {
+                rec.record("s2c", m);
+            }
             if generation.is_dead() || self.route(&generation, inbound, None).is_break() {
                 return;
             }
@@ -592,6 +607,11 @@ impl Supervised {
         while let Ok(Some(line)) = lines.next_raw() {
             if generation.is_dead() {
                 return;
+            }
+            if let Some(rec) = &generation.record
+                && line.len() <= max
+            {
+                rec.record_line("s2c", line);
             }
             // The common case of pass-through, an answer to a relayed
             // request, is forwarded on its envelope alone; everything else

@@ -223,8 +223,21 @@ pub(super) async fn initialize(
             );
         }
     };
+    let sid = crate::ids::random_id();
+    let record = app
+        .opts
+        .record_upstream
+        .clone()
+        .map(|rec| crate::transport::record::Labelled {
+            rec,
+            label: app.relay_labels.label(&sid),
+        });
     let (to_child, from_session) = mpsc::unbounded_channel();
-    if let Err(e) = crate::transport::child::ChildInput::start(spawned.stdin, from_session) {
+    if let Err(e) = crate::transport::child::ChildInput::start_recorded(
+        spawned.stdin,
+        from_session,
+        record.clone(),
+    ) {
         return error_response(
             StatusCode::INTERNAL_SERVER_ERROR,
             Some(id),
@@ -239,12 +252,12 @@ pub(super) async fn initialize(
         in_flight: AtomicUsize::new(0),
         last_used_ms: AtomicU64::new(app.now_ms()),
     });
-    let sid = crate::ids::random_id();
     spawn_reader(
         spawned.stdout,
         Arc::downgrade(&session),
         Arc::downgrade(&app),
         sid.clone(),
+        record,
     );
     let (tx, mut rx) = mpsc::unbounded_channel();
     lock(&session.routes).by_id.insert(id.clone(), tx);
@@ -310,12 +323,16 @@ fn spawn_reader(
     session: Weak<RelaySession>,
     app: Weak<App>,
     sid: String,
+    record: Option<crate::transport::record::Labelled>,
 ) {
     tokio::spawn(async move {
         let mut lines = crate::transport::lines::LineReader::new(stdout, MAX_LINE_BYTES);
         loop {
             match lines.next().await {
                 Ok(Some(Inbound::Message(m))) => {
+                    if let Some(rec) = &record {
+                        rec.record("s2c", &m);
+                    }
                     let Some(s) = session.upgrade() else { return };
                     s.route(m);
                 }

@@ -154,6 +154,12 @@ pub struct HttpOptions {
     /// (`--record`), each labelled with its session (`session-1`, …: a
     /// 2025-11-25 session id, else the request's principal).
     pub record: Option<crate::transport::record::Recorder>,
+    /// `--record-upstream` for the processes of relayed 2025-11-25
+    /// sessions ([`HttpOptions::legacy_relay`]): each process's messages,
+    /// labelled `session-1`, … by session. (An upstream the shim was given
+    /// records itself: see [`crate::upstream::http::connect_recorded`] and
+    /// [`crate::upstream::supervised::SuperviseOptions::record`].)
+    pub record_upstream: Option<crate::transport::record::Recorder>,
 }
 
 impl Default for HttpOptions {
@@ -179,6 +185,7 @@ impl Default for HttpOptions {
             bridge: BridgeConfig::default(),
             legacy_relay: None,
             record: None,
+            record_upstream: None,
         }
     }
 }
@@ -213,6 +220,8 @@ pub(crate) struct App {
     /// 2025-11-25 sessions relayed to processes of their own (a 2025-11-25
     /// upstream with [`HttpOptions::legacy_relay`]).
     relays: Mutex<HashMap<String, Arc<legacy_relay::RelaySession>>>,
+    /// The `session` labels of [`HttpOptions::record_upstream`].
+    relay_labels: crate::transport::record::SessionLabels,
     resolver: Arc<dyn PrincipalResolver>,
     metrics: metrics::Metrics,
     /// Callers already logged for a request without `Mcp-Name`
@@ -321,6 +330,7 @@ impl HttpShim {
             ledger,
             sessions: Mutex::new(HashMap::new()),
             relays: Mutex::new(HashMap::new()),
+            relay_labels: crate::transport::record::SessionLabels::default(),
             resolver,
             metrics: metrics::Metrics::default(),
             missing_mcp_name_callers: Mutex::default(),
