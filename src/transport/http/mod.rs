@@ -7,7 +7,6 @@
 pub(crate) mod headers;
 mod legacy;
 mod legacy_relay;
-mod metrics;
 mod modern;
 pub mod principal;
 mod record;
@@ -214,7 +213,7 @@ pub(crate) struct App {
     /// upstream with [`HttpOptions::legacy_relay`]).
     relays: Mutex<HashMap<String, Arc<legacy_relay::RelaySession>>>,
     resolver: Arc<dyn PrincipalResolver>,
-    metrics: metrics::Metrics,
+    metrics: Arc<crate::telemetry::Telemetry>,
     /// Callers already logged for a request without `Mcp-Name`
     /// (`--accept-missing-mcp-name`).
     missing_mcp_name_callers: Mutex<std::collections::HashSet<String>>,
@@ -298,6 +297,8 @@ impl HttpShim {
             child,
         } = link;
         let up = upstream.clone();
+        let metrics = Arc::new(crate::telemetry::Telemetry::new());
+        let ledger = crate::ledger::timed::TimedLedger::wrap(ledger, metrics.clone());
         let (legacy, modern) = match upstream_rev {
             Revision::Modern => (
                 Some(LegacyFront::new(
@@ -322,7 +323,7 @@ impl HttpShim {
             sessions: Mutex::new(HashMap::new()),
             relays: Mutex::new(HashMap::new()),
             resolver,
-            metrics: metrics::Metrics::default(),
+            metrics,
             missing_mcp_name_callers: Mutex::default(),
             started: std::time::Instant::now(),
             clock: crate::bridge::clock::Clock::new(),
@@ -346,6 +347,13 @@ impl HttpShim {
             },
         );
         let mut sweepers = Vec::new();
+        sweepers.push(crate::bridge::spawn_sweeper(
+            Arc::downgrade(&app),
+            |app: Arc<App>| async move {
+                app.metrics.upkeep();
+                0
+            },
+        ));
         if let Some(front) = &app.legacy {
             sweepers.push(crate::bridge::spawn_sweeper(
                 Arc::downgrade(front),
@@ -403,12 +411,26 @@ impl HttpShim {
         routes.with_state(self.app.clone())
     }
 
-    /// Counters of traffic per revision and method, and gauges of what the
-    /// shim holds, in Prometheus text form at `path`.
+    /// The front's metrics (request latency and counts per revision and
+    /// method, errors by code, upstream health, what the shim holds; the
+    /// guide lists them) in Prometheus text form at `path`.
+    ///
+    /// They live in a recorder of this front's own: the shim installs no
+    /// global `metrics` recorder, so one your application installed is
+    /// left alone (and does not see the shim's metrics; serve both
+    /// routes, or render [`HttpShim::metrics_handle`] into your own).
     pub fn metrics_router<S: Clone + Send + Sync + 'static>(&self, path: &str) -> Router<S> {
         Router::new()
             .route(path, get(metrics_endpoint))
             .with_state(self.app.clone())
+    }
+
+    /// What renders the front's metrics, for an application that exports
+    /// them its own way (`handle.render()` is the text
+    /// [`HttpShim::metrics_router`] serves, less the gauges it reads at
+    /// each scrape).
+    pub fn metrics_handle(&self) -> metrics_exporter_prometheus::PrometheusHandle {
+        self.app.metrics.handle().clone()
     }
 
     /// `GET /healthz` (200 while the process serves) and `GET /readyz`
@@ -765,6 +787,21 @@ async fn post_endpoint(
     extensions: axum::http::Extensions,
     body: axum::body::Body,
 ) -> Response {
+    let started = std::time::Instant::now();
+    let mut seen = Seen::default();
+    let resp = post_routed(&app, headers, extensions, body, &mut seen).await;
+    observed(&app, seen, started, resp)
+}
+
+/// The POST endpoint, noting in `seen` what it learns of the request.
+async fn post_routed(
+    app: &Arc<App>,
+    headers: HeaderMap,
+    extensions: axum::http::Extensions,
+    body: axum::body::Body,
+    seen: &mut Seen,
+) -> Response {
+    let app = app.clone();
     let principal = match admit(&app, &headers, &extensions) {
         Ok(principal) => principal,
         Err(refused) => return *refused,
@@ -786,16 +823,19 @@ async fn post_endpoint(
         && !modern_header
     {
         let sid = sid.to_owned();
+        seen.saw(Revision::Legacy, &msg);
         if legacy_relay::holds(&app, &sid) {
             return legacy_relay::post(app, &sid, msg, &headers, principal).await;
         }
         return legacy::post(app, &sid, msg, &headers, principal).await;
     }
     if msg.method() == Some("initialize") {
+        seen.saw(Revision::Legacy, &msg);
         // A client that says it speaks 2026-07-28 gets what a 2026-07-28
         // server answers, not a 2025-11-25 session it did not ask for.
         match headers::header(&headers, "mcp-protocol-version") {
             Some(v) if v == revision::MODERN_VERSION => {
+                seen.saw(Revision::Modern, &msg);
                 let e = ShimError::MethodNotFound(format!(
                     "initialize is not a {v} method (MCP-Protocol-Version says {v}); such a client starts with server/discover"
                 ));
@@ -826,7 +866,10 @@ async fn post_endpoint(
                 "missing Mcp-Session-Id: a 2025-11-25 client must initialize first; a 2026-07-28 client must send per-request _meta".into(),
             ),
         ),
-        _ => modern::post(app, msg, body, &headers, principal).await,
+        _ => {
+            seen.saw(Revision::Modern, &msg);
+            modern::post(app, msg, body, &headers, principal).await
+        }
     }
 }
 
@@ -837,7 +880,7 @@ async fn get_endpoint(
 ) -> Response {
     let principal = match admit(&app, &headers, &extensions) {
         Ok(principal) => principal,
-        Err(refused) => return *refused,
+        Err(refused) => return observed(&app, Seen::default(), std::time::Instant::now(), *refused),
     };
     match headers::header(&headers, "mcp-session-id") {
         Some(sid) if legacy_relay::holds(&app, sid) => {
@@ -855,7 +898,7 @@ async fn delete_endpoint(
 ) -> Response {
     let principal = match admit(&app, &headers, &extensions) {
         Ok(principal) => principal,
-        Err(refused) => return *refused,
+        Err(refused) => return observed(&app, Seen::default(), std::time::Instant::now(), *refused),
     };
     match headers::header(&headers, "mcp-session-id") {
         Some(sid) if legacy_relay::holds(&app, sid) => legacy_relay::delete(app, sid, principal),
@@ -865,45 +908,43 @@ async fn delete_endpoint(
 }
 
 async fn metrics_endpoint(State(app): State<Arc<App>>) -> Response {
+    use crate::telemetry as t;
     // Sessions the engine still holds, not just the open ones: a deleted
     // session that stayed in memory would be a leak.
-    let open = app.sessions.lock().unwrap_or_else(|p| p.into_inner()).len()
-        + app.relays.lock().unwrap_or_else(|p| p.into_inner()).len();
-    let sessions = app
+    let bridged = app.sessions.lock().unwrap_or_else(|p| p.into_inner()).len();
+    let relayed = app.relays.lock().unwrap_or_else(|p| p.into_inner()).len();
+    let legacy = app
         .legacy
         .as_ref()
-        .map_or(open, |f| f.sessions_in_memory().max(open));
+        .map_or(bridged, |f| f.sessions_in_memory().max(bridged));
+    let modern = app.modern.as_ref().map_or(0, |f| f.sessions_in_memory());
     let tracked = app.modern.as_ref().map_or(0, |f| f.tracked_tasks());
-    let gauges = [
-        (
-            "mcp_shim_ledger_tasks",
-            "Task records held in the ledger (expired ones until swept).",
-            app.ledger.len().await.unwrap_or_else(|e| {
-                tracing::error!(error = %e, "metrics: could not count the ledger's tasks");
-                0
-            }) as u64,
-        ),
-        (
-            "mcp_shim_tracked_tasks",
-            "Tasks of a 2025-11-25 upstream the modern bridge tracks.",
-            tracked as u64,
-        ),
-        (
-            "mcp_shim_legacy_sessions",
-            "2025-11-25 HTTP sessions in memory (open, or deleted and finishing).",
-            sessions as u64,
-        ),
-        (
-            "mcp_shim_watched_tasks",
-            "Tasks of a 2026-07-28 upstream watched for a waiting 2025-11-25 client: task pollers plus upstream listen streams.",
-            app.legacy
-                .as_ref()
-                .map_or(0, |f| f.active_pollers() + f.listen_streams()) as u64,
-        ),
-    ];
+    let held = app.ledger.len().await.unwrap_or_else(|e| {
+        tracing::error!(error = %e, "metrics: could not count the ledger's tasks");
+        0
+    });
+    let (pollers, listens, waiters) = app.legacy.as_ref().map_or((0, 0, 0), |f| {
+        (f.active_pollers(), f.listen_streams(), f.waiters())
+    });
+    let waiters = waiters + app.modern.as_ref().map_or(0, |f| f.listen_streams());
+    let up = app.upstream.readiness() == crate::upstream::Readiness::Up;
+    let faults = app.upstream.faults();
+    let m = &app.metrics;
+    m.set_gauge("mcp_shim_ledger_tasks", &[], held as f64);
+    m.set_gauge("mcp_shim_tracked_tasks", &[], tracked as f64);
+    m.set_gauge("mcp_shim_legacy_sessions", &[], (legacy + relayed) as f64);
+    m.set_gauge("mcp_shim_watched_tasks", &[], (pollers + listens) as f64);
+    m.set_gauge(t::SESSIONS, &[("kind", "legacy")], legacy as f64);
+    m.set_gauge(t::SESSIONS, &[("kind", "relayed")], relayed as f64);
+    m.set_gauge(t::SESSIONS, &[("kind", "modern")], modern as f64);
+    m.set_gauge(t::TASK_WAITERS, &[], waiters as f64);
+    m.set_gauge(t::TASK_POLLERS, &[], pollers as f64);
+    m.set_gauge(t::UPSTREAM_UP, &[], if up { 1.0 } else { 0.0 });
+    m.set_counter(t::UPSTREAM_RESTARTS, faults.restarts);
+    m.set_counter(t::UPSTREAM_PROBE_FAILURES, faults.probe_failures);
     (
         [("content-type", "text/plain; version=0.0.4")],
-        app.metrics.render(&gauges),
+        m.render(),
     )
         .into_response()
 }
@@ -1002,7 +1043,7 @@ pub(crate) fn json_response(status: StatusCode, msg: &Message) -> Response {
     // was a thousand instructions of every answer.
     let mut body = Vec::with_capacity(512);
     msg.write_json(&mut body);
-    (
+    let mut resp = (
         status,
         [(
             axum::http::header::CONTENT_TYPE,
@@ -1010,7 +1051,77 @@ pub(crate) fn json_response(status: StatusCode, msg: &Message) -> Response {
         )],
         body,
     )
-        .into_response()
+        .into_response();
+    if let Message::Error(e) = msg {
+        resp.extensions_mut().insert(AnsweredError(e.error.code));
+    }
+    resp
+}
+
+/// The JSON-RPC error code a JSON answer carries, left on the response by
+/// [`json_response`] for the endpoint to count (`mcp_shim_errors_total`).
+#[derive(Debug, Clone, Copy)]
+struct AnsweredError(i64);
+
+/// What the endpoint learnt of a request, for its metrics.
+#[derive(Debug, Default)]
+struct Seen {
+    revision: Option<Revision>,
+    method: Option<&'static str>,
+}
+
+impl Seen {
+    fn saw(&mut self, revision: Revision, msg: &Message) {
+        self.revision = Some(revision);
+        self.method = Some(crate::telemetry::method_label(
+            msg.method().unwrap_or("(response)"),
+        ));
+    }
+}
+
+/// Counts the error `resp` answers, if any, and times the request (a
+/// request of a known revision and method) until its body has been sent
+/// or the client went away.
+fn observed(app: &Arc<App>, seen: Seen, started: std::time::Instant, resp: Response) -> Response {
+    if let Some(AnsweredError(code)) = resp.extensions().get::<AnsweredError>() {
+        app.metrics.count_error(seen.revision, *code);
+    }
+    let (Some(revision), Some(method)) = (seen.revision, seen.method) else {
+        return resp;
+    };
+    let timer = crate::telemetry::RequestTimer::new(app.metrics.clone(), revision, method, started);
+    resp.map(|body| axum::body::Body::new(TimedBody { body, timer: Some(timer) }))
+}
+
+/// A response body that records its request's latency once it has been
+/// sent whole (or dropped: the client went away).
+struct TimedBody {
+    body: axum::body::Body,
+    timer: Option<crate::telemetry::RequestTimer>,
+}
+
+impl http_body::Body for TimedBody {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, axum::Error>>> {
+        let polled = std::pin::Pin::new(&mut self.body).poll_frame(cx);
+        if matches!(polled, std::task::Poll::Ready(None)) {
+            self.timer.take();
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
 }
 
 fn error_response(status: StatusCode, id: Option<crate::jsonrpc::Id>, e: ShimError) -> Response {
