@@ -858,6 +858,9 @@ async fn post_routed(
         ClientSignal::Ambiguous => revision::detect_http("POST", headers_iter(&headers)),
         s => s,
     };
+    if let ClientSignal::Is(revision) = signal {
+        seen.saw(revision, &msg);
+    }
     match signal {
         ClientSignal::Is(Revision::Legacy) | ClientSignal::Ambiguous => error_response(
             StatusCode::BAD_REQUEST,
