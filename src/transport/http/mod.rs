@@ -787,9 +787,13 @@ async fn post_endpoint(
     extensions: axum::http::Extensions,
     body: axum::body::Body,
 ) -> Response {
+    use tracing::Instrument;
     let started = std::time::Instant::now();
-    let mut seen = Seen::default();
-    let resp = post_routed(&app, headers, extensions, body, &mut seen).await;
+    let mut seen = Seen::request();
+    let span = seen.span.clone();
+    let resp = post_routed(&app, headers, extensions, body, &mut seen)
+        .instrument(span)
+        .await;
     observed(&app, seen, started, resp)
 }
 
@@ -1066,19 +1070,48 @@ pub(crate) fn json_response(status: StatusCode, msg: &Message) -> Response {
 #[derive(Debug, Clone, Copy)]
 struct AnsweredError(i64);
 
-/// What the endpoint learnt of a request, for its metrics.
-#[derive(Debug, Default)]
+/// What the endpoint learnt of a request, for its metrics and its span.
+#[derive(Debug)]
 struct Seen {
     revision: Option<Revision>,
     method: Option<&'static str>,
+    /// `mcp.request`, with `revision`, `method` and `task_id` recorded as
+    /// they become known (exported over OTLP with the `otel` feature).
+    span: tracing::Span,
+}
+
+impl Default for Seen {
+    fn default() -> Self {
+        Seen {
+            revision: None,
+            method: None,
+            span: tracing::Span::none(),
+        }
+    }
 }
 
 impl Seen {
+    fn request() -> Seen {
+        use tracing::field::Empty;
+        Seen {
+            span: tracing::info_span!("mcp.request", revision = Empty, method = Empty, task_id = Empty),
+            ..Seen::default()
+        }
+    }
+
     fn saw(&mut self, revision: Revision, msg: &Message) {
+        let method = crate::telemetry::method_label(msg.method().unwrap_or("(response)"));
         self.revision = Some(revision);
-        self.method = Some(crate::telemetry::method_label(
-            msg.method().unwrap_or("(response)"),
-        ));
+        self.method = Some(method);
+        self.span.record("revision", revision.version());
+        self.span.record("method", method);
+        if let Some(task_id) = msg
+            .params()
+            .and_then(|p| p.get("taskId"))
+            .and_then(serde_json::Value::as_str)
+        {
+            self.span.record("task_id", task_id);
+        }
     }
 }
 
