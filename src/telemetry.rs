@@ -17,7 +17,9 @@
 use std::time::{Duration, Instant};
 
 use metrics::{Unit, counter, describe_counter, describe_gauge, describe_histogram, gauge};
-use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle, PrometheusRecorder};
+use metrics_exporter_prometheus::{
+    Matcher, PrometheusBuilder, PrometheusHandle, PrometheusRecorder,
+};
 
 use crate::revision::Revision;
 
@@ -190,7 +192,12 @@ impl Telemetry {
     }
 
     /// Sets gauge `name` to `value`, with `labels`.
-    pub fn set_gauge(&self, name: &'static str, labels: &[(&'static str, &'static str)], value: f64) {
+    pub fn set_gauge(
+        &self,
+        name: &'static str,
+        labels: &[(&'static str, &'static str)],
+        value: f64,
+    ) {
         let labels: Vec<metrics::Label> = labels
             .iter()
             .map(|(k, v)| metrics::Label::new(*k, *v))
@@ -262,10 +269,7 @@ fn describe_all() {
         Unit::Seconds,
         "Client requests on the HTTP front, from the request to the end of its answer, by protocol revision and method."
     );
-    describe_counter!(
-        REQUESTS,
-        "Client messages by protocol revision and method."
-    );
+    describe_counter!(REQUESTS, "Client messages by protocol revision and method.");
     describe_counter!(
         ERRORS,
         "JSON-RPC errors answered to clients, by protocol revision (unknown: refused before it was read) and code."
@@ -341,19 +345,25 @@ mod tests {
             .collect();
         assert_eq!(requests.len(), 3, "{text}");
         assert!(
-            requests.iter().any(|l| l.contains(r#"method="tools/call""#) && l.ends_with(" 1")),
+            requests
+                .iter()
+                .any(|l| l.contains(r#"method="tools/call""#) && l.ends_with(" 1")),
             "{text}"
         );
         assert!(
-            requests.iter().any(|l| l.contains(r#"revision="2025-11-25""#)
-                && l.contains(r#"method="other""#)
-                && l.ends_with(" 1000")),
+            requests
+                .iter()
+                .any(|l| l.contains(r#"revision="2025-11-25""#)
+                    && l.contains(r#"method="other""#)
+                    && l.ends_with(" 1000")),
             "{text}"
         );
         assert!(
-            requests.iter().any(|l| l.contains(r#"revision="2026-07-28""#)
-                && l.contains(r#"method="other""#)
-                && l.ends_with(" 1")),
+            requests
+                .iter()
+                .any(|l| l.contains(r#"revision="2026-07-28""#)
+                    && l.contains(r#"method="other""#)
+                    && l.ends_with(" 1")),
             "{text}"
         );
         let errors: Vec<&str> = text

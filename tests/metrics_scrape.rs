@@ -27,7 +27,10 @@ async fn scrape(c: &reqwest::Client, base: &str) -> (String, Scrape) {
     let ctype = resp.headers()["content-type"].to_str().unwrap().to_owned();
     assert!(ctype.starts_with("text/plain; version=0.0.4"), "{ctype}");
     let text = resp.text().await.expect("/metrics body");
-    for line in text.lines().filter(|l| !l.is_empty() && !l.starts_with('#')) {
+    for line in text
+        .lines()
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+    {
         // name{labels} value: the value is the last field, and a number.
         let value = line.rsplit(' ').next().unwrap();
         assert!(
@@ -69,7 +72,9 @@ fn histogram_count(scrape: &Scrape, text: &str, metric: &str, labels: &[(&str, &
     };
     assert!(buckets.len() > 2, "{buckets:?}");
     assert!(
-        buckets.windows(2).all(|w| w[0].less_than < w[1].less_than && w[0].count <= w[1].count),
+        buckets
+            .windows(2)
+            .all(|w| w[0].less_than < w[1].less_than && w[0].count <= w[1].count),
         "cumulative buckets: {buckets:?}"
     );
     let last = buckets.last().unwrap();
@@ -82,10 +87,16 @@ fn histogram_count(scrape: &Scrape, text: &str, metric: &str, labels: &[(&str, &
         .lines()
         .filter(|l| {
             l.starts_with(&format!("{metric}_bucket{{"))
-                && labels.iter().all(|(k, v)| l.contains(&format!("{k}=\"{v}\"")))
+                && labels
+                    .iter()
+                    .all(|(k, v)| l.contains(&format!("{k}=\"{v}\"")))
         })
         .count();
-    assert_eq!(bucket_lines, buckets.len(), "{metric}_bucket lines:\n{text}");
+    assert_eq!(
+        bucket_lines,
+        buckets.len(),
+        "{metric}_bucket lines:\n{text}"
+    );
     count
 }
 
@@ -106,8 +117,13 @@ fn metrics_are_scraped_and_parsed_with_histograms() {
         let (sid, _) = initialize(&c, url, None).await;
         let greet = json!({"name": "greet", "arguments": {"name": "Ada"}});
         for id in [2, 3] {
-            let (s, body, _) =
-                send(legacy(&c, url, Some(&sid), &rpc(id, "tools/call", greet.clone()))).await;
+            let (s, body, _) = send(legacy(
+                &c,
+                url,
+                Some(&sid),
+                &rpc(id, "tools/call", greet.clone()),
+            ))
+            .await;
             assert_eq!(s, StatusCode::OK, "{body}");
             assert_valid(Revision::Legacy, &body, Some("tools/call"));
         }
@@ -146,9 +162,15 @@ fn metrics_are_scraped_and_parsed_with_histograms() {
         // the task-creating one; the modern call served and the refused one.
         let duration = "mcp_shim_request_duration_seconds";
         let legacy_calls = [("revision", LEGACY), ("method", "tools/call")];
-        assert_eq!(histogram_count(&scrape, &text, duration, &legacy_calls), 3.0);
+        assert_eq!(
+            histogram_count(&scrape, &text, duration, &legacy_calls),
+            3.0
+        );
         let modern_calls = [("revision", MODERN), ("method", "tools/call")];
-        assert_eq!(histogram_count(&scrape, &text, duration, &modern_calls), 2.0);
+        assert_eq!(
+            histogram_count(&scrape, &text, duration, &modern_calls),
+            2.0
+        );
         let gets = [("revision", LEGACY), ("method", "tasks/get")];
         assert_eq!(histogram_count(&scrape, &text, duration, &gets), 1.0);
         assert!(
@@ -197,7 +219,13 @@ fn metrics_are_scraped_and_parsed_with_histograms() {
         );
 
         // Every series is documented.
-        for name in [duration, errors, ledger, "mcp_shim_upstream_up", "mcp_shim_sessions"] {
+        for name in [
+            duration,
+            errors,
+            ledger,
+            "mcp_shim_upstream_up",
+            "mcp_shim_sessions",
+        ] {
             assert!(
                 text.contains(&format!("# HELP {name} ")),
                 "{name} has no HELP:\n{text}"

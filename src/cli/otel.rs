@@ -21,9 +21,12 @@ mod enabled {
     where
         S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
     {
-        let configured = ["OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"]
-            .iter()
-            .any(|v| std::env::var_os(v).is_some_and(|e| !e.is_empty()));
+        let configured = [
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+        ]
+        .iter()
+        .any(|v| std::env::var_os(v).is_some_and(|e| !e.is_empty()));
         if !configured {
             return None;
         }
@@ -52,12 +55,10 @@ mod enabled {
         // lines' own.
         let spans = tracing_subscriber::filter::Targets::new()
             .with_target("mcp_tasks_shim", tracing::Level::INFO);
-        Some(
-            tracing_subscriber::Layer::with_filter(
-                tracing_opentelemetry::layer().with_tracer(tracer),
-                spans,
-            ),
-        )
+        Some(tracing_subscriber::Layer::with_filter(
+            tracing_opentelemetry::layer().with_tracer(tracer),
+            spans,
+        ))
     }
 
     /// Sends the spans still held, before the process exits.

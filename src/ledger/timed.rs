@@ -18,7 +18,10 @@ pub(crate) struct TimedLedger {
 
 impl TimedLedger {
     /// Times `inner`'s calls into `telemetry`.
-    pub(crate) fn wrap(inner: Arc<dyn TaskLedger>, telemetry: Arc<Telemetry>) -> Arc<dyn TaskLedger> {
+    pub(crate) fn wrap(
+        inner: Arc<dyn TaskLedger>,
+        telemetry: Arc<Telemetry>,
+    ) -> Arc<dyn TaskLedger> {
         let store = inner.store_name();
         Arc::new(TimedLedger {
             inner,
@@ -30,7 +33,8 @@ impl TimedLedger {
     async fn timed<T>(&self, op: &'static str, call: impl Future<Output = T>) -> T {
         let started = Instant::now();
         let out = call.await;
-        self.telemetry.ledger_took(self.store, op, started.elapsed());
+        self.telemetry
+            .ledger_took(self.store, op, started.elapsed());
         out
     }
 }

@@ -887,7 +887,9 @@ async fn get_endpoint(
 ) -> Response {
     let principal = match admit(&app, &headers, &extensions) {
         Ok(principal) => principal,
-        Err(refused) => return observed(&app, Seen::default(), std::time::Instant::now(), *refused),
+        Err(refused) => {
+            return observed(&app, Seen::default(), std::time::Instant::now(), *refused);
+        }
     };
     match headers::header(&headers, "mcp-session-id") {
         Some(sid) if legacy_relay::holds(&app, sid) => {
@@ -905,7 +907,9 @@ async fn delete_endpoint(
 ) -> Response {
     let principal = match admit(&app, &headers, &extensions) {
         Ok(principal) => principal,
-        Err(refused) => return observed(&app, Seen::default(), std::time::Instant::now(), *refused),
+        Err(refused) => {
+            return observed(&app, Seen::default(), std::time::Instant::now(), *refused);
+        }
     };
     match headers::header(&headers, "mcp-session-id") {
         Some(sid) if legacy_relay::holds(&app, sid) => legacy_relay::delete(app, sid, principal),
@@ -949,11 +953,7 @@ async fn metrics_endpoint(State(app): State<Arc<App>>) -> Response {
     m.set_gauge(t::UPSTREAM_UP, &[], if up { 1.0 } else { 0.0 });
     m.set_counter(t::UPSTREAM_RESTARTS, faults.restarts);
     m.set_counter(t::UPSTREAM_PROBE_FAILURES, faults.probe_failures);
-    (
-        [("content-type", "text/plain; version=0.0.4")],
-        m.render(),
-    )
-        .into_response()
+    ([("content-type", "text/plain; version=0.0.4")], m.render()).into_response()
 }
 
 async fn healthz_endpoint() -> Response {
@@ -1094,7 +1094,12 @@ impl Seen {
     fn request() -> Seen {
         use tracing::field::Empty;
         Seen {
-            span: tracing::info_span!("mcp.request", revision = Empty, method = Empty, task_id = Empty),
+            span: tracing::info_span!(
+                "mcp.request",
+                revision = Empty,
+                method = Empty,
+                task_id = Empty
+            ),
             ..Seen::default()
         }
     }
@@ -1126,7 +1131,12 @@ fn observed(app: &Arc<App>, seen: Seen, started: std::time::Instant, resp: Respo
         return resp;
     };
     let timer = crate::telemetry::RequestTimer::new(app.metrics.clone(), revision, method, started);
-    resp.map(|body| axum::body::Body::new(TimedBody { body, timer: Some(timer) }))
+    resp.map(|body| {
+        axum::body::Body::new(TimedBody {
+            body,
+            timer: Some(timer),
+        })
+    })
 }
 
 /// A response body that records its request's latency once it has been
