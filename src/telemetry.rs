@@ -256,6 +256,14 @@ impl RequestTimer {
     }
 }
 
+impl RequestTimer {
+    /// Counts an error answered to this request (one found in its SSE
+    /// answer).
+    pub fn count_error(&self, code: i64) {
+        self.telemetry.count_error(Some(self.revision), code);
+    }
+}
+
 impl Drop for RequestTimer {
     fn drop(&mut self) {
         self.telemetry

@@ -426,11 +426,18 @@ impl HttpShim {
     }
 
     /// What renders the front's metrics, for an application that exports
-    /// them its own way (`handle.render()` is the text
-    /// [`HttpShim::metrics_router`] serves, less the gauges it reads at
-    /// each scrape).
+    /// them its own way. Its gauges are as of the last
+    /// [`HttpShim::render_metrics`] (or scrape of
+    /// [`HttpShim::metrics_router`]), which reads them afresh.
     pub fn metrics_handle(&self) -> metrics_exporter_prometheus::PrometheusHandle {
         self.app.metrics.handle().clone()
+    }
+
+    /// The text [`HttpShim::metrics_router`] serves: the gauges read now,
+    /// then everything rendered in the Prometheus text format.
+    pub async fn render_metrics(&self) -> String {
+        self.app.refresh_gauges().await;
+        self.app.metrics.render()
     }
 
     /// `GET /healthz` (200 while the process serves) and `GET /readyz`
@@ -628,6 +635,49 @@ fn serve_admin(
 }
 
 impl App {
+    /// Reads what the gauges show (sessions, tasks, waiters, the
+    /// upstream) into the recorder, before a render.
+    async fn refresh_gauges(&self) {
+        use crate::telemetry as t;
+        // Sessions the engine still holds, not just the open ones: a deleted
+        // session that stayed in memory would be a leak.
+        let bridged = self
+            .sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .len();
+        let relayed = self.relays.lock().unwrap_or_else(|p| p.into_inner()).len();
+        let legacy = self
+            .legacy
+            .as_ref()
+            .map_or(bridged, |f| f.sessions_in_memory().max(bridged));
+        let modern = self.modern.as_ref().map_or(0, |f| f.sessions_in_memory());
+        let tracked = self.modern.as_ref().map_or(0, |f| f.tracked_tasks());
+        let held = self.ledger.len().await.unwrap_or_else(|e| {
+            tracing::error!(error = %e, "metrics: could not count the ledger's tasks");
+            0
+        });
+        let (pollers, listens, waiters) = self.legacy.as_ref().map_or((0, 0, 0), |f| {
+            (f.active_pollers(), f.listen_streams(), f.waiters())
+        });
+        let waiters = waiters + self.modern.as_ref().map_or(0, |f| f.listen_streams());
+        let up = self.upstream.readiness() == crate::upstream::Readiness::Up;
+        let faults = self.upstream.faults();
+        let m = &self.metrics;
+        m.set_gauge("mcp_shim_ledger_tasks", &[], held as f64);
+        m.set_gauge("mcp_shim_tracked_tasks", &[], tracked as f64);
+        m.set_gauge("mcp_shim_legacy_sessions", &[], (legacy + relayed) as f64);
+        m.set_gauge("mcp_shim_watched_tasks", &[], (pollers + listens) as f64);
+        m.set_gauge(t::SESSIONS, &[("kind", "legacy")], legacy as f64);
+        m.set_gauge(t::SESSIONS, &[("kind", "relayed")], relayed as f64);
+        m.set_gauge(t::SESSIONS, &[("kind", "modern")], modern as f64);
+        m.set_gauge(t::TASK_WAITERS, &[], waiters as f64);
+        m.set_gauge(t::TASK_POLLERS, &[], pollers as f64);
+        m.set_gauge(t::UPSTREAM_UP, &[], if up { 1.0 } else { 0.0 });
+        m.set_counter(t::UPSTREAM_RESTARTS, faults.restarts);
+        m.set_counter(t::UPSTREAM_PROBE_FAILURES, faults.probe_failures);
+    }
+
     /// `stream`, ended when the front begins shutting down.
     fn until_closing<S: futures_util::Stream>(
         &self,
@@ -919,41 +969,9 @@ async fn delete_endpoint(
 }
 
 async fn metrics_endpoint(State(app): State<Arc<App>>) -> Response {
-    use crate::telemetry as t;
-    // Sessions the engine still holds, not just the open ones: a deleted
-    // session that stayed in memory would be a leak.
-    let bridged = app.sessions.lock().unwrap_or_else(|p| p.into_inner()).len();
-    let relayed = app.relays.lock().unwrap_or_else(|p| p.into_inner()).len();
-    let legacy = app
-        .legacy
-        .as_ref()
-        .map_or(bridged, |f| f.sessions_in_memory().max(bridged));
-    let modern = app.modern.as_ref().map_or(0, |f| f.sessions_in_memory());
-    let tracked = app.modern.as_ref().map_or(0, |f| f.tracked_tasks());
-    let held = app.ledger.len().await.unwrap_or_else(|e| {
-        tracing::error!(error = %e, "metrics: could not count the ledger's tasks");
-        0
-    });
-    let (pollers, listens, waiters) = app.legacy.as_ref().map_or((0, 0, 0), |f| {
-        (f.active_pollers(), f.listen_streams(), f.waiters())
-    });
-    let waiters = waiters + app.modern.as_ref().map_or(0, |f| f.listen_streams());
-    let up = app.upstream.readiness() == crate::upstream::Readiness::Up;
-    let faults = app.upstream.faults();
-    let m = &app.metrics;
-    m.set_gauge("mcp_shim_ledger_tasks", &[], held as f64);
-    m.set_gauge("mcp_shim_tracked_tasks", &[], tracked as f64);
-    m.set_gauge("mcp_shim_legacy_sessions", &[], (legacy + relayed) as f64);
-    m.set_gauge("mcp_shim_watched_tasks", &[], (pollers + listens) as f64);
-    m.set_gauge(t::SESSIONS, &[("kind", "legacy")], legacy as f64);
-    m.set_gauge(t::SESSIONS, &[("kind", "relayed")], relayed as f64);
-    m.set_gauge(t::SESSIONS, &[("kind", "modern")], modern as f64);
-    m.set_gauge(t::TASK_WAITERS, &[], waiters as f64);
-    m.set_gauge(t::TASK_POLLERS, &[], pollers as f64);
-    m.set_gauge(t::UPSTREAM_UP, &[], if up { 1.0 } else { 0.0 });
-    m.set_counter(t::UPSTREAM_RESTARTS, faults.restarts);
-    m.set_counter(t::UPSTREAM_PROBE_FAILURES, faults.probe_failures);
-    ([("content-type", "text/plain; version=0.0.4")], m.render()).into_response()
+    app.refresh_gauges().await;
+    let text = app.metrics.render();
+    ([("content-type", "text/plain; version=0.0.4")], text).into_response()
 }
 
 async fn healthz_endpoint() -> Response {
@@ -1024,24 +1042,50 @@ pub(crate) fn sse_until_answer<H: Send + 'static>(
     hold: H,
     hang_up: Option<crate::bridge::IfDropped>,
 ) -> Response {
+    let answered = SseAnswer::default();
     let first = futures_util::stream::once(std::future::ready(sse_event(first)));
-    let rest = futures_util::stream::unfold(Some((rx, hold, hang_up)), move |state| {
-        let id = id.clone();
-        async move {
-            let (mut rx, hold, hang_up) = state?;
-            let m = rx.recv().await?;
-            if !is_answer_to(&m, &id) {
-                return Some((sse_event(&m), Some((rx, hold, hang_up))));
+    let rest = futures_util::stream::unfold(Some((rx, hold, hang_up)), {
+        let answered = answered.clone();
+        move |state| {
+            let (id, answered) = (id.clone(), answered.clone());
+            async move {
+                let (mut rx, hold, hang_up) = state?;
+                let m = rx.recv().await?;
+                if !is_answer_to(&m, &id) {
+                    return Some((sse_event(&m), Some((rx, hold, hang_up))));
+                }
+                if let Some(h) = hang_up {
+                    h.disarm();
+                }
+                answered.saw(&m);
+                Some((sse_event(&m), None))
             }
-            if let Some(h) = hang_up {
-                h.disarm();
-            }
-            Some((sse_event(&m), None))
         }
     });
-    axum::response::sse::Sse::new(futures_util::StreamExt::chain(first, rest))
+    let mut resp = axum::response::sse::Sse::new(futures_util::StreamExt::chain(first, rest))
         .keep_alive(axum::response::sse::KeepAlive::default())
-        .into_response()
+        .into_response();
+    resp.extensions_mut().insert(answered);
+    resp
+}
+
+/// The error code of the answer that ends an SSE answer, once it has been
+/// sent (0: none yet, or no error), for the endpoint to count when the
+/// stream ends.
+#[derive(Debug, Clone, Default)]
+struct SseAnswer(Arc<std::sync::atomic::AtomicI64>);
+
+impl SseAnswer {
+    fn saw(&self, m: &Message) {
+        if let Message::Error(e) = m {
+            self.0
+                .store(e.error.code, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    fn code(&self) -> Option<i64> {
+        Some(self.0.load(std::sync::atomic::Ordering::Relaxed)).filter(|c| *c != 0)
+    }
 }
 
 /// A JSON body response.
@@ -1131,10 +1175,12 @@ fn observed(app: &Arc<App>, seen: Seen, started: std::time::Instant, resp: Respo
         return resp;
     };
     let timer = crate::telemetry::RequestTimer::new(app.metrics.clone(), revision, method, started);
+    let sse = resp.extensions().get::<SseAnswer>().cloned();
     resp.map(|body| {
         axum::body::Body::new(TimedBody {
             body,
             timer: Some(timer),
+            sse,
         })
     })
 }
@@ -1144,6 +1190,26 @@ fn observed(app: &Arc<App>, seen: Seen, started: std::time::Instant, resp: Respo
 struct TimedBody {
     body: axum::body::Body,
     timer: Option<crate::telemetry::RequestTimer>,
+    /// An SSE answer's last message, whose error is counted at the end.
+    sse: Option<SseAnswer>,
+}
+
+impl TimedBody {
+    /// The request is over: its latency recorded, its SSE error counted.
+    fn finish(&mut self) {
+        if let Some(timer) = self.timer.take() {
+            if let Some(code) = self.sse.take().and_then(|a| a.code()) {
+                timer.count_error(code);
+            }
+            drop(timer);
+        }
+    }
+}
+
+impl Drop for TimedBody {
+    fn drop(&mut self) {
+        self.finish();
+    }
 }
 
 impl http_body::Body for TimedBody {
@@ -1156,7 +1222,7 @@ impl http_body::Body for TimedBody {
     ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, axum::Error>>> {
         let polled = std::pin::Pin::new(&mut self.body).poll_frame(cx);
         if matches!(polled, std::task::Poll::Ready(None)) {
-            self.timer.take();
+            self.finish();
         }
         polled
     }
