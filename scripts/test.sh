@@ -38,6 +38,9 @@ cargo test "$@"
 # The library's docs are part of its interface: a broken intra-doc link or
 # a warning fails the run, as a failing doctest does.
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --lib
+# The `otel` cargo feature (off by default) must keep compiling: checked,
+# not tested (about a minute of CPU, once its crates are fetched).
+cargo check --features otel
 # The binary cargo test just built (not a stale release build).
 cargo build --bin mcp-tasks-shim
 export SHIM_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/mcp-tasks-shim"

@@ -45,6 +45,7 @@ pub mod proxy;
 pub mod reference;
 pub mod revision;
 pub mod scope;
+pub mod telemetry;
 pub mod testing;
 pub mod translate;
 pub mod transport;

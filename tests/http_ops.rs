@@ -97,6 +97,36 @@ fn kill(signal: &str, pid: u32) {
     assert!(ok, "kill {signal} {pid} failed");
 }
 
+/// The value of the unlabelled series `name` on `/metrics`.
+async fn metric(c: &reqwest::Client, base: &str, name: &str) -> f64 {
+    let resp = tokio::time::timeout(STEP, c.get(format!("{base}/metrics")).send())
+        .await
+        .expect("/metrics in time")
+        .expect("/metrics answers");
+    let text = resp.text().await.expect("/metrics body");
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or_else(|| panic!("/metrics has no {name}:\n{text}"))
+}
+
+/// Polls `metric` until `ok` holds of it; returns it then.
+async fn until_metric(
+    c: &reqwest::Client,
+    base: &str,
+    name: &str,
+    ok: impl Fn(f64) -> bool,
+) -> f64 {
+    let start = Instant::now();
+    loop {
+        let v = metric(c, base, name).await;
+        if ok(v) {
+            return v;
+        }
+        assert!(start.elapsed() < GUARD, "{name} stayed at {v}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// The upstream command, run only while `gate` exists: with it removed a
 /// restart fails (and is retried with backoff) until it is back, so the
 /// shim stays "restarting" for as long as the test needs.
@@ -124,6 +154,9 @@ fn readyz_follows_the_upstream_down_and_back_up_again() {
         let body = until_status(&c, &readyz, StatusCode::OK).await;
         assert_eq!(body["ready"], true, "{body}");
         assert_eq!(body["upstream"], "up", "{body}");
+        assert_eq!(metric(&c, &shim.base, "mcp_shim_upstream_up").await, 1.0);
+        let restarts = "mcp_shim_upstream_restarts_total";
+        assert_eq!(metric(&c, &shim.base, restarts).await, 0.0);
 
         std::fs::remove_file(&gate).unwrap();
         let first = upstream_pid(&shim);
@@ -141,10 +174,17 @@ fn readyz_follows_the_upstream_down_and_back_up_again() {
         let msg = body["error"]["message"].as_str().unwrap_or_default();
         assert!(msg.contains("restarting"), "{msg}");
         assert!(headers.get("mcp-session-id").is_none(), "no session");
+        // /metrics says it too, and counts the successors that failed to
+        // start while the gate was gone.
+        assert_eq!(metric(&c, &shim.base, "mcp_shim_upstream_up").await, 0.0);
+        let failures = "mcp_shim_upstream_probe_failures_total";
+        until_metric(&c, &shim.base, failures, |v| v >= 1.0).await;
 
         std::fs::write(&gate, "").unwrap();
         let body = until_status(&c, &readyz, StatusCode::OK).await;
         assert_eq!(body["upstream"], "up", "{body}");
+        assert_eq!(metric(&c, &shim.base, "mcp_shim_upstream_up").await, 1.0);
+        assert_eq!(metric(&c, &shim.base, restarts).await, 1.0);
         assert_ne!(upstream_pid(&shim), first, "a successor serves");
         let (status, body, _) = legacy_initialize(&c, &shim.url, None).await;
         assert_eq!(status, StatusCode::OK, "{body}");

@@ -166,6 +166,12 @@ impl Watchers {
         self.lock().len()
     }
 
+    /// How many waiters (a blocking `tasks/result`, a driven call) hold a
+    /// subscription to a watched task (for metrics).
+    pub(crate) fn waiters(&self) -> usize {
+        self.lock().values().map(|w| w.tx.receiver_count()).sum()
+    }
+
     /// How many upstream listen streams are open (for tests and metrics).
     pub(crate) fn listen_streams(&self) -> usize {
         self.listens.open_streams()

@@ -12,6 +12,7 @@ mod demo;
 mod demo_live;
 mod http;
 mod options;
+mod otel;
 mod reference;
 mod replay;
 mod stdio;
@@ -162,6 +163,7 @@ pub fn main() -> ExitCode {
             }
         }
     };
+    otel::flush();
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -186,18 +188,26 @@ fn init_logging(filter: &str, format: LogFormat) -> Result<(), String> {
     use std::io::IsTerminal;
     let filter = tracing_subscriber::EnvFilter::try_new(filter).map_err(|e| e.to_string())?;
     let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-    let builder = tracing_subscriber::fmt()
+    use tracing_subscriber::Layer;
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    let lines = tracing_subscriber::fmt::layer()
         .with_timer(IsoUtc)
-        .with_env_filter(filter)
         .with_ansi(colour)
         .with_writer(std::io::stderr);
-    let _ = match format {
-        LogFormat::Text => builder.try_init(),
+    let lines = match format {
+        LogFormat::Text => lines.boxed(),
         LogFormat::Json => {
             crate::console::use_json();
-            builder.json().try_init()
+            lines.json().boxed()
         }
     };
+    // The filter is the log lines' own: exported spans (`otel`) have
+    // theirs, so `--log warn` does not silence the traces.
+    let _ = tracing_subscriber::registry()
+        .with(lines.with_filter(filter))
+        .with(otel::layer())
+        .try_init();
     Ok(())
 }
 

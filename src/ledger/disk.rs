@@ -583,6 +583,10 @@ const UPDATE_RETRIES: usize = 64;
 
 #[async_trait::async_trait]
 impl TaskLedger for DiskLedger {
+    fn store_name(&self) -> &'static str {
+        "disk"
+    }
+
     async fn check_room(&self, scope: &str, now: Millis) -> Result<(), LedgerError> {
         let scope = scope.to_owned();
         self.blocking(move |d| d.check_room(&scope, now)).await

@@ -221,6 +221,10 @@ impl Inner {
 
 #[async_trait::async_trait]
 impl TaskLedger for MemoryLedger {
+    fn store_name(&self) -> &'static str {
+        "memory"
+    }
+
     async fn check_room(&self, scope: &str, now: Millis) -> Result<(), LedgerError> {
         let mut inner = self.lock();
         inner.evict_scope(scope, now);

@@ -21,6 +21,7 @@ pub mod disk;
 pub mod memory;
 pub mod shared;
 mod stored;
+pub(crate) mod timed;
 
 #[cfg(test)]
 mod contract;
@@ -266,6 +267,13 @@ pub trait TaskLedger: Send + Sync + std::fmt::Debug {
     /// this instance's upstream rightly does not know.
     fn shared_with_other_instances(&self) -> bool {
         false
+    }
+
+    /// The store's name in `/metrics` (the `store` label of
+    /// `mcp_shim_ledger_operation_duration_seconds`): `memory`, `disk`,
+    /// `redis`, or `custom` for a ledger of your own.
+    fn store_name(&self) -> &'static str {
+        "custom"
     }
 }
 

@@ -781,6 +781,10 @@ fn store_failed(e: &LedgerError) -> bool {
 
 #[async_trait::async_trait]
 impl TaskLedger for RedisLedger {
+    fn store_name(&self) -> &'static str {
+        "redis"
+    }
+
     fn shared_with_other_instances(&self) -> bool {
         true
     }

@@ -39,6 +39,17 @@ type ToUpstream = mpsc::UnboundedSender<Message>;
 /// A request's outcome as the upstream gave it: its result or its error.
 pub type RpcResult = Result<Value, ErrorObject>;
 
+/// What went wrong with an upstream over its life, as counted by its
+/// supervisor ([`Upstream::faults`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Faults {
+    /// Children restarted that came up (answered their probe).
+    pub restarts: u64,
+    /// Liveness pings unanswered in time, and restarted children that
+    /// failed their probe.
+    pub probe_failures: u64,
+}
+
 /// Whether an upstream can serve requests now, as its transport knows it
 /// (`/readyz`; a 2025-11-25 `initialize` is refused while it is not up).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -170,6 +181,11 @@ pub trait Upstream: Send + Sync + 'static {
     /// says [`Readiness::Up`]: its requests then fail one by one.
     fn readiness(&self) -> Readiness {
         Readiness::Up
+    }
+    /// How often it was restarted and failed a probe, for `/metrics`. An
+    /// upstream that is never restarted or probed says zero.
+    fn faults(&self) -> Faults {
+        Faults::default()
     }
     /// After [`Upstream::shutdown`]: waits (bounded) until the upstream
     /// process, if there is one, has exited, killing it if it lingers.

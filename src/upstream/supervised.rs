@@ -213,6 +213,10 @@ pub struct Supervised {
     events: Mutex<Option<mpsc::UnboundedSender<UpstreamEvent>>>,
     stopping: AtomicBool,
     generations: AtomicU64,
+    /// Successors that came up ([`Upstream::faults`]).
+    restarts: AtomicU64,
+    /// Liveness pings unanswered, successors that failed their probe.
+    probe_failures: AtomicU64,
     /// Set once the child's output should be read on a thread (see
     /// [`Supervised::read_on_thread`]); with the sink of a pass-through
     /// client that wants its lines untouched.
@@ -269,6 +273,8 @@ pub fn start(program: &str, args: &[String], opts: SuperviseOptions) -> std::io:
         events: Mutex::new(Some(tx)),
         stopping: AtomicBool::new(false),
         generations: AtomicU64::new(0),
+        restarts: AtomicU64::new(0),
+        probe_failures: AtomicU64::new(0),
         threaded: watch::Sender::new(None),
     });
     let generation = sup.launch()?;
@@ -831,6 +837,7 @@ impl Supervised {
                 // The connection closed: whoever closed it gave the reason.
                 Ok(Err(_)) => return,
                 Err(_) => {
+                    self.probe_failures.fetch_add(1, Ordering::Relaxed);
                     let reason = format!(
                         "upstream stopped answering: no reply to {method} within {} ms",
                         timeout.as_millis()
@@ -936,11 +943,13 @@ impl Supervised {
                         after = %cause,
                         "upstream restarted"
                     );
+                    self.restarts.fetch_add(1, Ordering::Relaxed);
                     self.make_current(&generation);
                     self.watch_liveness(&generation);
                     return;
                 }
                 Err(e) => {
+                    self.probe_failures.fetch_add(1, Ordering::Relaxed);
                     tracing::warn!(attempt, error = %e, "upstream restart failed; retrying");
                     delay = (delay * 2).min(BACKOFF_MAX);
                 }
@@ -1085,6 +1094,13 @@ impl Upstream for Supervised {
             ),
             State::Restarting(why) => Readiness::Restarting(why.clone()),
             State::Down(why) => Readiness::Down(why.clone()),
+        }
+    }
+
+    fn faults(&self) -> super::Faults {
+        super::Faults {
+            restarts: self.restarts.load(Ordering::Relaxed),
+            probe_failures: self.probe_failures.load(Ordering::Relaxed),
         }
     }
 

@@ -276,6 +276,12 @@ impl LegacyFront {
         self.watchers.active()
     }
 
+    /// How many client requests wait on a watched task now (a blocking
+    /// `tasks/result`, a driven call).
+    pub fn waiters(&self) -> usize {
+        self.watchers.waiters()
+    }
+
     /// How many upstream `subscriptions/listen` streams are open now.
     pub fn listen_streams(&self) -> usize {
         self.watchers.listen_streams()

@@ -292,6 +292,24 @@ impl ModernFront {
         evicted
     }
 
+    /// How many client sessions are in memory (each request in progress
+    /// and each open listen stream has one; for metrics).
+    pub fn sessions_in_memory(&self) -> usize {
+        lock(&self.sessions)
+            .iter()
+            .filter(|w| w.strong_count() > 0)
+            .count()
+    }
+
+    /// How many `subscriptions/listen` streams of clients are open (for
+    /// metrics).
+    pub fn listen_streams(&self) -> usize {
+        self.live_sessions()
+            .iter()
+            .map(|s| lock(&s.subscriptions).len())
+            .sum()
+    }
+
     /// How many tasks are tracked beyond their ledger record (for metrics).
     pub fn tracked_tasks(&self) -> usize {
         lock(&self.tasks).len()

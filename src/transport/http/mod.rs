@@ -7,7 +7,6 @@
 pub(crate) mod headers;
 mod legacy;
 mod legacy_relay;
-mod metrics;
 mod modern;
 pub mod principal;
 mod record;
@@ -223,7 +222,7 @@ pub(crate) struct App {
     /// The `session` labels of [`HttpOptions::record_upstream`].
     relay_labels: crate::transport::record::SessionLabels,
     resolver: Arc<dyn PrincipalResolver>,
-    metrics: metrics::Metrics,
+    metrics: Arc<crate::telemetry::Telemetry>,
     /// Callers already logged for a request without `Mcp-Name`
     /// (`--accept-missing-mcp-name`).
     missing_mcp_name_callers: Mutex<std::collections::HashSet<String>>,
@@ -307,6 +306,8 @@ impl HttpShim {
             child,
         } = link;
         let up = upstream.clone();
+        let metrics = Arc::new(crate::telemetry::Telemetry::new());
+        let ledger = crate::ledger::timed::TimedLedger::wrap(ledger, metrics.clone());
         let (legacy, modern) = match upstream_rev {
             Revision::Modern => (
                 Some(LegacyFront::new(
@@ -332,7 +333,7 @@ impl HttpShim {
             relays: Mutex::new(HashMap::new()),
             relay_labels: crate::transport::record::SessionLabels::default(),
             resolver,
-            metrics: metrics::Metrics::default(),
+            metrics,
             missing_mcp_name_callers: Mutex::default(),
             started: std::time::Instant::now(),
             clock: crate::bridge::clock::Clock::new(),
@@ -356,6 +357,13 @@ impl HttpShim {
             },
         );
         let mut sweepers = Vec::new();
+        sweepers.push(crate::bridge::spawn_sweeper(
+            Arc::downgrade(&app),
+            |app: Arc<App>| async move {
+                app.metrics.upkeep();
+                0
+            },
+        ));
         if let Some(front) = &app.legacy {
             sweepers.push(crate::bridge::spawn_sweeper(
                 Arc::downgrade(front),
@@ -413,12 +421,33 @@ impl HttpShim {
         routes.with_state(self.app.clone())
     }
 
-    /// Counters of traffic per revision and method, and gauges of what the
-    /// shim holds, in Prometheus text form at `path`.
+    /// The front's metrics (request latency and counts per revision and
+    /// method, errors by code, upstream health, what the shim holds; the
+    /// guide lists them) in Prometheus text form at `path`.
+    ///
+    /// They live in a recorder of this front's own: the shim installs no
+    /// global `metrics` recorder, so one your application installed is
+    /// left alone (and does not see the shim's metrics; serve both
+    /// routes, or render [`HttpShim::metrics_handle`] into your own).
     pub fn metrics_router<S: Clone + Send + Sync + 'static>(&self, path: &str) -> Router<S> {
         Router::new()
             .route(path, get(metrics_endpoint))
             .with_state(self.app.clone())
+    }
+
+    /// What renders the front's metrics, for an application that exports
+    /// them its own way. Its gauges are as of the last
+    /// [`HttpShim::render_metrics`] (or scrape of
+    /// [`HttpShim::metrics_router`]), which reads them afresh.
+    pub fn metrics_handle(&self) -> metrics_exporter_prometheus::PrometheusHandle {
+        self.app.metrics.handle().clone()
+    }
+
+    /// The text [`HttpShim::metrics_router`] serves: the gauges read now,
+    /// then everything rendered in the Prometheus text format.
+    pub async fn render_metrics(&self) -> String {
+        self.app.refresh_gauges().await;
+        self.app.metrics.render()
     }
 
     /// `GET /healthz` (200 while the process serves) and `GET /readyz`
@@ -616,6 +645,49 @@ fn serve_admin(
 }
 
 impl App {
+    /// Reads what the gauges show (sessions, tasks, waiters, the
+    /// upstream) into the recorder, before a render.
+    async fn refresh_gauges(&self) {
+        use crate::telemetry as t;
+        // Sessions the engine still holds, not just the open ones: a deleted
+        // session that stayed in memory would be a leak.
+        let bridged = self
+            .sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .len();
+        let relayed = self.relays.lock().unwrap_or_else(|p| p.into_inner()).len();
+        let legacy = self
+            .legacy
+            .as_ref()
+            .map_or(bridged, |f| f.sessions_in_memory().max(bridged));
+        let modern = self.modern.as_ref().map_or(0, |f| f.sessions_in_memory());
+        let tracked = self.modern.as_ref().map_or(0, |f| f.tracked_tasks());
+        let held = self.ledger.len().await.unwrap_or_else(|e| {
+            tracing::error!(error = %e, "metrics: could not count the ledger's tasks");
+            0
+        });
+        let (pollers, listens, waiters) = self.legacy.as_ref().map_or((0, 0, 0), |f| {
+            (f.active_pollers(), f.listen_streams(), f.waiters())
+        });
+        let waiters = waiters + self.modern.as_ref().map_or(0, |f| f.listen_streams());
+        let up = self.upstream.readiness() == crate::upstream::Readiness::Up;
+        let faults = self.upstream.faults();
+        let m = &self.metrics;
+        m.set_gauge("mcp_shim_ledger_tasks", &[], held as f64);
+        m.set_gauge("mcp_shim_tracked_tasks", &[], tracked as f64);
+        m.set_gauge("mcp_shim_legacy_sessions", &[], (legacy + relayed) as f64);
+        m.set_gauge("mcp_shim_watched_tasks", &[], (pollers + listens) as f64);
+        m.set_gauge(t::SESSIONS, &[("kind", "legacy")], legacy as f64);
+        m.set_gauge(t::SESSIONS, &[("kind", "relayed")], relayed as f64);
+        m.set_gauge(t::SESSIONS, &[("kind", "modern")], modern as f64);
+        m.set_gauge(t::TASK_WAITERS, &[], waiters as f64);
+        m.set_gauge(t::TASK_POLLERS, &[], pollers as f64);
+        m.set_gauge(t::UPSTREAM_UP, &[], if up { 1.0 } else { 0.0 });
+        m.set_counter(t::UPSTREAM_RESTARTS, faults.restarts);
+        m.set_counter(t::UPSTREAM_PROBE_FAILURES, faults.probe_failures);
+    }
+
     /// `stream`, ended when the front begins shutting down.
     fn until_closing<S: futures_util::Stream>(
         &self,
@@ -775,6 +847,25 @@ async fn post_endpoint(
     extensions: axum::http::Extensions,
     body: axum::body::Body,
 ) -> Response {
+    use tracing::Instrument;
+    let started = std::time::Instant::now();
+    let mut seen = Seen::request();
+    let span = seen.span.clone();
+    let resp = post_routed(&app, headers, extensions, body, &mut seen)
+        .instrument(span)
+        .await;
+    observed(&app, seen, started, resp)
+}
+
+/// The POST endpoint, noting in `seen` what it learns of the request.
+async fn post_routed(
+    app: &Arc<App>,
+    headers: HeaderMap,
+    extensions: axum::http::Extensions,
+    body: axum::body::Body,
+    seen: &mut Seen,
+) -> Response {
+    let app = app.clone();
     let principal = match admit(&app, &headers, &extensions) {
         Ok(principal) => principal,
         Err(refused) => return *refused,
@@ -796,16 +887,19 @@ async fn post_endpoint(
         && !modern_header
     {
         let sid = sid.to_owned();
+        seen.saw(Revision::Legacy, &msg);
         if legacy_relay::holds(&app, &sid) {
             return legacy_relay::post(app, &sid, msg, &headers, principal).await;
         }
         return legacy::post(app, &sid, msg, &headers, principal).await;
     }
     if msg.method() == Some("initialize") {
+        seen.saw(Revision::Legacy, &msg);
         // A client that says it speaks 2026-07-28 gets what a 2026-07-28
         // server answers, not a 2025-11-25 session it did not ask for.
         match headers::header(&headers, "mcp-protocol-version") {
             Some(v) if v == revision::MODERN_VERSION => {
+                seen.saw(Revision::Modern, &msg);
                 let e = ShimError::MethodNotFound(format!(
                     "initialize is not a {v} method (MCP-Protocol-Version says {v}); such a client starts with server/discover"
                 ));
@@ -828,6 +922,9 @@ async fn post_endpoint(
         ClientSignal::Ambiguous => revision::detect_http("POST", headers_iter(&headers)),
         s => s,
     };
+    if let ClientSignal::Is(revision) = signal {
+        seen.saw(revision, &msg);
+    }
     match signal {
         ClientSignal::Is(Revision::Legacy) | ClientSignal::Ambiguous => error_response(
             StatusCode::BAD_REQUEST,
@@ -836,7 +933,10 @@ async fn post_endpoint(
                 "missing Mcp-Session-Id: a 2025-11-25 client must initialize first; a 2026-07-28 client must send per-request _meta".into(),
             ),
         ),
-        _ => modern::post(app, msg, body, &headers, principal).await,
+        _ => {
+            seen.saw(Revision::Modern, &msg);
+            modern::post(app, msg, body, &headers, principal).await
+        }
     }
 }
 
@@ -847,7 +947,9 @@ async fn get_endpoint(
 ) -> Response {
     let principal = match admit(&app, &headers, &extensions) {
         Ok(principal) => principal,
-        Err(refused) => return *refused,
+        Err(refused) => {
+            return observed(&app, Seen::default(), std::time::Instant::now(), *refused);
+        }
     };
     match headers::header(&headers, "mcp-session-id") {
         Some(sid) if legacy_relay::holds(&app, sid) => {
@@ -865,7 +967,9 @@ async fn delete_endpoint(
 ) -> Response {
     let principal = match admit(&app, &headers, &extensions) {
         Ok(principal) => principal,
-        Err(refused) => return *refused,
+        Err(refused) => {
+            return observed(&app, Seen::default(), std::time::Instant::now(), *refused);
+        }
     };
     match headers::header(&headers, "mcp-session-id") {
         Some(sid) if legacy_relay::holds(&app, sid) => legacy_relay::delete(app, sid, principal),
@@ -875,47 +979,9 @@ async fn delete_endpoint(
 }
 
 async fn metrics_endpoint(State(app): State<Arc<App>>) -> Response {
-    // Sessions the engine still holds, not just the open ones: a deleted
-    // session that stayed in memory would be a leak.
-    let open = app.sessions.lock().unwrap_or_else(|p| p.into_inner()).len()
-        + app.relays.lock().unwrap_or_else(|p| p.into_inner()).len();
-    let sessions = app
-        .legacy
-        .as_ref()
-        .map_or(open, |f| f.sessions_in_memory().max(open));
-    let tracked = app.modern.as_ref().map_or(0, |f| f.tracked_tasks());
-    let gauges = [
-        (
-            "mcp_shim_ledger_tasks",
-            "Task records held in the ledger (expired ones until swept).",
-            app.ledger.len().await.unwrap_or_else(|e| {
-                tracing::error!(error = %e, "metrics: could not count the ledger's tasks");
-                0
-            }) as u64,
-        ),
-        (
-            "mcp_shim_tracked_tasks",
-            "Tasks of a 2025-11-25 upstream the modern bridge tracks.",
-            tracked as u64,
-        ),
-        (
-            "mcp_shim_legacy_sessions",
-            "2025-11-25 HTTP sessions in memory (open, or deleted and finishing).",
-            sessions as u64,
-        ),
-        (
-            "mcp_shim_watched_tasks",
-            "Tasks of a 2026-07-28 upstream watched for a waiting 2025-11-25 client: task pollers plus upstream listen streams.",
-            app.legacy
-                .as_ref()
-                .map_or(0, |f| f.active_pollers() + f.listen_streams()) as u64,
-        ),
-    ];
-    (
-        [("content-type", "text/plain; version=0.0.4")],
-        app.metrics.render(&gauges),
-    )
-        .into_response()
+    app.refresh_gauges().await;
+    let text = app.metrics.render();
+    ([("content-type", "text/plain; version=0.0.4")], text).into_response()
 }
 
 async fn healthz_endpoint() -> Response {
@@ -986,24 +1052,50 @@ pub(crate) fn sse_until_answer<H: Send + 'static>(
     hold: H,
     hang_up: Option<crate::bridge::IfDropped>,
 ) -> Response {
+    let answered = SseAnswer::default();
     let first = futures_util::stream::once(std::future::ready(sse_event(first)));
-    let rest = futures_util::stream::unfold(Some((rx, hold, hang_up)), move |state| {
-        let id = id.clone();
-        async move {
-            let (mut rx, hold, hang_up) = state?;
-            let m = rx.recv().await?;
-            if !is_answer_to(&m, &id) {
-                return Some((sse_event(&m), Some((rx, hold, hang_up))));
+    let rest = futures_util::stream::unfold(Some((rx, hold, hang_up)), {
+        let answered = answered.clone();
+        move |state| {
+            let (id, answered) = (id.clone(), answered.clone());
+            async move {
+                let (mut rx, hold, hang_up) = state?;
+                let m = rx.recv().await?;
+                if !is_answer_to(&m, &id) {
+                    return Some((sse_event(&m), Some((rx, hold, hang_up))));
+                }
+                if let Some(h) = hang_up {
+                    h.disarm();
+                }
+                answered.saw(&m);
+                Some((sse_event(&m), None))
             }
-            if let Some(h) = hang_up {
-                h.disarm();
-            }
-            Some((sse_event(&m), None))
         }
     });
-    axum::response::sse::Sse::new(futures_util::StreamExt::chain(first, rest))
+    let mut resp = axum::response::sse::Sse::new(futures_util::StreamExt::chain(first, rest))
         .keep_alive(axum::response::sse::KeepAlive::default())
-        .into_response()
+        .into_response();
+    resp.extensions_mut().insert(answered);
+    resp
+}
+
+/// The error code of the answer that ends an SSE answer, once it has been
+/// sent (0: none yet, or no error), for the endpoint to count when the
+/// stream ends.
+#[derive(Debug, Clone, Default)]
+struct SseAnswer(Arc<std::sync::atomic::AtomicI64>);
+
+impl SseAnswer {
+    fn saw(&self, m: &Message) {
+        if let Message::Error(e) = m {
+            self.0
+                .store(e.error.code, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    fn code(&self) -> Option<i64> {
+        Some(self.0.load(std::sync::atomic::Ordering::Relaxed)).filter(|c| *c != 0)
+    }
 }
 
 /// A JSON body response.
@@ -1012,7 +1104,7 @@ pub(crate) fn json_response(status: StatusCode, msg: &Message) -> Response {
     // was a thousand instructions of every answer.
     let mut body = Vec::with_capacity(512);
     msg.write_json(&mut body);
-    (
+    let mut resp = (
         status,
         [(
             axum::http::header::CONTENT_TYPE,
@@ -1020,7 +1112,138 @@ pub(crate) fn json_response(status: StatusCode, msg: &Message) -> Response {
         )],
         body,
     )
-        .into_response()
+        .into_response();
+    if let Message::Error(e) = msg {
+        resp.extensions_mut().insert(AnsweredError(e.error.code));
+    }
+    resp
+}
+
+/// The JSON-RPC error code a JSON answer carries, left on the response by
+/// [`json_response`] for the endpoint to count (`mcp_shim_errors_total`).
+#[derive(Debug, Clone, Copy)]
+struct AnsweredError(i64);
+
+/// What the endpoint learnt of a request, for its metrics and its span.
+#[derive(Debug)]
+struct Seen {
+    revision: Option<Revision>,
+    method: Option<&'static str>,
+    /// `mcp.request`, with `revision`, `method` and `task_id` recorded as
+    /// they become known (exported over OTLP with the `otel` feature).
+    span: tracing::Span,
+}
+
+impl Default for Seen {
+    fn default() -> Self {
+        Seen {
+            revision: None,
+            method: None,
+            span: tracing::Span::none(),
+        }
+    }
+}
+
+impl Seen {
+    fn request() -> Seen {
+        use tracing::field::Empty;
+        Seen {
+            span: tracing::info_span!(
+                "mcp.request",
+                revision = Empty,
+                method = Empty,
+                task_id = Empty
+            ),
+            ..Seen::default()
+        }
+    }
+
+    fn saw(&mut self, revision: Revision, msg: &Message) {
+        let method = crate::telemetry::method_label(msg.method().unwrap_or("(response)"));
+        self.revision = Some(revision);
+        self.method = Some(method);
+        self.span.record("revision", revision.version());
+        self.span.record("method", method);
+        if let Some(task_id) = msg
+            .params()
+            .and_then(|p| p.get("taskId"))
+            .and_then(serde_json::Value::as_str)
+        {
+            self.span.record("task_id", task_id);
+        }
+    }
+}
+
+/// Counts the error `resp` answers, if any, and times the request (a
+/// request of a known revision and method) until its body has been sent
+/// or the client went away.
+fn observed(app: &Arc<App>, seen: Seen, started: std::time::Instant, resp: Response) -> Response {
+    if let Some(AnsweredError(code)) = resp.extensions().get::<AnsweredError>() {
+        app.metrics.count_error(seen.revision, *code);
+    }
+    let (Some(revision), Some(method)) = (seen.revision, seen.method) else {
+        return resp;
+    };
+    let timer = crate::telemetry::RequestTimer::new(app.metrics.clone(), revision, method, started);
+    let sse = resp.extensions().get::<SseAnswer>().cloned();
+    resp.map(|body| {
+        axum::body::Body::new(TimedBody {
+            body,
+            timer: Some(timer),
+            sse,
+        })
+    })
+}
+
+/// A response body that records its request's latency once it has been
+/// sent whole (or dropped: the client went away).
+struct TimedBody {
+    body: axum::body::Body,
+    timer: Option<crate::telemetry::RequestTimer>,
+    /// An SSE answer's last message, whose error is counted at the end.
+    sse: Option<SseAnswer>,
+}
+
+impl TimedBody {
+    /// The request is over: its latency recorded, its SSE error counted.
+    fn finish(&mut self) {
+        if let Some(timer) = self.timer.take() {
+            if let Some(code) = self.sse.take().and_then(|a| a.code()) {
+                timer.count_error(code);
+            }
+            drop(timer);
+        }
+    }
+}
+
+impl Drop for TimedBody {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
+
+impl http_body::Body for TimedBody {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, axum::Error>>> {
+        let polled = std::pin::Pin::new(&mut self.body).poll_frame(cx);
+        if matches!(polled, std::task::Poll::Ready(None)) {
+            self.finish();
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
 }
 
 fn error_response(status: StatusCode, id: Option<crate::jsonrpc::Id>, e: ShimError) -> Response {
