@@ -7,7 +7,11 @@
 //! one reading a durable ledger; monotonic in between so a wall-clock step
 //! while running neither expires tasks early nor keeps them late.
 
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+// tokio's Instant, so a test's `tokio::time::pause` + `advance` moves
+// ledger time and wire timestamps together with every engine timer.
+use tokio::time::Instant;
 
 use crate::ledger::Millis;
 
@@ -38,8 +42,12 @@ impl Clock {
     }
 
     /// ISO 8601 wall time.
+    /// Derived from the same origin as [`Clock::now_ms`], so paused tests
+    /// see `createdAt`/`lastUpdatedAt` agree with ledger expiry.
     pub fn now_iso(&self) -> String {
-        crate::ids::now_iso()
+        let nanos = i128::from(self.now_ms()) * 1_000_000;
+        time::OffsetDateTime::from_unix_timestamp_nanos(nanos)
+            .map_or_else(|_| crate::ids::now_iso(), crate::ids::format_iso)
     }
 
     /// When something with a `ttl` in ms created now expires.
