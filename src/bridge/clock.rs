@@ -86,4 +86,28 @@ mod tests {
         assert!(b.now_ms() >= a.epoch_ms);
         assert_eq!(a.expiry(Some(-5)).map(|t| t >= a.epoch_ms), Some(true));
     }
+
+    #[tokio::test(start_paused = true)]
+    async fn paused_time_moves_ledger_time_and_timestamps_together() {
+        let c = Clock::new();
+        let (ms, iso) = (c.now_ms(), c.now_iso());
+        let expires = c.expiry(Some(60_000)).expect("a ttl");
+        tokio::time::advance(std::time::Duration::from_secs(61)).await;
+        assert_eq!(c.now_ms(), ms + 61_000, "no real time passes while paused");
+        assert!(c.now_ms() > expires, "the ttl ran out on paused time");
+        let later = time::OffsetDateTime::parse(
+            &c.now_iso(),
+            &time::format_description::well_known::Rfc3339,
+        )
+        .expect("ISO 8601");
+        let before =
+            time::OffsetDateTime::parse(&iso, &time::format_description::well_known::Rfc3339)
+                .expect("ISO 8601");
+        assert_eq!(
+            (later - before).whole_seconds(),
+            61,
+            "{iso} then {}",
+            c.now_iso()
+        );
+    }
 }
