@@ -1542,24 +1542,15 @@ fn an_unreachable_url_upstream_is_logged_once_each_way() {
             let (_, body, _) = h::send(list(id)).await;
             assert_upstream_error(&body, "HTTP upstream unreachable");
         }
-        // The log is read on another thread: give it a moment.
-        let logged = |needle: &str| {
-            let deadline = Instant::now() + Duration::from_secs(2);
-            loop {
-                let lines = shim.logged(needle);
-                if !lines.is_empty() || Instant::now() > deadline {
-                    return lines;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        };
-        let gone = logged("HTTP upstream unreachable");
+        // The log is read on another thread: wait for its line.
+        let logged = |needle| shim.wait_logged(needle, Duration::from_secs(2));
+        let gone = logged("HTTP upstream unreachable").await;
         assert_eq!(gone.len(), 1, "one line for three failures: {gone:#?}");
         assert!(gone[0].contains("ERROR"), "{gone:#?}");
         let _back = support::http::HttpReference::start_at(support::http::MODERN, &[], addr);
         let (_, ok, _) = h::send(list(5)).await;
         assert!(ok["result"]["tools"].is_array(), "{ok}");
-        assert_eq!(logged("reachable again").len(), 1);
+        assert_eq!(logged("reachable again").await.len(), 1);
     });
 }
 
