@@ -1665,7 +1665,13 @@ fn http_does_not_start_in_front_of_a_server_gone_at_start() {
         );
     }
     let mut shim = HttpShim::spawn(&["--restart-upstream"], &["false"]);
-    std::thread::sleep(Duration::from_millis(500));
+    let retrying = tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(shim.wait_logged("upstream restart failed; retrying", Duration::from_secs(10)));
+    assert!(
+        !retrying.is_empty(),
+        "it keeps trying to start the upstream"
+    );
     assert!(
         shim.terminate(Duration::from_secs(5)).is_some(),
         "with --restart-upstream it serves, and stops on SIGTERM"
