@@ -1,6 +1,7 @@
 //! The stdio front's timing on paused time: `proxy::serve_stdio` between
-//! a 2025-11-25 client and the crate's 2026-07-28 reference server, both in
-//! process over duplex pairs, under `#[tokio::test(start_paused = true)]`.
+//! a client of one revision and the crate's reference server of the other,
+//! both in process over duplex pairs, under
+//! `#[tokio::test(start_paused = true)]`.
 //! The engine's polls, the reference server's task durations and the
 //! client's own waits run on tokio's clock, which jumps ahead only once
 //! everything waits: "settled" means settled, not "a guess later".
@@ -54,14 +55,14 @@ async fn recorded(
 
 /// The reference server's wire loop on one end of a duplex pair; what
 /// crosses it is recorded.
-fn spawn_modern_server(end: DuplexStream) -> Tap {
+fn spawn_server(revision: mcp_tasks_shim::revision::Revision, end: DuplexStream) -> Tap {
     let tap = Tap {
         sent: tokio::sync::watch::Sender::new(Vec::new()),
         got: tokio::sync::watch::Sender::new(Vec::new()),
     };
     let (r, mut w) = split(end);
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Message>();
-    let server = ReferenceServer::new(mcp_tasks_shim::revision::Revision::Modern, tx);
+    let server = ReferenceServer::new(revision, tx);
     let got = tap.got.clone();
     tokio::spawn(async move {
         while let Some(msg) = rx.recv().await {
@@ -83,9 +84,10 @@ fn spawn_modern_server(end: DuplexStream) -> Tap {
     tap
 }
 
-/// A 2025-11-25 client of the shim; every message the shim sends it is
-/// checked against the 2025-11-25 schema.
+/// A client of the shim; every message the shim sends it is checked
+/// against its revision's schema.
 struct Client {
+    rev: Revision,
     w: WriteHalf<DuplexStream>,
     lines: Lines<BufReader<ReadHalf<DuplexStream>>>,
     next_id: i64,
@@ -97,17 +99,37 @@ struct Client {
 }
 
 impl Client {
-    /// The shim (default options) in front of the modern reference server.
+    /// A 2025-11-25 client of the shim (default options) in front of the
+    /// 2026-07-28 reference server.
     async fn legacy_front() -> Client {
+        Client::start(Revision::Legacy, mcp_tasks_shim::revision::Revision::Modern).await
+    }
+
+    /// A 2026-07-28 client of the shim in front of the 2025-11-25
+    /// reference server.
+    async fn modern_front() -> Client {
+        Client::start(Revision::Modern, mcp_tasks_shim::revision::Revision::Legacy).await
+    }
+
+    async fn start(rev: Revision, server: mcp_tasks_shim::revision::Revision) -> Client {
+        Client::start_with(rev, server, ProxyOptions::default()).await
+    }
+
+    /// As [`Client::start`], with `opts` (`request_timeout` is the
+    /// upstream link's, as `--request-timeout` makes it).
+    async fn start_with(
+        rev: Revision,
+        server: mcp_tasks_shim::revision::Revision,
+        opts: ProxyOptions,
+    ) -> Client {
         let (shim_up, server_end) = tokio::io::duplex(64 * 1024);
-        let tap = spawn_modern_server(server_end);
+        let tap = spawn_server(server, server_end);
         let (from_server, to_server) = split(shim_up);
-        let opts = ProxyOptions::default();
         let link = upstream::io::connect(
             from_server,
             to_server,
-            Duration::from_secs(10),
-            Duration::from_secs(10),
+            opts.request_timeout,
+            opts.probe_timeout,
             opts.max_message_bytes,
         )
         .await;
@@ -122,6 +144,7 @@ impl Client {
         ));
         let (r, w) = split(client_end);
         Client {
+            rev,
             w,
             lines: BufReader::new(r).lines(),
             next_id: 0,
@@ -161,7 +184,7 @@ impl Client {
             .get("id")
             .filter(|_| msg.get("method").is_none())
             .and_then(|id| self.sent.remove(&id.to_string()));
-        assert_valid(Revision::Legacy, &msg, answered.as_deref());
+        assert_valid(self.rev, &msg, answered.as_deref());
         Some(msg)
     }
 
@@ -469,4 +492,105 @@ async fn a_cancelled_plain_call_gets_no_answer_and_its_driven_task_is_cancelled(
             .any(|m| m["method"] == "notifications/cancelled" && m["params"]["requestId"] == id),
         "{upstream_sent:#?}"
     );
+}
+
+/// The 2026-07-28 request `_meta` of a client declaring elicitation and,
+/// `with_tasks`, the tasks extension.
+fn meta(with_tasks: bool) -> Value {
+    let mut caps = json!({"elicitation": {"form": {}}});
+    if with_tasks {
+        caps["extensions"] = json!({"io.modelcontextprotocol/tasks": {}});
+    }
+    json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": caps,
+        "io.modelcontextprotocol/clientInfo": {"name": "stdio-paused", "version": "1"}})
+}
+
+/// A modern client's cancelled call is cancelled upstream under the
+/// shim's id, in 2025-11-25 terms; nothing answers it, not even after the
+/// work would have ended, and the client's own id never goes upstream.
+#[tokio::test(start_paused = true)]
+async fn a_cancelled_call_is_cancelled_upstream_under_the_shims_id() {
+    let mut s = Client::modern_front().await;
+    const WORK_S: u64 = 10;
+    let started = tokio::time::Instant::now();
+    let mut p =
+        json!({"name": "slow_compute", "arguments": {"seconds": WORK_S, "label": "unwanted"}});
+    p["_meta"] = meta(false);
+    let id = s.request("tools/call", p).await;
+    // Cancelled once the call is upstream.
+    let tap = s.tap.clone();
+    let call = recorded(&tap.sent, |m| m["method"] == "tools/call").await;
+    s.write(
+        &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": id, "reason": "the user gave up", "_meta": meta(false)}}),
+    )
+    .await;
+    // Later requests are answered.
+    let listed = s.call("tools/list", json!({"_meta": meta(false)})).await;
+    assert!(listed["result"]["tools"].is_array(), "{listed}");
+    // Upstream the call has the shim's id; the cancel names that id, in
+    // 2025-11-25 terms (no 2026-07-28 `_meta`).
+    let cancel = recorded(&tap.sent, |m| {
+        m["method"] == "notifications/cancelled" && m["params"]["requestId"] == call["id"]
+    })
+    .await;
+    assert!(cancel["params"].get("_meta").is_none(), "{cancel}");
+    // Nothing answers the cancelled request, even after the call would
+    // have ended: the upstream stopped it (it never answered it) and the
+    // shim sent nothing of its own.
+    let work_over = started + Duration::from_secs(WORK_S + 1);
+    s.assert_unanswered_for(&id, work_over - tokio::time::Instant::now())
+        .await;
+    let upstream_got = tap.got.borrow().clone();
+    assert!(
+        !upstream_got.iter().any(|m| m["id"] == call["id"]),
+        "the upstream finished the cancelled call: {upstream_got:#?}"
+    );
+    let upstream_sent = tap.sent.borrow().clone();
+    assert!(
+        !upstream_sent
+            .iter()
+            .any(|m| m["method"] == "notifications/cancelled" && m["params"]["requestId"] == id),
+        "the client's id reached the upstream: {upstream_sent:#?}"
+    );
+}
+
+/// A task may run longer than `--request-timeout`: the shim's wait for
+/// its outcome (a blocking `tasks/result` upstream) is asked again when
+/// one wait times out while the task still runs, instead of the task
+/// reading `failed` with "no answer to tasks/result within 1 s".
+#[tokio::test(start_paused = true)]
+async fn a_task_may_outlast_the_request_timeout() {
+    let opts = ProxyOptions {
+        request_timeout: Duration::from_secs(1),
+        ..ProxyOptions::default()
+    };
+    let mut s = Client::start_with(
+        Revision::Modern,
+        mcp_tasks_shim::revision::Revision::Legacy,
+        opts,
+    )
+    .await;
+    s.ok("server/discover", json!({"_meta": meta(true)})).await;
+    let call = json!({"name": "slow_compute", "arguments": {"seconds": 2.5, "label": "long"},
+        "_meta": meta(true)});
+    let created = s.ok("tools/call", call).await;
+    assert_eq!(created["resultType"], "task", "{created}");
+    let id = created["taskId"].as_str().expect("taskId").to_owned();
+    // Polled as a client does, at the interval the shim asks for, in
+    // paused time (bounded).
+    let mut t = Value::Null;
+    for _ in 0..200 {
+        t = s
+            .ok("tasks/get", json!({"taskId": id, "_meta": meta(true)}))
+            .await;
+        if ["completed", "failed", "cancelled"].contains(&t["status"].as_str().unwrap_or("")) {
+            break;
+        }
+        let pause = t["pollIntervalMs"].as_u64().unwrap_or(100).min(250);
+        s.settle(Duration::from_millis(pause)).await;
+    }
+    assert_eq!(t["status"], "completed", "{t}");
+    assert!(t["result"]["content"].to_string().contains("long"), "{t}");
 }
