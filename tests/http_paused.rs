@@ -29,12 +29,14 @@ use tower::ServiceExt;
 /// Bound on one exchange, in paused (virtual) time.
 const STEP: Duration = Duration::from_secs(15);
 
-/// An in-process reference server of `revision`, probed.
-async fn in_process(revision: Rev) -> Link {
+/// An in-process reference server of `revision`, probed; `heard` gets
+/// every message the shim sends it.
+async fn in_process(revision: Rev, heard: tokio::sync::watch::Sender<Vec<Value>>) -> Link {
     let (conn, events, mut server_end) = channel::pair(Duration::from_secs(30));
     let server = ReferenceServer::new(revision, server_end.to_shim.clone());
     tokio::spawn(async move {
         while let Some(msg) = server_end.from_shim.recv().await {
+            heard.send_modify(|h| h.push(msg.to_value()));
             server.handle(msg);
         }
     });
@@ -45,19 +47,51 @@ async fn in_process(revision: Rev) -> Link {
 #[derive(Clone)]
 struct Front {
     router: Router,
+    /// What the upstream server was sent, in order.
+    heard: tokio::sync::watch::Sender<Vec<Value>>,
 }
 
 impl Front {
     async fn start(opts: HttpOptions) -> (HttpShim, Front) {
+        let heard = tokio::sync::watch::Sender::new(Vec::new());
         let shim = HttpShim::new(
             opts,
-            in_process(Rev::Modern).await,
+            in_process(Rev::Modern, heard.clone()).await,
             Arc::new(MemoryLedger::default()),
             Arc::new(ConfiguredPrincipals::default()),
         )
         .expect("the default path");
         let router = shim.router().merge(shim.metrics_router("/metrics"));
-        (shim, Front { router })
+        (shim, Front { router, heard })
+    }
+
+    /// How many messages the upstream was sent so far.
+    fn upstream_count(&self) -> usize {
+        self.heard.borrow().len()
+    }
+
+    /// Waits (paused time, bounded) until the upstream was sent a message
+    /// matching `pred`, after the first `from`.
+    async fn upstream_heard(&self, from: usize, pred: impl Fn(&Value) -> bool) -> Value {
+        let mut rx = self.heard.subscribe();
+        let found = |h: &Vec<Value>| h.iter().skip(from).find(|m| pred(m)).cloned();
+        let heard = timeout(STEP, rx.wait_for(|h| found(h).is_some()))
+            .await
+            .unwrap_or_else(|_| panic!("never sent upstream: {:#?}", self.heard.borrow()))
+            .expect("the server loop runs");
+        found(&heard).expect("found")
+    }
+
+    /// A 2025-11-25 POST of `body`, as a request to send.
+    fn legacy_post(sid: Option<&str>, body: &Value, accept: &str) -> Request<Body> {
+        let mut req = Request::post("/mcp")
+            .header("content-type", "application/json")
+            .header("accept", accept)
+            .header("mcp-protocol-version", LEGACY);
+        if let Some(sid) = sid {
+            req = req.header("mcp-session-id", sid);
+        }
+        req.body(Body::from(body.to_string())).unwrap()
     }
 
     async fn call(&self, req: Request<Body>) -> axum::response::Response {
@@ -69,18 +103,7 @@ impl Front {
 
     /// A 2025-11-25 POST of `body` accepting `accept`; the whole answer.
     async fn post(&self, sid: Option<&str>, body: &Value, accept: &str) -> Exchange {
-        let mut req = Request::post("/mcp")
-            .header("content-type", "application/json")
-            .header("accept", accept)
-            .header("mcp-protocol-version", LEGACY);
-        if let Some(sid) = sid {
-            req = req.header("mcp-session-id", sid);
-        }
-        read(
-            self.call(req.body(Body::from(body.to_string())).unwrap())
-                .await,
-        )
-        .await
+        read(self.call(Front::legacy_post(sid, body, accept)).await).await
     }
 
     async fn ping(&self, sid: &str, id: i64) -> Exchange {
@@ -147,12 +170,19 @@ async fn body_bytes(resp: axum::response::Response) -> Vec<u8> {
 }
 
 async fn read(resp: axum::response::Response) -> Exchange {
+    let (status, mut messages, headers) = read_all(resp).await;
+    (status, messages.pop().unwrap_or(Value::Null), headers)
+}
+
+/// (status, every message of the body, headers): an SSE body's `message`
+/// events read to its end, or the one JSON body.
+async fn read_all(resp: axum::response::Response) -> (StatusCode, Vec<Value>, HeaderMap) {
     let (status, headers) = (resp.status(), resp.headers().clone());
     let sse = headers
         .get("content-type")
         .is_some_and(|t| t.to_str().unwrap_or("").starts_with("text/event-stream"));
     let text = String::from_utf8(body_bytes(resp).await).unwrap();
-    let body = if sse {
+    let messages = if sse {
         text.split("\n\n")
             .filter_map(|event| {
                 let data: Vec<&str> = event
@@ -162,12 +192,11 @@ async fn read(resp: axum::response::Response) -> Exchange {
                     .collect();
                 serde_json::from_str::<Value>(&data.join("\n")).ok()
             })
-            .last()
-            .unwrap_or(Value::Null)
+            .collect()
     } else {
-        serde_json::from_str(&text).unwrap_or(Value::Null)
+        serde_json::from_str(&text).into_iter().collect()
     };
-    (status, body, headers)
+    (status, messages, headers)
 }
 
 /// `--session-idle-timeout-s 1 --max-sessions 5`: only the session left
@@ -343,5 +372,100 @@ async fn idle_legacy_sessions_expire_and_busy_ones_stay() {
     let (s, body, _) = front.ping(&fresh, 8).await;
     assert_eq!(s, StatusCode::OK, "{body}");
     shim.begin_shutdown("the test is over");
+    shim.finish().await;
+}
+
+/// A plain call the client cancels (`notifications/cancelled`): its POST
+/// ends without an answer (the receiver owes none) instead of staying open
+/// for good, and the session goes on answering.
+#[tokio::test(start_paused = true)]
+async fn a_cancelled_call_ends_its_post_without_an_answer() {
+    let (shim, front) = Front::start(HttpOptions::default()).await;
+    let sid = front.initialize().await;
+    let call = rpc(
+        1,
+        "tools/call",
+        json!({"name": "slow_compute", "arguments": {"seconds": 30, "label": "c"}}),
+    );
+    let posted = {
+        let front = front.clone();
+        let req = Front::legacy_post(Some(&sid), &call, BOTH);
+        tokio::spawn(async move { read_all(front.call(req).await).await })
+    };
+    // The call is running upstream before it is cancelled.
+    front
+        .upstream_heard(0, |m| {
+            m["method"] == "tools/call" && m["params"]["arguments"]["label"] == "c"
+        })
+        .await;
+    let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": 1, "reason": "no longer needed"}});
+    let (s, _, _) = front.post(Some(&sid), &cancel, BOTH).await;
+    assert_eq!(s, StatusCode::ACCEPTED);
+    let (s, messages, _) = timeout(Duration::from_secs(10), posted)
+        .await
+        .expect("the cancelled call's POST was not answered")
+        .unwrap();
+    assert_eq!(s, StatusCode::OK);
+    for m in &messages {
+        assert_valid(Revision::Legacy, m, Some("tools/call"));
+    }
+    assert!(
+        messages.iter().all(|m| m.get("id") != Some(&json!(1))),
+        "a cancelled request was answered: {messages:#?}"
+    );
+    let (s, pong, _) = front.ping(&sid, 2).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_valid(Revision::Legacy, &pong, Some("ping"));
+    assert_eq!(pong["id"], 2, "{pong}");
+    shim.begin_shutdown("the test is over");
+    shim.finish().await;
+}
+
+/// `begin_shutdown` answers a client waiting on a task at once, `-32603`
+/// naming the reason given, instead of leaving it to the task's 60 s.
+#[tokio::test(start_paused = true)]
+async fn begin_shutdown_answers_a_client_waiting_on_a_task() {
+    let (shim, front) = Front::start(HttpOptions::default()).await;
+    let sid = front.initialize().await;
+    let call = rpc(
+        1,
+        "tools/call",
+        json!({"name": "slow_compute", "arguments": {"seconds": 60, "label": "long"},
+               "task": {"ttl": 120000}}),
+    );
+    let (_, created, _) = front.post(Some(&sid), &call, BOTH).await;
+    assert_valid(Revision::Legacy, &created, Some("tools/call"));
+    let task_id = created["result"]["task"]["taskId"]
+        .as_str()
+        .expect("a task was created")
+        .to_owned();
+    let before = front.upstream_count();
+    let waiting = {
+        let (front, sid) = (front.clone(), sid.clone());
+        let wait = rpc(2, "tasks/result", json!({"taskId": task_id}));
+        tokio::spawn(async move { front.post(Some(&sid), &wait, BOTH).await })
+    };
+    // The wait is open upstream (it asks after the task) before the
+    // application stops.
+    let task = task_id.clone();
+    front
+        .upstream_heard(before, move |m| {
+            m["method"] != "tools/call" && m["params"]["taskId"] == task.as_str()
+        })
+        .await;
+    assert!(!waiting.is_finished(), "tasks/result blocks on a 60 s task");
+    shim.begin_shutdown("the application is stopping");
+    let (status, answer, _) = waiting.await.unwrap();
+    assert_eq!(status, StatusCode::OK);
+    assert_valid(Revision::Legacy, &answer, Some("tasks/result"));
+    // The shutdown's answer, not the task's (that would be a result).
+    assert_eq!(answer["error"]["code"], -32603, "{answer}");
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("the application is stopping")),
+        "the error names the reason given: {answer}"
+    );
     shim.finish().await;
 }
