@@ -54,19 +54,43 @@ async fn recorded(
 }
 
 /// The reference server's wire loop on one end of a duplex pair; what
-/// crosses it is recorded.
-fn spawn_server(revision: mcp_tasks_shim::revision::Revision, end: DuplexStream) -> Tap {
+/// crosses it is recorded. With `hold`, the server's answer to every
+/// `tools/call` labelled `FAULT` is held back that long (a server slow to
+/// create the task) while other lines flow, as `fault_relay.py slowcreate`
+/// does for a child server.
+fn spawn_server(
+    revision: mcp_tasks_shim::revision::Revision,
+    end: DuplexStream,
+    hold: Option<Duration>,
+) -> Tap {
     let tap = Tap {
         sent: tokio::sync::watch::Sender::new(Vec::new()),
         got: tokio::sync::watch::Sender::new(Vec::new()),
     };
     let (r, mut w) = split(end);
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Message>();
-    let server = ReferenceServer::new(revision, tx);
+    let server = ReferenceServer::new(revision, tx.clone());
+    let held: Arc<std::sync::Mutex<Vec<Value>>> = Arc::default();
     let got = tap.got.clone();
+    let holding = held.clone();
     tokio::spawn(async move {
         while let Some(msg) = rx.recv().await {
-            got.send_modify(|l| l.push(msg.to_value()));
+            let v = msg.to_value();
+            let answer_held = v.get("method").is_none() && {
+                let mut ids = holding.lock().unwrap();
+                let before = ids.len();
+                ids.retain(|id| *id != v["id"]);
+                ids.len() != before
+            };
+            if let (true, Some(hold)) = (answer_held, hold) {
+                let tx = tx.clone();
+                tokio::spawn(async move {
+                    tokio::time::sleep(hold).await;
+                    let _ = tx.send(msg);
+                });
+                continue;
+            }
+            got.send_modify(|l| l.push(v));
             if w.write_all(&msg.to_line()).await.is_err() {
                 break;
             }
@@ -77,7 +101,14 @@ fn spawn_server(revision: mcp_tasks_shim::revision::Revision, end: DuplexStream)
         let mut lines = BufReader::new(r).lines();
         while let Ok(Some(line)) = lines.next_line().await {
             let msg = Message::parse(line.as_bytes()).expect("shim sent valid JSON-RPC");
-            sent.send_modify(|l| l.push(msg.to_value()));
+            let v = msg.to_value();
+            if hold.is_some()
+                && v["method"] == "tools/call"
+                && v["params"]["arguments"]["label"] == "FAULT"
+            {
+                held.lock().unwrap().push(v["id"].clone());
+            }
+            sent.send_modify(|l| l.push(v));
             server.handle(msg);
         }
     });
@@ -112,18 +143,20 @@ impl Client {
     }
 
     async fn start(rev: Revision, server: mcp_tasks_shim::revision::Revision) -> Client {
-        Client::start_with(rev, server, ProxyOptions::default()).await
+        Client::start_with(rev, server, ProxyOptions::default(), None).await
     }
 
     /// As [`Client::start`], with `opts` (`request_timeout` is the
-    /// upstream link's, as `--request-timeout` makes it).
+    /// upstream link's, as `--request-timeout` makes it) and the
+    /// server's [`spawn_server`] `hold`.
     async fn start_with(
         rev: Revision,
         server: mcp_tasks_shim::revision::Revision,
         opts: ProxyOptions,
+        hold: Option<Duration>,
     ) -> Client {
         let (shim_up, server_end) = tokio::io::duplex(64 * 1024);
-        let tap = spawn_server(server, server_end);
+        let tap = spawn_server(server, server_end, hold);
         let (from_server, to_server) = split(shim_up);
         let link = upstream::io::connect(
             from_server,
@@ -570,6 +603,7 @@ async fn a_task_may_outlast_the_request_timeout() {
         Revision::Modern,
         mcp_tasks_shim::revision::Revision::Legacy,
         opts,
+        None,
     )
     .await;
     s.ok("server/discover", json!({"_meta": meta(true)})).await;
@@ -593,4 +627,89 @@ async fn a_task_may_outlast_the_request_timeout() {
     }
     assert_eq!(t["status"], "completed", "{t}");
     assert!(t["result"]["content"].to_string().contains("long"), "{t}");
+}
+
+/// A client cancels a task call before the server has answered its
+/// creation (the server takes 5 s): the shim awaits the creation and
+/// cancels the task with `tasks/cancel`, instead of dropping the answer,
+/// which left a task nobody could reach running to its end. Both ways:
+/// a 2026-07-28 client in front of a 2025-11-25 server (which must not be
+/// sent `notifications/cancelled` for a task-augmented request: that
+/// revision requires `tasks/cancel`), and a 2025-11-25 client asking a
+/// 2026-07-28 server for a task.
+#[tokio::test(start_paused = true)]
+async fn a_task_call_cancelled_before_its_creation_gets_its_task_cancelled() {
+    use mcp_tasks_shim::revision::Revision as Server;
+    let call = json!({"name": "slow_compute", "arguments": {"seconds": 5, "label": "FAULT"}});
+    let mut legacy_call = call.clone();
+    legacy_call["task"] = json!({"ttl": 60000});
+    let mut modern_call = call;
+    modern_call["_meta"] = meta(true);
+    for (client, server, params, task_of) in [
+        (
+            Revision::Modern,
+            Server::Legacy,
+            modern_call,
+            "/result/task/taskId",
+        ),
+        (
+            Revision::Legacy,
+            Server::Modern,
+            legacy_call,
+            "/result/taskId",
+        ),
+    ] {
+        let hold = Some(Duration::from_secs(5));
+        let mut shim = Client::start_with(client, server, ProxyOptions::default(), hold).await;
+        let as_client = |mut params: Value| {
+            if client == Revision::Modern {
+                params["_meta"] = meta(true);
+            }
+            params
+        };
+        match client {
+            Revision::Modern => {
+                shim.ok("server/discover", as_client(json!({}))).await;
+            }
+            Revision::Legacy => shim.initialize(json!({})).await,
+        }
+        let tap = shim.tap.clone();
+        let id = shim.request("tools/call", params).await;
+        let upstream_call = recorded(&tap.sent, |m| m["method"] == "tools/call").await;
+        shim.notify("notifications/cancelled", json!({"requestId": id}))
+            .await;
+        let created = recorded(&tap.got, |m| {
+            m["id"] == upstream_call["id"] && m.pointer(task_of).is_some()
+        })
+        .await;
+        let task = created.pointer(task_of).cloned().unwrap_or_default();
+        let cancel = recorded(&tap.sent, |m| {
+            m["method"] == "tasks/cancel" && m["params"]["taskId"] == task
+        })
+        .await;
+        if server == Server::Legacy {
+            let upstream_sent = tap.sent.borrow().clone();
+            assert!(
+                !upstream_sent
+                    .iter()
+                    .any(|m| m["method"] == "notifications/cancelled"
+                        && m["params"]["requestId"] == upstream_call["id"]),
+                "a task-augmented request was cancelled with notifications/cancelled: {upstream_sent:#?}"
+            );
+        }
+        // Whatever the shim tells the client about the call it does by
+        // the time the server acknowledged the cancel; a request after
+        // that is answered after it.
+        recorded(&tap.got, |m| {
+            m["id"] == cancel["id"] && m.get("method").is_none()
+        })
+        .await;
+        shim.ok("tools/list", as_client(json!({}))).await;
+        for m in std::mem::take(&mut shim.backlog) {
+            assert!(
+                !(m.get("method").is_none() && m["id"] == id),
+                "{client:?}: the cancelled call was answered: {m}"
+            );
+        }
+    }
 }
