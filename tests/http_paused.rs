@@ -199,7 +199,7 @@ async fn read_all(resp: axum::response::Response) -> (StatusCode, Vec<Value>, He
     (status, messages, headers)
 }
 
-/// `--session-idle-timeout-s 1 --max-sessions 5`: only the session left
+/// `--session-idle-timeout 1s --max-sessions 5`: only the session left
 /// alone ends (its anonymous task with it); requests, an open GET stream, a
 /// call in flight and a blocking `tasks/result` keep theirs, and idle time
 /// counts from the end of the last of them.
