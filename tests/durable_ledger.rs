@@ -471,18 +471,11 @@ fn refused_start(upstream: &HttpReference, ledger: &std::path::Path) -> String {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn a shim");
-    let start = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait for the shim") {
-            break status;
-        }
-        if start.elapsed() > STEP {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("a shim on {} started instead of refusing", ledger.display());
-        }
-        std::thread::sleep(Duration::from_millis(25));
-    };
+    let what = format!(
+        "a shim on {} (started instead of refusing)",
+        ledger.display()
+    );
+    let status = support::wire::exited_within(&mut child, STEP, &what);
     assert!(!status.success());
     let mut stderr = String::new();
     std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
@@ -632,11 +625,10 @@ async fn an_outcome_seen_while_redis_is_frozen_is_stored_when_it_is_back() {
     // The shim follows the task's outcome upstream; it arrives while
     // Redis is frozen, and storing it times out (logged when it does).
     redis.freeze();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while first.logged("could not store a task's outcome").is_empty() {
-        assert!(Instant::now() < deadline, "the outcome never came");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let stored = first
+        .wait_logged("could not store a task's outcome", Duration::from_secs(60))
+        .await;
+    assert!(!stored.is_empty(), "the outcome never came");
     redis.thaw();
     // The shim then asks the upstream for the final status, and stores
     // it and the kept outcome: wait until Redis holds both (bounded),
@@ -711,14 +703,13 @@ async fn a_legacy_task_that_ends_while_redis_is_frozen_reads_as_ended_when_it_is
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     redis.freeze();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while first
-        .logged("could not store what the upstream said of a task")
-        .is_empty()
-    {
-        assert!(Instant::now() < deadline, "the task's end was never seen");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let seen = first
+        .wait_logged(
+            "could not store what the upstream said of a task",
+            Duration::from_secs(60),
+        )
+        .await;
+    assert!(!seen.is_empty(), "the task's end was never seen");
     redis.thaw();
     let answer = waited.await.expect("the waiting tasks/result");
     if let Some(e) = answer.get("error") {

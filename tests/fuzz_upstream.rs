@@ -343,9 +343,13 @@ async fn run(legacy: bool, h: Hostility, picks: Vec<usize>) -> Result<(), String
 }
 
 fn check(legacy: bool, h: Hostility, picks: Vec<usize>) -> Result<(), TestCaseError> {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+    // Paused time: the engines' timers (polls, request timeouts) and the
+    // reference server's task durations run on a clock that jumps ahead
+    // whenever everything waits, so a run takes no real time and every
+    // pause below means "once all is quiet" rather than a guess.
+    let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
+        .start_paused(true)
         .build()
         .unwrap();
     let before = panics_seen();

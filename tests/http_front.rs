@@ -783,213 +783,6 @@ async fn require_principal_refuses_anonymous_tasks_list() {
     );
 }
 
-/// A gauge from `/metrics`.
-async fn gauge(c: &reqwest::Client, base: &str, name: &str) -> u64 {
-    let resp = tokio::time::timeout(support::http::STEP, c.get(format!("{base}/metrics")).send())
-        .await
-        .expect("/metrics in time")
-        .expect("/metrics answers");
-    let text = resp.text().await.unwrap();
-    text.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
-        .unwrap_or_else(|| panic!("/metrics lacks {name}:\n{text}"))
-}
-
-/// Polls a gauge until it reads `want`; bounded.
-async fn await_gauge(c: &reqwest::Client, base: &str, name: &str, want: u64) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let got = gauge(c, base, name).await;
-        if got == want {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{name} stayed at {got}, expected {want}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn idle_legacy_sessions_expire_and_busy_ones_stay() {
-    let shim = HttpShim::spawn(
-        &["--session-idle-timeout", "1s", "--max-sessions", "5"],
-        &modern_reference(),
-    );
-    let c = client();
-    let (url, base) = (shim.url.as_str(), shim.base.as_str());
-    const SESSIONS: &str = "mcp_shim_legacy_sessions";
-    const TASKS: &str = "mcp_shim_ledger_tasks";
-
-    // Left alone after creating a task in its (anonymous) scope.
-    let (idle, _) = initialize(&c, url, None).await;
-    let call = json!({"name": "slow_compute", "arguments": {"seconds": 30, "label": "idle"},
-        "task": {"ttl": 60000}});
-    let (s, body, _) = send(legacy(&c, url, Some(&idle), &rpc(1, "tools/call", call))).await;
-    assert_eq!(s, StatusCode::OK, "{body}");
-
-    // Kept busy four ways: requests every 300 ms, an open GET stream, a
-    // call that takes 3 s (the upstream runs it as a task the shim drives
-    // to its end; the answer would come on an SSE stream), and a blocking
-    // `tasks/result` of a 3 s task answered as plain JSON.
-    let (pinged, _) = initialize(&c, url, None).await;
-    let (streaming, _) = initialize(&c, url, None).await;
-    let (calling, _) = initialize(&c, url, None).await;
-    let (waiting, _) = initialize(&c, url, None).await;
-    let get_stream = tokio::time::timeout(
-        support::http::STEP,
-        c.get(url)
-            .header("mcp-session-id", &streaming)
-            .header("accept", "text/event-stream")
-            .send(),
-    )
-    .await
-    .unwrap()
-    .unwrap();
-    assert_eq!(get_stream.status(), StatusCode::OK);
-    let slow_call = {
-        let (c, url, sid) = (c.clone(), url.to_owned(), calling.clone());
-        tokio::spawn(async move {
-            let call = json!({"name": "slow_compute", "arguments": {"seconds": 3, "label": "c"}});
-            send(legacy(&c, &url, Some(&sid), &rpc(2, "tools/call", call))).await
-        })
-    };
-    let call = json!({"name": "slow_compute", "arguments": {"seconds": 3, "label": "w"},
-        "task": {"ttl": 60000}});
-    let (s, body, _) = send(legacy(&c, url, Some(&waiting), &rpc(2, "tools/call", call))).await;
-    assert_eq!(s, StatusCode::OK, "{body}");
-    let task = body["result"]["task"]["taskId"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let tasks_before = gauge(&c, base, TASKS).await;
-    assert_eq!(tasks_before, 2, "both tasks are in the ledger");
-    let slow_result = {
-        let (c, url, sid) = (c.clone(), url.to_owned(), waiting.clone());
-        tokio::spawn(async move {
-            let req = legacy(
-                &c,
-                &url,
-                Some(&sid),
-                &rpc(9, "tasks/result", json!({"taskId": task})),
-            );
-            send(set_header(req, "accept", Some("application/json"))).await
-        })
-    };
-    let stop_pings = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let pings = {
-        let (c, url, sid, stop) = (
-            c.clone(),
-            url.to_owned(),
-            pinged.clone(),
-            stop_pings.clone(),
-        );
-        tokio::spawn(async move {
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                let (s, body, _) =
-                    send(legacy(&c, &url, Some(&sid), &rpc(3, "ping", json!({})))).await;
-                assert_eq!(s, StatusCode::OK, "a session in use stays: {body}");
-                tokio::time::sleep(Duration::from_millis(300)).await;
-            }
-        })
-    };
-
-    // The limit: a sixth session is refused, and leaves nothing behind.
-    let init = rpc(
-        0,
-        "initialize",
-        json!({"protocolVersion": LEGACY, "capabilities": {},
-        "clientInfo": {"name": "sixth", "version": "0"}}),
-    );
-    let (s, body, h) = send(legacy(&c, url, None, &init)).await;
-    assert_eq!(s, StatusCode::SERVICE_UNAVAILABLE, "{body}");
-    assert_eq!(body["error"]["code"], -32603, "{body}");
-    assert!(
-        body["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("too many open sessions"),
-        "{body}"
-    );
-    assert!(
-        h.get("mcp-session-id").is_none(),
-        "no session for a refused initialize"
-    );
-    assert_valid(Revision::Legacy, &body, None);
-    assert_eq!(gauge(&c, base, SESSIONS).await, 5);
-
-    // Only the idle session ends, and its anonymous task with it.
-    await_gauge(&c, base, SESSIONS, 4).await;
-    let (s, body, _) = send(legacy(&c, url, Some(&idle), &rpc(4, "ping", json!({})))).await;
-    assert_eq!(
-        s,
-        StatusCode::NOT_FOUND,
-        "an expired session is unknown: {body}"
-    );
-    assert_valid(Revision::Legacy, &body, None);
-    assert_eq!(
-        gauge(&c, base, TASKS).await,
-        tasks_before - 1,
-        "its task went with it"
-    );
-    let (s, body, _) = send(legacy(
-        &c,
-        url,
-        Some(&streaming),
-        &rpc(5, "ping", json!({})),
-    ))
-    .await;
-    assert_eq!(
-        s,
-        StatusCode::OK,
-        "a session with a GET stream stays: {body}"
-    );
-    for (sid, answer, method) in [
-        (&calling, slow_call, "tools/call"),
-        (&waiting, slow_result, "tasks/result"),
-    ] {
-        let (s, body, _) = tokio::time::timeout(support::http::STEP, answer)
-            .await
-            .unwrap()
-            .unwrap();
-        assert_eq!(s, StatusCode::OK, "{body}");
-        assert!(
-            body["result"]["content"].is_array(),
-            "the long {method}'s answer: {body}"
-        );
-        assert_valid(Revision::Legacy, &body, Some(method));
-        let (s, body, _) = send(legacy(&c, url, Some(sid), &rpc(6, "ping", json!({})))).await;
-        assert_eq!(
-            s,
-            StatusCode::OK,
-            "idle time counts from the end of the {method}: {body}"
-        );
-    }
-
-    // A refused initialize opens nothing either.
-    let (s, body, h) = send(legacy(&c, url, None, &rpc(7, "initialize", json!({})))).await;
-    assert_eq!(s, StatusCode::OK, "{body}");
-    assert!(body["error"]["code"].is_i64(), "{body}");
-    assert!(
-        h.get("mcp-session-id").is_none(),
-        "no session for a failed initialize: {h:?}"
-    );
-    assert_eq!(gauge(&c, base, SESSIONS).await, 4);
-
-    // Once nothing keeps them, the rest end too, and new sessions open.
-    stop_pings.store(true, std::sync::atomic::Ordering::Relaxed);
-    tokio::time::timeout(support::http::STEP, pings)
-        .await
-        .unwrap()
-        .unwrap();
-    drop(get_stream);
-    await_gauge(&c, base, SESSIONS, 0).await;
-    let (fresh, _) = initialize(&c, url, None).await;
-    let (s, body, _) = send(legacy(&c, url, Some(&fresh), &rpc(8, "ping", json!({})))).await;
-    assert_eq!(s, StatusCode::OK, "{body}");
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn sigterm_stops_the_shim_and_its_upstream() {
     let mut shim = HttpShim::spawn(&[], &modern_reference());
@@ -1047,11 +840,11 @@ async fn sigterm_stops_the_shim_and_its_upstream() {
     // Half the pending call's 30 s: the shim did not wait for it.
     assert!(took < Duration::from_secs(15), "SIGTERM took {took:?}");
     assert!(status.success(), "clean exit on SIGTERM: {status}");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while alive(upstream[0]) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    assert!(!alive(upstream[0]), "the upstream child is gone");
+    let pid = upstream[0];
+    let gone = tokio::task::spawn_blocking(move || {
+        support::http::gone_within(pid, Duration::from_secs(10))
+    });
+    assert!(gone.await.unwrap(), "the upstream child is gone");
     // The pending call was answered with an error naming the shutdown,
     // not cut off with an empty reply.
     let answer = tokio::time::timeout(Duration::from_secs(5), pending)
@@ -1608,12 +1401,9 @@ async fn missing_mcp_name(upstream: Vec<String>) {
             .any(|l| l == "mcp_shim_missing_mcp_name_total 3"),
         "{text}"
     );
-    let deadline = Instant::now() + support::http::STEP;
-    while lenient.logged("without the Mcp-Name header").is_empty() {
-        assert!(Instant::now() < deadline, "no warning logged");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let warned = lenient.logged("without the Mcp-Name header");
+    let warned = lenient
+        .wait_logged("without the Mcp-Name header", support::http::STEP)
+        .await;
     assert_eq!(
         warned.len(),
         1,

@@ -18,12 +18,12 @@
 
 mod support;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use reqwest::{Client, StatusCode};
 use serde_json::{Value, json};
 use support::http::{
-    HttpShim, Sse, alive, block_on, children_of, client, initialize, legacy, rpc, send,
+    HttpShim, Sse, alive, block_on, children_of, client, gone_within, initialize, legacy, rpc, send,
 };
 use support::peers::{peers_dir, read_transcript, require_peers, run_legacy_client_http};
 use support::schema::{Revision, assert_conversation_valid, assert_valid};
@@ -319,14 +319,12 @@ fn delete_ends_the_sessions_process() {
             .bearer_auth("tok-alice");
         let resp = del.send().await.expect("DELETE");
         assert_eq!(resp.status(), StatusCode::OK);
-        let start = Instant::now();
-        while alive(own[0]) {
-            assert!(
-                start.elapsed() < EXIT_WAIT,
-                "the deleted session's process still runs"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        let pid = own[0];
+        let gone = tokio::task::spawn_blocking(move || gone_within(pid, EXIT_WAIT));
+        assert!(
+            gone.await.unwrap(),
+            "the deleted session's process still runs"
+        );
         assert!(alive(bobs[0]), "the other session's process runs on");
         let req = legacy(&c, &shim.url, Some(&alice.sid), &rpc(5, "ping", json!({})))
             .bearer_auth("tok-alice");
@@ -353,14 +351,9 @@ fn an_idle_session_expires_with_its_process() {
             .filter(|p| !before.contains(p))
             .collect();
         assert_eq!(own.len(), 1, "one process for the session");
-        let start = Instant::now();
-        while alive(own[0]) {
-            assert!(
-                start.elapsed() < EXIT_WAIT,
-                "the idle session's process still runs"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        let pid = own[0];
+        let gone = tokio::task::spawn_blocking(move || gone_within(pid, EXIT_WAIT));
+        assert!(gone.await.unwrap(), "the idle session's process still runs");
         let req = legacy(&c, &shim.url, Some(&alice.sid), &rpc(5, "ping", json!({})))
             .bearer_auth("tok-alice");
         let (status, body, _) = send(req).await;

@@ -279,45 +279,6 @@ async fn questions_lost_with_a_closed_stream_come_again() {
     assert!(result["result"]["content"].is_array(), "{result}");
 }
 
-/// A plain call the client cancels (`notifications/cancelled`): its POST
-/// ends without an answer (the receiver owes none) instead of staying
-/// open for good, and the session goes on answering. Before, the stream
-/// stayed open until the session ended.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_cancelled_call_ends_its_post_without_an_answer() {
-    let shim = HttpShim::spawn(&[], &modern_reference());
-    let c = client();
-    let url = shim.url.as_str();
-    let (sid, _) = initialize(&c, url, None).await;
-    let call = rpc(
-        1,
-        "tools/call",
-        plain("slow_compute", json!({"seconds": 30, "label": "c"})),
-    );
-    let posted = tokio::spawn(legacy(&c, url, Some(&sid), &call).send());
-    // The call is running (the server's task made) before it is cancelled.
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
-        "params": {"requestId": 1, "reason": "no longer needed"}});
-    let (s, _, _) = send(legacy(&c, url, Some(&sid), &cancel)).await;
-    assert_eq!(s, StatusCode::ACCEPTED);
-    let resp = tokio::time::timeout(Duration::from_secs(10), posted)
-        .await
-        .expect("the cancelled call's POST was not answered")
-        .unwrap()
-        .unwrap();
-    assert_eq!(resp.status(), StatusCode::OK);
-    let messages = messages_of(resp, "tools/call").await;
-    assert!(
-        messages.iter().all(|m| m.get("id") != Some(&json!(1))),
-        "a cancelled request was answered: {messages:#?}"
-    );
-    let (s, pong, _) = send(legacy(&c, url, Some(&sid), &rpc(2, "ping", json!({})))).await;
-    assert_eq!(s, StatusCode::OK);
-    assert_valid(Revision::Legacy, &pong, Some("ping"));
-    assert_eq!(pong["id"], 2, "{pong}");
-}
-
 /// A client that takes JSON only and has no GET stream cannot be asked
 /// anything during a plain call. The question used to wait in the
 /// session's backlog for a stream that never came, and the call with it,

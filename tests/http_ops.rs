@@ -229,20 +229,17 @@ fn a_legacy_initialize_with_the_upstream_down_is_an_error() {
 fn the_admin_listener_serves_readiness_and_metrics_only() {
     support::http::block_on(async {
         let shim = HttpShim::spawn(&["--admin-listen", "127.0.0.1:0"], &modern_reference());
-        let start = Instant::now();
-        let admin = loop {
-            let line = shim.logged("admin endpoints on ").into_iter().next();
-            if let Some(url) = line.as_deref().and_then(|l| {
+        let line = shim.wait_logged("admin endpoints on ", GUARD).await;
+        let admin = line
+            .first()
+            .and_then(|l| {
                 l.split("admin endpoints on ")
                     .nth(1)?
                     .split_whitespace()
                     .next()
-            }) {
-                break url.to_owned();
-            }
-            assert!(start.elapsed() < GUARD, "no admin address on stderr");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        };
+            })
+            .expect("the admin address on stderr")
+            .to_owned();
         assert_ne!(admin, shim.base, "a listener of its own");
         let c = client();
         let body = until_status(&c, &format!("{admin}/readyz"), StatusCode::OK).await;
@@ -318,17 +315,11 @@ fn a_token_file_others_can_read_is_refused_at_start() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn the shim");
-    let start = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if start.elapsed() > GUARD {
-            let _ = child.kill();
-            panic!("the shim started with a token file others can read");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = support::wire::exited_within(
+        &mut child,
+        GUARD,
+        "the shim (started with a token file others can read)",
+    );
     let mut stderr = String::new();
     std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
     assert!(!status.success(), "{stderr}");

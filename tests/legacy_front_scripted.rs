@@ -207,7 +207,7 @@ fn create() -> Value {
 /// The task ends while the client's cancel is on its way: the cancel is
 /// refused as for a finished task, and the task stays completed with its
 /// result, instead of turning `cancelled` after the client read it done.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_cancel_that_loses_to_the_end_leaves_the_task_completed() {
     let mut c = Client::start(Script::EndsDuringCancel).await;
     let created = c.call(2, "tools/call", create()).await;
@@ -233,7 +233,7 @@ async fn a_cancel_that_loses_to_the_end_leaves_the_task_completed() {
 
 /// A stale `working` after the task's end changes nothing: no status
 /// notification goes back from terminal, and the task reads completed.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_stale_status_after_the_end_is_ignored() {
     let mut c = Client::start(Script::StaleAfterEnd).await;
     c.call(2, "tools/call", create()).await;
@@ -256,7 +256,7 @@ async fn a_stale_status_after_the_end_is_ignored() {
 /// A task granted no retention: the shim keeps its record for
 /// `max_task_ttl_ms` (then answers for it as for an unknown task), and
 /// says so, instead of passing on "unlimited".
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_task_granted_no_ttl_shows_how_long_the_shim_keeps_it() {
     let bound = BridgeConfig::default().max_task_ttl_ms;
     let mut c = Client::start(Script::Unlimited).await;
@@ -266,4 +266,20 @@ async fn a_task_granted_no_ttl_shows_how_long_the_shim_keeps_it() {
     assert_eq!(got["result"]["ttl"], bound, "{got}");
     let listed = c.call(4, "tasks/list", json!({})).await;
     assert_eq!(listed["result"]["tasks"][0]["ttl"], bound, "{listed}");
+    // Paused time: past the bound, the record is gone.
+    let bound_ms = u64::try_from(bound).expect("a positive bound");
+    tokio::time::advance(Duration::from_millis(bound_ms - 1_000)).await;
+    let kept = c.call(5, "tasks/get", json!({"taskId": TASK})).await;
+    assert_eq!(
+        kept["result"]["status"], "working",
+        "kept until the bound: {kept}"
+    );
+    tokio::time::advance(Duration::from_millis(2_000)).await;
+    let gone = c.call(6, "tasks/get", json!({"taskId": TASK})).await;
+    assert_eq!(
+        gone["error"]["code"], -32602,
+        "unknown after the bound: {gone}"
+    );
+    let listed = c.call(7, "tasks/list", json!({})).await;
+    assert_eq!(listed["result"]["tasks"], json!([]), "{listed}");
 }

@@ -158,56 +158,6 @@ fn embedded_front_serves_legacy_clients_beside_the_apps_routes() {
 }
 
 #[test]
-fn begin_shutdown_answers_a_client_waiting_on_a_task() {
-    block_on(async {
-        let (shim, url) = serve_app(in_process(Rev::Modern).await, "/mcp").await;
-        let c = client();
-        let (sid, _) = initialize(&c, &url, None).await;
-        let call = rpc(
-            1,
-            "tools/call",
-            json!({"name": "slow_compute", "arguments": {"seconds": 60, "label": "long"},
-                   "task": {"ttl": 120000}}),
-        );
-        let (_, created, _) = send(legacy(&c, &url, Some(&sid), &call)).await;
-        assert_valid(Revision::Legacy, &created, Some("tools/call"));
-        let task_id = created["result"]["task"]["taskId"]
-            .as_str()
-            .expect("a task was created")
-            .to_owned();
-        let wait = legacy(
-            &c,
-            &url,
-            Some(&sid),
-            &rpc(2, "tasks/result", json!({"taskId": task_id})),
-        );
-        let waiting = tokio::spawn(send(wait));
-        // The wait is open upstream before the application stops.
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        assert!(!waiting.is_finished(), "tasks/result blocks on a 60 s task");
-        let stopped = Instant::now();
-        shim.begin_shutdown("the application is stopping");
-        let (status, answer, _) = waiting.await.unwrap();
-        // A quarter of the task's 60 s: the answer is the shutdown's.
-        assert!(
-            stopped.elapsed() < Duration::from_secs(15),
-            "answered {:?} after begin_shutdown",
-            stopped.elapsed()
-        );
-        assert_eq!(status, StatusCode::OK);
-        assert_valid(Revision::Legacy, &answer, Some("tasks/result"));
-        assert_eq!(answer["error"]["code"], -32603, "{answer}");
-        assert!(
-            answer["error"]["message"]
-                .as_str()
-                .is_some_and(|m| m.contains("the application is stopping")),
-            "the error names the reason given: {answer}"
-        );
-        shim.finish().await;
-    });
-}
-
-#[test]
 fn embedded_front_serves_modern_clients_of_a_legacy_server() {
     block_on(async {
         let link = in_process(Rev::Legacy).await;

@@ -177,7 +177,7 @@ async fn both_calls_finish() -> Vec<String> {
     texts
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_question_queued_for_a_finished_call_goes_to_the_other_one() {
     for round in 0..20 {
         let mut texts = timeout(Duration::from_secs(5), both_calls_finish())
@@ -225,7 +225,7 @@ async fn odd_server(
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn odd_results_are_made_valid_or_refused() {
     let (conn, events, server_end) = channel::pair(Duration::from_secs(10));
     let config = BridgeConfig {
@@ -323,7 +323,7 @@ async fn asking_progress_server(
 /// all when the retry asks for none. The scripted server reports progress
 /// right after the question's answer, so the route must be the retry's
 /// before that answer goes up.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn progress_after_an_mrtr_retry_is_the_retrys() {
     // Fresh sessions, many times: the server reports progress the moment
     // it has its answer, which the hand-over used to lose to.

@@ -152,14 +152,8 @@ fn stalled_reader_gets_every_answer(client: Revision) {
     }
     assert_eq!(seen, (1..=CALLS).collect::<HashSet<_>>());
     drop(stdin);
-    let started = Instant::now();
-    while shim.0.try_wait().expect("wait").is_none() {
-        assert!(
-            started.elapsed() < Duration::from_secs(10),
-            "{client:?}: the shim outlived its client"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let what = format!("{client:?}: the shim (it outlived its client)");
+    support::wire::exited_within(&mut shim.0, Duration::from_secs(10), &what);
 }
 
 #[test]

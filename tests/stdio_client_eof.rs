@@ -56,18 +56,7 @@ fn spawn_stdio(flags: &[&str], upstream: &[&str]) -> (Child, Receiver<String>) {
 /// The shim's exit status, or a panic (the shim killed) if it is still
 /// running [`EXIT`] after its client closed stdin.
 fn exited(child: &mut Child) -> std::process::ExitStatus {
-    let started = Instant::now();
-    loop {
-        if let Some(status) = child.try_wait().expect("wait for the shim") {
-            return status;
-        }
-        if started.elapsed() > EXIT {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("the shim was still running {EXIT:?} after its client closed stdin");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    support::wire::exited_within(child, EXIT, "the shim (its client closed stdin)")
 }
 
 fn json_line(line: &str) -> Value {

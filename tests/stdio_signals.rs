@@ -82,15 +82,7 @@ impl Upstream {
     /// Whether it has exited, waiting a little for it (its parent, the
     /// shim, has reaped it; once the shim is gone, init does).
     fn gone_within(&self, within: Duration) -> bool {
-        let pid = self.pid.expect("pid read");
-        let deadline = Instant::now() + within;
-        while support::http::alive(pid) {
-            if Instant::now() >= deadline {
-                return false;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        true
+        support::http::gone_within(self.pid.expect("pid read"), within)
     }
 }
 

@@ -7,7 +7,11 @@
 //! one reading a durable ledger; monotonic in between so a wall-clock step
 //! while running neither expires tasks early nor keeps them late.
 
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+// tokio's Instant, so a test's `tokio::time::pause` + `advance` moves
+// ledger time and wire timestamps together with every engine timer.
+use tokio::time::Instant;
 
 use crate::ledger::Millis;
 
@@ -38,8 +42,12 @@ impl Clock {
     }
 
     /// ISO 8601 wall time.
+    /// Derived from the same origin as [`Clock::now_ms`], so paused tests
+    /// see `createdAt`/`lastUpdatedAt` agree with ledger expiry.
     pub fn now_iso(&self) -> String {
-        crate::ids::now_iso()
+        let nanos = i128::from(self.now_ms()) * 1_000_000;
+        time::OffsetDateTime::from_unix_timestamp_nanos(nanos)
+            .map_or_else(|_| crate::ids::now_iso(), crate::ids::format_iso)
     }
 
     /// When something with a `ttl` in ms created now expires.
@@ -77,5 +85,29 @@ mod tests {
         assert!(a.now_ms() > 1_600_000_000_000, "epoch based");
         assert!(b.now_ms() >= a.epoch_ms);
         assert_eq!(a.expiry(Some(-5)).map(|t| t >= a.epoch_ms), Some(true));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn paused_time_moves_ledger_time_and_timestamps_together() {
+        let c = Clock::new();
+        let (ms, iso) = (c.now_ms(), c.now_iso());
+        let expires = c.expiry(Some(60_000)).expect("a ttl");
+        tokio::time::advance(std::time::Duration::from_secs(61)).await;
+        assert_eq!(c.now_ms(), ms + 61_000, "no real time passes while paused");
+        assert!(c.now_ms() > expires, "the ttl ran out on paused time");
+        let later = time::OffsetDateTime::parse(
+            &c.now_iso(),
+            &time::format_description::well_known::Rfc3339,
+        )
+        .expect("ISO 8601");
+        let before =
+            time::OffsetDateTime::parse(&iso, &time::format_description::well_known::Rfc3339)
+                .expect("ISO 8601");
+        assert_eq!(
+            (later - before).whole_seconds(),
+            61,
+            "{iso} then {}",
+            c.now_iso()
+        );
     }
 }

@@ -41,10 +41,10 @@ pub(crate) fn id() -> String {
     hash[..16].iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// A task timestamp.
-pub(crate) fn now_iso() -> String {
+/// A task timestamp: `clock`'s wall time, or the seeded sequence.
+pub(crate) fn now_iso(clock: &crate::bridge::Clock) -> String {
     let Some(s) = SEED.get() else {
-        return crate::ids::now_iso();
+        return clock.now_iso();
     };
     let tick = s.ticks.fetch_add(1, Ordering::Relaxed);
     let base = time::macros::datetime!(2026-01-01 00:00:00 UTC);

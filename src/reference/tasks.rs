@@ -8,7 +8,10 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+// tokio's Instant, so paused test time moves task retention too.
+use tokio::time::Instant;
 
 use serde_json::Value;
 use tokio::sync::{oneshot, watch};
@@ -96,6 +99,8 @@ pub(crate) enum CancelError {
 pub(crate) struct TaskStore {
     inner: Mutex<Inner>,
     on_change: OnChange,
+    /// The origin of `createdAt`/`lastUpdatedAt`.
+    clock: crate::bridge::Clock,
 }
 
 #[derive(Default)]
@@ -109,6 +114,7 @@ impl TaskStore {
         Arc::new(Self {
             inner: Mutex::new(Inner::default()),
             on_change,
+            clock: crate::bridge::Clock::new(),
         })
     }
 
@@ -125,7 +131,7 @@ impl TaskStore {
             || DEFAULT_TTL.load(Ordering::Relaxed),
             |t| t.min(MAX_TTL_MS),
         );
-        let now = now_iso();
+        let now = now_iso(&self.clock);
         let view = TaskView {
             task_id: random_id(),
             status: TaskStatus::Working,
@@ -299,7 +305,7 @@ impl TaskStore {
     fn transition(&self, e: &mut Entry, status: TaskStatus, message: Option<&str>) {
         e.view.status = status;
         e.view.status_message = message.map(str::to_owned);
-        e.view.last_updated_at = now_iso();
+        e.view.last_updated_at = now_iso(&self.clock);
         e.version.send_modify(|v| *v += 1);
         (self.on_change)(&snapshot(e));
     }

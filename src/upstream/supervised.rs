@@ -25,7 +25,10 @@ use std::collections::HashMap;
 use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+// tokio's Instant, the clock of the sleeps that check it.
+use tokio::time::Instant;
 
 use async_trait::async_trait;
 use serde_json::{Value, json};

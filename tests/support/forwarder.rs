@@ -2,9 +2,7 @@
 //! what the shim sends and misbehave on cue: cut every connection (the
 //! upstream drops them) or hold every byte back (the upstream hangs).
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
@@ -16,7 +14,8 @@ pub struct Forwarder {
     /// Every byte sent toward the target, in order.
     pub sent: Arc<Mutex<Vec<u8>>>,
     cut: tokio::sync::watch::Sender<u64>,
-    frozen: Arc<AtomicBool>,
+    /// Set while bytes are held back; pumps wait on it, not on a timer.
+    frozen: tokio::sync::watch::Sender<bool>,
 }
 
 impl Forwarder {
@@ -29,13 +28,13 @@ impl Forwarder {
             addr,
             sent: Arc::default(),
             cut,
-            frozen: Arc::default(),
+            frozen: tokio::sync::watch::Sender::new(false),
         };
         let (cuts, frozen, sent) = (fwd.cut.clone(), fwd.frozen.clone(), fwd.sent.clone());
         tokio::spawn(async move {
             while let Ok((inbound, _)) = listener.accept().await {
                 let mut cut_rx = cuts.subscribe();
-                let (frozen, sent) = (frozen.clone(), sent.clone());
+                let (frozen, sent) = (frozen.subscribe(), sent.clone());
                 tokio::spawn(async move {
                     let Ok(outbound) = tokio::net::TcpStream::connect(target).await else {
                         return;
@@ -66,12 +65,12 @@ impl Forwarder {
     /// Holds every byte back (connections stay open: a server that stopped
     /// answering) until [`Forwarder::thaw`].
     pub fn freeze(&self) {
-        self.frozen.store(true, Ordering::SeqCst);
+        self.frozen.send_replace(true);
     }
 
     /// Lets bytes through again.
     pub fn thaw(&self) {
-        self.frozen.store(false, Ordering::SeqCst);
+        self.frozen.send_replace(false);
     }
 }
 
@@ -80,7 +79,7 @@ impl Forwarder {
 async fn pump(
     mut from: OwnedReadHalf,
     mut to: OwnedWriteHalf,
-    frozen: Arc<AtomicBool>,
+    mut frozen: tokio::sync::watch::Receiver<bool>,
     sent: Option<Arc<Mutex<Vec<u8>>>>,
 ) {
     let mut buf = vec![0u8; 16 * 1024];
@@ -91,8 +90,8 @@ async fn pump(
         if let Some(sent) = &sent {
             sent.lock().unwrap().extend_from_slice(&buf[..n]);
         }
-        while frozen.load(Ordering::SeqCst) {
-            tokio::time::sleep(Duration::from_millis(10)).await;
+        if frozen.wait_for(|f| !*f).await.is_err() {
+            break;
         }
         if to.write_all(&buf[..n]).await.is_err() {
             break;

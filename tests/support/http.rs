@@ -15,6 +15,7 @@ use futures_util::StreamExt;
 use reqwest::{Client, RequestBuilder, StatusCode, header::HeaderMap};
 use serde_json::{Value, json};
 use tokio::time::timeout;
+use wait_timeout::ChildExt;
 
 use super::wire::shim_bin;
 
@@ -39,6 +40,8 @@ pub struct HttpShim {
     pub base: String,
     /// Every stderr line the shim wrote so far (besides the address).
     pub log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    /// Bumped after each line is added to `log`, for [`HttpShim::wait_logged`].
+    logged_lines: tokio::sync::watch::Receiver<usize>,
 }
 
 impl HttpShim {
@@ -60,6 +63,7 @@ impl HttpShim {
         let (tx, rx) = channel();
         let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let kept = log.clone();
+        let (lines_tx, logged_lines) = tokio::sync::watch::channel(0);
         std::thread::spawn(move || {
             let mut tx = Some(tx);
             for line in BufReader::new(stderr).lines() {
@@ -72,6 +76,7 @@ impl HttpShim {
                 }
                 eprintln!("[shim] {line}");
                 kept.lock().unwrap_or_else(|p| p.into_inner()).push(line);
+                lines_tx.send_modify(|n| *n += 1);
             }
         });
         let mut shim = HttpShim {
@@ -79,6 +84,7 @@ impl HttpShim {
             url: String::new(),
             base: String::new(),
             log,
+            logged_lines,
         };
         let url = rx
             .recv_timeout(STEP)
@@ -92,6 +98,15 @@ impl HttpShim {
     pub fn logged(&self, needle: &str) -> Vec<String> {
         let log = self.log.lock().unwrap_or_else(|p| p.into_inner());
         log.iter().filter(|l| l.contains(needle)).cloned().collect()
+    }
+
+    /// Waits (at most `within`) for a stderr line containing `needle`;
+    /// the lines that do (empty if none came in time). The log is read on
+    /// another thread: this waits on each line it adds, not on a timer.
+    pub async fn wait_logged(&self, needle: &str, within: Duration) -> Vec<String> {
+        let mut lines = self.logged_lines.clone();
+        let _ = timeout(within, lines.wait_for(|_| !self.logged(needle).is_empty())).await;
+        self.logged(needle)
     }
 
     /// The shim's process id.
@@ -108,15 +123,9 @@ impl HttpShim {
             .expect("run kill")
             .success();
         assert!(ok, "kill -TERM failed");
-        let start = Instant::now();
-        while start.elapsed() < within {
-            if let Some(status) = child.try_wait().expect("wait for the shim") {
-                self.child = None;
-                return Some(status);
-            }
-            std::thread::sleep(Duration::from_millis(25));
-        }
-        None
+        let status = child.wait_timeout(within).expect("wait for the shim")?;
+        self.child = None;
+        Some(status)
     }
 }
 
@@ -157,6 +166,33 @@ pub fn alive(pid: u32) -> bool {
             .is_some_and(|state| state != "Z" && state != "X"),
         Err(_) => false,
     }
+}
+
+/// Waits (at most `within`) for process `pid`, not necessarily a child
+/// of ours, to end; whether it did. Waits on a pidfd, which becomes
+/// readable when the process exits.
+pub fn gone_within(pid: u32, within: Duration) -> bool {
+    use rustix::event::{PollFd, PollFlags, Timespec, poll};
+    use rustix::process::{Pid, PidfdFlags, pidfd_open};
+    let fd = i32::try_from(pid)
+        .ok()
+        .and_then(Pid::from_raw)
+        .and_then(|p| pidfd_open(p, PidfdFlags::empty()).ok());
+    let Some(fd) = fd else {
+        // ESRCH: it is gone already.
+        return !alive(pid);
+    };
+    let deadline = Instant::now() + within;
+    while alive(pid) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return false;
+        }
+        let left = Timespec::try_from(left).expect("a short wait");
+        let mut fds = [PollFd::new(&fd, PollFlags::IN)];
+        let _ = poll(&mut fds, Some(&left));
+    }
+    true
 }
 
 /// A reqwest client with bounded connects.

@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -51,18 +51,7 @@ pub fn run_bounded(cmd: &mut Command, timeout: Duration) -> (ExitStatus, String)
         std::io::Read::read_to_string(&mut stdout, &mut s).ok();
         s
     });
-    let start = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait for the peer") {
-            break status;
-        }
-        if start.elapsed() > timeout {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("peer timed out after {timeout:?}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = super::wire::exited_within(&mut child, timeout, "the peer");
     (status, reader.join().unwrap_or_default())
 }
 

@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// A running `redis-server`.
 pub struct RedisServer {
@@ -69,11 +69,11 @@ impl RedisServer {
 /// scripts/test.sh installs it, and a missing store must fail the run, not
 /// skip it.
 fn spawn(socket: &std::path::Path) -> Child {
-    let child = Command::new("redis-server")
+    let mut child = Command::new("redis-server")
         .args(["--port", "0", "--save", "", "--appendonly", "no"])
         .arg("--unixsocket")
         .arg(socket)
-        .stdout(Stdio::null())
+        .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
         .unwrap_or_else(|e| {
@@ -82,14 +82,30 @@ fn spawn(socket: &std::path::Path) -> Child {
                  (apt-get install redis-server)"
             )
         });
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !socket.exists() {
-        assert!(
-            Instant::now() < deadline,
-            "redis-server did not start in 10 s"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    // Its log says when it accepts connections (the socket is bound by
+    // then); the rest of the log is drained so it never blocks on it.
+    let stdout = child.stdout.take().expect("piped stdout");
+    let (ready_tx, ready) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if line
+                .to_ascii_lowercase()
+                .contains("ready to accept connections")
+            {
+                let _ = ready_tx.send(());
+            }
+        }
+    });
+    ready
+        .recv_timeout(Duration::from_secs(10))
+        .expect("redis-server did not start in 10 s");
+    assert!(
+        socket.exists(),
+        "redis-server listens on {}",
+        socket.display()
+    );
     child
 }
 

@@ -23,6 +23,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use wait_timeout::ChildExt;
 
 use super::schema::{Revision, assert_valid};
 
@@ -33,18 +34,12 @@ pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(20);
 /// killed) a panic saying `what` was still running.
 #[track_caller]
 pub fn exited_within(child: &mut Child, within: Duration, what: &str) -> ExitStatus {
-    let deadline = Instant::now() + within;
-    loop {
-        if let Some(status) = child.try_wait().expect("wait for the child") {
-            return status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{what} was still running {within:?} later");
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    if let Some(status) = child.wait_timeout(within).expect("wait for the child") {
+        return status;
     }
+    let _ = child.kill();
+    let _ = child.wait();
+    panic!("{what} was still running {within:?} later");
 }
 
 /// The shim binary under test.
@@ -313,15 +308,8 @@ impl Wire {
         while let Some(m) = self.read(deadline) {
             self.backlog.push_back(m);
         }
-        loop {
-            if let Some(status) = self.child.try_wait().expect("wait for the shim") {
-                return Some(status);
-            }
-            if Instant::now() >= deadline {
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        self.child.wait_timeout(left).expect("wait for the shim")
     }
 }
 

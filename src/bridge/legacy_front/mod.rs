@@ -115,6 +115,12 @@ impl LegacyFront {
         })
     }
 
+    /// The front's ledger clock, for checks made beside it on the same
+    /// records (the HTTP driver's).
+    pub(crate) fn clock(&self) -> Clock {
+        self.clock
+    }
+
     /// Whether the operator's policy (`--task-support`, the config file)
     /// marks `tool` forbidden, as opposed to the default the upstream's
     /// capabilities settled.

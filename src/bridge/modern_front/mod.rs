@@ -131,6 +131,12 @@ impl ModernFront {
         })
     }
 
+    /// The front's ledger clock, for checks made beside it on the same
+    /// records (the HTTP driver's).
+    pub(crate) fn clock(&self) -> Clock {
+        self.clock
+    }
+
     /// Opens a client scope whose outgoing messages go to `out`. The front
     /// holds it weakly: its listen streams are told of task changes only
     /// while the caller keeps it.

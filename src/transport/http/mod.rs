@@ -226,9 +226,8 @@ pub(crate) struct App {
     /// Callers already logged for a request without `Mcp-Name`
     /// (`--accept-missing-mcp-name`).
     missing_mcp_name_callers: Mutex<std::collections::HashSet<String>>,
-    /// The zero of [`App::now_ms`].
-    started: std::time::Instant,
-    /// Ledger time, for the checks made outside the engines.
+    /// The front's ledger clock: task checks made outside the engine, and
+    /// session idle time.
     clock: crate::bridge::clock::Clock,
     /// Set by [`HttpShim::begin_shutdown`]: long-lived streams end.
     closing: tokio::sync::watch::Sender<bool>,
@@ -323,6 +322,11 @@ impl HttpShim {
                 Some(ModernFront::new(up, ledger.clone(), opts.bridge.clone())),
             ),
         };
+        let clock = match (&legacy, &modern) {
+            (Some(front), _) => front.clock(),
+            (_, Some(front)) => front.clock(),
+            (None, None) => crate::bridge::clock::Clock::new(),
+        };
         let app = Arc::new(App {
             opts,
             upstream,
@@ -335,8 +339,7 @@ impl HttpShim {
             resolver,
             metrics,
             missing_mcp_name_callers: Mutex::default(),
-            started: std::time::Instant::now(),
-            clock: crate::bridge::clock::Clock::new(),
+            clock,
             closing: tokio::sync::watch::Sender::new(false),
         });
         let pump = app.clone();
@@ -710,9 +713,9 @@ impl App {
         }
     }
 
-    /// Monotonic milliseconds since the front started.
+    /// Ledger milliseconds: monotonic, and paused with tokio's time.
     fn now_ms(&self) -> u64 {
-        u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
+        self.clock.now_ms()
     }
 }
 
