@@ -32,6 +32,9 @@
 //! - The inner service's revision is learnt on the first request (a
 //!   `server/discover` probe), unless [`TasksCompatConfig::inner_revision`]
 //!   says it.
+//! - The in-process requests carry none of the client's headers or
+//!   extensions: authenticate in front of the layer, and leave the caller
+//!   as an [`AuthenticatedPrincipal`] for the front's scopes.
 
 mod principal;
 mod route;
@@ -63,7 +66,10 @@ pub struct TasksCompatConfig {
     pub principals: ConfiguredPrincipals,
     /// Where the front keeps its tasks; in memory when `None`.
     pub ledger: Option<Arc<dyn TaskLedger>>,
-    /// The inner service's revision; `None` probes it on the first request.
+    /// The inner service's revision, so that its own clients' requests
+    /// are routed without waiting for a probe; `None` probes it
+    /// (`server/discover`) on the first request. The front probes it
+    /// anyway when it is first needed (it needs the discover result).
     pub inner_revision: Option<Revision>,
     /// How long one call into the inner service may take (its answer's
     /// body included); long-lived streams are not bounded by it.
@@ -118,7 +124,8 @@ impl TasksCompatConfig {
         self
     }
 
-    /// Skip the probe: the inner service speaks `revision`.
+    /// The inner service speaks `revision`: its clients' requests pass
+    /// from the first one on, with no probe in front of them.
     pub fn inner_revision(mut self, revision: Revision) -> Self {
         self.inner_revision = Some(revision);
         self
