@@ -30,7 +30,7 @@
 //!   for a 2026-07-28 service, 2025-11-25 sessions with tasks, `tasks/list`
 //!   and elicitation; for a 2025-11-25 service, 2026-07-28 clients.
 //! - The inner service's revision is learnt on the first request (a
-//!   `server/discover` probe), unless [`TasksCompatConfig::inner_revision`]
+//!   `server/discover` probe), unless [`TasksCompatConfig::inner_revision`](field@TasksCompatConfig::inner_revision)
 //!   says it.
 //! - The in-process requests carry none of the client's headers or
 //!   extensions: authenticate in front of the layer, and leave the caller
