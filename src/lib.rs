@@ -25,7 +25,32 @@
 //! - `inline`: request futures run on the IO threads that read and answer
 //!   them, where a spawned task would cost a worker wake-up each way.
 //!
-//! To embed: [`transport::http::HttpShim`] is the Streamable HTTP front as
+//! ## Inside your server
+//!
+//! A 2026-07-28 Streamable HTTP service (rmcp's `StreamableHttpService`,
+//! an axum `Router`) keeps its 2025-11-25 clients with one line,
+//! [`layer::TasksCompatLayer`]; no second process, no socket between the
+//! layer and the service:
+//!
+//! ```no_run
+//! # async fn run(rmcp_service: axum::Router) -> std::io::Result<()> {
+//! use axum::Router;
+//! use mcp_tasks_shim::layer::{TasksCompatConfig, TasksCompatLayer};
+//! use mcp_tasks_shim::wire::legacy::TaskSupport;
+//!
+//! let config = TasksCompatConfig::default().task_support("greet", TaskSupport::Forbidden);
+//! let app = Router::new().nest_service("/mcp", TasksCompatLayer::new(config).layer(rmcp_service));
+//! axum::serve(tokio::net::TcpListener::bind("127.0.0.1:8080").await?, app).await
+//! # }
+//! ```
+//!
+//! Requests of the service's own revision reach it untouched; the other
+//! revision's are served by the shim's front, with the service called
+//! in-process as its upstream. A stdio server in the process: serve it on
+//! a [`tokio::io::duplex`] pair, [`upstream::io::connect`] to it, and
+//! [`proxy::serve_stdio`] the process's stdin and stdout.
+//!
+//! To embed otherwise: [`transport::http::HttpShim`] is the Streamable HTTP front as
 //! axum routes to merge into your own server, over an upstream
 //! [`upstream::Link`] (a child process, an HTTP server, or one in your
 //! process: [`upstream::channel`] and [`upstream::Link::probe`]). The bare
@@ -40,6 +65,7 @@ pub mod error;
 pub mod ids;
 mod inline;
 pub mod jsonrpc;
+pub mod layer;
 pub mod ledger;
 pub mod proxy;
 pub mod reference;
