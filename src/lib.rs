@@ -40,6 +40,7 @@ pub mod error;
 pub mod ids;
 mod inline;
 pub mod jsonrpc;
+pub mod layer;
 pub mod ledger;
 pub mod proxy;
 pub mod reference;

@@ -63,16 +63,24 @@ pub async fn serve_http(revision: Revision, addr: SocketAddr) -> std::io::Result
 /// already bound listener (tests bind port 0 and read the address first).
 pub async fn serve_http_on(revision: Revision, listener: TcpListener) -> std::io::Result<()> {
     tracing::info!(%revision, addr = ?listener.local_addr().ok(), "reference server listening on HTTP");
-    let app = match revision {
-        Revision::Modern => modern::router(),
-        Revision::Legacy => legacy::router(),
-    };
+    let app = router(revision, ENDPOINT);
     // SSE answers go out in several writes; without TCP_NODELAY, Nagle
     // holds the later ones until the client's delayed ACK (about 40 ms).
     let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
         let _ = tcp.set_nodelay(true);
     });
     axum::serve(listener, app).await
+}
+
+/// The reference server of `revision` as an axum `Router` serving the
+/// endpoint at `path`, for a server of your own or a test that calls it
+/// in-process (`/` behind `Router::nest_service`). Must be called inside a
+/// tokio runtime (the modern server's output is demultiplexed by a task).
+pub fn router(revision: Revision, path: &str) -> axum::Router {
+    match revision {
+        Revision::Modern => modern::router(path),
+        Revision::Legacy => legacy::router(path),
+    }
 }
 
 /// A message as a JSON body. An error without an id leaves `id` out.

@@ -32,7 +32,7 @@ mod tools;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-pub use http::{ENDPOINT, serve_http, serve_http_on};
+pub use http::{ENDPOINT, router, serve_http, serve_http_on};
 
 use crate::jsonrpc::Message;
 use crate::revision::Revision;

@@ -11,9 +11,12 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+mod transport;
+
 use async_trait::async_trait;
+use axum::body::{Body, Bytes};
 use axum::http::header::{ACCEPT, CONTENT_TYPE};
-use axum::http::{HeaderName, HeaderValue};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, Response, StatusCode};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -25,13 +28,21 @@ use crate::revision::{self, LEGACY_VERSION, MODERN_VERSION, Revision};
 use crate::translate::session::ModernMeta;
 use crate::transport::http::headers;
 use crate::wire::modern::DetailedTask;
+pub use transport::BoxError;
+use transport::InProcess;
+use transport::{Transport, chain};
+
+/// An answer as the transport hands it over: its head, and its body
+/// still streaming.
+type Answer = Response<Body>;
 
 /// A Streamable HTTP upstream.
 #[derive(Debug)]
 pub struct HttpUpstream {
-    /// Parsed once: reqwest parses a string URL on every request.
-    url: reqwest::Url,
-    client: reqwest::Client,
+    /// Where requests go: the network, or a service in this process.
+    transport: Box<dyn Transport>,
+    /// What the logs call it.
+    url: String,
     revision: Revision,
     session: Mutex<Option<String>>,
     /// Legacy: the `initialize` params last sent, to open a new session
@@ -130,10 +141,49 @@ pub async fn connect(url: &str, request_timeout: Duration) -> Result<HttpLink, S
     }
     let parsed = reqwest::Url::parse(url)
         .map_err(|e| ShimError::Upstream(format!("invalid upstream URL {url:?}: {e}")))?;
-    let (tx, events) = mpsc::unbounded_channel();
-    let mut up = HttpUpstream {
+    let transport = transport::Reqwest {
         url: parsed,
         client,
+        label: url.to_owned(),
+    };
+    connect_over(Box::new(transport)).await
+}
+
+/// Connects to a Streamable HTTP server that is a tower service of this
+/// process (an rmcp `StreamableHttpService`, an axum `Router`, any
+/// `Service<http::Request<B>>`), called directly: no socket, no encoding
+/// beyond the JSON bodies. `uri` is where the service sees its requests
+/// (the path it serves, `/` behind `nest_service`) and `host` the `Host`
+/// header to send (servers that check it, such as rmcp's, need one they
+/// allow). Answers are read as from [`connect`]'s: JSON or SSE. Each
+/// exchange is bounded by `request_timeout`.
+pub async fn connect_service<S, B, R>(
+    service: S,
+    uri: axum::http::Uri,
+    host: Option<HeaderValue>,
+    request_timeout: Duration,
+) -> Result<HttpLink, ShimError>
+where
+    S: tower::Service<axum::http::Request<B>, Response = Response<R>> + Clone + Send + 'static,
+    S::Future: Send,
+    S::Error: Into<BoxError>,
+    B: From<Bytes> + Send + 'static,
+    R: axum::body::HttpBody<Data = Bytes> + Send + 'static,
+    R::Error: Into<BoxError>,
+{
+    let transport = InProcess::new(service, uri, host, request_timeout);
+    connect_over(Box::new(transport)).await
+}
+
+/// Probes the server behind `transport` (a modern POST: a
+/// `DiscoverResult` or a recognised modern error means 2026-07-28,
+/// anything else 2025-11-25) and bundles the upstream.
+async fn connect_over(transport: Box<dyn Transport>) -> Result<HttpLink, ShimError> {
+    let url = transport.describe().to_owned();
+    let (tx, events) = mpsc::unbounded_channel();
+    let mut up = HttpUpstream {
+        transport,
+        url: url.clone(),
         revision: Revision::Modern,
         session: Mutex::new(None),
         handshake: Mutex::new(None),
@@ -251,13 +301,9 @@ impl HttpUpstream {
 
     /// The answer to `msg` in `resp`: `None` for a notification or an
     /// accepted message.
-    async fn answer_of(
-        &self,
-        msg: &Message,
-        resp: reqwest::Response,
-    ) -> Result<Option<Message>, ShimError> {
+    async fn answer_of(&self, msg: &Message, resp: Answer) -> Result<Option<Message>, ShimError> {
         let status = resp.status();
-        if status == reqwest::StatusCode::ACCEPTED || msg.id().is_none() {
+        if status == StatusCode::ACCEPTED || msg.id().is_none() {
             return Ok(None);
         }
         let id = msg.id().cloned();
@@ -273,9 +319,9 @@ impl HttpUpstream {
     async fn send_post(
         &self,
         msg: &Message,
-        body: impl Into<reqwest::Body>,
+        body: impl Into<Bytes>,
         timeout: Option<Duration>,
-    ) -> Result<reqwest::Response, ShimError> {
+    ) -> Result<Answer, ShimError> {
         let method = msg.method().unwrap_or_default();
         let name = headers::name_source(method, msg.params());
         self.send_body(method, name, body.into(), timeout).await
@@ -287,9 +333,9 @@ impl HttpUpstream {
         &self,
         method: &str,
         name: Option<&str>,
-        body: reqwest::Body,
+        body: Bytes,
         timeout: Option<Duration>,
-    ) -> Result<reqwest::Response, ShimError> {
+    ) -> Result<Answer, ShimError> {
         if self.revision == Revision::Modern
             && (method.is_empty() || !headers::is_visible_ascii(method))
         {
@@ -301,34 +347,25 @@ impl HttpUpstream {
         }
         // Names and fixed values as constants: parsing and checking them
         // anew was a few thousand instructions of every relayed request.
-        let mut req = self
-            .client
-            .post(self.url.clone())
-            .header(CONTENT_TYPE, JSON)
-            .header(ACCEPT, JSON_OR_SSE);
-        req = match self.revision {
+        let mut hdrs = HeaderMap::with_capacity(5);
+        hdrs.insert(CONTENT_TYPE, JSON);
+        hdrs.insert(ACCEPT, JSON_OR_SSE);
+        match self.revision {
             Revision::Modern => {
-                let r = req
-                    .header(MCP_PROTOCOL_VERSION, MODERN_VERSION_VALUE)
-                    .header(MCP_METHOD, method);
-                match name {
-                    Some(name) => r.header(MCP_NAME, headers::encode_sentinel(name)),
-                    None => r,
+                hdrs.insert(MCP_PROTOCOL_VERSION, MODERN_VERSION_VALUE);
+                hdrs.insert(MCP_METHOD, header_value(method)?);
+                if let Some(name) = name {
+                    hdrs.insert(MCP_NAME, header_value(&headers::encode_sentinel(name))?);
                 }
             }
             Revision::Legacy => {
-                let sid = self.session_id();
-                let r = req.header(MCP_PROTOCOL_VERSION, LEGACY_VERSION_VALUE);
-                match sid {
-                    Some(s) => r.header(MCP_SESSION_ID, s),
-                    None => r,
+                hdrs.insert(MCP_PROTOCOL_VERSION, LEGACY_VERSION_VALUE);
+                if let Some(sid) = self.session_id() {
+                    hdrs.insert(MCP_SESSION_ID, header_value(&sid)?);
                 }
             }
-        };
-        if let Some(t) = timeout {
-            req = req.timeout(t);
         }
-        let sent = req.body(body).send().await;
+        let sent = self.transport.send(Method::POST, hdrs, body, timeout).await;
         let was_unreachable = self
             .unreachable
             .swap(sent.is_err(), std::sync::atomic::Ordering::Relaxed);
@@ -340,7 +377,7 @@ impl HttpUpstream {
                 resp
             }
             Err(e) => {
-                let why = format!("HTTP upstream unreachable: {}", cause(&e));
+                let why = format!("HTTP upstream unreachable: {e}");
                 if !was_unreachable {
                     tracing::error!(url = %self.url, "{why}");
                 }
@@ -395,22 +432,18 @@ impl HttpUpstream {
     /// Reads an SSE stream; returns the message answering `id` (if given),
     /// everything else becomes an event. A stream that ends or breaks
     /// before the answer is an error naming how.
-    async fn read_sse(
-        &self,
-        resp: reqwest::Response,
-        id: Option<&Id>,
-    ) -> Result<Message, ShimError> {
+    async fn read_sse(&self, resp: Answer, id: Option<&Id>) -> Result<Message, ShimError> {
         self.read_sse_with(resp, id, |m| self.emit(m)).await
     }
 
     /// [`HttpUpstream::read_sse`], handing what is not the answer to `on_other`.
     async fn read_sse_with(
         &self,
-        resp: reqwest::Response,
+        resp: Answer,
         id: Option<&Id>,
         mut on_other: impl FnMut(Message),
     ) -> Result<Message, ShimError> {
-        let mut stream = resp.bytes_stream();
+        let mut stream = resp.into_body().into_data_stream();
         let mut buf = String::new();
         loop {
             let chunk = match stream.next().await {
@@ -418,7 +451,7 @@ impl HttpUpstream {
                 Some(Err(e)) => {
                     return Err(ShimError::Upstream(format!(
                         "HTTP upstream stream broke before the answer: {}",
-                        cause(&e)
+                        chain(&e)
                     )));
                 }
                 None => {
@@ -469,14 +502,14 @@ impl HttpUpstream {
         tokio::spawn(async move {
             let sid = this.session_id();
             let Some(sid) = sid else { return };
+            let mut hdrs = HeaderMap::with_capacity(3);
+            hdrs.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
+            hdrs.insert(MCP_PROTOCOL_VERSION, LEGACY_VERSION_VALUE);
+            let Ok(sid) = header_value(&sid) else { return };
+            hdrs.insert(MCP_SESSION_ID, sid);
             let resp = this
-                .client
-                .get(this.url.clone())
-                .header("accept", "text/event-stream")
-                .header("mcp-session-id", sid)
-                .header("mcp-protocol-version", LEGACY_VERSION)
-                .timeout(STREAM_TIMEOUT)
-                .send()
+                .transport
+                .send(Method::GET, hdrs, Bytes::new(), Some(STREAM_TIMEOUT))
                 .await;
             match resp {
                 Ok(r) if r.status().is_success() => {
@@ -513,9 +546,9 @@ impl HttpUpstream {
             return self.post_as(msg, body).await;
         }
         // Shared, so keeping it for the rare retry copies nothing.
-        let body = axum::body::Bytes::from(body);
+        let body = Bytes::from(body);
         let mut resp = self.send_post(msg, body.clone(), None).await?;
-        if resp.status() == reqwest::StatusCode::NOT_FOUND {
+        if resp.status() == StatusCode::NOT_FOUND {
             self.renew_session(stale.as_deref()).await?;
             resp = self.send_post(msg, body, None).await?;
         }
@@ -739,7 +772,7 @@ impl HttpUpstream {
         meta.write_request(&mut body, &id, "tasks/get", Some(&params));
         let msg = Message::request(id, "tasks/get", params);
         let resp = self.send_post(&msg, body, None).await?;
-        let answer = if resp.status() == reqwest::StatusCode::ACCEPTED || is_sse(&resp) {
+        let answer = if resp.status() == StatusCode::ACCEPTED || is_sse(&resp) {
             self.answer_of(&msg, resp).await?
         } else {
             let (status, body) = read_body(resp).await?;
@@ -760,7 +793,7 @@ impl HttpUpstream {
         body: axum::body::Bytes,
     ) -> Result<RawAnswer, ShimError> {
         let resp = self.send_body(method, name, body.into(), None).await?;
-        if resp.status() == reqwest::StatusCode::ACCEPTED {
+        if resp.status() == StatusCode::ACCEPTED {
             return Err(ShimError::Upstream(format!(
                 "the HTTP upstream gave no answer to {method}"
             )));
@@ -791,7 +824,7 @@ const LEGACY_VERSION_VALUE: HeaderValue = HeaderValue::from_static(LEGACY_VERSIO
 /// it is no longer needed).
 const STREAM_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
 
-fn is_sse(resp: &reqwest::Response) -> bool {
+fn is_sse(resp: &Answer) -> bool {
     resp.headers()
         .get("content-type")
         .and_then(|v| v.to_str().ok())
@@ -799,25 +832,25 @@ fn is_sse(resp: &reqwest::Response) -> bool {
 }
 
 /// Reads a JSON answer body.
-async fn read_json(resp: reqwest::Response) -> Result<Message, ShimError> {
+async fn read_json(resp: Answer) -> Result<Message, ShimError> {
     let (status, body) = read_body(resp).await?;
     parse_body(status, &body)
 }
 
 /// The whole body of an answer, with its status.
-async fn read_body(
-    resp: reqwest::Response,
-) -> Result<(reqwest::StatusCode, axum::body::Bytes), ShimError> {
+async fn read_body(resp: Answer) -> Result<(StatusCode, Bytes), ShimError> {
     let status = resp.status();
-    let body = resp.bytes().await.map_err(|e| {
-        ShimError::Upstream(format!("HTTP upstream dropped the answer: {}", cause(&e)))
-    })?;
+    let body = axum::body::to_bytes(resp.into_body(), usize::MAX)
+        .await
+        .map_err(|e| {
+            ShimError::Upstream(format!("HTTP upstream dropped the answer: {}", chain(&e)))
+        })?;
     Ok((status, body))
 }
 
 /// An answer body as a message; one that is not JSON-RPC is the
 /// upstream's fault.
-fn parse_body(status: reqwest::StatusCode, body: &[u8]) -> Result<Message, ShimError> {
+fn parse_body(status: StatusCode, body: &[u8]) -> Result<Message, ShimError> {
     Message::parse(body).map_err(|_| {
         ShimError::Upstream(format!(
             "HTTP upstream answered {status} with a body that is not JSON-RPC: {:?}",
@@ -826,23 +859,11 @@ fn parse_body(status: reqwest::StatusCode, body: &[u8]) -> Result<Message, ShimE
     })
 }
 
-/// A reqwest error with its chain of causes ("connection reset by peer"
-/// is three levels down), so the client learns what actually happened.
-fn cause(e: &reqwest::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        let s_text = s.to_string();
-        if !text.contains(&s_text) {
-            text.push_str(": ");
-            text.push_str(&s_text);
-        }
-        source = s.source();
-    }
-    if e.is_timeout() && !text.contains("timed out") {
-        text.push_str(" (timed out)");
-    }
-    text
+/// A value for a header the shim sets; one that cannot be a header value
+/// (a session id with control characters, say) is the upstream's fault.
+fn header_value(v: &str) -> Result<HeaderValue, ShimError> {
+    HeaderValue::from_str(v)
+        .map_err(|_| ShimError::Upstream(format!("{v:?} cannot travel in an HTTP header")))
 }
 
 /// Takes the next complete event off an SSE buffer and returns its `data`

@@ -22,7 +22,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 
 use super::session::{SESSION_HEADER, Session, refuse, with_session};
-use super::{ENDPOINT, accepts, checks, message_stream, parse_failure, sse_response};
+use super::{accepts, checks, message_stream, parse_failure, sse_response};
 use crate::jsonrpc::Message;
 use crate::revision::LEGACY_VERSIONS;
 
@@ -35,10 +35,10 @@ type Refusal = (StatusCode, &'static str);
 struct App(Arc<Mutex<HashMap<String, Arc<Session>>>>);
 
 /// The `/mcp` router of the legacy server.
-pub(super) fn router() -> Router {
+pub(super) fn router(path: &str) -> Router {
     Router::new()
         .route(
-            ENDPOINT,
+            path,
             post(handle_post).get(handle_get).delete(handle_delete),
         )
         .with_state(App::default())

@@ -24,8 +24,8 @@ use tokio::sync::mpsc;
 use super::super::modern::METHODS;
 use super::super::modern_wire::check_meta;
 use super::{
-    ENDPOINT, checks, error_response, event, json_response, message_stream, modern_status,
-    parse_failure, sse_only, sse_response,
+    checks, error_response, event, json_response, message_stream, modern_status, parse_failure,
+    sse_only, sse_response,
 };
 use crate::error::ShimError;
 use crate::jsonrpc::{Id, Message, Request};
@@ -49,7 +49,7 @@ struct Shared {
 struct App(Arc<Shared>);
 
 /// The `/mcp` router of the modern server; spawns its output demultiplexer.
-pub(super) fn router() -> Router {
+pub(super) fn router(path: &str) -> Router {
     let (tx, rx) = mpsc::unbounded_channel();
     let app = App(Arc::new(Shared {
         server: ReferenceServer::new(Revision::Modern, tx),
@@ -58,9 +58,7 @@ pub(super) fn router() -> Router {
     }));
     tokio::spawn(app.clone().demux(rx));
     // axum answers other HTTP methods on the route with 405.
-    Router::new()
-        .route(ENDPOINT, post(handle_post))
-        .with_state(app)
+    Router::new().route(path, post(handle_post)).with_state(app)
 }
 
 impl App {

@@ -403,6 +403,27 @@ impl HttpShim {
         routes.with_state(self.app.clone())
     }
 
+    /// Serves one request of the endpoint, whatever its path (the
+    /// [`crate::layer`] hands over the requests it routes here): POST,
+    /// GET and DELETE as [`HttpShim::router`] serves them, 405 otherwise.
+    pub(crate) async fn serve_request(
+        &self,
+        req: axum::http::Request<axum::body::Body>,
+    ) -> Response {
+        let (parts, body) = req.into_parts();
+        let app = State(self.app.clone());
+        match parts.method {
+            axum::http::Method::POST => {
+                post_endpoint(app, parts.headers, parts.extensions, body).await
+            }
+            axum::http::Method::GET => get_endpoint(app, parts.headers, parts.extensions).await,
+            axum::http::Method::DELETE => {
+                delete_endpoint(app, parts.headers, parts.extensions).await
+            }
+            _ => method_not_allowed(),
+        }
+    }
+
     /// Counters of traffic per revision and method, and gauges of what the
     /// shim holds, in Prometheus text form at `path`.
     pub fn metrics_router<S: Clone + Send + Sync + 'static>(&self, path: &str) -> Router<S> {
