@@ -5,6 +5,12 @@
 //! - `examples/rmcp_stdio_in_process`: the rmcp reference server on a duplex
 //!   pair behind the shim, the binary's own stdin/stdout the 2025-11-25
 //!   client side. The client launches the binary like any stdio server.
+//! - `examples/rmcp_layer`: rmcp's `StreamableHttpService` on axum behind
+//!   `TasksCompatLayer`, on 127.0.0.1:0; the client speaks Streamable HTTP
+//!   (`StreamableHTTPClientTransport`) and is served by the layer's legacy
+//!   front, whose upstream is the rmcp service in the same process. (Its
+//!   2026-07-28 pass-through is what `scripts/conformance.sh rmcp-layer`
+//!   checks: 44/44.)
 //!
 //! The profile checks the server's declared `taskSupport` (greet forbidden,
 //! slow_compute optional, the task-only tools required, refusals of each
@@ -22,11 +28,13 @@
 
 mod support;
 
+use std::io::BufRead;
 use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use support::peers::{read_transcript, run_legacy_client};
+use support::peers::{read_transcript, run_legacy_client, run_legacy_client_http};
 use support::schema::{Revision, assert_conversation_valid};
 use support::wire::temp_path;
 
@@ -130,6 +138,66 @@ fn ts_sdk_legacy_client_against_the_rmcp_stdio_example() {
     let bin = example("rmcp_stdio_in_process");
     let view = temp_path("rmcp-stdio-client-view.jsonl");
     let run = run_legacy_client("rmcp", &view, &[bin.to_string_lossy()], TIMEOUT);
+    run.assert_checks(RMCP_PROFILE_CHECKS);
+    assert_eq!(
+        run.check("tools/list taskSupport")["support"],
+        declared_support(),
+        "{}",
+        run.out
+    );
+    let seen = read_transcript(&view);
+    let _ = std::fs::remove_file(&view);
+    check_client_view(&seen);
+}
+
+/// The `rmcp_layer` example on a free loopback port, killed on drop.
+struct LayerExample {
+    child: Child,
+    url: String,
+}
+
+impl LayerExample {
+    fn start() -> LayerExample {
+        let mut child = Command::new(example("rmcp_layer"))
+            .args(["--listen", "127.0.0.1:0"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start the rmcp_layer example");
+        let stderr = child.stderr.take().expect("piped stderr");
+        let (tx, rx) = std::sync::mpsc::channel();
+        // The example says where it listens once it accepts connections;
+        // the rest of its stderr is drained so it never blocks on a full pipe.
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                if let Some(url) = line.strip_prefix("listening on ") {
+                    let _ = tx.send(url.to_owned());
+                } else {
+                    eprintln!("rmcp_layer: {line}");
+                }
+            }
+        });
+        let url = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("rmcp_layer printed its address within 30 s");
+        LayerExample { child, url }
+    }
+}
+
+impl Drop for LayerExample {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn ts_sdk_legacy_client_against_the_rmcp_layer_example_over_http() {
+    let server = LayerExample::start();
+    let view = temp_path("rmcp-layer-client-view.jsonl");
+    let run = run_legacy_client_http("rmcp", &view, &server.url, TIMEOUT);
     run.assert_checks(RMCP_PROFILE_CHECKS);
     assert_eq!(
         run.check("tools/list taskSupport")["support"],

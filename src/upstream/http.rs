@@ -792,7 +792,7 @@ impl HttpUpstream {
         name: Option<&str>,
         body: axum::body::Bytes,
     ) -> Result<RawAnswer, ShimError> {
-        let resp = self.send_body(method, name, body.into(), None).await?;
+        let resp = self.send_body(method, name, body, None).await?;
         if resp.status() == StatusCode::ACCEPTED {
             return Err(ShimError::Upstream(format!(
                 "the HTTP upstream gave no answer to {method}"
