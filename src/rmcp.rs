@@ -1,4 +1,4 @@
-//! An [`rmcp`](::rmcp) 3.x server behind the shim, in the same process
+//! An [`rmcp`] 3.x server behind the shim, in the same process
 //! (feature `rmcp`).
 //!
 //! rmcp 3.x speaks 2026-07-28 only. [`link`] serves any rmcp
