@@ -40,9 +40,9 @@ cargo test --features rmcp "$@"
 # The library's docs are part of its interface: a broken intra-doc link or
 # a warning fails the run, as a failing doctest does.
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --lib --features rmcp
-# The shipped binary, without optional features: this also shows that the
-# crate builds with the `rmcp` feature off.
-cargo build --bin mcp-tasks-shim
+# The binary cargo test just built (not a stale release build); the
+# `rmcp` feature leaves it as it is, and makes this a no-op.
+cargo build --features rmcp --bin mcp-tasks-shim
 export SHIM_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/mcp-tasks-shim"
 bash scripts/conformance.sh baseline
 bash scripts/conformance.sh shim
