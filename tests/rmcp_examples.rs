@@ -21,6 +21,11 @@
 //! `tasks/list` and status notifications. Everything the example emitted
 //! to the client validates against the 2025-11-25 schema.
 //!
+//! The server's own checks where rmcp's task manager has none (an accepted
+//! form lacking a required answer, a forged MRTR `requestState`) are
+//! driven over `mcp_tasks_shim::rmcp::link`, the in-process pair the stdio
+//! example uses, with 2026-07-28 requests.
+//!
 //! The examples are built by `cargo test --features rmcp` (all targets);
 //! when running this file alone, build them first:
 //! `cargo build --features rmcp --examples`.
@@ -208,4 +213,122 @@ fn ts_sdk_legacy_client_against_the_rmcp_layer_example_over_http() {
     let seen = read_transcript(&view);
     let _ = std::fs::remove_file(&view);
     check_client_view(&seen);
+}
+
+/// 2026-07-28 `_meta` declaring the tasks extension and elicitation.
+fn modern_meta() -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {
+            "extensions": {"io.modelcontextprotocol/tasks": {}},
+            "elicitation": {"form": {}}
+        },
+        "io.modelcontextprotocol/clientInfo": {"name": "rmcp-examples-test", "version": "1"}
+    })
+}
+
+async fn call(
+    link: &mcp_tasks_shim::upstream::Link,
+    method: &str,
+    mut params: Value,
+) -> Result<Value, (i64, String)> {
+    params["_meta"] = modern_meta();
+    let answer = tokio::time::timeout(
+        Duration::from_secs(10),
+        link.upstream.request(method, params),
+    )
+    .await
+    .expect("an answer in time")
+    .expect("the in-process server is there");
+    answer.map_err(|e| (e.code, e.message))
+}
+
+async fn task_in(link: &mcp_tasks_shim::upstream::Link, id: &str, status: &str) -> Value {
+    for _ in 0..200 {
+        let t = call(link, "tasks/get", json!({"taskId": id}))
+            .await
+            .unwrap();
+        if t["status"] == status {
+            return t;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("task {id} never reached {status}");
+}
+
+#[tokio::test]
+async fn the_rmcp_server_refuses_an_incomplete_form_and_a_forged_request_state() {
+    use mcp_tasks_shim::proxy::ProxyOptions;
+    use mcp_tasks_shim::reference::rmcp::RmcpReferenceServer;
+    use mcp_tasks_shim::revision::Revision as Rev;
+
+    let link =
+        mcp_tasks_shim::rmcp::link(RmcpReferenceServer::new(), &ProxyOptions::default()).await;
+    assert_eq!(link.revision, Rev::Modern, "{}", link.discover);
+
+    // An accepted form without the required `confirm` is refused, and the
+    // question stays open; a complete one is taken and reaches the tool.
+    let created = call(
+        &link,
+        "tools/call",
+        json!({"name": "confirm_delete", "arguments": {"filename": "a.txt"}}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(created["resultType"], "task", "{created}");
+    let id = created["taskId"].as_str().unwrap().to_owned();
+    let waiting = task_in(&link, &id, "input_required").await;
+    let key = waiting["inputRequests"]
+        .as_object()
+        .and_then(|m| m.keys().next().cloned())
+        .unwrap_or_else(|| panic!("{waiting}"));
+    let refused = call(
+        &link,
+        "tasks/update",
+        json!({"taskId": id, "inputResponses": {&key: {"action": "accept", "content": {}}}}),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(refused.0, -32602, "{refused:?}");
+    assert!(refused.1.contains("confirm"), "{refused:?}");
+    let still = task_in(&link, &id, "input_required").await;
+    assert!(still["inputRequests"].get(&key).is_some(), "{still}");
+    call(
+        &link,
+        "tasks/update",
+        json!({"taskId": id, "inputResponses": {&key: {"action": "accept", "content": {"confirm": true}}}}),
+    )
+    .await
+    .unwrap();
+    let done = task_in(&link, &id, "completed").await;
+    assert_eq!(
+        done["result"]["content"][0]["text"], "Deleted a.txt",
+        "{done}"
+    );
+
+    // MRTR before the task: a requestState the server did not seal is
+    // refused; the one it sealed creates the task.
+    let ask = json!({"name": "test_tool_with_task", "arguments": {}});
+    let round_one = call(&link, "tools/call", ask.clone()).await.unwrap();
+    assert_eq!(round_one["resultType"], "input_required", "{round_one}");
+    assert!(round_one.get("taskId").is_none(), "{round_one}");
+    let state = round_one["requestState"].as_str().unwrap().to_owned();
+    let answer = json!({"user_name": {"action": "accept", "content": {"name": "Bob"}}});
+    let mut forged = ask.clone();
+    forged["inputResponses"] = answer.clone();
+    forged["requestState"] = json!(format!("{state}x"));
+    let refused = call(&link, "tools/call", forged).await.unwrap_err();
+    assert_eq!(refused.0, -32602, "{refused:?}");
+    let mut retry = ask;
+    retry["inputResponses"] = answer;
+    retry["requestState"] = json!(state);
+    let task = call(&link, "tools/call", retry).await.unwrap();
+    assert_eq!(task["resultType"], "task", "{task}");
+    assert!(task.get("requestState").is_none(), "{task}");
+    let done = task_in(&link, task["taskId"].as_str().unwrap(), "completed").await;
+    assert_eq!(
+        done["result"]["content"][0]["text"],
+        "Hello, Bob! (name gathered before the task was created)",
+        "{done}"
+    );
 }
