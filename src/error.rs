@@ -9,6 +9,28 @@ use serde_json::{Value, json};
 use crate::jsonrpc::ErrorObject;
 use crate::revision::{MODERN_VERSION, TASKS_EXTENSION};
 
+/// The HTTP status a 2026-07-28 Streamable HTTP server answers a JSON-RPC
+/// error `code` with: 400 for what is wrong with the request itself
+/// (headers, version, capability, framing), 404 for a method the revision
+/// does not have, 200 (the error in the body) for the rest. The shim's
+/// modern front, its relay and the reference server all answer through
+/// this one mapping.
+///
+/// ```
+/// use mcp_tasks_shim::error::{codes, modern_http_status};
+/// assert_eq!(modern_http_status(codes::METHOD_NOT_FOUND), 404);
+/// assert_eq!(modern_http_status(codes::INVALID_PARAMS), 200);
+/// ```
+pub fn modern_http_status(code: i64) -> u16 {
+    use codes::*;
+    match code {
+        HEADER_MISMATCH | MISSING_CAPABILITY | UNSUPPORTED_VERSION | PARSE_ERROR
+        | INVALID_REQUEST => 400,
+        METHOD_NOT_FOUND => 404,
+        _ => 200,
+    }
+}
+
 /// JSON-RPC and MCP error codes the shim emits or recognises.
 pub mod codes {
     /// Invalid JSON.
@@ -146,17 +168,13 @@ impl ShimError {
         }
     }
 
-    /// The HTTP status a 2026-07-28 server answers this error with.
+    /// The HTTP status a 2026-07-28 server answers this error with: the
+    /// code's status ([`modern_http_status`]), except that a refused
+    /// credential is 401 whatever code it carries.
     pub fn http_status(&self) -> u16 {
         match self {
-            ShimError::HeaderMismatch(_)
-            | ShimError::TasksExtensionRequired
-            | ShimError::UnsupportedVersion { .. }
-            | ShimError::Parse(_)
-            | ShimError::InvalidRequest(_) => 400,
-            ShimError::MethodNotFound(_) => 404,
             ShimError::Unauthorized(_) => 401,
-            _ => 200,
+            e => modern_http_status(e.code()),
         }
     }
 

@@ -107,10 +107,12 @@ impl std::str::FromStr for Revision {
     }
 }
 
-/// Methods only a legacy client sends.
-const LEGACY_ONLY_CLIENT_METHODS: &[&str] = &[
+/// Requests a 2025-11-25 client sends that 2026-07-28 does not have. A
+/// 2026-07-28 front answers each with [`not_a_modern_method`]: forwarded,
+/// they would act on the one upstream session every modern client shares
+/// (a log level, a resource subscription), or answer as if they existed.
+pub const LEGACY_ONLY_REQUESTS: &[&str] = &[
     "initialize",
-    "notifications/initialized",
     "ping",
     "logging/setLevel",
     "resources/subscribe",
@@ -118,6 +120,17 @@ const LEGACY_ONLY_CLIENT_METHODS: &[&str] = &[
     "tasks/result",
     "tasks/list",
 ];
+
+/// Whether `method` is one of [`LEGACY_ONLY_REQUESTS`].
+pub fn is_legacy_only_request(method: &str) -> bool {
+    LEGACY_ONLY_REQUESTS.contains(&method)
+}
+
+/// The `-32601` a 2026-07-28 front answers a [`LEGACY_ONLY_REQUESTS`]
+/// method with, worded the same on every front.
+pub fn not_a_modern_method(method: &str) -> crate::error::ShimError {
+    crate::error::ShimError::MethodNotFound(format!("{method} is not a 2026-07-28 method"))
+}
 
 /// Methods only a modern client sends.
 const MODERN_ONLY_CLIENT_METHODS: &[&str] =
@@ -158,7 +171,7 @@ pub fn detect_client(msg: &Message) -> ClientSignal {
                 };
             }
             let method = msg.method().unwrap_or_default();
-            if LEGACY_ONLY_CLIENT_METHODS.contains(&method) {
+            if is_legacy_only_request(method) || method == "notifications/initialized" {
                 ClientSignal::Is(Revision::Legacy)
             } else if MODERN_ONLY_CLIENT_METHODS.contains(&method) {
                 ClientSignal::Is(Revision::Modern)
@@ -290,7 +303,7 @@ mod tests {
 
     #[test]
     fn legacy_only_methods_signal_legacy() {
-        for m in LEGACY_ONLY_CLIENT_METHODS {
+        for m in LEGACY_ONLY_REQUESTS {
             assert_eq!(
                 detect_client(&req(m, json!({}))),
                 ClientSignal::Is(Revision::Legacy),

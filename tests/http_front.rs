@@ -255,6 +255,23 @@ async fn modern_error_paths(upstream: Vec<String>) {
         "tasks/result",
     );
 
+    // The other requests 2026-07-28 lacks are the shim's to refuse, in
+    // front of either server: relayed to a modern upstream, `ping` or
+    // `logging/setLevel` would reach the session every client shares.
+    for (n, method) in ["ping", "logging/setLevel", "resources/subscribe"]
+        .into_iter()
+        .enumerate()
+    {
+        let r = s2(send(modern(&c, url, 30 + n as i64, method, json!({}))).await);
+        expect_error(method, &r, StatusCode::NOT_FOUND, -32601, method);
+        assert_eq!(
+            r.1["error"]["message"],
+            format!("Method not found: {method} is not a 2026-07-28 method"),
+            "{}",
+            r.1
+        );
+    }
+
     // A 2026-07-28 request with a stray `Mcp-Session-Id` (which its
     // transport ignores) is served, not refused as an unknown session.
     let (s, body, _) =

@@ -2,7 +2,7 @@
 //!
 //! Records are kept in a compact form and turned into [`TaskRecord`]s on
 //! the way out: at a million tracked tasks the per-record overhead is what
-//! decides the footprint (see docs/performance.md, "Ledger scale"). So each
+//! decides the footprint (see docs/performance.md, `ledger_scale`). So each
 //! id is stored once (an `Arc<str>` shared by the id map and the scope
 //! index), each scope string once per scope, the hash table holds only a
 //! pointer per record, and a task's rarely-used parts (`extra`, a status

@@ -27,7 +27,7 @@ use axum::response::{IntoResponse, Response};
 use futures_util::Stream;
 use tokio::net::TcpListener;
 
-use crate::error::{ShimError, codes};
+use crate::error::ShimError;
 use crate::jsonrpc::{ErrorObject, Id, Message};
 use crate::revision::Revision;
 
@@ -108,19 +108,10 @@ fn error_response(status: StatusCode, id: Option<Id>, e: &ShimError) -> Response
     json_response(status, &Message::error(id, e.to_error_object()))
 }
 
-/// The HTTP status a 2026-07-28 server answers a JSON-RPC error with; the
-/// server core only hands out codes, so this mirrors
-/// [`ShimError::http_status`] code by code.
+/// The status a 2026-07-28 server answers the error with (the crate's one
+/// code-to-status mapping).
 fn modern_status(e: &ErrorObject) -> StatusCode {
-    match e.code {
-        codes::HEADER_MISMATCH
-        | codes::MISSING_CAPABILITY
-        | codes::UNSUPPORTED_VERSION
-        | codes::PARSE_ERROR
-        | codes::INVALID_REQUEST => StatusCode::BAD_REQUEST,
-        codes::METHOD_NOT_FOUND => StatusCode::NOT_FOUND,
-        _ => StatusCode::OK,
-    }
+    StatusCode::from_u16(crate::error::modern_http_status(e.code)).unwrap_or(StatusCode::OK)
 }
 
 /// Whether the `Accept` header lists `mime` (or a wildcard covering it).

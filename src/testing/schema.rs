@@ -507,85 +507,61 @@ pub fn validate_def(file: SchemaFile, def: &str, instance: &Value) -> Result<(),
     }
 }
 
+/// What one message was checked against, and what each check refused.
+#[derive(Default)]
+struct Checks {
+    lines: Vec<String>,
+    checked: Vec<&'static str>,
+}
+
+impl Checks {
+    fn run(&mut self, def: Def, instance: &Value, prefix: &str) {
+        self.checked.push(def.1);
+        self.lines.extend(check(def, instance, prefix));
+    }
+}
+
 /// Validates one message. `answered_method` is the method of the request a
 /// response answers (None for requests/notifications).
 pub fn validate(rev: Revision, msg: &Value, answered_method: Option<&str>) -> Result<(), String> {
     let core = SchemaFile::core(rev);
     let kind = kind(msg);
     let method = msg.get("method").and_then(Value::as_str);
-    let mut lines = Vec::new();
-    let mut checked = Vec::new();
-    let mut run = |def: Def, instance: &Value, prefix: &str, lines: &mut Vec<String>| {
-        checked.push(def.1);
-        lines.extend(check(def, instance, prefix));
-    };
-
+    let mut checks = Checks::default();
     match kind {
-        Kind::Request | Kind::Notification => {
-            let envelope = if kind == Kind::Request {
-                "JSONRPCRequest"
-            } else {
-                "JSONRPCNotification"
-            };
-            run(must_def(core, envelope), msg, "", &mut lines);
-            if let Some(def) = method.and_then(|m| method_def(rev, m)) {
-                run(def, msg, "", &mut lines);
-                if kind == Kind::Request && def.0 == SchemaFile::TasksExtension {
-                    // The extension's request types omit `_meta`; the core
-                    // requires it (protocol version, client capabilities) on
-                    // every modern request.
-                    match msg.get("params") {
-                        Some(params) => run(
-                            must_def(core, "RequestParams"),
-                            params,
-                            "/params",
-                            &mut lines,
-                        ),
-                        None => lines.push(
-                            "- RequestParams (2026-07-28 core schema) rejects the message: \
-                             `params` (with `_meta`) is required on every modern request"
-                                .to_owned(),
-                        ),
-                    }
-                }
-            }
-        }
+        Kind::Request | Kind::Notification => check_call(&mut checks, rev, kind, msg),
         Kind::Result => {
-            run(must_def(core, "JSONRPCResultResponse"), msg, "", &mut lines);
+            checks.run(must_def(core, "JSONRPCResultResponse"), msg, "");
             if msg.get("error").is_some() {
-                lines.push("- JSON-RPC 2.0: a response carries both `result` and `error`".into());
+                checks
+                    .lines
+                    .push("- JSON-RPC 2.0: a response carries both `result` and `error`".into());
             }
             let result = &msg["result"];
             if result.is_object() {
-                run(
-                    result_def(rev, answered_method, result),
-                    result,
-                    "/result",
-                    &mut lines,
-                );
+                checks.run(result_def(rev, answered_method, result), result, "/result");
             }
         }
         Kind::Error => {
-            run(must_def(core, "JSONRPCErrorResponse"), msg, "", &mut lines);
+            checks.run(must_def(core, "JSONRPCErrorResponse"), msg, "");
             if let Some(def) = msg
                 .pointer("/error/code")
                 .and_then(Value::as_i64)
                 .and_then(|code| error_def(rev, code))
             {
-                run(def, msg, "", &mut lines);
+                checks.run(def, msg, "");
             }
         }
         Kind::Unknown => {
-            lines.push(
+            checks.lines.push(
                 "- not a request (`method` + `id`), notification (`method`), \
                  result response (`result`) or error response (`error`)"
                     .to_owned(),
             );
-            run(must_def(core, "JSONRPCMessage"), msg, "", &mut lines);
+            checks.run(must_def(core, "JSONRPCMessage"), msg, "");
         }
     }
-
-    if lines.is_empty() {
+    if checks.lines.is_empty() {
         return Ok(());
     }
     let what = match (kind, method, answered_method) {
@@ -595,10 +571,39 @@ pub fn validate(rev: Revision, msg: &Value, answered_method: Option<&str>) -> Re
     };
     Err(format!(
         "{rev} {what} violates the schema (checked: {}):\n{}\nmessage: {}",
-        checked.join(", "),
-        lines.join("\n"),
+        checks.checked.join(", "),
+        checks.lines.join("\n"),
         truncate(&msg.to_string(), 2000)
     ))
+}
+
+/// A request or notification: its envelope, its method's own type and,
+/// for a tasks-extension request, the core's `RequestParams`.
+fn check_call(checks: &mut Checks, rev: Revision, kind: Kind, msg: &Value) {
+    let core = SchemaFile::core(rev);
+    let envelope = if kind == Kind::Request {
+        "JSONRPCRequest"
+    } else {
+        "JSONRPCNotification"
+    };
+    checks.run(must_def(core, envelope), msg, "");
+    let method = msg.get("method").and_then(Value::as_str);
+    let Some(def) = method.and_then(|m| method_def(rev, m)) else {
+        return;
+    };
+    checks.run(def, msg, "");
+    if kind == Kind::Request && def.0 == SchemaFile::TasksExtension {
+        // The extension's request types omit `_meta`; the core requires it
+        // (protocol version, client capabilities) on every modern request.
+        match msg.get("params") {
+            Some(params) => checks.run(must_def(core, "RequestParams"), params, "/params"),
+            None => checks.lines.push(
+                "- RequestParams (2026-07-28 core schema) rejects the message: \
+                 `params` (with `_meta`) is required on every modern request"
+                    .to_owned(),
+            ),
+        }
+    }
 }
 
 fn truncate(s: &str, max_chars: usize) -> String {

@@ -27,7 +27,7 @@ use super::{BridgeConfig, Clock, lock};
 use crate::error::ShimError;
 use crate::jsonrpc::{ErrorObject, Id, Message, Request};
 use crate::ledger::TaskLedger;
-use crate::revision::LEGACY_VERSION;
+use crate::revision::{self, LEGACY_VERSION};
 use crate::scope::{Principal, Scope};
 use crate::translate::{input, session as tsession};
 use crate::transport::Outbox;
@@ -572,25 +572,9 @@ impl ModernSession {
 
     /// `None` only for `subscriptions/listen`, answered at teardown.
     async fn request(self: &Arc<Self>, req: Request) -> Option<RpcResult> {
-        // Methods 2026-07-28 does not have answer -32601 whatever their
-        // `_meta` says. Forwarded, they would act on the one upstream
-        // session every modern client shares (a log level, a resource
-        // subscription), or answer as if they existed.
-        if matches!(
-            req.method.as_str(),
-            "tasks/result"
-                | "tasks/list"
-                | "initialize"
-                | "ping"
-                | "logging/setLevel"
-                | "resources/subscribe"
-                | "resources/unsubscribe"
-        ) {
-            return Some(Err(ShimError::MethodNotFound(format!(
-                "{} is not a 2026-07-28 method",
-                req.method
-            ))
-            .into()));
+        // Whatever their `_meta` says (see the list's reasons).
+        if revision::is_legacy_only_request(&req.method) {
+            return Some(Err(revision::not_a_modern_method(&req.method).into()));
         }
         let (legacy_req, meta) = match tsession::request_to_legacy(&req) {
             Ok(x) => x,

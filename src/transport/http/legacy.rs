@@ -14,6 +14,7 @@
 //! without DELETE would otherwise keep their session, its engine and its
 //! anonymous tasks for the life of the process.
 
+use crate::bridge::lock;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -102,19 +103,6 @@ impl HttpSession {
 
     fn touch(&self, now_ms: u64) {
         self.last_used_ms.store(now_ms, Ordering::Relaxed);
-    }
-
-    /// A request being answered, or a stream open to the client (the GET
-    /// stream, an SSE answer in progress), keeps a session from expiring.
-    fn busy(&self) -> bool {
-        if self.in_flight.load(Ordering::Acquire) > 0 {
-            return true;
-        }
-        let r = lock(&self.routes);
-        let open = |tx: &Tx| !tx.is_closed();
-        r.get_stream.as_ref().is_some_and(open)
-            || r.by_id.values().any(open)
-            || r.by_task.values().any(open)
     }
 
     fn route(&self, msg: Message) {
@@ -495,10 +483,6 @@ pub(super) async fn initialize(
     resp
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 /// Looks a session up for a request of `principal` and marks it used,
 /// under the sessions lock: the idle sweep, which decides under the same
 /// lock, cannot end a session a request has just found. A session of
@@ -876,29 +860,28 @@ pub(super) async fn expire_idle(app: &App) -> usize {
     let Some(idle) = app.opts.session_idle_timeout else {
         return 0;
     };
-    let idle_ms = u64::try_from(idle.as_millis()).unwrap_or(u64::MAX);
-    let now = app.now_ms();
-    let expired: Vec<(String, Arc<HttpSession>)> = {
-        let mut sessions = lock(&app.sessions);
-        let ids: Vec<String> = sessions
-            .iter()
-            .filter_map(|(sid, s)| {
-                if s.busy() {
-                    // Idle time counts from the end of the last stream.
-                    s.touch(now);
-                    return None;
-                }
-                let since = now.saturating_sub(s.last_used_ms.load(Ordering::Relaxed));
-                (since >= idle_ms).then(|| sid.clone())
-            })
-            .collect();
-        ids.into_iter()
-            .filter_map(|sid| sessions.remove(&sid).map(|s| (sid, s)))
-            .collect()
-    };
+    let expired = super::take_idle(&app.sessions, app.now_ms(), idle);
     for (sid, s) in &expired {
         end(app, s, "the session expired").await;
         tracing::info!(session = %crate::ids::log_prefix(sid), idle_s = idle.as_secs(), "idle legacy HTTP session expired");
     }
     expired.len()
+}
+
+impl super::IdleSession for HttpSession {
+    /// A request being answered, or a stream open to the client (the GET
+    /// stream, an SSE answer in progress), keeps a session from expiring.
+    fn busy(&self) -> bool {
+        if self.in_flight.load(Ordering::Acquire) > 0 {
+            return true;
+        }
+        let r = lock(&self.routes);
+        let open = |tx: &Tx| !tx.is_closed();
+        r.get_stream.as_ref().is_some_and(open)
+            || r.by_id.values().any(open)
+            || r.by_task.values().any(open)
+    }
+    fn last_used(&self) -> &AtomicU64 {
+        &self.last_used_ms
+    }
 }

@@ -17,6 +17,7 @@
 //! bounded backlog until one opens. Client answers and notifications go to
 //! the child's stdin and are acknowledged with 202.
 
+use crate::bridge::lock;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -86,22 +87,9 @@ struct Routes {
     ended: bool,
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 impl RelaySession {
     fn touch(&self, now_ms: u64) {
         self.last_used_ms.store(now_ms, Ordering::Relaxed);
-    }
-
-    fn busy(&self) -> bool {
-        if self.in_flight.load(Ordering::Acquire) > 0 {
-            return true;
-        }
-        let r = lock(&self.routes);
-        r.get_stream.as_ref().is_some_and(|tx| !tx.is_closed())
-            || r.by_id.values().any(|tx| !tx.is_closed())
     }
 
     fn send_to_child(&self, msg: Message) -> Result<(), ShimError> {
@@ -522,28 +510,26 @@ pub(super) fn expire_idle(app: &App) -> usize {
     let Some(idle) = app.opts.session_idle_timeout else {
         return 0;
     };
-    let idle_ms = u64::try_from(idle.as_millis()).unwrap_or(u64::MAX);
-    let now = app.now_ms();
-    let expired: Vec<(String, Arc<RelaySession>)> = {
-        let mut relays = lock(&app.relays);
-        let ids: Vec<String> = relays
-            .iter()
-            .filter_map(|(sid, s)| {
-                if s.busy() {
-                    s.touch(now);
-                    return None;
-                }
-                let since = now.saturating_sub(s.last_used_ms.load(Ordering::Relaxed));
-                (since >= idle_ms).then(|| sid.clone())
-            })
-            .collect();
-        ids.into_iter()
-            .filter_map(|sid| relays.remove(&sid).map(|s| (sid, s)))
-            .collect()
-    };
+    let expired = super::take_idle(&app.relays, app.now_ms(), idle);
     for (sid, s) in &expired {
         s.end("the session expired");
         tracing::info!(session = %crate::ids::log_prefix(sid), idle_s = idle.as_secs(), "idle legacy HTTP session expired; its upstream process ends");
     }
     expired.len()
+}
+
+impl super::IdleSession for RelaySession {
+    /// A request being answered, or a stream open to the client (the GET
+    /// stream, an SSE answer in progress), keeps a session from expiring.
+    fn busy(&self) -> bool {
+        if self.in_flight.load(Ordering::Acquire) > 0 {
+            return true;
+        }
+        let r = lock(&self.routes);
+        r.get_stream.as_ref().is_some_and(|tx| !tx.is_closed())
+            || r.by_id.values().any(|tx| !tx.is_closed())
+    }
+    fn last_used(&self) -> &AtomicU64 {
+        &self.last_used_ms
+    }
 }

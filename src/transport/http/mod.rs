@@ -1038,13 +1038,43 @@ fn error_response(status: StatusCode, id: Option<crate::jsonrpc::Id>, e: ShimErr
     json_response(status, &Message::error(id, e.to_error_object()))
 }
 
-/// The HTTP status a 2026-07-28 server gives a JSON-RPC error code.
+/// A session the idle sweeper may end: the legacy front's and the relay's.
+pub(super) trait IdleSession {
+    /// A request being answered, or a stream open to the client.
+    fn busy(&self) -> bool;
+    /// When it was last used, in ms on the app's clock.
+    fn last_used(&self) -> &std::sync::atomic::AtomicU64;
+}
+
+/// Takes out of `sessions` those idle for `idle` or longer at `now_ms`. A
+/// busy session counts as used now, so its idle time counts from the end
+/// of its last stream.
+pub(super) fn take_idle<S: IdleSession>(
+    sessions: &Mutex<HashMap<String, Arc<S>>>,
+    now_ms: u64,
+    idle: std::time::Duration,
+) -> Vec<(String, Arc<S>)> {
+    use std::sync::atomic::Ordering::Relaxed;
+    let idle_ms = u64::try_from(idle.as_millis()).unwrap_or(u64::MAX);
+    let mut sessions = crate::bridge::lock(sessions);
+    let expired: Vec<String> = sessions
+        .iter()
+        .filter_map(|(sid, s)| {
+            if s.busy() {
+                s.last_used().store(now_ms, Relaxed);
+                return None;
+            }
+            let since = now_ms.saturating_sub(s.last_used().load(Relaxed));
+            (since >= idle_ms).then(|| sid.clone())
+        })
+        .collect();
+    expired
+        .into_iter()
+        .filter_map(|sid| sessions.remove(&sid).map(|s| (sid, s)))
+        .collect()
+}
+
+/// [`crate::error::modern_http_status`] as axum's type.
 pub(crate) fn modern_status(code: i64) -> StatusCode {
-    use crate::error::codes::*;
-    match code {
-        HEADER_MISMATCH | MISSING_CAPABILITY | UNSUPPORTED_VERSION | PARSE_ERROR
-        | INVALID_REQUEST => StatusCode::BAD_REQUEST,
-        METHOD_NOT_FOUND => StatusCode::NOT_FOUND,
-        _ => StatusCode::OK,
-    }
+    StatusCode::from_u16(crate::error::modern_http_status(code)).unwrap_or(StatusCode::OK)
 }

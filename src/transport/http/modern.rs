@@ -14,7 +14,7 @@ use crate::bridge::IfDropped;
 use crate::bridge::modern_front::ModernSession;
 use crate::error::ShimError;
 use crate::jsonrpc::{Id, Message, Request};
-use crate::revision::{META_SUBSCRIPTION_ID, MODERN_VERSION, Revision};
+use crate::revision::{self, META_SUBSCRIPTION_ID, MODERN_VERSION, Revision};
 use crate::scope::{Principal, Scope};
 use crate::translate::session::validate_modern_meta;
 use crate::upstream::RawAnswer;
@@ -34,9 +34,12 @@ pub(super) async fn post(
         return StatusCode::ACCEPTED.into_response();
     };
     let id = req.id.clone();
-    if matches!(req.method.as_str(), "tasks/result" | "tasks/list") {
-        let e = ShimError::MethodNotFound(format!("{} is not a 2026-07-28 method", req.method));
-        return error_response(StatusCode::NOT_FOUND, Some(id), e);
+    // Refused before the header checks, on the bridge and the relay alike:
+    // relayed, `tasks/list` would be the one request whose answer the
+    // shim could not scope to the caller.
+    if revision::is_legacy_only_request(&req.method) {
+        let e = revision::not_a_modern_method(&req.method);
+        return error_response(modern_status(e.code()), Some(id), e);
     }
     match headers::check(hdrs, &msg, app.opts.accept_missing_mcp_name) {
         Ok(headers::Checked::Complete) => {}
