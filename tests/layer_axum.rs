@@ -382,7 +382,11 @@ fn principals_come_from_the_auth_layer_extension() {
                 .iter()
                 .map(|t| t["taskId"].clone())
                 .collect();
-            assert_eq!(ids, [task.clone()], "{user} sees its own task only");
+            assert_eq!(
+                ids,
+                std::slice::from_ref(task),
+                "{user} sees its own task only"
+            );
         }
         // A session is its principal's: another caller cannot use it.
         let (alice_sid, bob) = (&sessions[0].1, "bob");
