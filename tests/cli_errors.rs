@@ -39,13 +39,13 @@ fn stderr(out: &Output) -> String {
 #[test]
 fn zero_where_it_cannot_work_is_refused_naming_the_flag() {
     for flag in [
-        "--upstream-ping-timeout-ms",
+        "--upstream-ping-timeout",
         "--page-size",
-        "--task-ttl-ms",
-        "--max-task-ttl-ms",
+        "--task-ttl",
+        "--max-task-ttl",
         "--max-tasks-per-client",
-        "--probe-timeout-ms",
-        "--request-timeout-s",
+        "--probe-timeout",
+        "--request-timeout",
     ] {
         let out = stdio_with(&[flag, "0"]);
         let err = stderr(&out);
@@ -61,7 +61,7 @@ fn zero_where_it_cannot_work_is_refused_naming_the_flag() {
 /// Zero still means "off" where the help says so.
 #[test]
 fn zero_that_means_off_is_still_accepted() {
-    for flag in ["--upstream-ping-ms", "--max-listen-streams"] {
+    for flag in ["--upstream-ping", "--max-listen-streams"] {
         let out = stdio_with(&[flag, "0"]);
         let err = stderr(&out);
         assert_ne!(out.status.code(), Some(2), "{flag}: {err}");
@@ -73,7 +73,11 @@ fn zero_that_means_off_is_still_accepted() {
 fn a_zero_page_size_in_the_config_file_names_the_file_and_the_key() {
     let dir = tempfile::tempdir().expect("temp dir");
     let config = dir.path().join("shim.toml");
-    std::fs::write(&config, "default_poll_ms = 100\npage_size = 0\n").expect("write config");
+    std::fs::write(
+        &config,
+        "default_poll_interval = \"100ms\"\npage_size = 0\n",
+    )
+    .expect("write config");
     let out = stdio_with(&["--config", config.to_str().expect("utf-8 path")]);
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(1), "{err}");

@@ -54,7 +54,7 @@ impl Shim {
             Revision::Modern => "2025-11-25",
         };
         let mut child = Command::new(shim_bin())
-            .args(["stdio", "--probe-timeout-ms", "3000", "--"])
+            .args(["stdio", "--probe-timeout", "3s", "--"])
             .args([shim_bin(), "reference-server", "--revision", upstream])
             .env("RUST_LOG", "off")
             .stdin(Stdio::piped())

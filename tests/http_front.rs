@@ -814,7 +814,7 @@ async fn await_gauge(c: &reqwest::Client, base: &str, name: &str, want: u64) {
 #[tokio::test(flavor = "multi_thread")]
 async fn idle_legacy_sessions_expire_and_busy_ones_stay() {
     let shim = HttpShim::spawn(
-        &["--session-idle-timeout-s", "1", "--max-sessions", "5"],
+        &["--session-idle-timeout", "1s", "--max-sessions", "5"],
         &modern_reference(),
     );
     let c = client();
@@ -1374,7 +1374,7 @@ fn read_until_closed(s: &mut std::net::TcpStream, within: Duration) -> Option<St
 const CUT_WITHIN: Duration = Duration::from_secs(15);
 
 /// Slow clients cannot hold the shim's connections: headers trickled past
-/// `--read-timeout-s` close the connection, a body trickled past it gets
+/// `--read-timeout` close the connection, a body trickled past it gets
 /// 408 (in JSON-RPC), and past `--max-connections` new connections are
 /// closed as they come. Before, all of these stayed open indefinitely.
 #[test]
@@ -1384,7 +1384,7 @@ fn slow_clients_are_cut_off() {
     // The cap, on a shim whose read timeout (60 s) cannot close anything
     // while the test looks: the three connections hold every slot.
     let capped = HttpShim::spawn(
-        &["--read-timeout-s", "60", "--max-connections", "3"],
+        &["--read-timeout", "60s", "--max-connections", "3"],
         &legacy_reference(),
     );
     let addr = capped.base.trim_start_matches("http://").to_owned();
@@ -1407,7 +1407,7 @@ fn slow_clients_are_cut_off() {
     drop(held);
     drop(capped);
 
-    let shim = HttpShim::spawn(&["--read-timeout-s", "1"], &legacy_reference());
+    let shim = HttpShim::spawn(&["--read-timeout", "1s"], &legacy_reference());
     let addr = shim.base.trim_start_matches("http://").to_owned();
     // Half a request head, then nothing.
     let mut head = TcpStream::connect(&addr).unwrap();
@@ -1495,7 +1495,7 @@ fn read_response(s: &mut std::net::TcpStream, within: Duration) -> Option<String
 fn a_declared_body_over_the_limit_is_refused_before_it_is_sent() {
     use std::io::Write;
     let shim = HttpShim::spawn(
-        &["--max-body-bytes", "4096", "--read-timeout-s", "60"],
+        &["--max-body-bytes", "4096", "--read-timeout", "60s"],
         &legacy_reference(),
     );
     let addr = shim.base.trim_start_matches("http://").to_owned();

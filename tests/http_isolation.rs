@@ -713,8 +713,8 @@ async fn progress_reaches_only_the_call_that_asked_for_it() {
             "ta=alice",
             "--token",
             "tb=bob",
-            "--probe-timeout-ms",
-            "60000",
+            "--probe-timeout",
+            "60s",
         ],
         &upstream,
     );

@@ -336,13 +336,13 @@ fn delete_ends_the_sessions_process() {
     });
 }
 
-/// An idle session expires with its process (`--session-idle-timeout-s`),
+/// An idle session expires with its process (`--session-idle-timeout`),
 /// as a DELETE would end it.
 #[test]
 fn an_idle_session_expires_with_its_process() {
     require_peers();
     let mut flags = TOKENS.to_vec();
-    flags.extend(["--session-idle-timeout-s", "1"]);
+    flags.extend(["--session-idle-timeout", "1s"]);
     let shim = HttpShim::spawn(&flags, &node("sdk_task_server.mjs"));
     block_on(async {
         let c = client();

@@ -321,11 +321,11 @@ async fn a_cancelled_call_ends_its_post_without_an_answer() {
 /// A client that takes JSON only and has no GET stream cannot be asked
 /// anything during a plain call. The question used to wait in the
 /// session's backlog for a stream that never came, and the call with it,
-/// until `--request-timeout-s`. It is refused at once instead: the call
+/// until `--request-timeout`. It is refused at once instead: the call
 /// ends with the upstream's outcome of an unanswered question, in time.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_question_no_stream_can_carry_is_refused_at_once() {
-    let shim = HttpShim::spawn(&["--request-timeout-s", "60"], &modern_reference());
+    let shim = HttpShim::spawn(&["--request-timeout", "60s"], &modern_reference());
     let c = client();
     let url = shim.url.as_str();
     let (sid, _) = initialize(&c, url, None).await;
@@ -478,7 +478,7 @@ async fn a_cancelled_tasks_question_is_withdrawn_not_asked_again() {
 /// wait), and the wait ends with the task's outcome, in time.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tasks_question_no_stream_can_carry_is_refused() {
-    let shim = HttpShim::spawn(&["--request-timeout-s", "60"], &modern_reference());
+    let shim = HttpShim::spawn(&["--request-timeout", "60s"], &modern_reference());
     let c = client();
     let url = shim.url.as_str();
     for (n, early) in [(1, false), (2, true)] {

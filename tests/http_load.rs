@@ -526,7 +526,7 @@ async fn mixed_eras_in_front_of_a_modern_server() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn modern_clients_in_front_of_a_legacy_server() {
     let s = sizes();
-    let extra = ["--task-ttl-ms".to_owned(), s.ttl_ms.to_string()];
+    let extra = ["--task-ttl".to_owned(), format!("{}ms", s.ttl_ms)];
     two_rounds(
         reference(LEGACY, None),
         &extra,

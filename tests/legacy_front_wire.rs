@@ -281,7 +281,7 @@ fn a_ttl_that_is_no_positive_integer_is_refused_like_a_fractional_one() {
 }
 
 /// A synthetic task's result is kept in the shim's ledger for the
-/// retention the client asks for, up to `--max-task-ttl-ms` (1 h by
+/// retention the client asks for, up to `--max-task-ttl` (1 h by
 /// default): a client asking for `i64::MAX` pinned its result, of any
 /// size, in memory for good. The answer says what was granted.
 #[test]
@@ -290,7 +290,7 @@ fn a_synthetic_tasks_retention_is_bounded() {
         (&[][..], json!(i64::MAX), 3_600_000),
         (&[][..], json!(1e308), 3_600_000),
         (&[][..], json!(60_000), 60_000),
-        (&["--max-task-ttl-ms", "5000"][..], json!(60_000), 5_000),
+        (&["--max-task-ttl", "5s"][..], json!(60_000), 5_000),
     ] {
         let mut shim = Wire::legacy_front(flags);
         shim.initialize();

@@ -300,7 +300,7 @@ async fn sdk_flow() {
 
 /// A server that grants its tasks no ttl (`null`, "unlimited", as the
 /// Python SDK's store does when asked for none): the shim keeps its record
-/// of each for `--max-task-ttl-ms`, not for good. Before, finished tasks
+/// of each for `--max-task-ttl`, not for good. Before, finished tasks
 /// counted against `--max-tasks-per-client` for ever, and once at the cap
 /// every later task call failed until the shim restarted. The client is
 /// shown that bound as the task's `ttlMs`.
@@ -308,7 +308,7 @@ async fn sdk_flow() {
 async fn tasks_granted_no_ttl_do_not_fill_the_cap_for_good() {
     timeout(Duration::from_secs(40), async {
         let mut s = Raw::new(
-            &["--max-tasks-per-client", "2", "--max-task-ttl-ms", "1500"],
+            &["--max-tasks-per-client", "2", "--max-task-ttl", "1500ms"],
             &node("sdk_task_server.mjs", &["--no-ttl"]),
         );
         s.ok("server/discover", json!({}), true).await;
@@ -396,7 +396,7 @@ async fn a_round_whose_call_timed_out_sends_the_server_no_answer() {
     let upstream =
         support::wire::recording_upstream(&node("sdk_task_server.mjs", &[]), &sent, &got);
     timeout(Duration::from_secs(40), async {
-        let mut s = Raw::new(&["--request-timeout-s", "1"], &upstream);
+        let mut s = Raw::new(&["--request-timeout", "1s"], &upstream);
         s.ok("server/discover", json!({}), true).await;
         let (state, key) = plain_round(&mut s).await;
         tokio::time::sleep(Duration::from_millis(1600)).await;

@@ -397,7 +397,7 @@ async fn listen_stream_follows_a_task_to_its_end() {
 async fn drive_required_tasks_and_task_ttl_flags() {
     timeout(BOUND, async {
         let mut s = Raw::new(
-            &["--drive-required-tasks", "--task-ttl-ms", "123456"],
+            &["--drive-required-tasks", "--task-ttl", "123456ms"],
             &legacy_reference(),
         );
         // A required tool, called without the extension: the shim runs the
@@ -443,7 +443,7 @@ async fn drive_required_tasks_and_task_ttl_flags() {
             r["result"]["resultType"] == "complete" || r.get("error").is_some(),
             "answered without a round: {r}"
         );
-        // --task-ttl-ms is the ttl asked of the legacy server (which honours it).
+        // --task-ttl is the ttl asked of the legacy server (which honours it).
         let id = s
             .create("slow_compute", json!({"seconds": 0.1, "label": "ttl"}))
             .await;
@@ -697,14 +697,14 @@ async fn a_cancelled_tasks_open_question_is_answered_upstream() {
     let _ = std::fs::remove_file(&got);
 }
 
-/// A task may run longer than `--request-timeout-s`: the shim's wait for
+/// A task may run longer than `--request-timeout`: the shim's wait for
 /// its outcome (a blocking `tasks/result` upstream) is asked again when
 /// one wait times out while the task still runs. Before, the task read
 /// `failed` with "no answer to tasks/result within 1 s", its result lost.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_task_may_outlast_the_request_timeout() {
     timeout(Duration::from_secs(40), async {
-        let mut s = Raw::new(&["--request-timeout-s", "1"], &legacy_reference());
+        let mut s = Raw::new(&["--request-timeout", "1s"], &legacy_reference());
         s.ok("server/discover", json!({}), true).await;
         let id = s
             .create("slow_compute", json!({"seconds": 2.5, "label": "long"}))

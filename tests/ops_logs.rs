@@ -167,7 +167,7 @@ fn json_log_lines_have_no_key_twice_and_the_summary_names_each_tools_task_suppor
         Command::new(shim_bin())
             .args(["--log-format", "json", "--log", "info", "stdio"])
             .args(["--task-support", "greet=required"])
-            .args(["--max-task-ttl-ms", "120000", "--"])
+            .args(["--max-task-ttl", "2m", "--"])
             .args(modern_reference())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

@@ -23,12 +23,7 @@ use support::wire::{Wire, shim_bin, temp_path, text_of};
 
 /// Liveness flags small enough for a test: a hang is declared after
 /// ~1.2 s of silence with requests outstanding.
-const PING: [&str; 4] = [
-    "--upstream-ping-ms",
-    "200",
-    "--upstream-ping-timeout-ms",
-    "1000",
-];
+const PING: [&str; 4] = ["--upstream-ping", "200ms", "--upstream-ping-timeout", "1s"];
 
 fn reference(rev: &str) -> Vec<String> {
     vec![
@@ -89,7 +84,7 @@ impl Drop for Stamp {
 /// probe: a failure guard. The relay is a Python process starting the
 /// reference server, which on a loaded machine can take longer than the
 /// default 5 s; a probe timed out would make the shim guess the revision.
-const PROBE: [&str; 2] = ["--probe-timeout-ms", "60000"];
+const PROBE: [&str; 2] = ["--probe-timeout", "60s"];
 
 /// `mcp-tasks-shim stdio FLAGS -- UPSTREAM`, speaking `rev` to the shim.
 fn stdio_shim(flags: &[&str], upstream: &[String], rev: Revision, stamp: &Stamp) -> Wire {
@@ -1044,10 +1039,10 @@ fn http_upstream_that_stops_answering_fails_waiting_requests() {
     let target = server.addr;
     block_on(async move {
         let ping = [
-            "--upstream-ping-ms",
-            "200",
-            "--upstream-ping-timeout-ms",
-            "500",
+            "--upstream-ping",
+            "200ms",
+            "--upstream-ping-timeout",
+            "500ms",
         ];
         let (fwd, shim) = shim_through(target, &ping).await;
         let c = h::client();
@@ -1470,7 +1465,7 @@ fn an_mrtr_round_lost_with_the_upstream_says_so() {
     assert!(message.contains("upstream exited"), "{r}");
 }
 
-/// `--request-timeout-s` holds for requests relayed unchanged (a 2025-11-25
+/// `--request-timeout` holds for requests relayed unchanged (a 2025-11-25
 /// client in front of a 2025-11-25 server) as for the shim's own: the
 /// client gets `-32603` naming the timeout, the session goes on, and the
 /// server's late answer is dropped rather than sent as a second answer.
@@ -1489,7 +1484,7 @@ fn pass_through_requests_time_out_too() {
     let mut held = relay("slowcreate", "2025-11-25");
     held.splice(3..3, ["--delay-ms".to_owned(), HELD_MS.to_string()]);
     let upstream = support::wire::recording_upstream(&held, &sent, &got);
-    let mut flags = vec!["--request-timeout-s", "3", "--upstream-ping-ms", "0"];
+    let mut flags = vec!["--request-timeout", "3s", "--upstream-ping", "0"];
     flags.extend(PROBE);
     let mut shim = Wire::spawn(&flags, &upstream);
     // The upstream is up once it answered the shim's probe.

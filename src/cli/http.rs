@@ -6,104 +6,158 @@ use std::sync::Arc;
 
 mod tokens;
 
-use super::options::ShimArgs;
+use std::time::Duration;
+
+use super::options::{LISTENING, RECORDING, SESSIONS, ShimArgs, TIMEOUTS, UPSTREAM};
 use crate::transport::http::{self, ConfiguredPrincipals, HttpOptions, ReloadablePrincipals};
 
 /// Arguments of `http`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Address to listen on (loopback by default).
-    #[arg(long, default_value = "127.0.0.1:8080")]
-    pub listen: SocketAddr,
+    /// An upstream reached over Streamable HTTP (either revision), instead
+    /// of a command after `--`.
+    #[arg(long, value_name = "URL", conflicts_with = "upstream", help_heading = UPSTREAM)]
+    pub upstream_url: Option<String>,
+    /// Address to listen on: HOST:PORT, a host name (`localhost:8080`, resolved
+    /// at start) or `:PORT`, which keeps the loopback address.
+    ///
+    /// Write `0.0.0.0:PORT` or `[::]:PORT` to accept other machines.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080", value_parser = parse_listen,
+          help_heading = LISTENING)]
+    pub listen: String,
     /// The MCP endpoint path.
-    #[arg(long, default_value = http::DEFAULT_PATH, value_parser = parse_path)]
+    #[arg(long, default_value = http::DEFAULT_PATH, value_parser = parse_path,
+          help_heading = LISTENING)]
     pub path: String,
     /// Largest accepted request body in bytes (larger: HTTP 413, at once
     /// when its Content-Length says so).
-    #[arg(long, default_value_t = http::DEFAULT_MAX_BODY_BYTES as u64,
-          value_parser = super::options::at_least_one)]
+    #[arg(long, value_name = "BYTES", default_value_t = http::DEFAULT_MAX_BODY_BYTES as u64,
+          value_parser = super::options::at_least_one, help_heading = LISTENING)]
     pub max_body_bytes: u64,
-    /// A bearer token and the principal it stands for (TOKEN=PRINCIPAL).
-    /// Repeatable. Visible to every local user in the process list:
-    /// prefer --token-file, or MCP_SHIM_TOKENS="t1=alice,t2=bob" in the
-    /// environment.
-    #[arg(long = "token", value_name = "TOKEN=PRINCIPAL", value_parser = parse_token)]
-    pub tokens: Vec<(String, String)>,
-    /// A file of bearer tokens, one TOKEN=PRINCIPAL a line (`#` starts a
-    /// comment line), read again on SIGHUP. Refused if group or others
-    /// can access it (chmod 600).
-    #[arg(long, value_name = "FILE", env = "MCP_SHIM_TOKEN_FILE")]
-    pub token_file: Option<PathBuf>,
-    /// Also serve /healthz, /readyz and /metrics on this address (for
-    /// probes and scrapers kept off the MCP listener).
-    #[arg(long, value_name = "ADDR")]
-    pub admin_listen: Option<SocketAddr>,
-    /// Trust this header as the principal (set by an authenticating proxy).
-    #[arg(long, value_name = "HEADER", value_parser = parse_header_name)]
-    pub principal_header: Option<String>,
-    /// Refuse legacy `tasks/list` from requests without a principal.
-    #[arg(long)]
-    pub require_principal: bool,
-    /// Allow browser requests from this Origin (e.g. `https://app.example`);
-    /// loopback origins are always allowed, others get 403. Repeatable.
-    #[arg(long = "allow-origin", value_name = "ORIGIN", value_parser = parse_origin)]
-    pub allowed_origins: Vec<String>,
-    /// End a 2025-11-25 session after this many seconds with no request
-    /// being answered and no stream open, as if the client had sent DELETE
-    /// (its later requests get 404, and it initializes again). 0: never.
-    #[arg(long, value_name = "SECONDS", default_value_t = http::DEFAULT_SESSION_IDLE_TIMEOUT_S)]
-    pub session_idle_timeout_s: u64,
-    /// Most 2025-11-25 sessions open at once; one more `initialize` gets
-    /// HTTP 503.
-    #[arg(long, value_name = "N", default_value_t = http::DEFAULT_MAX_SESSIONS,
-          value_parser = super::options::at_least_one)]
-    pub max_sessions: u64,
-    /// Most of those sessions that have no principal (no --token, no
-    /// --principal-header), so that anonymous clients cannot take every
-    /// session from authenticated ones; one more anonymous `initialize`
-    /// gets HTTP 503. Wins over the config file [default: half of
-    /// --max-sessions, or all of them when no caller can have a principal].
-    #[arg(long, value_name = "N", value_parser = super::options::at_least_one)]
-    pub max_anonymous_sessions: Option<u64>,
-    /// Most of those sessions one principal may hold; one more of its
-    /// `initialize`s gets HTTP 503 while other principals are still served.
-    /// Wins over the config file [default: a tenth of --max-sessions].
-    #[arg(long, value_name = "N", value_parser = super::options::at_least_one)]
-    pub max_sessions_per_principal: Option<u64>,
-    /// How long a client may take to send a request's headers, and then
-    /// its body; a slower one is disconnected (headers) or answered 408
-    /// (body). A keep-alive connection idle this long is closed.
-    #[arg(long, value_name = "SECONDS", default_value_t = http::DEFAULT_READ_TIMEOUT_S,
-          value_parser = super::options::at_least_one)]
-    pub read_timeout_s: u64,
     /// Most client connections open at once; more are closed as they come.
     #[arg(long, value_name = "N", default_value_t = http::DEFAULT_MAX_CONNECTIONS,
-          value_parser = super::options::at_least_one)]
+          value_parser = super::options::at_least_one, help_heading = LISTENING)]
     pub max_connections: u64,
+    /// Also serve /healthz, /readyz and /metrics on this address (for
+    /// probes and scrapers kept off the MCP listener); same forms as --listen.
+    #[arg(long, value_name = "ADDR", value_parser = parse_listen, help_heading = LISTENING)]
+    pub admin_listen: Option<String>,
+    /// Allow browser requests from this Origin (e.g. `https://app.example`);
+    /// loopback origins are always allowed, others get 403.
+    ///
+    /// Repeatable.
+    #[arg(long = "allow-origin", value_name = "ORIGIN", value_parser = parse_origin,
+          help_heading = LISTENING)]
+    pub allow_origin: Vec<String>,
     /// Serve a 2026-07-28 request that lacks the Mcp-Name header when its
     /// body names the task, tool, prompt or resource (some clients omit
     /// it on tasks/get), instead of -32020. A mismatched Mcp-Name is still
     /// refused. Counted in /metrics (mcp_shim_missing_mcp_name_total); the
-    /// first of each principal logged at warn. Also a config-file key.
-    #[arg(long)]
+    /// first of each principal logged at warn.
+    #[arg(long, help_heading = LISTENING)]
     pub accept_missing_mcp_name: bool,
+    /// A bearer token and the principal it stands for (TOKEN=PRINCIPAL).
+    ///
+    /// Repeatable. Visible to every local user in the process list: prefer
+    /// --token-file, or MCP_SHIM_TOKENS="t1=alice,t2=bob" in the environment.
+    #[arg(long = "token", value_name = "TOKEN=PRINCIPAL", value_parser = parse_token,
+          help_heading = SESSIONS)]
+    pub tokens: Vec<(String, String)>,
+    /// A file of bearer tokens, one TOKEN=PRINCIPAL a line (`#` starts a
+    /// comment line), read again on SIGHUP.
+    ///
+    /// Refused if group or others can access it (chmod 600).
+    #[arg(long, value_name = "FILE", help_heading = SESSIONS)]
+    pub token_file: Option<PathBuf>,
+    /// Trust this header as the principal (set by an authenticating proxy).
+    #[arg(long, value_name = "HEADER", value_parser = parse_header_name, help_heading = SESSIONS)]
+    pub principal_header: Option<String>,
+    /// Refuse legacy `tasks/list` from requests without a principal.
+    #[arg(long, help_heading = SESSIONS)]
+    pub require_principal: bool,
+    /// Most 2025-11-25 sessions open at once; one more `initialize` gets
+    /// HTTP 503.
+    #[arg(long, value_name = "N", default_value_t = http::DEFAULT_MAX_SESSIONS,
+          value_parser = super::options::at_least_one, help_heading = SESSIONS)]
+    pub max_sessions: u64,
+    /// Most of those sessions that have no principal (no --token, no
+    /// --principal-header), so that anonymous clients cannot take every
+    /// session from authenticated ones; one more anonymous `initialize`
+    /// gets HTTP 503 [default: half of --max-sessions, or all of them when
+    /// no caller can have a principal].
+    #[arg(long, value_name = "N", value_parser = super::options::at_least_one,
+          help_heading = SESSIONS)]
+    pub max_anonymous_sessions: Option<u64>,
+    /// Most of those sessions one principal may hold; one more of its
+    /// `initialize`s gets HTTP 503 while other principals are still served
+    /// [default: a tenth of --max-sessions].
+    #[arg(long, value_name = "N", value_parser = super::options::at_least_one,
+          help_heading = SESSIONS)]
+    pub max_sessions_per_principal: Option<u64>,
+    /// Bridge options.
+    #[command(flatten)]
+    pub shim: ShimArgs,
+    /// End a 2025-11-25 session after this long with no request being
+    /// answered and no stream open, as if the client had sent DELETE (its
+    /// later requests get 404, and it initializes again). 0: never.
+    #[arg(long, value_name = "DURATION", default_value = "30m",
+          value_parser = super::options::duration, help_heading = TIMEOUTS)]
+    pub session_idle_timeout: Duration,
+    /// How long a client may take to send a request's headers, and then
+    /// its body; a slower one is disconnected (headers) or answered 408
+    /// (body). A keep-alive connection idle this long is closed.
+    #[arg(long, value_name = "DURATION", default_value = "30s",
+          value_parser = super::options::positive_millis, help_heading = TIMEOUTS)]
+    pub read_timeout: Duration,
     /// Append every message between clients and the shim, both ways, to
     /// FILE as a JSONL transcript (the input format of `translate`), each
     /// line labelled with its session (`session-1`, `session-2`… in order
     /// of appearance; never a session id or token).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", help_heading = RECORDING)]
     pub record: Option<PathBuf>,
-    /// Bridge options.
-    #[command(flatten)]
-    pub shim: ShimArgs,
-    /// An upstream reached over Streamable HTTP (either revision), instead
-    /// of a command after `--`.
-    #[arg(long, value_name = "URL", conflicts_with = "upstream")]
-    pub upstream_url: Option<String>,
     /// The upstream server command and its arguments (after `--`).
     // One of the two is needed; `run` checks, so that its message names both.
     #[arg(last = true, value_name = "UPSTREAM")]
     pub upstream: Vec<String>,
+}
+
+/// `--listen`'s forms, checked when the arguments are read: a host (or
+/// none) and a port. The host is resolved in [`resolve_listen`], at start.
+fn parse_listen(s: &str) -> Result<String, String> {
+    let bad = |why: &str| {
+        format!("{why}: write HOST:PORT (127.0.0.1:8080, localhost:8080, [::1]:8080) or :PORT")
+    };
+    let (host, port) = s.rsplit_once(':').ok_or_else(|| match s.parse::<u16>() {
+        Ok(_) => bad(&format!("a port alone is written :{s}")),
+        Err(_) => bad("no port"),
+    })?;
+    port.parse::<u16>()
+        .map_err(|_| bad(&format!("{port:?} is not a port")))?;
+    if host.contains(':') && !(host.starts_with('[') && host.ends_with(']')) {
+        return Err(bad("an IPv6 address goes in brackets"));
+    }
+    Ok(s.to_owned())
+}
+
+/// The address to bind for a `--listen` value: `:PORT` on loopback (the
+/// default's host: listening on every interface is written out), a host
+/// name resolved now, its first address taken.
+pub(crate) fn resolve_listen(flag: &str, s: &str) -> Result<SocketAddr, String> {
+    use std::net::ToSocketAddrs;
+    let spelled = match s.strip_prefix(':') {
+        Some(port) => format!("127.0.0.1:{port}"),
+        None => s.to_owned(),
+    };
+    let mut addrs = spelled
+        .to_socket_addrs()
+        .map_err(|e| format!("{flag} {s}: cannot resolve the host: {e}"))?;
+    let first = addrs
+        .next()
+        .ok_or_else(|| format!("{flag} {s}: the host has no address"))?;
+    if addrs.next().is_some() {
+        tracing::info!(%first, "{flag} {s} has several addresses: listening on the first");
+    }
+    Ok(first)
 }
 
 /// An endpoint path the router can serve, and not the metrics path.
@@ -122,7 +176,6 @@ fn parse_path(s: &str) -> Result<String, String> {
 /// without --token-file), checked together.
 fn all_tokens(
     fixed: &[(String, String)],
-    from_env: &[(String, String)],
     file: Option<&std::path::Path>,
 ) -> Result<std::collections::HashMap<String, String>, tokens::TokenError> {
     let from_file = match file {
@@ -130,8 +183,7 @@ fn all_tokens(
         None => Vec::new(),
     };
     tokens::merge([
-        ("--token", fixed),
-        (tokens::TOKENS_ENV, from_env),
+        ("--token (or MCP_SHIM_TOKENS)", fixed),
         ("--token-file", &from_file[..]),
     ])
 }
@@ -142,14 +194,13 @@ fn all_tokens(
 fn reload_on_hangup(
     resolver: Arc<ReloadablePrincipals>,
     fixed: Vec<(String, String)>,
-    from_env: Vec<(String, String)>,
     path: PathBuf,
 ) -> Result<(), String> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut hangups = signal(SignalKind::hangup()).map_err(|e| format!("SIGHUP: {e}"))?;
     tokio::spawn(async move {
         while hangups.recv().await.is_some() {
-            match all_tokens(&fixed, &from_env, Some(&path)) {
+            match all_tokens(&fixed, Some(&path)) {
                 Ok(map) => {
                     tracing::info!(tokens = map.len(), file = %path.display(), "token file reloaded");
                     resolver.replace_tokens(map);
@@ -200,10 +251,14 @@ fn principal_mode(tokens: usize, trusted_header: Option<&str>) -> String {
     }
 }
 
+/// One TOKEN=PRINCIPAL (of `--token`, or of the comma-separated
+/// MCP_SHIM_TOKENS). Never echoes the value: it holds a secret.
 fn parse_token(s: &str) -> Result<(String, String), String> {
-    match s.split_once('=') {
-        Some((t, p)) if !t.is_empty() && !p.is_empty() => Ok((t.to_owned(), p.to_owned())),
-        _ => Err(format!("expected TOKEN=PRINCIPAL, got {s:?}")),
+    match s.trim().split_once('=') {
+        Some((t, p)) if !t.trim().is_empty() && !p.trim().is_empty() => {
+            Ok((t.trim().to_owned(), p.trim().to_owned()))
+        }
+        _ => Err("expected TOKEN=PRINCIPAL".to_owned()),
     }
 }
 
@@ -214,9 +269,7 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
                 .into(),
         );
     }
-    let from_env = tokens::from_env().map_err(|e| e.to_string())?;
-    let tokens = all_tokens(&args.tokens, &from_env, args.token_file.as_deref())
-        .map_err(|e| e.to_string())?;
+    let tokens = all_tokens(&args.tokens, args.token_file.as_deref()).map_err(|e| e.to_string())?;
     // A token file may be empty now and filled before the next SIGHUP.
     let tokens_configured = !tokens.is_empty() || args.token_file.is_some();
     let token_count = tokens.len();
@@ -226,7 +279,6 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
                 .into(),
         );
     }
-    let file = args.shim.config_file()?;
     let anyone_has_a_principal = tokens_configured || args.principal_header.is_some();
     let max_sessions = usize::try_from(args.max_sessions).unwrap_or(usize::MAX);
     let count = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
@@ -234,29 +286,30 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
     // them would protect nobody.
     let max_anonymous_sessions = args
         .max_anonymous_sessions
-        .or(file.max_anonymous_sessions)
         .map(count)
         .or((!anyone_has_a_principal).then_some(max_sessions));
-    let max_sessions_per_principal = args
-        .max_sessions_per_principal
-        .or(file.max_sessions_per_principal)
-        .map(count);
-    let accept_missing_mcp_name = args.accept_missing_mcp_name || file.accept_missing_mcp_name;
-    let proxy = args.shim.proxy_options_with(file)?;
+    let max_sessions_per_principal = args.max_sessions_per_principal.map(count);
+    let proxy = args.shim.proxy_options()?;
+    let listen = resolve_listen("--listen", &args.listen)?;
+    let admin_listen = args
+        .admin_listen
+        .as_deref()
+        .map(|a| resolve_listen("--admin-listen", a))
+        .transpose()?;
     let mut opts = HttpOptions {
-        listen: args.listen,
+        listen,
         path: args.path.clone(),
         max_body_bytes: usize::try_from(args.max_body_bytes).unwrap_or(usize::MAX),
         require_principal: args.require_principal,
-        allowed_origins: args.allowed_origins.clone(),
-        session_idle_timeout: (args.session_idle_timeout_s > 0)
-            .then(|| std::time::Duration::from_secs(args.session_idle_timeout_s)),
+        allowed_origins: args.allow_origin.clone(),
+        session_idle_timeout: (!args.session_idle_timeout.is_zero())
+            .then_some(args.session_idle_timeout),
         max_sessions,
         max_anonymous_sessions,
         max_sessions_per_principal,
-        accept_missing_mcp_name,
-        admin_listen: args.admin_listen,
-        read_timeout: std::time::Duration::from_secs(args.read_timeout_s),
+        accept_missing_mcp_name: args.accept_missing_mcp_name,
+        admin_listen,
+        read_timeout: args.read_timeout,
         max_connections: usize::try_from(args.max_connections).unwrap_or(usize::MAX),
         bridge: proxy.bridge.clone(),
         // A 2025-11-25 child upstream serves 2025-11-25 HTTP sessions with
@@ -284,7 +337,7 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
         // SIGHUP sent once "listening on" appears reloads, not kills.
         #[cfg(unix)]
         if let Some(path) = args.token_file.clone() {
-            reload_on_hangup(resolver.clone(), args.tokens.clone(), from_env, path)?;
+            reload_on_hangup(resolver.clone(), args.tokens.clone(), path)?;
         }
         let link: crate::upstream::Link = match &args.upstream_url {
             Some(url) => {
@@ -402,7 +455,7 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(a.principal_header.as_deref(), Some("x-user"));
-        assert_eq!(a.allowed_origins.len(), 2);
+        assert_eq!(a.allow_origin.len(), 2);
         // Nobody could have a principal: every tasks/list would be refused.
         let e = run(parse(&["--require-principal"]).unwrap()).unwrap_err();
         assert!(e.contains("--token-file or --principal-header"), "{e}");
@@ -422,6 +475,6 @@ mod tests {
         assert!(e.contains("given twice"), "{e}");
         assert!(!e.contains("s3cret"), "the token leaked: {e}");
         let a = parse(&["--token", "one=alice", "--token", "two=alice"]).unwrap();
-        assert_eq!(all_tokens(&a.tokens, &[], None).unwrap().len(), 2);
+        assert_eq!(all_tokens(&a.tokens, None).unwrap().len(), 2);
     }
 }

@@ -2,11 +2,12 @@
 
 use std::process::ExitCode;
 
-use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
+use clap::{FromArgMatches, Parser, Subcommand};
 
 use crate::revision::Revision;
 
 mod compare;
+mod config;
 mod demo;
 mod demo_live;
 mod http;
@@ -21,10 +22,10 @@ mod translate;
 #[command(name = "mcp-tasks-shim", version, propagate_version = true, about, long_about = None)]
 pub struct Cli {
     /// Log filter (tracing EnvFilter syntax), e.g. `info` or `mcp_tasks_shim=debug`.
-    #[arg(long, global = true, env = "MCP_SHIM_LOG", default_value = "warn")]
+    #[arg(long, global = true, default_value = "warn", help_heading = options::LOGGING)]
     pub log: String,
     /// Log line format on stderr.
-    #[arg(long, global = true, value_enum, default_value = "text")]
+    #[arg(long, global = true, value_enum, default_value = "text", help_heading = options::LOGGING)]
     pub log_format: LogFormat,
     /// The command to run.
     #[command(subcommand)]
@@ -54,6 +55,12 @@ pub enum Command {
     /// Serve Streamable HTTP (both revisions side by side) in front of an
     /// upstream server: a child process or an HTTP URL.
     Http(Box<http::Args>),
+    /// Print the configuration `http` would run with, given the same
+    /// arguments (or `config stdio …` for `stdio`'s): flags, MCP_SHIM_*
+    /// variables and the config file merged, as TOML, each value with
+    /// where it came from. Secrets are masked.
+    #[command(args_conflicts_with_subcommands = true)]
+    Config(Box<config::ConfigArgs>),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     ///
     /// For example: `mcp-tasks-shim completions bash > /etc/bash_completion.d/mcp-tasks-shim`.
@@ -65,20 +72,48 @@ pub enum Command {
 
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
-    let matches = Cli::command().get_matches();
-    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    let loaded = match config::load(std::env::args_os().collect()) {
+        Ok(loaded) => loaded,
+        Err(config::LoadError::Usage(e)) => e.exit(),
+        Err(config::LoadError::Env(message)) => {
+            crate::console::fail(&format!("mcp-tasks-shim: {message}"), &message);
+            return ExitCode::from(2);
+        }
+        Err(config::LoadError::File { message, matches }) => {
+            // The file's own log settings are what could not be read.
+            let log = matches
+                .get_one::<String>("log")
+                .map_or("warn", String::as_str);
+            let format = matches
+                .get_one::<LogFormat>("log_format")
+                .copied()
+                .unwrap_or(LogFormat::Text);
+            let _ = init_logging(log, format);
+            crate::console::fail(&format!("mcp-tasks-shim: {message}"), &message);
+            return ExitCode::FAILURE;
+        }
+    };
+    let matches = &loaded.matches;
+    let cli = Cli::from_arg_matches(matches).unwrap_or_else(|e| e.exit());
     if let Err(e) = init_logging(&cli.log, cli.log_format) {
         // Name where the filter came from: a user who typed no --log
         // would look for it in vain.
         let whence = match matches.value_source("log") {
-            Some(clap::parser::ValueSource::EnvVariable) => "MCP_SHIM_LOG",
-            _ => "--log",
+            Some(clap::parser::ValueSource::EnvVariable) => "MCP_SHIM_LOG".to_owned(),
+            Some(clap::parser::ValueSource::DefaultValue) => match &loaded.file {
+                Some(f) => format!("config {} key log", f.path.display()),
+                None => "--log".to_owned(),
+            },
+            _ => "--log".to_owned(),
         };
         crate::console::fail(
             &format!("mcp-tasks-shim: {whence} {:?}: {e}", cli.log),
             &format!("{whence} {:?}: {e}", cli.log),
         );
         return ExitCode::from(2);
+    }
+    for note in loaded.warnings() {
+        tracing::warn!("{note}");
     }
     let result = match cli.command {
         // Its own exit status: 1 is "they differ", so an error is 2.
@@ -97,11 +132,12 @@ pub fn main() -> ExitCode {
         Command::ReferenceServer(args) => reference::run(args),
         Command::Stdio(args) => stdio::run(args),
         Command::Http(args) => http::run(*args),
+        Command::Config(args) => config::run(&args, &loaded),
         Command::Completions { shell } => {
             // Into a buffer first: clap_complete panics on a write error,
             // and `completions bash | head` closes the pipe early.
             let mut script = Vec::new();
-            clap_complete::generate(shell, &mut Cli::command(), "mcp-tasks-shim", &mut script);
+            clap_complete::generate(shell, &mut config::command(), "mcp-tasks-shim", &mut script);
             match std::io::Write::write_all(&mut std::io::stdout().lock(), &script) {
                 Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
                     Err(format!("writing stdout: {e}"))

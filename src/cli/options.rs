@@ -5,8 +5,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::Deserialize;
-
 use crate::bridge::BridgeConfig;
 use crate::ledger::{DiskLedger, MemoryLedger, RedisLedger, TaskLedger, shared};
 use crate::proxy::ProxyOptions;
@@ -14,85 +12,130 @@ use crate::translate::tools::TaskPolicy;
 use crate::wire::legacy::TaskSupport;
 
 /// Options of the shim's bridges.
+///
+/// Every option is also an `MCP_SHIM_*` environment variable and a key of
+/// the `--config` file (see [`super::config`]), so the defaults and
+/// checks here are the only ones.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ShimArgs {
-    /// `execution.taskSupport` told to legacy clients for one tool
-    /// (TOOL=required|optional|forbidden). Repeatable; wins over --config.
-    /// A call of a forbidden tool with params.task gets -32601.
-    #[arg(long = "task-support", value_name = "TOOL=SUPPORT", value_parser = TaskPolicy::parse_rule)]
-    pub task_support: Vec<(String, TaskSupport)>,
-    /// TOML config file (see docs/guide.md, "Configuration").
+    /// TOML config file: keys are the options' names with `_` for `-`
+    /// (`max_sessions = 200`, `probe_timeout = "5s"`).
+    ///
+    /// Flags and MCP_SHIM_* variables win over it (see docs/guide.md,
+    /// "Configuration").
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// `tasks/list` page size [default: 50, or the config file's].
-    #[arg(long, value_name = "N", value_parser = at_least_one_of::<usize>)]
-    pub page_size: Option<usize>,
-    /// Most tasks one client (session or principal) may hold; finished
-    /// ones count until their retention (ttl) ends.
-    #[arg(long, value_name = "N", default_value_t = 10_000,
-          value_parser = at_least_one)]
-    pub max_tasks_per_client: u64,
-    /// How long to wait for the upstream's answer to `server/discover` (ms).
-    #[arg(long, value_name = "MS", default_value_t = 5_000,
-          value_parser = at_least_one)]
-    pub probe_timeout_ms: u64,
-    /// How long any upstream request may take (s). A task may run longer:
-    /// the shim's own wait for a task's outcome is renewed while it runs.
-    #[arg(long, value_name = "S", default_value_t = 300,
-          value_parser = at_least_one)]
-    pub request_timeout_s: u64,
-    /// Modern clients without the tasks extension calling a legacy tool whose
-    /// `taskSupport` is `required`: run it as a task inside the shim and
-    /// answer with the final result, instead of `-32021`.
-    #[arg(long)]
-    pub drive_required_tasks: bool,
-    /// The `params.task.ttl` the shim asks a legacy server for (ms).
-    #[arg(long, value_name = "MS", value_parser = at_least_one_of::<i64>)]
-    pub task_ttl_ms: Option<i64>,
-    /// Longest retention granted to a task the shim keeps itself (a
-    /// synthetic task for a server's plain answer, its result cached in
-    /// the ledger): a client's `params.task.ttl` above it is lowered (ms;
-    /// one that is no positive integer is refused with -32602).
-    /// Also how long the shim keeps its record of a server's task granted
-    /// no ttl (`null`), from its creation.
-    #[arg(long, value_name = "MS", default_value_t = 3_600_000,
-          value_parser = at_least_one_of::<i64>)]
-    pub max_task_ttl_ms: i64,
-    /// Keep the task ledger (ownership, cancel pins, cached results) in
-    /// this file so a restart loses none of it; created if missing. One
-    /// shim process per file. Or a Redis server (`redis://host:port/db`,
-    /// `redis+unix:///path/to/socket`) that several shim instances share,
-    /// so any of them serves a principal's tasks. Default: in memory.
-    #[arg(long, value_name = "PATH|URL")]
-    pub ledger: Option<PathBuf>,
-    /// With a Redis `--ledger`: the key prefix. Instances that share tasks
-    /// use the same one; unrelated deployments on one server, different ones.
-    #[arg(long, value_name = "PREFIX", default_value = DEFAULT_LEDGER_PREFIX)]
-    pub ledger_prefix: String,
-    /// When the upstream child exits, stops answering or writes garbage,
-    /// start it again (with backoff) instead of giving up. Requests in
-    /// flight at the fault still fail with -32603.
-    #[arg(long)]
+    /// When the upstream child exits, stops answering or writes garbage, start
+    /// it again (with backoff) instead of giving up.
+    ///
+    /// Requests in flight at the fault still fail with -32603.
+    #[arg(long, help_heading = UPSTREAM)]
     pub restart_upstream: bool,
-    /// While upstream requests are outstanding, check every MS ms that the
-    /// upstream (child or --upstream-url) still answers (`ping`, or
-    /// `server/discover` for a 2026-07-28 server); 0 turns the check off.
-    #[arg(long, value_name = "MS", default_value_t = 5_000)]
-    pub upstream_ping_ms: u64,
-    /// A liveness check unanswered for MS ms means the upstream hung: what
-    /// waits on it fails with -32603 and a child is killed (and restarted
-    /// with --restart-upstream); an HTTP upstream is tried again by the
-    /// next request.
-    #[arg(long, value_name = "MS", default_value_t = 15_000,
-          value_parser = at_least_one)]
-    pub upstream_ping_timeout_ms: u64,
     /// Legacy clients waiting on a 2026-07-28 upstream's task: at most N
     /// `subscriptions/listen` streams (one per watched task) so the wait
     /// ends when the upstream pushes the change; polling continues
     /// regardless. 0: poll only.
-    #[arg(long, value_name = "N", default_value_t = 256)]
+    #[arg(long, value_name = "N", default_value_t = 256, help_heading = UPSTREAM)]
     pub max_listen_streams: usize,
+    /// `execution.taskSupport` told to legacy clients for one tool
+    /// (TOOL=required|optional|forbidden).
+    ///
+    /// Repeatable; replaces the config file's list. A call of a forbidden tool
+    /// with params.task gets -32601.
+    #[arg(long = "task-support", value_name = "TOOL=SUPPORT", value_parser = TaskPolicy::parse_rule,
+          help_heading = TASKS)]
+    pub task_support: Vec<(String, TaskSupport)>,
+    /// `execution.taskSupport` of the tools no --task-support names
+    /// [default: decided by what the upstream offers].
+    #[arg(long, value_name = "SUPPORT", value_parser = parse_support, help_heading = TASKS)]
+    pub default_task_support: Option<TaskSupport>,
+    /// `tasks/list` page size.
+    #[arg(long, value_name = "N", default_value_t = 50, value_parser = at_least_one_of::<usize>,
+          help_heading = TASKS)]
+    pub page_size: usize,
+    /// How often a waiting legacy client's task is polled when the
+    /// upstream suggests no interval.
+    #[arg(long, value_name = "DURATION", default_value = "500ms", value_parser = positive_millis,
+          help_heading = TASKS)]
+    pub default_poll_interval: Duration,
+    /// Most tasks one client (session or principal) may hold; finished
+    /// ones count until their retention (ttl) ends.
+    #[arg(long, value_name = "N", default_value_t = 10_000,
+          value_parser = at_least_one, help_heading = TASKS)]
+    pub max_tasks_per_client: u64,
+    /// How long to wait for the upstream's answer to `server/discover`.
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = positive_millis,
+          help_heading = TIMEOUTS)]
+    pub probe_timeout: Duration,
+    /// How long any upstream request may take.
+    ///
+    /// A task may run longer: the shim's own wait for a task's outcome is
+    /// renewed while it runs.
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = positive_millis,
+          help_heading = TIMEOUTS)]
+    pub request_timeout: Duration,
+    /// Modern clients without the tasks extension calling a legacy tool whose
+    /// `taskSupport` is `required`: run it as a task inside the shim and
+    /// answer with the final result, instead of `-32021`.
+    #[arg(long, help_heading = TASKS)]
+    pub drive_required_tasks: bool,
+    /// The `params.task.ttl` the shim asks a legacy server for
+    /// [default: the client's, or none].
+    #[arg(long, value_name = "DURATION", value_parser = positive_millis, help_heading = TASKS)]
+    pub task_ttl: Option<Duration>,
+    /// Longest retention granted to a task the shim keeps itself (a
+    /// synthetic task for a server's plain answer, its result cached in
+    /// the ledger): a client's `params.task.ttl` above it is lowered (one
+    /// that is no positive integer is refused with -32602).
+    /// Also how long the shim keeps its record of a server's task granted
+    /// no ttl (`null`), from its creation.
+    #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = positive_millis,
+          help_heading = TASKS)]
+    pub max_task_ttl: Duration,
+    /// Keep the task ledger (ownership, cancel pins, cached results) in this
+    /// file so a restart loses none of it; created if missing.
+    ///
+    /// One shim process per file. Or a Redis server (`redis://host:port/db`,
+    /// `redis+unix:///path/to/socket`) that several shim instances share, so
+    /// any of them serves a principal's tasks. Default: in memory.
+    #[arg(long, value_name = "PATH|URL", help_heading = TASKS)]
+    pub ledger: Option<PathBuf>,
+    /// With a Redis `--ledger`: the key prefix.
+    ///
+    /// Instances that share tasks use the same one; unrelated deployments on
+    /// one server, different ones.
+    #[arg(long, value_name = "PREFIX", default_value = DEFAULT_LEDGER_PREFIX, help_heading = TASKS)]
+    pub ledger_prefix: String,
+    /// While upstream requests are outstanding, check this often that the
+    /// upstream (child or --upstream-url) still answers (`ping`, or
+    /// `server/discover` for a 2026-07-28 server); 0 turns the check off.
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = duration,
+          help_heading = TIMEOUTS)]
+    pub upstream_ping: Duration,
+    /// A liveness check unanswered this long means the upstream hung: what
+    /// waits on it fails with -32603 and a child is killed (and restarted
+    /// with --restart-upstream); an HTTP upstream is tried again by the
+    /// next request.
+    #[arg(long, value_name = "DURATION", default_value = "15s",
+          value_parser = positive_millis, help_heading = TIMEOUTS)]
+    pub upstream_ping_timeout: Duration,
 }
+
+/// `--help` sections. Each option names one, so that `--help` reads by
+/// topic rather than by the order the fields were written in.
+pub(crate) const UPSTREAM: &str = "Upstream";
+/// See [`UPSTREAM`].
+pub(crate) const LISTENING: &str = "Listening";
+/// See [`UPSTREAM`].
+pub(crate) const SESSIONS: &str = "Sessions & principals";
+/// See [`UPSTREAM`].
+pub(crate) const TASKS: &str = "Tasks";
+/// See [`UPSTREAM`].
+pub(crate) const TIMEOUTS: &str = "Timeouts";
+/// See [`UPSTREAM`].
+pub(crate) const RECORDING: &str = "Recording";
+/// See [`UPSTREAM`].
+pub(crate) const LOGGING: &str = "Logging";
 
 /// The Redis key prefix when `--ledger-prefix` is not given.
 const DEFAULT_LEDGER_PREFIX: &str = "mcp-tasks-shim";
@@ -117,60 +160,30 @@ where
     }
 }
 
-/// The config file's `page_size`: 0 is refused while the file is read, so
-/// the error names the file and the key like any other bad value in it.
-fn page_size_in_file<'de, D>(d: D) -> Result<Option<usize>, D::Error>
-where
-    D: serde::Deserializer<'de>,
-{
-    match Option::<usize>::deserialize(d)? {
-        Some(0) => Err(serde::de::Error::custom("page_size must be at least 1")),
-        n => Ok(n),
+/// A duration as people write it (`30s`, `5m`, `250ms`, `1h 30m`); `0`
+/// alone is zero.
+pub(crate) fn duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s.trim())
+        .map_err(|e| format!("{e} (write a duration such as 30s, 5m or 250ms)"))
+}
+
+/// A [`duration`] of at least a millisecond, where 0 would make the shim
+/// useless (every request timed out at once, every task expired), and
+/// which the shim counts in milliseconds.
+pub(crate) fn positive_millis(s: &str) -> Result<Duration, String> {
+    match duration(s)? {
+        d if d < Duration::from_millis(1) => Err("must be at least 1ms".into()),
+        d => Ok(d),
     }
 }
 
-/// The config file. Every key is optional.
-///
-/// ```toml
-/// page_size = 50
-/// default_task_support = "optional"
-/// [task_support]
-/// slow_compute = "required"
-/// ```
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct ConfigFile {
-    /// `tasks/list` page size.
-    #[serde(default, deserialize_with = "page_size_in_file")]
-    pub page_size: Option<usize>,
-    /// Support for tools not listed in `task_support`.
-    pub default_task_support: Option<TaskSupport>,
-    /// Per-tool support.
-    #[serde(default)]
-    pub task_support: HashMap<String, TaskSupport>,
-    /// Poll interval when the upstream suggests none (ms).
-    pub default_poll_ms: Option<u64>,
-    /// `http`: `--max-anonymous-sessions`.
-    #[serde(default, deserialize_with = "at_least_one_in_file")]
-    pub max_anonymous_sessions: Option<u64>,
-    /// `http`: `--max-sessions-per-principal`.
-    #[serde(default, deserialize_with = "at_least_one_in_file")]
-    pub max_sessions_per_principal: Option<u64>,
-    /// `http`: `--accept-missing-mcp-name`.
-    #[serde(default)]
-    pub accept_missing_mcp_name: bool,
+/// A duration in whole milliseconds, as the wire's `ttl` counts them.
+pub(crate) fn millis_i64(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
-/// A count in the config file where 0 would refuse everything (every
-/// session): refused while the file is read, naming the file and the key.
-fn at_least_one_in_file<'de, D>(d: D) -> Result<Option<u64>, D::Error>
-where
-    D: serde::Deserializer<'de>,
-{
-    match Option::<u64>::deserialize(d)? {
-        Some(0) => Err(serde::de::Error::custom("must be at least 1")),
-        n => Ok(n),
-    }
+fn parse_support(s: &str) -> Result<TaskSupport, String> {
+    s.parse()
 }
 
 impl ShimArgs {
@@ -250,51 +263,32 @@ impl ShimArgs {
         Ok(Arc::new(ledger))
     }
 
-    /// The `--config` file, or an empty one without it.
-    pub(crate) fn config_file(&self) -> Result<ConfigFile, String> {
-        let Some(path) = &self.config else {
-            return Ok(ConfigFile::default());
-        };
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("cannot read config {}: {e}", path.display()))?;
-        toml::from_str::<ConfigFile>(&text)
-            .map_err(|e| format!("bad config {}: {e}", path.display()))
-    }
-
     /// The proxy options these arguments describe.
     pub fn proxy_options(&self) -> Result<ProxyOptions, String> {
-        self.proxy_options_with(self.config_file()?)
-    }
-
-    /// [`ShimArgs::proxy_options`] with the config file already read.
-    pub(crate) fn proxy_options_with(&self, file: ConfigFile) -> Result<ProxyOptions, String> {
-        let mut bridge = BridgeConfig::default();
-        if let Some(n) = self.page_size.or(file.page_size) {
-            bridge.page_size = n;
-        }
-        if let Some(ms) = file.default_poll_ms {
-            bridge.default_poll_ms = ms;
-        }
-        bridge.drive_required_tasks = self.drive_required_tasks;
-        bridge.max_listen_streams = self.max_listen_streams;
-        bridge.max_task_ttl_ms = self.max_task_ttl_ms;
-        bridge.task_ttl_ms = self.task_ttl_ms;
-        let mut per_tool = file.task_support;
-        per_tool.extend(self.task_support.iter().cloned());
-        if !per_tool.is_empty() || file.default_task_support.is_some() {
-            bridge.policy = Some(TaskPolicy {
-                // Unset: still decided by what the upstream offers.
-                default: file.default_task_support,
+        let per_tool: HashMap<_, _> = self.task_support.iter().cloned().collect();
+        // Unset: still decided by what the upstream offers.
+        let policy =
+            (!per_tool.is_empty() || self.default_task_support.is_some()).then_some(TaskPolicy {
+                default: self.default_task_support,
                 per_tool,
             });
-        }
+        let bridge = BridgeConfig {
+            page_size: self.page_size,
+            default_poll_ms: u64::try_from(self.default_poll_interval.as_millis())
+                .unwrap_or(u64::MAX),
+            drive_required_tasks: self.drive_required_tasks,
+            max_listen_streams: self.max_listen_streams,
+            max_task_ttl_ms: millis_i64(self.max_task_ttl),
+            task_ttl_ms: self.task_ttl.map(millis_i64),
+            policy,
+            ..BridgeConfig::default()
+        };
         Ok(ProxyOptions {
             bridge,
-            probe_timeout: Duration::from_millis(self.probe_timeout_ms),
-            request_timeout: Duration::from_secs(self.request_timeout_s),
-            ping_interval: (self.upstream_ping_ms > 0)
-                .then(|| Duration::from_millis(self.upstream_ping_ms)),
-            ping_timeout: Duration::from_millis(self.upstream_ping_timeout_ms),
+            probe_timeout: self.probe_timeout,
+            request_timeout: self.request_timeout,
+            ping_interval: (!self.upstream_ping.is_zero()).then_some(self.upstream_ping),
+            ping_timeout: self.upstream_ping_timeout,
             restart_upstream: self.restart_upstream,
             ..ProxyOptions::default()
         })
@@ -312,9 +306,12 @@ mod tests {
         shim: ShimArgs,
     }
 
+    fn parse(args: &[&str]) -> Result<ShimArgs, clap::Error> {
+        Cli::try_parse_from(std::iter::once("x").chain(args.iter().copied())).map(|c| c.shim)
+    }
+
     fn policy(args: &[&str]) -> Option<TaskPolicy> {
-        let cli = Cli::try_parse_from(std::iter::once("x").chain(args.iter().copied())).unwrap();
-        cli.shim.proxy_options().unwrap().bridge.policy
+        parse(args).unwrap().proxy_options().unwrap().bridge.policy
     }
 
     #[test]
@@ -325,44 +322,45 @@ mod tests {
         // `forbidden` (the engine decides from server/discover).
         assert_eq!(p.default, None);
         assert_eq!(p.per_tool.get("b"), Some(&TaskSupport::Forbidden));
+        let p = policy(&["--default-task-support", "optional"]).unwrap();
+        assert_eq!(p.default, Some(TaskSupport::Optional));
     }
 
     #[test]
     fn zero_where_it_would_break_everything_is_refused() {
         for flag in [
-            "--request-timeout-s",
-            "--probe-timeout-ms",
+            "--request-timeout",
+            "--probe-timeout",
             "--max-tasks-per-client",
-            "--upstream-ping-timeout-ms",
+            "--upstream-ping-timeout",
             "--page-size",
-            "--task-ttl-ms",
-            "--max-task-ttl-ms",
+            "--task-ttl",
+            "--max-task-ttl",
+            "--default-poll-interval",
         ] {
-            let e = Cli::try_parse_from(["x", flag, "0"]).unwrap_err();
+            let e = parse(&[flag, "0"]).unwrap_err();
             assert!(e.to_string().contains("at least 1"), "{flag}: {e}");
         }
     }
 
     #[test]
-    fn session_caps_in_the_config_file_must_be_at_least_one() {
-        let file: ConfigFile = toml::from_str(
-            "max_anonymous_sessions = 5\nmax_sessions_per_principal = 2\naccept_missing_mcp_name = true",
-        )
+    fn durations_read_as_people_write_them() {
+        let a = parse(&[
+            "--probe-timeout",
+            "250ms",
+            "--request-timeout",
+            "2m",
+            "--upstream-ping",
+            "0",
+        ])
         .unwrap();
-        assert_eq!(file.max_anonymous_sessions, Some(5));
-        assert_eq!(file.max_sessions_per_principal, Some(2));
-        assert!(file.accept_missing_mcp_name);
-        for key in ["max_anonymous_sessions", "max_sessions_per_principal"] {
-            let e = toml::from_str::<ConfigFile>(&format!("{key} = 0")).unwrap_err();
-            assert!(e.to_string().contains("at least 1"), "{key}: {e}");
-        }
-    }
-
-    #[test]
-    fn a_config_file_may_leave_the_page_size_out() {
-        let file: ConfigFile = toml::from_str("default_poll_ms = 100").unwrap();
-        assert_eq!(file.page_size, None);
-        let file: ConfigFile = toml::from_str("page_size = 7").unwrap();
-        assert_eq!(file.page_size, Some(7));
+        let o = a.proxy_options().unwrap();
+        assert_eq!(o.probe_timeout, Duration::from_millis(250));
+        assert_eq!(o.request_timeout, Duration::from_secs(120));
+        assert_eq!(o.ping_interval, None);
+        let e = parse(&["--probe-timeout", "5000"]).unwrap_err().to_string();
+        assert!(e.contains("30s, 5m or 250ms"), "{e}");
+        let a = parse(&["--task-ttl", "1s 500ms"]).unwrap();
+        assert_eq!(a.proxy_options().unwrap().bridge.task_ttl_ms, Some(1500));
     }
 }

@@ -13,7 +13,7 @@ pub struct Args {
     pub shim: ShimArgs,
     /// Append the client-side conversation to FILE as a JSONL transcript
     /// (the input format of `translate`).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", help_heading = super::options::RECORDING)]
     pub record: Option<std::path::PathBuf>,
     /// The upstream server command and its arguments (after `--`).
     #[arg(last = true, required = true, value_name = "UPSTREAM")]

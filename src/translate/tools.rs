@@ -217,7 +217,7 @@ pub fn tool_name(params: Option<&Value>) -> Result<&str, ShimError> {
 /// retention of zero or less would drop a result before the client could
 /// read it, and granting something else instead hid the client's mistake.
 /// A positive one is a request the receiver may lower (the shim lowers one
-/// above `--max-task-ttl-ms`, and says so in the answer), however large,
+/// above `--max-task-ttl`, and says so in the answer), however large,
 /// `1e308` too. A `null` `ttl` counts as none asked.
 ///
 /// ```

@@ -755,10 +755,10 @@ impl Supervised {
             for id in expired {
                 tracing::warn!(
                     ?id,
-                    "a relayed request went unanswered for --request-timeout-s; cancelled"
+                    "a relayed request went unanswered for --request-timeout; cancelled"
                 );
                 let why = format!(
-                    "no answer within {} s (--request-timeout-s)",
+                    "no answer within {} s (--request-timeout)",
                     limit.as_secs_f64()
                 );
                 // The server stops the work nobody waits for any more, as

@@ -1,11 +1,8 @@
-//! Bearer tokens kept out of argv: a token file (reloaded on SIGHUP) and
-//! the `MCP_SHIM_TOKENS` environment variable.
+//! Bearer tokens kept out of argv: a token file (reloaded on SIGHUP). (The
+//! `MCP_SHIM_TOKENS` environment variable is `--token`'s, read by clap.)
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-
-/// The environment variable holding `TOKEN=PRINCIPAL` pairs, comma-separated.
-pub(crate) const TOKENS_ENV: &str = "MCP_SHIM_TOKENS";
 
 /// Why a token source cannot be used. Never shows a token.
 #[derive(Debug, thiserror::Error)]
@@ -85,14 +82,6 @@ pub(crate) fn read_file(path: &Path) -> Result<Vec<(String, String)>, TokenError
     parse_lines(&text, &format!("--token-file {}", path.display()), '\n')
 }
 
-/// The pairs of `MCP_SHIM_TOKENS` (`t1=alice,t2=bob`), if set.
-pub(crate) fn from_env() -> Result<Vec<(String, String)>, TokenError> {
-    match std::env::var(TOKENS_ENV) {
-        Ok(v) => parse_lines(&v, TOKENS_ENV, ','),
-        Err(_) => Ok(Vec::new()),
-    }
-}
-
 /// One principal per token across every source: a token given twice
 /// would silently stand for the last principal named.
 pub(crate) fn merge<'a>(
@@ -124,7 +113,7 @@ mod tests {
             pairs,
             [("t1".into(), "alice".into()), ("t2".into(), "bob".into())]
         );
-        let env = parse_lines("t1=alice,t2=bob", TOKENS_ENV, ',').unwrap();
+        let env = parse_lines("t1=alice,t2=bob", "MCP_SHIM_TOKENS", ',').unwrap();
         assert_eq!(env.len(), 2);
         let e = parse_lines("t1=alice\ns3cret\n", "f", '\n').unwrap_err();
         assert_eq!(e.to_string(), "f line 2: expected TOKEN=PRINCIPAL");

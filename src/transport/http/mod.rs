@@ -691,7 +691,7 @@ fn unauthorized(why: String) -> Response {
     resp
 }
 
-/// A request's whole body, within `--read-timeout-s` and
+/// A request's whole body, within `--read-timeout` and
 /// `--max-body-bytes`. One that cannot be read is still answered in
 /// JSON-RPC, so clients can tell what went wrong: 413 when it is too
 /// large, 408 when it is too slow (a client trickling its body held the
