@@ -2,18 +2,23 @@
 # Runs the `tasks-*` server scenarios of the official MCP conformance suite
 # (@modelcontextprotocol/conformance, pinned) and prints a per-scenario table.
 #
-# Usage: scripts/conformance.sh URL | baseline | shim | self-test
+# Usage: scripts/conformance.sh URL | baseline | shim | rmcp-layer | self-test
 #   URL       an already running 2026-07-28 endpoint, e.g. http://127.0.0.1:8080/mcp
 #   baseline  starts `mcp-tasks-shim reference-server --revision 2026-07-28 --http …`
 #             (the modern reference server alone) and runs the suite against it
 #   shim      starts `mcp-tasks-shim http --listen … -- mcp-tasks-shim reference-server
 #             --revision 2025-11-25` (a legacy server behind the shim) and runs the suite
+#   rmcp-layer starts `examples/rmcp_layer --listen …` (the rmcp reference server on
+#             axum, feature `rmcp`) and runs the suite against it: 2026-07-28 requests
+#             pass through to rmcp
 #   self-test shows the verdict rejecting doctored results (too few passes, an
 #             undeclared skip, a failure, missing results); needs only node
 #
 # Environment:
 #   SHIM_BIN          the mcp-tasks-shim binary (default: target/release, then target/debug;
 #                     built with `cargo build` when neither exists)
+#   RMCP_LAYER_BIN    the rmcp_layer example (default: target/debug/examples/rmcp_layer,
+#                     built with `cargo build --features rmcp --example rmcp_layer` if missing)
 #   PORT              port for the started server (default: a free one)
 #   SCENARIO_TIMEOUT  seconds per scenario (default 120)
 #   RESULTS_DIR       where the suite writes checks.json (default .tools/results/<mode>-<time>)
@@ -48,11 +53,11 @@ SCENARIO_TIMEOUT=${SCENARIO_TIMEOUT:-120}
 die() { echo "conformance.sh: $*" >&2; exit 2; }
 log() { echo "==> $*" >&2; }
 
-[ $# -eq 1 ] || die "usage: $0 URL|baseline|shim|self-test"
+[ $# -eq 1 ] || die "usage: $0 URL|baseline|shim|rmcp-layer|self-test"
 MODE=$1
 case "$MODE" in
-  http://*|https://*|baseline|shim|self-test) ;;
-  *) die "unknown mode '$MODE' (expected a URL, baseline, shim or self-test)" ;;
+  http://*|https://*|baseline|shim|rmcp-layer|self-test) ;;
+  *) die "unknown mode '$MODE' (expected a URL, baseline, shim, rmcp-layer or self-test)" ;;
 esac
 
 SUMMARY=("$ROOT/scripts/conformance-summary.js" --expected-passed "$EXPECTED_PASSED")
@@ -125,6 +130,19 @@ find_bin() {
   echo "$target/debug/mcp-tasks-shim"
 }
 
+find_rmcp_layer() {
+  if [ -n "${RMCP_LAYER_BIN:-}" ]; then
+    [ -x "$RMCP_LAYER_BIN" ] || die "RMCP_LAYER_BIN=$RMCP_LAYER_BIN is not executable"
+    echo "$RMCP_LAYER_BIN"; return
+  fi
+  local bin=${CARGO_TARGET_DIR:-$ROOT/target}/debug/examples/rmcp_layer
+  if [ ! -x "$bin" ]; then
+    log "no rmcp_layer example found; running cargo build --features rmcp --example rmcp_layer"
+    (cd "$ROOT" && cargo build --quiet --features rmcp --example rmcp_layer) >&2 || die "cargo build failed"
+  fi
+  echo "$bin"
+}
+
 free_port() {
   node -e "const s=require('net').createServer();s.listen(0,'127.0.0.1',()=>{console.log(s.address().port);s.close()})"
 }
@@ -161,7 +179,13 @@ case "$MODE" in
       start_server "$BIN" http --listen "127.0.0.1:$PORT" -- "$BIN" reference-server --revision 2025-11-25
     fi
     ;;
-  *) die "unknown mode '$MODE' (expected a URL, baseline or shim)" ;;
+  rmcp-layer)
+    BIN=$(find_rmcp_layer)
+    PORT=${PORT:-$(free_port)}
+    URL="http://127.0.0.1:$PORT/mcp"
+    start_server "$BIN" --listen "127.0.0.1:$PORT"
+    ;;
+  *) die "unknown mode '$MODE' (expected a URL, baseline, shim or rmcp-layer)" ;;
 esac
 log "target: $URL ($MODE); results in ${RESULTS#"$ROOT"/}"
 

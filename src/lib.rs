@@ -70,6 +70,8 @@ pub mod ledger;
 pub mod proxy;
 pub mod reference;
 pub mod revision;
+#[cfg(feature = "rmcp")]
+pub mod rmcp;
 pub mod scope;
 pub mod telemetry;
 pub mod testing;

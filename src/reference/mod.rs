@@ -13,6 +13,8 @@
 //! - `stdio`: newline-delimited JSON on stdin/stdout.
 //! - `http`: Streamable HTTP at `/mcp` (2026-07-28 without sessions,
 //!   2025-11-25 with sessions).
+//! - [`rmcp`](mod@rmcp) (feature `rmcp`): the same tool set served by the
+//!   official Rust SDK, rmcp 3.x, with its own task and MRTR APIs.
 
 mod http;
 mod legacy;
@@ -20,6 +22,8 @@ mod legacy_wire;
 mod modern;
 mod modern_wire;
 mod peer;
+#[cfg(feature = "rmcp")]
+pub mod rmcp;
 mod seeded;
 mod stdio;
 mod tasks;

@@ -252,20 +252,7 @@ impl TaskStore {
     pub(crate) fn refusal(&self, id: &str, key: &str, response: &Value) -> Option<String> {
         let g = self.lock();
         let input = g.tasks.get(id)?.inputs.iter().find(|i| i.key == key)?;
-        let accepted = response.get("action").and_then(Value::as_str) == Some("accept");
-        if input.request.get("method").and_then(Value::as_str) != Some("elicitation/create")
-            || !accepted
-        {
-            return None;
-        }
-        let required = input.request.pointer("/params/requestedSchema/required")?;
-        let content = response.get("content");
-        required
-            .as_array()?
-            .iter()
-            .filter_map(Value::as_str)
-            .find(|field| content.and_then(|c| c.get(*field)).is_none())
-            .map(|field| format!("inputResponses.{key}: the accepted form lacks {field:?}"))
+        refusal(&input.request, key, response)
     }
 
     /// Delivers an answer; unknown or already answered keys are ignored.
@@ -309,6 +296,25 @@ impl TaskStore {
         e.version.send_modify(|v| *v += 1);
         (self.on_change)(&snapshot(e));
     }
+}
+
+/// Why `response` does not answer the input request `request`
+/// (`{method, params}`) filed under `key`, if it does not: an accepted
+/// form that lacks a required member. Shared with the rmcp reference server,
+/// whose task manager takes any answer.
+pub(crate) fn refusal(request: &Value, key: &str, response: &Value) -> Option<String> {
+    let accepted = response.get("action").and_then(Value::as_str) == Some("accept");
+    if request.get("method").and_then(Value::as_str) != Some("elicitation/create") || !accepted {
+        return None;
+    }
+    let required = request.pointer("/params/requestedSchema/required")?;
+    let content = response.get("content");
+    required
+        .as_array()?
+        .iter()
+        .filter_map(Value::as_str)
+        .find(|field| content.and_then(|c| c.get(*field)).is_none())
+        .map(|field| format!("inputResponses.{key}: the accepted form lacks {field:?}"))
 }
 
 fn snapshot(e: &Entry) -> TaskView {

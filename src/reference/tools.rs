@@ -225,103 +225,128 @@ pub(crate) fn accepted_name(answer: &Value) -> Option<String> {
 /// (the only way tools that ask questions can run).
 pub(crate) async fn run(call: Call, ctx: Option<TaskCtx>) -> Outcome {
     match call {
-        Call::Greet { name } => Ok(text(format!("Hello, {name}!"))),
+        Call::Greet { name } => Ok(text(greet_text(&name))),
         Call::SlowCompute { seconds, label } => {
             tokio::time::sleep(Duration::from_secs_f64(seconds)).await;
-            Ok(text(format!(
-                "slow_compute '{label}' finished after {seconds} s"
-            )))
+            Ok(text(slow_text(&label, seconds)))
         }
         Call::FailingJob => {
-            tokio::time::sleep(Duration::from_secs(1)).await;
-            Ok(json!({"content": [{"type": "text",
-                "text": "failing_job: the job failed (simulated tool error)"}],
-                "isError": true}))
+            tokio::time::sleep(FAILING_JOB_DELAY).await;
+            Ok(json!({"content": [{"type": "text", "text": FAILING_JOB_TEXT}], "isError": true}))
         }
         Call::ProtocolErrorJob => {
-            tokio::time::sleep(Duration::from_millis(300)).await;
+            tokio::time::sleep(PROTOCOL_ERROR_DELAY).await;
             Err(ErrorObject::new(
                 crate::error::codes::INTERNAL_ERROR,
-                "protocol_error_job: simulated internal failure",
+                PROTOCOL_ERROR_TEXT,
             ))
         }
         Call::ConfirmDelete { filename } => {
-            confirm_delete(ctx.ok_or_else(needs_task)?, &filename).await
+            let ctx = ctx.ok_or_else(needs_task)?;
+            let answer = ctx.elicit("confirm", confirm_question(&filename)).await;
+            Ok(text(confirm_text(&filename, &answer)))
         }
-        Call::MultiInput => multi_input(ctx.ok_or_else(needs_task)?).await,
-        Call::WithTask { name } => Ok(text(format!(
-            "Hello, {name}! (name gathered before the task was created)"
-        ))),
+        Call::MultiInput => {
+            let ctx = ctx.ok_or_else(needs_task)?;
+            // Both questions are registered before either is awaited, so the
+            // task shows two outstanding input requests at once.
+            let (a, b) = tokio::join!(
+                ctx.elicit("name", name_question()),
+                ctx.elicit("confirm", proceed_question())
+            );
+            Ok(text(multi_input_text(&a, &b)))
+        }
+        Call::WithTask { name } => Ok(text(with_task_text(&name))),
         Call::ExternalJob { job_id } => {
-            tokio::time::sleep(Duration::from_secs(1)).await;
-            Ok(text(format!(
-                "Job {job_id} completed by the external worker"
-            )))
+            tokio::time::sleep(EXTERNAL_JOB_DELAY).await;
+            Ok(text(external_job_text(&job_id)))
         }
-        Call::Summarize { text: input } => summarize(ctx.ok_or_else(needs_task)?, &input).await,
+        Call::Summarize { text: input } => {
+            let ctx = ctx.ok_or_else(needs_task)?;
+            let reply = ctx
+                .ask("summary", "sampling/createMessage", summary_request(&input))
+                .await;
+            Ok(text(summary_text(&reply)))
+        }
     }
 }
 
-/// `confirm_delete`: one form question, the answer decides.
-async fn confirm_delete(ctx: TaskCtx, filename: &str) -> Outcome {
-    let answer = ctx
-        .elicit(
-            "confirm",
-            json!({"mode": "form",
-            "message": format!("Delete {filename}?"),
-            "requestedSchema": {"type": "object",
-                "properties": {"confirm": {"type": "boolean", "title": "Confirm",
-                    "description": format!("Really delete {filename}?")}},
-                "required": ["confirm"]}}),
-        )
-        .await;
+// What each tool says and asks, shared by the crate's own servers and the
+// rmcp one (`super::rmcp`), so they stay word for word the same.
+
+/// How long `failing_job` works before its tool error.
+pub(crate) const FAILING_JOB_DELAY: Duration = Duration::from_secs(1);
+/// How long `protocol_error_job` works before its JSON-RPC error.
+pub(crate) const PROTOCOL_ERROR_DELAY: Duration = Duration::from_millis(300);
+/// How long the outside worker of `external_job` takes.
+pub(crate) const EXTERNAL_JOB_DELAY: Duration = Duration::from_secs(1);
+pub(crate) const FAILING_JOB_TEXT: &str = "failing_job: the job failed (simulated tool error)";
+pub(crate) const PROTOCOL_ERROR_TEXT: &str = "protocol_error_job: simulated internal failure";
+
+pub(crate) fn greet_text(name: &str) -> String {
+    format!("Hello, {name}!")
+}
+
+pub(crate) fn slow_text(label: &str, seconds: f64) -> String {
+    format!("slow_compute '{label}' finished after {seconds} s")
+}
+
+pub(crate) fn with_task_text(name: &str) -> String {
+    format!("Hello, {name}! (name gathered before the task was created)")
+}
+
+pub(crate) fn external_job_text(job_id: &str) -> String {
+    format!("Job {job_id} completed by the external worker")
+}
+
+/// The elicitation `confirm_delete` sends mid-task.
+pub(crate) fn confirm_question(filename: &str) -> Value {
+    json!({"mode": "form",
+    "message": format!("Delete {filename}?"),
+    "requestedSchema": {"type": "object",
+        "properties": {"confirm": {"type": "boolean", "title": "Confirm",
+            "description": format!("Really delete {filename}?")}},
+        "required": ["confirm"]}})
+}
+
+pub(crate) fn confirm_text(filename: &str, answer: &Value) -> String {
     let yes = answer.get("action").and_then(Value::as_str) == Some("accept")
         && answer.pointer("/content/confirm").and_then(Value::as_bool) == Some(true);
-    Ok(text(if yes {
+    if yes {
         format!("Deleted {filename}")
     } else {
         format!("Deletion of {filename} cancelled")
-    }))
+    }
 }
 
-/// `multi_input`: two questions outstanding at once.
-async fn multi_input(ctx: TaskCtx) -> Outcome {
-    // Both questions are registered before either is awaited, so the
-    // task shows two outstanding input requests at once.
-    let (a, b) = tokio::join!(
-        ctx.elicit("name", name_question()),
-        ctx.elicit(
-            "confirm",
-            json!({"mode": "form", "message": "Proceed?",
-            "requestedSchema": {"type": "object",
-                "properties": {"confirm": {"type": "boolean", "title": "Proceed"}},
-                "required": ["confirm"]}})
-        )
-    );
-    Ok(text(format!(
+/// The second of `multi_input`'s two questions (the first is [`name_question`]).
+pub(crate) fn proceed_question() -> Value {
+    json!({"mode": "form", "message": "Proceed?",
+    "requestedSchema": {"type": "object",
+        "properties": {"confirm": {"type": "boolean", "title": "Proceed"}},
+        "required": ["confirm"]}})
+}
+
+pub(crate) fn multi_input_text(first: &Value, second: &Value) -> String {
+    format!(
         "multi_input answers: first = {}, second = {}",
-        describe(&a),
-        describe(&b)
-    )))
+        describe(first),
+        describe(second)
+    )
 }
 
-/// `summarize`: a sampling request to the client's model.
-async fn summarize(ctx: TaskCtx, input: &str) -> Outcome {
-    let reply = ctx
-        .ask(
-            "summary",
-            "sampling/createMessage",
-            json!({"messages": [{"role": "user",
-                "content": {"type": "text", "text": format!("Summarise: {input}")}}],
-                "maxTokens": 100}),
-        )
-        .await;
-    Ok(text(
-        match reply.pointer("/content/text").and_then(Value::as_str) {
-            Some(summary) => format!("Summary: {summary}"),
-            None => "No summary: the client's model gave no text".to_owned(),
-        },
-    ))
+/// The `sampling/createMessage` params `summarize` sends mid-task.
+pub(crate) fn summary_request(input: &str) -> Value {
+    json!({"messages": [{"role": "user",
+        "content": {"type": "text", "text": format!("Summarise: {input}")}}],
+        "maxTokens": 100})
+}
+
+pub(crate) fn summary_text(reply: &Value) -> String {
+    match reply.pointer("/content/text").and_then(Value::as_str) {
+        Some(summary) => format!("Summary: {summary}"),
+        None => "No summary: the client's model gave no text".to_owned(),
+    }
 }
 
 fn needs_task() -> ErrorObject {

@@ -3,8 +3,8 @@
 // on stdio (the shim in front of a modern server, for one).
 //
 // usage:
-//   node legacy_client.mjs [--profile reference|shim] [--transcript FILE] -- <command> [args...]
-//   node legacy_client.mjs [--profile reference|shim] [--transcript FILE] --http URL
+//   node legacy_client.mjs [--profile reference|shim|rmcp] [--transcript FILE] -- <command> [args...]
+//   node legacy_client.mjs [--profile reference|shim|rmcp] [--transcript FILE] --http URL
 //     (Streamable HTTP: the SDK's StreamableHTTPClientTransport against URL)
 //   node legacy_client.mjs <server-binary> [transcript.jsonl]
 //     (short form: <server-binary> reference-server --revision 2025-11-25)
@@ -17,6 +17,11 @@
 //   policy (every tool `optional`, since the upstream decides) and a small
 //   --page-size; a plain call of a tool the upstream runs as a task is
 //   driven to its end by the shim; tasks/list is newest first.
+// - rmcp: the shim in front of the rmcp reference server (examples/rmcp_*)
+//   with that server's own taskSupport policy (as reference: greet
+//   forbidden, the input and failure tools required) and the shim's
+//   defaults otherwise: the upstream picks the retention, tasks/list is
+//   newest first in pages of 50 (one page here), no resources.
 //
 // Prints one JSON line per check ({"check":..., "ok":true, ...}) and a final
 // {"done":true,"ok":...} line; exits non-zero on the first failure. When a
@@ -36,8 +41,8 @@ import {
 } from '@modelcontextprotocol/sdk/types.js';
 
 function usage() {
-  console.error('usage: node legacy_client.mjs [--profile reference|shim] [--transcript FILE] -- <command> [args...]');
-  console.error('       node legacy_client.mjs [--profile reference|shim] [--transcript FILE] --http URL');
+  console.error('usage: node legacy_client.mjs [--profile reference|shim|rmcp] [--transcript FILE] -- <command> [args...]');
+  console.error('       node legacy_client.mjs [--profile reference|shim|rmcp] [--transcript FILE] --http URL');
   console.error('       node legacy_client.mjs <server-binary> [transcript.jsonl]');
   process.exit(2);
 }
@@ -58,7 +63,7 @@ function parseArgs(argv) {
     else if (flags[i] === '--http') opts.url = flags[++i];
     else usage();
   }
-  if (!['reference', 'shim'].includes(opts.profile)) usage();
+  if (!['reference', 'shim', 'rmcp'].includes(opts.profile)) usage();
   if (opts.url) {
     if (sep >= 0) usage(); // a URL or a command, not both
     return { ...opts, command: undefined, args: [] };
@@ -69,6 +74,12 @@ function parseArgs(argv) {
 }
 const { profile, transcript, url, command, args } = parseArgs(process.argv.slice(2));
 const SHIM = profile === 'shim';
+// Through the shim (to a modern upstream): retention, list order and
+// paging are the shim's.
+const BRIDGED = profile !== 'reference';
+// Tools carry the server's declared taskSupport (not the shim's default
+// "everything optional").
+const DECLARED = profile !== 'shim';
 
 // Hard bound on the whole run: a hung server fails the test, never hangs it.
 setTimeout(() => fail('global', new Error('timed out after 60 s')), 60_000).unref();
@@ -176,7 +187,7 @@ await check('initialize', async () => {
 await check('tools/list taskSupport', async () => {
   const { tools } = await client.listTools();
   const support = Object.fromEntries(tools.map((t) => [t.name, t.execution?.taskSupport]));
-  if (SHIM) {
+  if (!DECLARED) {
     // The modern upstream decides per request; the shim's default policy
     // tells legacy clients every tool may run either way.
     for (const [name, s] of Object.entries(support)) assert(s === 'optional', `${name} optional, got ${s}`);
@@ -198,7 +209,7 @@ await check('plain call', async () => {
 
 // The legacy reference server's one resource, a count each greet changes
 // (what the shim's restart replay of subscriptions is tested with).
-if (!SHIM) {
+if (profile === 'reference') {
   await check('resource subscription', async () => {
     const GREETINGS = 'mcp-tasks-shim://reference/greetings';
     assert(client.getServerCapabilities()?.resources?.subscribe === true, 'resources.subscribe advertised');
@@ -239,7 +250,7 @@ if (SHIM) {
 await check('create + poll + result', async () => {
   const task = await createTask('slow_compute', { seconds: 0.5, label: 'ts-poll' });
   assert(task.status === 'working', `new task is working, got ${task.status}`);
-  if (SHIM) {
+  if (BRIDGED) {
     // The modern server picks the retention; the shim reports the upstream's.
     assert(task.ttl === null || Number.isInteger(task.ttl), `ttl is ms or null, got ${task.ttl}`);
   } else {
@@ -375,8 +386,8 @@ await check('tasks/list pages', async () => {
   } while (cursor && pages < 50);
   for (const id of created) assert(seen.includes(id), `task ${id} listed`);
   assert(new Set(seen).size === seen.length, `no task listed twice: ${seen}`);
-  assert(pages > 1, `paginated (${pages} pages for ${seen.length} tasks)`);
-  if (SHIM) {
+  if (profile !== 'rmcp') assert(pages > 1, `paginated (${pages} pages for ${seen.length} tasks)`);
+  if (BRIDGED) {
     const ours = seen.filter((id) => created.includes(id));
     assert(JSON.stringify(ours) === JSON.stringify([...created].reverse()), `newest first: ${ours} vs ${created}`);
   }
@@ -386,7 +397,7 @@ await check('tasks/list pages', async () => {
 
 await check('taskSupport violations', async () => {
   await expectError(client.callTool({ name: 'no_such_tool', arguments: {} }), -32602, 'unknown tool');
-  if (SHIM) return { skipped: 'every tool is optional behind the shim by default' };
+  if (!DECLARED) return { skipped: 'every tool is optional behind the shim by default' };
   await expectError(
     client.request({ method: 'tools/call', params: { name: 'failing_job', arguments: {} } }, CallToolResultSchema),
     -32601, 'required tool without params.task');
