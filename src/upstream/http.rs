@@ -18,6 +18,7 @@ use futures_util::StreamExt;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
+use super::Readiness;
 use super::{RawAnswer, RpcResult, StreamEvent, Upstream, UpstreamEvent, UpstreamStream, lock};
 use crate::error::ShimError;
 use crate::jsonrpc::{ErrorObject, Id, Message, Peeked};
@@ -55,6 +56,12 @@ pub struct HttpUpstream {
     /// The last request could not reach the server: logged once when that
     /// starts and once when it ends, not for every request in between.
     unreachable: std::sync::atomic::AtomicBool,
+    /// Set once probed: before, a server out of reach is the error
+    /// [`connect`] returns, not a log line of its own.
+    probed: bool,
+    /// The last reachability check of `/readyz` and when it was made:
+    /// probes arriving closer together than [`READY_CHECK_REUSE`] share it.
+    ready_check: tokio::sync::Mutex<Option<(std::time::Instant, Readiness)>>,
     /// Server→client requests that came on the answer stream of a call a
     /// front marked ([`super::CALL_ORIGIN`]): request id → the call's mark,
     /// until the front asks ([`Upstream::origin_of`]) or answers.
@@ -65,6 +72,13 @@ pub struct HttpUpstream {
     /// stateless 2026-07-28 upstream).
     record: Option<(Recorder, SessionLabels)>,
 }
+
+/// How long a `/readyz` reachability check of the server holds; one
+/// request to the server per this, however often `/readyz` is asked.
+const READY_CHECK_REUSE: Duration = Duration::from_secs(1);
+/// Longest a reachability check may take (a server that accepts and never
+/// answers is not ready).
+const READY_CHECK_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Most remembered origins: beyond, the oldest are not worth keeping (a
 /// front asks at once, or never).
@@ -139,13 +153,7 @@ pub async fn connect_recorded(
         .timeout(request_timeout)
         .build()
         .map_err(|e| ShimError::Upstream(format!("cannot build the HTTP client: {e}")))?;
-    if !url.contains("://") {
-        return Err(ShimError::Upstream(format!(
-            "invalid upstream URL {url:?}: no scheme; add http:// (for example http://{url})"
-        )));
-    }
-    let parsed = reqwest::Url::parse(url)
-        .map_err(|e| ShimError::Upstream(format!("invalid upstream URL {url:?}: {e}")))?;
+    let parsed = check_url(url)?;
     let (tx, events) = mpsc::unbounded_channel();
     let mut up = HttpUpstream {
         url: parsed,
@@ -160,6 +168,8 @@ pub async fn connect_recorded(
         in_flight: 0.into(),
         hangs: tokio::sync::watch::Sender::new(String::new()),
         unreachable: false.into(),
+        probed: false,
+        ready_check: tokio::sync::Mutex::new(None),
         origins: Mutex::new(std::collections::HashMap::new()),
         record: record.map(|r| (r, SessionLabels::default())),
     };
@@ -184,12 +194,25 @@ pub async fn connect_recorded(
     let (revision, discover) = revision::classify_probe(answer.as_ref()).into_revision();
     tracing::info!(%url, %revision, "HTTP upstream probed");
     up.revision = revision;
+    up.probed = true;
     Ok(HttpLink {
         upstream: Arc::new(up),
         events,
         revision,
         discover,
     })
+}
+
+/// `url` parsed as [`connect`] takes it, or why it cannot be: a mistake
+/// no wait for the server mends.
+pub fn check_url(url: &str) -> Result<reqwest::Url, ShimError> {
+    if !url.contains("://") {
+        return Err(ShimError::Upstream(format!(
+            "invalid upstream URL {url:?}: no scheme; add http:// (for example http://{url})"
+        )));
+    }
+    reqwest::Url::parse(url)
+        .map_err(|e| ShimError::Upstream(format!("invalid upstream URL {url:?}: {e}")))
 }
 
 impl HttpUpstream {
@@ -369,7 +392,7 @@ impl HttpUpstream {
             }
             Err(e) => {
                 let why = format!("HTTP upstream unreachable: {}", cause(&e));
-                if !was_unreachable {
+                if !was_unreachable && self.probed {
                     tracing::error!(url = %self.url, "{why}");
                 }
                 return Err(ShimError::Upstream(why));
@@ -687,6 +710,50 @@ fn outcome(method: &str, answer: Option<Message>) -> Result<RpcResult, ShimError
 
 #[async_trait]
 impl Upstream for Arc<HttpUpstream> {
+    /// Up while the server answers HTTP at all (any status: it is there);
+    /// down, with why, when it cannot be reached or does not answer
+    /// within [`READY_CHECK_TIMEOUT`]. Asks with what a liveness check
+    /// sends (`server/discover`, or `ping` in the 2025-11-25 session).
+    async fn check_readiness(&self) -> Readiness {
+        let mut last = self.ready_check.lock().await;
+        if let Some((at, readiness)) = &*last
+            && at.elapsed() < READY_CHECK_REUSE
+        {
+            return readiness.clone();
+        }
+        let check = match self.revision {
+            Revision::Modern => {
+                Message::request(self.next_id(), "server/discover", super::probe_params())
+            }
+            Revision::Legacy => Message::request(self.next_id(), "ping", json!({})),
+        };
+        let body = check.to_json().into_bytes();
+        let sent = tokio::time::timeout(READY_CHECK_TIMEOUT, async {
+            let resp = self
+                .send_post(&check, body, Some(READY_CHECK_TIMEOUT))
+                .await?;
+            // Read (and so recorded, with --record-upstream) like any
+            // answer; what it says does not matter.
+            let _ = self.answer_of(&check, resp).await;
+            Ok::<(), ShimError>(())
+        })
+        .await;
+        let readiness = match sent {
+            Ok(Ok(())) => Readiness::Up,
+            Ok(Err(e)) => Readiness::Down(match e {
+                ShimError::Upstream(why) => why,
+                other => other.to_string(),
+            }),
+            Err(_) => Readiness::Down(format!(
+                "HTTP upstream {} did not answer within {} s",
+                self.url,
+                READY_CHECK_TIMEOUT.as_secs()
+            )),
+        };
+        *last = Some((std::time::Instant::now(), readiness.clone()));
+        readiness
+    }
+
     async fn request(&self, method: &str, params: Value) -> Result<RpcResult, ShimError> {
         self.exchange(method, params, None).await
     }

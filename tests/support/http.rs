@@ -46,6 +46,26 @@ impl HttpShim {
     /// (no `--` when `upstream` is empty: pass `--upstream-url` in `flags`).
     #[track_caller]
     pub fn spawn<S: AsRef<str>>(flags: &[&str], upstream: &[S]) -> HttpShim {
+        Self::spawn_until(flags, upstream, "listening on ")
+    }
+
+    /// [`HttpShim::spawn`], returning as soon as the port is open ("port
+    /// open on" line), before the upstream is probed; its "listening on"
+    /// line then lands in [`HttpShim::log`].
+    #[track_caller]
+    pub fn spawn_starting<S: AsRef<str>>(flags: &[&str], upstream: &[S]) -> HttpShim {
+        let mut shim = Self::spawn_until(flags, upstream, "port open on ");
+        shim.base = shim.base.split(';').next().unwrap_or_default().to_owned();
+        shim.url = format!("{}/mcp", shim.base);
+        shim
+    }
+
+    #[track_caller]
+    fn spawn_until<S: AsRef<str>>(
+        flags: &[&str],
+        upstream: &[S],
+        marker: &'static str,
+    ) -> HttpShim {
         let mut cmd = Command::new(shim_bin());
         cmd.args(["http", "--listen", "127.0.0.1:0"]).args(flags);
         if !upstream.is_empty() {
@@ -64,7 +84,7 @@ impl HttpShim {
             let mut tx = Some(tx);
             for line in BufReader::new(stderr).lines() {
                 let Ok(line) = line else { break };
-                if let Some(url) = line.split("listening on ").nth(1)
+                if let Some(url) = line.split(marker).nth(1)
                     && let Some(tx) = tx.take()
                 {
                     let _ = tx.send(url.trim().to_owned());
