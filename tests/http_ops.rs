@@ -503,3 +503,70 @@ fn a_token_file_others_can_read_is_refused_at_start() {
     assert!(!stderr.contains("s3cret"), "the token leaked: {stderr}");
     let _ = std::fs::remove_file(&file);
 }
+
+/// A browser page of an admitted origin (`--allow-origin`, or loopback)
+/// can call the endpoint: its preflight is answered with the MCP headers,
+/// and the answer lets it read `Mcp-Session-Id`. Other origins get no CORS
+/// headers (and their requests 403, as before).
+#[test]
+fn admitted_browser_origins_get_cors_and_others_do_not() {
+    support::http::block_on(async {
+        let app = "https://app.example";
+        let shim = HttpShim::spawn(&["--allow-origin", app], &modern_reference());
+        let c = client();
+        let preflight = |origin: &'static str| {
+            c.request(reqwest::Method::OPTIONS, &shim.url)
+                .header("origin", origin)
+                .header("access-control-request-method", "POST")
+                .header(
+                    "access-control-request-headers",
+                    "content-type,mcp-protocol-version,mcp-session-id",
+                )
+                .send()
+        };
+        for origin in [app, "http://localhost:5173"] {
+            let resp = tokio::time::timeout(STEP, preflight(origin))
+                .await
+                .unwrap()
+                .unwrap();
+            assert!(resp.status().is_success(), "{origin}: {}", resp.status());
+            let h = resp.headers();
+            assert_eq!(h["access-control-allow-origin"], origin);
+            let allowed = h["access-control-allow-headers"].to_str().unwrap();
+            assert!(allowed.contains("mcp-session-id"), "{allowed}");
+            assert!(allowed.contains("mcp-protocol-version"), "{allowed}");
+        }
+        let resp = tokio::time::timeout(STEP, preflight("https://elsewhere.example"))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(
+            resp.headers().get("access-control-allow-origin").is_none(),
+            "{:?}",
+            resp.headers()
+        );
+
+        let body = rpc(
+            0,
+            "initialize",
+            json!({
+                "protocolVersion": LEGACY,
+                "capabilities": {},
+                "clientInfo": {"name": "browser", "version": "0"},
+            }),
+        );
+        let (status, body, headers) =
+            send(legacy(&c, &shim.url, None, &body).header("origin", app)).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        assert_valid(Revision::Legacy, &body, Some("initialize"));
+        assert_eq!(headers["access-control-allow-origin"], app);
+        let exposed = headers["access-control-expose-headers"].to_str().unwrap();
+        assert!(exposed.contains("mcp-session-id"), "{exposed}");
+        let (status, body, _) = send(
+            legacy(&c, &shim.url, None, &rpc(1, "ping", json!({})))
+                .header("origin", "https://elsewhere.example"),
+        )
+        .await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    });
+}

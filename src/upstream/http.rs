@@ -464,15 +464,14 @@ impl HttpUpstream {
         id: Option<&Id>,
         mut on_other: impl FnMut(Message),
     ) -> Result<Message, ShimError> {
-        let mut stream = resp.bytes_stream();
-        let mut buf = String::new();
+        let mut events = sse_stream::SseByteStream::new(resp.bytes_stream());
         loop {
-            let chunk = match stream.next().await {
-                Some(Ok(chunk)) => chunk,
+            let data = match events.next().await {
+                Some(Ok(event)) => event.data,
                 Some(Err(e)) => {
                     return Err(ShimError::Upstream(format!(
                         "HTTP upstream stream broke before the answer: {}",
-                        cause(&e)
+                        sse_cause(&e)
                     )));
                 }
                 None => {
@@ -481,20 +480,19 @@ impl HttpUpstream {
                     ));
                 }
             };
-            buf.push_str(&String::from_utf8_lossy(&chunk));
-            while let Some(data) = next_sse_data(&mut buf) {
-                let Ok(m) = Message::parse(data.as_bytes()) else {
-                    continue;
-                };
-                self.record("s2c", &m);
-                let answers = matches!(m, Message::Response(_) | Message::Error(_))
-                    && id.is_some()
-                    && m.id() == id;
-                if answers {
-                    return Ok(m);
-                }
-                on_other(m);
+            // Comments, keep-alives and metadata-only events carry none.
+            let Some(data) = data else { continue };
+            let Ok(m) = Message::parse(data.as_bytes()) else {
+                continue;
+            };
+            self.record("s2c", &m);
+            let answers = matches!(m, Message::Response(_) | Message::Error(_))
+                && id.is_some()
+                && m.id() == id;
+            if answers {
+                return Ok(m);
             }
+            on_other(m);
         }
     }
 
@@ -954,6 +952,17 @@ fn parse_body(status: reqwest::StatusCode, body: &[u8]) -> Result<Message, ShimE
     })
 }
 
+/// Why an SSE stream ended in error, with the reqwest cause when the
+/// body broke (a parse error says itself).
+fn sse_cause(e: &sse_stream::Error) -> String {
+    if let sse_stream::Error::Body(body) = e
+        && let Some(e) = body.downcast_ref::<reqwest::Error>()
+    {
+        return cause(e);
+    }
+    e.to_string()
+}
+
 /// A reqwest error with its chain of causes ("connection reset by peer"
 /// is three levels down), so the client learns what actually happened.
 fn cause(e: &reqwest::Error) -> String {
@@ -971,58 +980,4 @@ fn cause(e: &reqwest::Error) -> String {
         text.push_str(" (timed out)");
     }
     text
-}
-
-/// Takes the next complete event off an SSE buffer and returns its `data`
-/// (lines joined by `\n`); events without data are skipped. Lines may end
-/// in CRLF, LF or CR, as the SSE format allows (Python servers send CRLF).
-fn next_sse_data(buf: &mut String) -> Option<String> {
-    if buf.contains('\r') {
-        // A CR at the very end may be the first half of a CRLF: keep it.
-        let keep_cr = buf.ends_with('\r');
-        let mut norm = buf.replace("\r\n", "\n");
-        if keep_cr {
-            norm.pop();
-        }
-        *buf = norm.replace('\r', "\n");
-        if keep_cr {
-            buf.push('\r');
-        }
-    }
-    while let Some(end) = buf.find("\n\n") {
-        let event: String = buf.drain(..end + 2).collect();
-        let data: Vec<&str> = event
-            .lines()
-            .filter_map(|l| l.strip_prefix("data:"))
-            .map(|d| d.strip_prefix(' ').unwrap_or(d))
-            .collect();
-        if !data.is_empty() {
-            return Some(data.join("\n"));
-        }
-    }
-    None
-}
-
-#[cfg(test)]
-mod tests {
-    use super::next_sse_data;
-
-    #[test]
-    fn sse_events_split_on_any_line_ending() {
-        for sep in ["\n", "\r\n", "\r"] {
-            let text = format!(
-                "event: message{sep}data: {{\"a\":1}}{sep}{sep}: ping{sep}{sep}id: 2{sep}data: x{sep}data: y{sep}{sep}data: partial"
-            );
-            // Fed in two-byte chunks, so CRLF pairs get split across pushes.
-            let mut buf = String::new();
-            let mut got = Vec::new();
-            for chunk in text.as_bytes().chunks(2) {
-                buf.push_str(std::str::from_utf8(chunk).unwrap());
-                while let Some(d) = next_sse_data(&mut buf) {
-                    got.push(d);
-                }
-            }
-            assert_eq!(got, ["{\"a\":1}", "x\ny"], "separator {sep:?}");
-        }
-    }
 }

@@ -580,7 +580,8 @@ pub async fn serve_connecting(
         max_body_bytes: opts.max_body_bytes,
         read_timeout,
     });
-    let (to_mcp, mcp) = tokio::sync::watch::channel(starting.router(true));
+    let starting_mcp = starting.router(true).layer(cors(&opts.allowed_origins));
+    let (to_mcp, mcp) = tokio::sync::watch::channel(starting_mcp);
     let (to_ops, ops_now) = tokio::sync::watch::channel(starting.router(false));
     // Not "listening on": scripts wait for that line to send requests.
     tracing::info!(%addr, "port open; /readyz answers 503 until the upstream is probed");
@@ -626,7 +627,10 @@ pub async fn serve_connecting(
                         let ops: Router = front
                             .metrics_router(METRICS_PATH)
                             .merge(front.health_router());
-                        let mcp_routes = front.router().merge(ops.clone());
+                        let mcp_routes = front
+                            .router()
+                            .layer(cors(&opts.allowed_origins))
+                            .merge(ops.clone());
                         to_mcp.send_modify(|r| *r = mcp_routes);
                         to_ops.send_modify(|r| *r = ops);
                         tracing::info!(%addr, %path, upstream = %upstream_rev, "listening");
@@ -917,10 +921,12 @@ impl App {
 /// The spec's DNS-rebinding rule: an `Origin` that is present must be one
 /// we trust (loopback, or configured).
 fn origin_ok(app: &App, headers: &HeaderMap) -> bool {
-    let Some(origin) = headers::header(headers, "origin") else {
-        return true;
-    };
-    if app.opts.allowed_origins.iter().any(|o| o == origin) {
+    headers::header(headers, "origin").is_none_or(|o| origin_allowed(&app.opts.allowed_origins, o))
+}
+
+/// A loopback origin, or one of `allowed` (`--allow-origin`).
+fn origin_allowed(allowed: &[String], origin: &str) -> bool {
+    if allowed.iter().any(|o| o == origin) {
         return true;
     }
     let host = origin
@@ -932,6 +938,32 @@ fn origin_ok(app: &App, headers: &HeaderMap) -> bool {
         _ => host,
     };
     matches!(host, "localhost" | "127.0.0.1" | "[::1]")
+}
+
+/// CORS for the MCP endpoint: the origins [`origin_ok`] admits may call
+/// it from a browser (preflight answered, `Mcp-Session-Id` readable);
+/// others get no CORS headers, and their requests 403 as before.
+fn cors(allowed: &[String]) -> tower_http::cors::CorsLayer {
+    use axum::http::{HeaderName, Method, header};
+    let allowed = allowed.to_vec();
+    let mcp = |name: &'static str| HeaderName::from_static(name);
+    tower_http::cors::CorsLayer::new()
+        .allow_origin(tower_http::cors::AllowOrigin::predicate(
+            move |origin, _| origin.to_str().is_ok_and(|o| origin_allowed(&allowed, o)),
+        ))
+        .allow_methods([Method::GET, Method::POST, Method::DELETE])
+        .allow_headers([
+            header::CONTENT_TYPE,
+            header::ACCEPT,
+            header::AUTHORIZATION,
+            mcp("last-event-id"),
+            mcp("mcp-session-id"),
+            mcp("mcp-protocol-version"),
+            mcp("mcp-method"),
+            mcp("mcp-name"),
+        ])
+        .expose_headers([mcp("mcp-session-id"), header::WWW_AUTHENTICATE])
+        .max_age(std::time::Duration::from_secs(600))
 }
 
 fn forbidden_origin() -> Response {
