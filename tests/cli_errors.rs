@@ -240,3 +240,26 @@ fn every_subcommand_has_a_version() {
         assert!(said.contains(env!("CARGO_PKG_VERSION")), "{sub}: {said}");
     }
 }
+
+/// An upstream child that exits at once is one error, said once: no
+/// warning about the revision its failed probe would have implied, no
+/// second "upstream failed" line before it.
+#[test]
+fn a_child_that_exits_at_start_logs_only_the_fatal_error() {
+    let out = run(&[
+        "http",
+        "--listen",
+        "127.0.0.1:0",
+        "--",
+        "sh",
+        "-c",
+        "exit 3",
+    ]);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(err.matches("exit status: 3").count(), 1, "{err}");
+    assert!(!err.contains("2025-11-25"), "a revision warning: {err}");
+    assert!(!err.contains("WARN") && !err.contains("ERROR"), "{err}");
+    let last = err.lines().last().unwrap_or_default();
+    assert!(last.contains("failed during start-up"), "{err}");
+}

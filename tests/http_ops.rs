@@ -14,7 +14,9 @@ use std::time::{Duration, Instant};
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use support::http::{HttpShim, LEGACY, STEP, alive, children_of, client, legacy, rpc, send};
+use support::http::{
+    HttpReference, HttpShim, LEGACY, STEP, alive, children_of, client, legacy, rpc, send,
+};
 use support::schema::{Revision, assert_valid};
 use support::wire::{modern_reference, shim_bin, temp_path};
 
@@ -139,6 +141,167 @@ fn gated_reference(gate: &Path) -> Vec<String> {
     ];
     cmd.extend(modern_reference());
     cmd
+}
+
+/// Polls the shim's log until a line contains `needle`.
+async fn until_logged(shim: &HttpShim, needle: &str) {
+    let start = Instant::now();
+    while shim.logged(needle).is_empty() {
+        assert!(start.elapsed() < GUARD, "never logged {needle:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A port nothing listens on (bound, then released).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// The upstream command, started only once `gate` exists: until then the
+/// child is running but says nothing, so its first probe waits.
+fn reference_after(gate: &Path) -> Vec<String> {
+    let mut cmd = vec![
+        "sh".to_owned(),
+        "-c".to_owned(),
+        format!(
+            "while ! test -e '{}'; do sleep 0.02; done; exec \"$@\"",
+            gate.display()
+        ),
+        "sh".to_owned(),
+    ];
+    cmd.extend(modern_reference());
+    cmd
+}
+
+/// The port opens before the upstream answers its probe: a load balancer
+/// sees 200 on /healthz and 503 on /readyz (with why), and an MCP request
+/// gets 503 with a JSON-RPC error rather than a refused connection.
+#[test]
+fn readyz_answers_503_before_the_first_probe_and_200_after() {
+    support::http::block_on(async {
+        let gate = temp_path("slow-start-gate");
+        let shim =
+            HttpShim::spawn_starting(&["--probe-timeout-ms", "60000"], &reference_after(&gate));
+        let c = client();
+        let (status, body) = get(&c, &format!("{}/healthz", shim.base)).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        let readyz = format!("{}/readyz", shim.base);
+        let (status, body) = get(&c, &readyz).await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+        assert_eq!(body["ready"], false, "{body}");
+        assert_eq!(body["upstream"], "starting", "{body}");
+        assert!(
+            body["reason"]
+                .as_str()
+                .is_some_and(|r| r.contains("not been probed")),
+            "{body}"
+        );
+        let (status, body, headers) = legacy_initialize(&c, &shim.url, None).await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+        assert_valid(Revision::Legacy, &body, None);
+        assert_eq!(body["id"], 0, "the request's id: {body}");
+        assert_eq!(body["error"]["code"], -32603, "{body}");
+        assert!(headers.get("retry-after").is_some(), "{headers:?}");
+        assert!(
+            shim.logged("listening on").is_empty(),
+            "announced too early"
+        );
+
+        std::fs::write(&gate, "").unwrap();
+        let body = until_status(&c, &readyz, StatusCode::OK).await;
+        assert_eq!(body["upstream"], "up", "{body}");
+        until_logged(&shim, "listening on").await;
+        let (status, body, _) = legacy_initialize(&c, &shim.url, None).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        assert_valid(Revision::Legacy, &body, Some("initialize"));
+        assert!(body["result"].is_object(), "{body}");
+        let _ = std::fs::remove_file(&gate);
+    });
+}
+
+/// `--upstream-url` with nothing behind it: with `--upstream-wait` the
+/// shim waits (503 naming why), serves once a server appears there, and
+/// /readyz follows that server going away again (it used to say "up" for
+/// any HTTP upstream).
+#[test]
+fn an_http_upstream_is_waited_for_and_readyz_follows_it() {
+    support::http::block_on(async {
+        let addr: std::net::SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+        let url = format!("http://{addr}/mcp");
+        let shim = HttpShim::spawn_starting(
+            &["--upstream-url", &url, "--upstream-wait", "5m"],
+            &[] as &[&str],
+        );
+        let c = client();
+        let readyz = format!("{}/readyz", shim.base);
+        // The first reason is "not probed yet"; the first refused attempt
+        // replaces it.
+        let start = Instant::now();
+        let body = loop {
+            let (status, body) = get(&c, &readyz).await;
+            assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+            if body["reason"]
+                .as_str()
+                .is_some_and(|r| r.contains("unreachable"))
+            {
+                break body;
+            }
+            assert!(start.elapsed() < GUARD, "no reason given: {body}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        assert_eq!(body["ready"], false, "{body}");
+
+        let server = HttpReference::start_at("2026-07-28", &[], addr);
+        let body = until_status(&c, &readyz, StatusCode::OK).await;
+        assert_eq!(body["upstream"], "up", "{body}");
+        until_logged(&shim, "listening on").await;
+
+        drop(server);
+        let body = until_status(&c, &readyz, StatusCode::SERVICE_UNAVAILABLE).await;
+        assert_eq!(body["upstream"], "down", "{body}");
+        assert!(
+            body["reason"]
+                .as_str()
+                .is_some_and(|r| r.contains("unreachable")),
+            "{body}"
+        );
+        let _server = HttpReference::start_at("2026-07-28", &[], addr);
+        until_status(&c, &readyz, StatusCode::OK).await;
+    });
+}
+
+/// Past `--upstream-wait` the shim gives up, naming the flag.
+#[test]
+fn an_upstream_that_never_comes_ends_the_wait_with_an_error() {
+    let url = format!("http://127.0.0.1:{}/mcp", free_port());
+    let mut child = Command::new(shim_bin())
+        .args(["http", "--listen", "127.0.0.1:0", "--upstream-url", &url])
+        .args(["--upstream-wait", "300ms"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn the shim");
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if start.elapsed() > GUARD {
+            let _ = child.kill();
+            panic!("the shim still waits past --upstream-wait");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("--upstream-wait 300ms"), "{stderr}");
+    assert!(stderr.contains(&url), "names the upstream: {stderr}");
+    assert!(!stderr.contains("listening on"), "{stderr}");
 }
 
 #[test]
@@ -330,4 +493,71 @@ fn a_token_file_others_can_read_is_refused_at_start() {
     );
     assert!(!stderr.contains("s3cret"), "the token leaked: {stderr}");
     let _ = std::fs::remove_file(&file);
+}
+
+/// A browser page of an admitted origin (`--allow-origin`, or loopback)
+/// can call the endpoint: its preflight is answered with the MCP headers,
+/// and the answer lets it read `Mcp-Session-Id`. Other origins get no CORS
+/// headers (and their requests 403, as before).
+#[test]
+fn admitted_browser_origins_get_cors_and_others_do_not() {
+    support::http::block_on(async {
+        let app = "https://app.example";
+        let shim = HttpShim::spawn(&["--allow-origin", app], &modern_reference());
+        let c = client();
+        let preflight = |origin: &'static str| {
+            c.request(reqwest::Method::OPTIONS, &shim.url)
+                .header("origin", origin)
+                .header("access-control-request-method", "POST")
+                .header(
+                    "access-control-request-headers",
+                    "content-type,mcp-protocol-version,mcp-session-id",
+                )
+                .send()
+        };
+        for origin in [app, "http://localhost:5173"] {
+            let resp = tokio::time::timeout(STEP, preflight(origin))
+                .await
+                .unwrap()
+                .unwrap();
+            assert!(resp.status().is_success(), "{origin}: {}", resp.status());
+            let h = resp.headers();
+            assert_eq!(h["access-control-allow-origin"], origin);
+            let allowed = h["access-control-allow-headers"].to_str().unwrap();
+            assert!(allowed.contains("mcp-session-id"), "{allowed}");
+            assert!(allowed.contains("mcp-protocol-version"), "{allowed}");
+        }
+        let resp = tokio::time::timeout(STEP, preflight("https://elsewhere.example"))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(
+            resp.headers().get("access-control-allow-origin").is_none(),
+            "{:?}",
+            resp.headers()
+        );
+
+        let body = rpc(
+            0,
+            "initialize",
+            json!({
+                "protocolVersion": LEGACY,
+                "capabilities": {},
+                "clientInfo": {"name": "browser", "version": "0"},
+            }),
+        );
+        let (status, body, headers) =
+            send(legacy(&c, &shim.url, None, &body).header("origin", app)).await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+        assert_valid(Revision::Legacy, &body, Some("initialize"));
+        assert_eq!(headers["access-control-allow-origin"], app);
+        let exposed = headers["access-control-expose-headers"].to_str().unwrap();
+        assert!(exposed.contains("mcp-session-id"), "{exposed}");
+        let (status, body, _) = send(
+            legacy(&c, &shim.url, None, &rpc(1, "ping", json!({})))
+                .header("origin", "https://elsewhere.example"),
+        )
+        .await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    });
 }

@@ -58,7 +58,7 @@ pub(crate) fn run(client: Revision) -> Result<Conversation, String> {
 
 /// Writes `c` to `out`; an IO error is the caller's to judge (a reader
 /// that stopped reading is no failure of the demo).
-pub(crate) fn print(c: Conversation, out: &mut dyn Write) -> std::io::Result<()> {
+pub(crate) fn print(c: Conversation, out: &mut dyn Write, width: usize) -> std::io::Result<()> {
     let (client, server) = (c.client, c.client.other());
     writeln!(
         out,
@@ -72,12 +72,14 @@ pub(crate) fn print(c: Conversation, out: &mut dyn Write) -> std::io::Result<()>
             Leg::ShimToServer => "  shim ──▶ server",
             Leg::ServerToShim => "  shim ◀── server",
         };
-        writeln!(out, "{arrow}  {}", summary(&msg))?;
+        // The arrow column and its gap take 19 characters.
+        writeln!(out, "{arrow}  {}", summary(&msg, width.saturating_sub(19)))?;
     }
     Ok(())
 }
 
-fn summary(msg: &Message) -> String {
+/// `head` and as much of the payload as fits in `width` characters.
+fn summary(msg: &Message, width: usize) -> String {
     let head = match msg {
         Message::Request(r) => format!("{} #{}", r.method, r.id),
         Message::Notification(n) => n.method.clone(),
@@ -89,16 +91,16 @@ fn summary(msg: &Message) -> String {
         Message::Response(r) => r.result.clone(),
         Message::Error(e) => serde_json::to_value(&e.error).unwrap_or_default(),
     };
-    let mut text = body.to_string();
-    if text.len() > 150 {
-        let cut = (0..=150)
-            .rev()
-            .find(|i| text.is_char_boundary(*i))
-            .unwrap_or(0);
-        text.truncate(cut);
-        text.push('…');
+    let head = format!("{head:<28} ");
+    // At least a few characters of payload, on a line of their own if the
+    // head is that long (the writer wraps).
+    let room = width.saturating_sub(head.chars().count()).max(12);
+    let text = body.to_string();
+    if text.chars().count() <= room {
+        return format!("{head}{text}");
     }
-    format!("{head:<28} {text}")
+    let kept: String = text.chars().take(room - 1).collect();
+    format!("{head}{kept}…")
 }
 
 /// Wires a reference server of `client.other()` in process behind a bridge

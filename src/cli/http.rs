@@ -18,6 +18,17 @@ pub struct Args {
     /// of a command after `--`.
     #[arg(long, value_name = "URL", conflicts_with = "upstream", help_heading = UPSTREAM)]
     pub upstream_url: Option<String>,
+    /// At start, wait up to this long (`30s`, `5m`) for the upstream: an
+    /// --upstream-url server is asked again until it answers, a child that
+    /// exits before its first probe is started again, and that probe may
+    /// take this long.
+    ///
+    /// Meanwhile /healthz answers 200 and /readyz 503 with the reason; past
+    /// it the shim exits with the last error [default: no wait: an upstream
+    /// that cannot be reached or probed at once ends the start].
+    #[arg(long, value_name = "DURATION", value_parser = super::options::duration,
+          help_heading = UPSTREAM)]
+    pub upstream_wait: Option<Duration>,
     /// Address to listen on: HOST:PORT, a host name (`localhost:8080`, resolved
     /// at start) or `:PORT`, which keeps the loopback address.
     ///
@@ -165,6 +176,95 @@ pub(crate) fn resolve_listen(flag: &str, s: &str) -> Result<SocketAddr, String> 
         tracing::info!(%first, "{flag} {s} has several addresses: listening on the first");
     }
     Ok(first)
+}
+
+/// First pause between two attempts to reach the upstream at start;
+/// doubled after each, up to [`WAIT_BACKOFF_MAX`].
+const WAIT_BACKOFF_START: std::time::Duration = std::time::Duration::from_millis(100);
+/// Longest pause between two attempts.
+const WAIT_BACKOFF_MAX: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Reaches and probes the upstream, within `--upstream-wait` if given
+/// (each setback reported to `startup`, which `/readyz` shows), else at
+/// the first attempt as before.
+async fn connect_upstream(
+    url: Option<String>,
+    command: Vec<String>,
+    proxy: crate::proxy::ProxyOptions,
+    wait: Option<std::time::Duration>,
+    record: Option<crate::transport::record::Recorder>,
+    startup: http::Startup,
+) -> Result<crate::upstream::Link, String> {
+    let deadline = wait.map(|w| tokio::time::Instant::now() + w);
+    let mut pause = WAIT_BACKOFF_START;
+    let mut attempt = 0u32;
+    loop {
+        attempt += 1;
+        let left = deadline.map(|d| d.saturating_duration_since(tokio::time::Instant::now()));
+        let tried: Result<crate::upstream::Link, String> = match &url {
+            Some(url) => {
+                let connect = crate::upstream::http::connect_recorded(
+                    url,
+                    proxy.request_timeout,
+                    record.clone(),
+                );
+                // A server that accepts and never answers must not hold
+                // the start past the wait.
+                let answered = match left {
+                    Some(left) => tokio::time::timeout(left, connect)
+                        .await
+                        .unwrap_or_else(|_| {
+                            Err(crate::error::ShimError::Upstream(format!(
+                                "cannot probe {url}: no answer"
+                            )))
+                        }),
+                    None => connect.await,
+                };
+                answered
+                    .map(|link| {
+                        if let Some(every) = proxy.ping_interval {
+                            link.upstream.watch_liveness(every, proxy.ping_timeout);
+                        }
+                        link.into()
+                    })
+                    .map_err(|e| e.to_string())
+            }
+            None => {
+                let (program, rest) = command
+                    .split_first()
+                    .ok_or("missing upstream command after -- (or --upstream-url)")?;
+                let first_probe = left.map_or(proxy.probe_timeout, |l| l.max(proxy.probe_timeout));
+                let supervise = crate::upstream::supervised::SuperviseOptions {
+                    record: record.clone(),
+                    ..proxy.supervise()
+                };
+                crate::upstream::supervised::connect_within(program, rest, supervise, first_probe)
+                    .await
+                    .map(Into::into)
+                    .map_err(|e| e.to_string())
+            }
+        };
+        let e = match tried {
+            Ok(link) => return Ok(link),
+            Err(e) => e,
+        };
+        let Some(deadline) = deadline else {
+            return Err(format!(
+                "{e} (or give it time with --upstream-wait DURATION, e.g. --upstream-wait 30s)"
+            ));
+        };
+        let now = tokio::time::Instant::now();
+        if now >= deadline {
+            let waited = humantime::format_duration(wait.unwrap_or_default());
+            return Err(format!(
+                "{e}; still not ready after --upstream-wait {waited} ({attempt} attempts)"
+            ));
+        }
+        tracing::warn!(error = %e, attempt, "upstream not ready yet; trying again (--upstream-wait)");
+        startup.report(e);
+        tokio::time::sleep(pause.min(deadline - now)).await;
+        pause = (pause * 2).min(WAIT_BACKOFF_MAX);
+    }
 }
 
 /// An endpoint path the router can serve, and not the metrics path.
@@ -356,42 +456,32 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
             None => None,
         };
         opts.record_upstream = upstream_recorder.clone();
-        let link: crate::upstream::Link = match &args.upstream_url {
-            Some(url) => {
-                let link = crate::upstream::http::connect_recorded(
-                    url,
-                    proxy.request_timeout,
-                    upstream_recorder.clone(),
-                )
-                .await
-                .map_err(|e| e.to_string())?;
-                if let Some(every) = proxy.ping_interval {
-                    link.upstream.watch_liveness(every, proxy.ping_timeout);
-                }
-                link.into()
-            }
-            None => {
-                let (program, rest) = args
-                    .upstream
-                    .split_first()
-                    .ok_or("missing upstream command after -- (or --upstream-url)")?;
-                let supervise = crate::upstream::supervised::SuperviseOptions {
-                    record: upstream_recorder.clone(),
-                    ..proxy.supervise()
-                };
-                crate::upstream::supervised::connect(program, rest, supervise)
-                    .await
-                    .map_err(|e| e.to_string())?
-                    .into()
-            }
+        if let Some(url) = &args.upstream_url {
+            crate::upstream::http::check_url(url).map_err(|e| e.to_string())?;
+        }
+        let startup = http::Startup::default();
+        let principals = principal_mode(token_count, args.principal_header.as_deref());
+        let bridge = proxy.bridge.clone();
+        let connect = connect_upstream(
+            args.upstream_url.clone(),
+            args.upstream.clone(),
+            proxy,
+            args.upstream_wait,
+            upstream_recorder.clone(),
+            startup.clone(),
+        );
+        // The summary once the upstream is probed, as before.
+        let connect = async move {
+            let link = connect.await?;
+            tokio::spawn(crate::bridge::summary::log_startup_summary(
+                link.upstream.clone(),
+                link.revision,
+                link.discover.clone(),
+                bridge,
+                principals,
+            ));
+            Ok(link)
         };
-        tokio::spawn(crate::bridge::summary::log_startup_summary(
-            link.upstream.clone(),
-            link.revision,
-            link.discover.clone(),
-            proxy.bridge.clone(),
-            principal_mode(token_count, args.principal_header.as_deref()),
-        ));
         let writer = match &args.record {
             Some(path) => {
                 let (rec, task) = crate::transport::record::Recorder::open(path, "--record")
@@ -401,9 +491,10 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
             }
             None => None,
         };
-        let served = http::serve(opts, link, ledger, resolver, shutdown_signal())
-            .await
-            .map_err(|e| e.to_string());
+        let served =
+            http::serve_connecting(opts, connect, startup, ledger, resolver, shutdown_signal())
+                .await
+                .map_err(|e| e.to_string());
         // The writer ends once the front's last handle on it is gone; a
         // stream still held open past shutdown must not keep the process.
         if let Some(task) = writer {

@@ -21,6 +21,7 @@ use futures_util::StreamExt;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
+use super::Readiness;
 use super::{RawAnswer, RpcResult, StreamEvent, Upstream, UpstreamEvent, UpstreamStream, lock};
 use crate::error::ShimError;
 use crate::jsonrpc::{ErrorObject, Id, Message, Peeked};
@@ -66,6 +67,12 @@ pub struct HttpUpstream {
     /// The last request could not reach the server: logged once when that
     /// starts and once when it ends, not for every request in between.
     unreachable: std::sync::atomic::AtomicBool,
+    /// Set once probed: before, a server out of reach is the error
+    /// [`connect`] returns, not a log line of its own.
+    probed: bool,
+    /// The last reachability check of `/readyz` and when it was made:
+    /// probes arriving closer together than [`READY_CHECK_REUSE`] share it.
+    ready_check: tokio::sync::Mutex<Option<(tokio::time::Instant, Readiness)>>,
     /// Server→client requests that came on the answer stream of a call a
     /// front marked ([`super::CALL_ORIGIN`]): request id → the call's mark,
     /// until the front asks ([`Upstream::origin_of`]) or answers.
@@ -76,6 +83,13 @@ pub struct HttpUpstream {
     /// stateless 2026-07-28 upstream).
     record: Option<(Recorder, SessionLabels)>,
 }
+
+/// How long a `/readyz` reachability check of the server holds; one
+/// request to the server per this, however often `/readyz` is asked.
+const READY_CHECK_REUSE: Duration = Duration::from_secs(1);
+/// Longest a reachability check may take (a server that accepts and never
+/// answers is not ready).
+const READY_CHECK_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Most remembered origins: beyond, the oldest are not worth keeping (a
 /// front asks at once, or never).
@@ -150,13 +164,7 @@ pub async fn connect_recorded(
         .timeout(request_timeout)
         .build()
         .map_err(|e| ShimError::Upstream(format!("cannot build the HTTP client: {e}")))?;
-    if !url.contains("://") {
-        return Err(ShimError::Upstream(format!(
-            "invalid upstream URL {url:?}: no scheme; add http:// (for example http://{url})"
-        )));
-    }
-    let parsed = reqwest::Url::parse(url)
-        .map_err(|e| ShimError::Upstream(format!("invalid upstream URL {url:?}: {e}")))?;
+    let parsed = check_url(url)?;
     let transport = transport::Reqwest {
         url: parsed,
         client,
@@ -213,6 +221,8 @@ async fn connect_over(
         in_flight: 0.into(),
         hangs: tokio::sync::watch::Sender::new(String::new()),
         unreachable: false.into(),
+        probed: false,
+        ready_check: tokio::sync::Mutex::new(None),
         origins: Mutex::new(std::collections::HashMap::new()),
         record: record.map(|r| (r, SessionLabels::default())),
     };
@@ -237,12 +247,25 @@ async fn connect_over(
     let (revision, discover) = revision::classify_probe(answer.as_ref()).into_revision();
     tracing::info!(%url, %revision, "HTTP upstream probed");
     up.revision = revision;
+    up.probed = true;
     Ok(HttpLink {
         upstream: Arc::new(up),
         events,
         revision,
         discover,
     })
+}
+
+/// `url` parsed as [`connect`] takes it, or why it cannot be: a mistake
+/// no wait for the server mends.
+pub fn check_url(url: &str) -> Result<reqwest::Url, ShimError> {
+    if !url.contains("://") {
+        return Err(ShimError::Upstream(format!(
+            "invalid upstream URL {url:?}: no scheme; add http:// (for example http://{url})"
+        )));
+    }
+    reqwest::Url::parse(url)
+        .map_err(|e| ShimError::Upstream(format!("invalid upstream URL {url:?}: {e}")))
 }
 
 impl HttpUpstream {
@@ -408,7 +431,7 @@ impl HttpUpstream {
             }
             Err(e) => {
                 let why = format!("HTTP upstream unreachable: {e}");
-                if !was_unreachable {
+                if !was_unreachable && self.probed {
                     tracing::error!(url = %self.url, "{why}");
                 }
                 return Err(ShimError::Upstream(why));
@@ -476,15 +499,14 @@ impl HttpUpstream {
         id: Option<&Id>,
         mut on_other: impl FnMut(Message),
     ) -> Result<Message, ShimError> {
-        let mut stream = resp.into_body().into_data_stream();
-        let mut buf = String::new();
+        let mut events = sse_stream::SseByteStream::new(resp.into_body().into_data_stream());
         loop {
-            let chunk = match stream.next().await {
-                Some(Ok(chunk)) => chunk,
+            let data = match events.next().await {
+                Some(Ok(event)) => event.data,
                 Some(Err(e)) => {
                     return Err(ShimError::Upstream(format!(
                         "HTTP upstream stream broke before the answer: {}",
-                        chain(&e)
+                        sse_cause(&e)
                     )));
                 }
                 None => {
@@ -493,20 +515,19 @@ impl HttpUpstream {
                     ));
                 }
             };
-            buf.push_str(&String::from_utf8_lossy(&chunk));
-            while let Some(data) = next_sse_data(&mut buf) {
-                let Ok(m) = Message::parse(data.as_bytes()) else {
-                    continue;
-                };
-                self.record("s2c", &m);
-                let answers = matches!(m, Message::Response(_) | Message::Error(_))
-                    && id.is_some()
-                    && m.id() == id;
-                if answers {
-                    return Ok(m);
-                }
-                on_other(m);
+            // Comments, keep-alives and metadata-only events carry none.
+            let Some(data) = data else { continue };
+            let Ok(m) = Message::parse(data.as_bytes()) else {
+                continue;
+            };
+            self.record("s2c", &m);
+            let answers = matches!(m, Message::Response(_) | Message::Error(_))
+                && id.is_some()
+                && m.id() == id;
+            if answers {
+                return Ok(m);
             }
+            on_other(m);
         }
     }
 
@@ -719,6 +740,50 @@ fn outcome(method: &str, answer: Option<Message>) -> Result<RpcResult, ShimError
 
 #[async_trait]
 impl Upstream for Arc<HttpUpstream> {
+    /// Up while the server answers HTTP at all (any status: it is there);
+    /// down, with why, when it cannot be reached or does not answer
+    /// within [`READY_CHECK_TIMEOUT`]. Asks with what a liveness check
+    /// sends (`server/discover`, or `ping` in the 2025-11-25 session).
+    async fn check_readiness(&self) -> Readiness {
+        let mut last = self.ready_check.lock().await;
+        if let Some((at, readiness)) = &*last
+            && at.elapsed() < READY_CHECK_REUSE
+        {
+            return readiness.clone();
+        }
+        let check = match self.revision {
+            Revision::Modern => {
+                Message::request(self.next_id(), "server/discover", super::probe_params())
+            }
+            Revision::Legacy => Message::request(self.next_id(), "ping", json!({})),
+        };
+        let body = check.to_json().into_bytes();
+        let sent = tokio::time::timeout(READY_CHECK_TIMEOUT, async {
+            let resp = self
+                .send_post(&check, body, Some(READY_CHECK_TIMEOUT))
+                .await?;
+            // Read (and so recorded, with --record-upstream) like any
+            // answer; what it says does not matter.
+            let _ = self.answer_of(&check, resp).await;
+            Ok::<(), ShimError>(())
+        })
+        .await;
+        let readiness = match sent {
+            Ok(Ok(())) => Readiness::Up,
+            Ok(Err(e)) => Readiness::Down(match e {
+                ShimError::Upstream(why) => why,
+                other => other.to_string(),
+            }),
+            Err(_) => Readiness::Down(format!(
+                "HTTP upstream {} did not answer within {} s",
+                self.url,
+                READY_CHECK_TIMEOUT.as_secs()
+            )),
+        };
+        *last = Some((tokio::time::Instant::now(), readiness.clone()));
+        readiness
+    }
+
     async fn request(&self, method: &str, params: Value) -> Result<RpcResult, ShimError> {
         self.exchange(method, params, None).await
     }
@@ -919,63 +984,18 @@ fn parse_body(status: StatusCode, body: &[u8]) -> Result<Message, ShimError> {
     })
 }
 
+/// Why an SSE stream ended in error, with the body's chain of causes when
+/// the body broke (a parse error says itself).
+fn sse_cause(e: &sse_stream::Error) -> String {
+    match e {
+        sse_stream::Error::Body(body) => chain(body.as_ref()),
+        other => other.to_string(),
+    }
+}
+
 /// A value for a header the shim sets; one that cannot be a header value
 /// (a session id with control characters, say) is the upstream's fault.
 fn header_value(v: &str) -> Result<HeaderValue, ShimError> {
     HeaderValue::from_str(v)
         .map_err(|_| ShimError::Upstream(format!("{v:?} cannot travel in an HTTP header")))
-}
-
-/// Takes the next complete event off an SSE buffer and returns its `data`
-/// (lines joined by `\n`); events without data are skipped. Lines may end
-/// in CRLF, LF or CR, as the SSE format allows (Python servers send CRLF).
-fn next_sse_data(buf: &mut String) -> Option<String> {
-    if buf.contains('\r') {
-        // A CR at the very end may be the first half of a CRLF: keep it.
-        let keep_cr = buf.ends_with('\r');
-        let mut norm = buf.replace("\r\n", "\n");
-        if keep_cr {
-            norm.pop();
-        }
-        *buf = norm.replace('\r', "\n");
-        if keep_cr {
-            buf.push('\r');
-        }
-    }
-    while let Some(end) = buf.find("\n\n") {
-        let event: String = buf.drain(..end + 2).collect();
-        let data: Vec<&str> = event
-            .lines()
-            .filter_map(|l| l.strip_prefix("data:"))
-            .map(|d| d.strip_prefix(' ').unwrap_or(d))
-            .collect();
-        if !data.is_empty() {
-            return Some(data.join("\n"));
-        }
-    }
-    None
-}
-
-#[cfg(test)]
-mod tests {
-    use super::next_sse_data;
-
-    #[test]
-    fn sse_events_split_on_any_line_ending() {
-        for sep in ["\n", "\r\n", "\r"] {
-            let text = format!(
-                "event: message{sep}data: {{\"a\":1}}{sep}{sep}: ping{sep}{sep}id: 2{sep}data: x{sep}data: y{sep}{sep}data: partial"
-            );
-            // Fed in two-byte chunks, so CRLF pairs get split across pushes.
-            let mut buf = String::new();
-            let mut got = Vec::new();
-            for chunk in text.as_bytes().chunks(2) {
-                buf.push_str(std::str::from_utf8(chunk).unwrap());
-                while let Some(d) = next_sse_data(&mut buf) {
-                    got.push(d);
-                }
-            }
-            assert_eq!(got, ["{\"a\":1}", "x\ny"], "separator {sep:?}");
-        }
-    }
 }

@@ -187,6 +187,12 @@ pub trait Upstream: Send + Sync + 'static {
     fn faults(&self) -> Faults {
         Faults::default()
     }
+    /// [`Upstream::readiness`] for `/readyz`, which may ask the upstream
+    /// (bounded): an HTTP upstream only knows it is out of reach by trying.
+    /// The default is [`Upstream::readiness`].
+    async fn check_readiness(&self) -> Readiness {
+        self.readiness()
+    }
     /// After [`Upstream::shutdown`]: waits (bounded) until the upstream
     /// process, if there is one, has exited, killing it if it lingers.
     async fn finish(&self) {}
@@ -289,7 +295,7 @@ impl Link {
         events: mpsc::UnboundedReceiver<UpstreamEvent>,
         timeout: Duration,
     ) -> Link {
-        let verdict = probe(&*upstream, timeout).await;
+        let verdict = probe(&*upstream, timeout, || false).await;
         tracing::info!(%verdict, "upstream probe");
         let (revision, discover) = verdict.into_revision();
         Link {
@@ -312,12 +318,22 @@ pub(crate) fn probe_params() -> Value {
 }
 
 /// Sends the probe through `up` and classifies its answer; none within
-/// `timeout` counts as 2025-11-25.
-pub(crate) async fn probe(up: &dyn Upstream, timeout: Duration) -> crate::revision::ProbeVerdict {
+/// `timeout` counts as 2025-11-25. `gone` tells whether the upstream died
+/// meanwhile: its probe failing then is no news (the death is the error
+/// to report), so no warning about the revision guessed.
+pub(crate) async fn probe(
+    up: &dyn Upstream,
+    timeout: Duration,
+    gone: impl Fn() -> bool,
+) -> crate::revision::ProbeVerdict {
     let ask = up.request("server/discover", probe_params());
     let answer = match tokio::time::timeout(timeout, ask).await {
         Ok(Ok(Ok(result))) => Some(Message::response(Id::Num(0), result)),
         Ok(Ok(Err(error))) => Some(Message::error(Some(Id::Num(0)), error)),
+        Ok(Err(e)) if gone() => {
+            tracing::debug!(error = %e, "server/discover failed: the upstream is gone");
+            None
+        }
         Ok(Err(e)) => {
             tracing::warn!(error = %e, "server/discover failed before the upstream answered; treating it as 2025-11-25");
             None

@@ -238,10 +238,23 @@ pub async fn connect(
     args: &[String],
     opts: SuperviseOptions,
 ) -> std::io::Result<SupervisedLink> {
+    let first_probe = opts.probe_timeout;
+    connect_within(program, args, opts, first_probe).await
+}
+
+/// [`connect`] with the first probe allowed `first_probe` instead of
+/// [`SuperviseOptions::probe_timeout`] (a server known to be slow to
+/// start, `--upstream-wait`); restarts keep the probe timeout.
+pub async fn connect_within(
+    program: &str,
+    args: &[String],
+    opts: SuperviseOptions,
+    first_probe: Duration,
+) -> std::io::Result<SupervisedLink> {
     let restart = opts.restart;
     let started = start(program, args, opts)?;
     let first = started.generation.clone();
-    let link = started.probe().await;
+    let link = started.probe_within(first_probe).await;
     let gone = first.dead.borrow().clone();
     if let Some(why) = gone.filter(|_| !restart) {
         link.upstream.stop(&why);
@@ -299,12 +312,18 @@ impl Started {
 
     /// Probes the child's revision (see [`connect`]).
     pub async fn probe(self) -> SupervisedLink {
+        let timeout = self.sup.opts.probe_timeout;
+        self.probe_within(timeout).await
+    }
+
+    /// [`Started::probe`] allowed `timeout` for the answer.
+    pub async fn probe_within(self, timeout: Duration) -> SupervisedLink {
         let Started {
             sup,
             events,
             generation,
         } = self;
-        let verdict = sup.probe(&generation).await;
+        let verdict = super::probe(&*generation.conn, timeout, || generation.is_dead()).await;
         tracing::info!(%verdict, "upstream probe");
         let (revision, discover) = verdict.into_revision();
         *lock(&sup.revision) = Some(revision);
@@ -869,6 +888,11 @@ impl Supervised {
         let was_live = matches!(&*self.state.borrow(), State::Up(g) if Arc::ptr_eq(g, generation));
         let stopping = self.stopping.load(Ordering::SeqCst);
         let restart = self.opts.restart && !stopping;
+        // A first child gone before its probe ended, with no restart to
+        // come, is the fatal error its caller reports (`connect`, the
+        // stdio proxy): said here too, it was logged twice. Read before
+        // the connection closes below, which ends the probe.
+        let fatal_at_start = generation.n == 1 && lock(&self.revision).is_none() && !restart;
         // The state changes before anyone hears of the fault: a client
         // told below that its request failed may send the next one at
         // once, and that one must wait for the successor (or fail with
@@ -897,7 +921,9 @@ impl Supervised {
             tracing::debug!(generation = generation.n, %reason, "retired upstream ended");
             return;
         }
-        if !stopping {
+        if fatal_at_start {
+            tracing::debug!(generation = generation.n, %reason, "upstream failed during start-up");
+        } else if !stopping {
             tracing::error!(generation = generation.n, %reason, "upstream failed");
         }
         self.emit(UpstreamEvent::Closed(reason.clone()));
@@ -1039,7 +1065,10 @@ impl Supervised {
     }
 
     async fn probe(&self, generation: &Generation) -> ProbeVerdict {
-        super::probe(&*generation.conn, self.opts.probe_timeout).await
+        super::probe(&*generation.conn, self.opts.probe_timeout, || {
+            generation.is_dead()
+        })
+        .await
     }
 }
 

@@ -49,6 +49,26 @@ impl HttpShim {
     /// (no `--` when `upstream` is empty: pass `--upstream-url` in `flags`).
     #[track_caller]
     pub fn spawn<S: AsRef<str>>(flags: &[&str], upstream: &[S]) -> HttpShim {
+        Self::spawn_until(flags, upstream, "listening on ")
+    }
+
+    /// [`HttpShim::spawn`], returning as soon as the port is open ("port
+    /// open on" line), before the upstream is probed; its "listening on"
+    /// line then lands in [`HttpShim::log`].
+    #[track_caller]
+    pub fn spawn_starting<S: AsRef<str>>(flags: &[&str], upstream: &[S]) -> HttpShim {
+        let mut shim = Self::spawn_until(flags, upstream, "port open on ");
+        shim.base = shim.base.split(';').next().unwrap_or_default().to_owned();
+        shim.url = format!("{}/mcp", shim.base);
+        shim
+    }
+
+    #[track_caller]
+    fn spawn_until<S: AsRef<str>>(
+        flags: &[&str],
+        upstream: &[S],
+        marker: &'static str,
+    ) -> HttpShim {
         let mut cmd = Command::new(shim_bin());
         cmd.args(["http", "--listen", "127.0.0.1:0"]).args(flags);
         if !upstream.is_empty() {
@@ -68,7 +88,7 @@ impl HttpShim {
             let mut tx = Some(tx);
             for line in BufReader::new(stderr).lines() {
                 let Ok(line) = line else { break };
-                if let Some(url) = line.split("listening on ").nth(1)
+                if let Some(url) = line.split(marker).nth(1)
                     && let Some(tx) = tx.take()
                 {
                     let _ = tx.send(url.trim().to_owned());
@@ -333,13 +353,12 @@ pub async fn initialize(c: &Client, url: &str, token: Option<&str>) -> (String, 
 
 /// Reads `message` events off an SSE response, each wait bounded.
 pub struct Sse {
-    stream: futures_util::stream::BoxStream<'static, reqwest::Result<axum::body::Bytes>>,
-    buf: String,
+    events: futures_util::stream::BoxStream<'static, Result<sse_stream::Sse, sse_stream::Error>>,
 }
 
 impl std::fmt::Debug for Sse {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Sse").field("buf", &self.buf).finish()
+        f.debug_struct("Sse").finish_non_exhaustive()
     }
 }
 
@@ -348,33 +367,23 @@ impl Sse {
     pub fn new(resp: reqwest::Response) -> Self {
         assert!(is_sse(resp.headers()), "not SSE: {:?}", resp.headers());
         Sse {
-            stream: resp.bytes_stream().boxed(),
-            buf: String::new(),
+            events: sse_stream::SseByteStream::new(resp.bytes_stream()).boxed(),
         }
     }
 
     /// The next JSON message, or `None` when the stream ended.
     pub async fn next(&mut self) -> Option<Value> {
         loop {
-            let norm = self.buf.replace("\r\n", "\n");
-            self.buf = norm;
-            if let Some(end) = self.buf.find("\n\n") {
-                let event: String = self.buf.drain(..end + 2).collect();
-                let data: Vec<&str> = event
-                    .lines()
-                    .filter_map(|l| l.strip_prefix("data:"))
-                    .map(|d| d.strip_prefix(' ').unwrap_or(d))
-                    .collect();
-                if data.is_empty() {
-                    continue;
-                }
-                return Some(serde_json::from_str(&data.join("\n")).expect("SSE data is JSON"));
-            }
-            match timeout(STEP, self.stream.next())
+            match timeout(STEP, self.events.next())
                 .await
                 .expect("timed out waiting on the SSE stream")
             {
-                Some(Ok(chunk)) => self.buf.push_str(&String::from_utf8_lossy(&chunk)),
+                Some(Ok(event)) => {
+                    // Comments and keep-alives carry no data.
+                    if let Some(data) = event.data {
+                        return Some(serde_json::from_str(&data).expect("SSE data is JSON"));
+                    }
+                }
                 Some(Err(e)) => panic!("SSE stream failed: {e}"),
                 None => return None,
             }

@@ -531,51 +531,106 @@ pub async fn serve(
     resolver: Arc<dyn PrincipalResolver>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let upstream_rev = link.revision;
+    let startup = Startup::default();
+    serve_connecting(
+        opts,
+        std::future::ready(Ok(link)),
+        startup,
+        ledger,
+        resolver,
+        shutdown,
+    )
+    .await
+}
+
+/// What `/readyz` says while [`serve_connecting`]'s upstream is still
+/// being reached and probed: the connecting side reports each setback
+/// ("connection refused…") here. Cloning shares it.
+#[derive(Debug, Clone)]
+pub struct Startup(Arc<Mutex<String>>);
+
+impl Default for Startup {
+    fn default() -> Self {
+        Startup(Arc::new(Mutex::new(
+            "the upstream has not been probed yet".into(),
+        )))
+    }
+}
+
+impl Startup {
+    /// Why the upstream is not ready yet, as `/readyz` will say it.
+    pub fn report(&self, why: impl Into<String>) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = why.into();
+    }
+
+    fn reason(&self) -> String {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+/// [`serve`] of an upstream still to be connected: the listeners open
+/// first, so that `/healthz` answers 200 and `/readyz` 503 (with
+/// `startup`'s reason) while `connect` runs, and MCP requests get HTTP 503
+/// with a JSON-RPC error instead of a refused connection. "listening on"
+/// is announced once `connect` has given the probed upstream and the
+/// endpoint serves; an `Err` from `connect` ends the server with it.
+pub async fn serve_connecting(
+    opts: HttpOptions,
+    connect: impl std::future::Future<Output = Result<Link, String>> + Send,
+    startup: Startup,
+    ledger: Arc<dyn TaskLedger>,
+    resolver: Arc<dyn PrincipalResolver>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    check_path(&opts.path).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
     let listen = opts.listen;
-    let shim = HttpShim::new(opts, link, ledger, resolver)
-        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
-    let ops: Router = shim
-        .metrics_router(METRICS_PATH)
-        .merge(shim.health_router());
-    let router: Router = shim.router().merge(ops.clone());
+    let read_timeout = opts.read_timeout;
+    let max_connections = opts.max_connections;
+    let path = opts.path.clone();
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .map_err(|e| std::io::Error::new(e.kind(), format!("--listen {listen}: {e}")))?;
     let admin =
-        match shim.app.opts.admin_listen {
+        match opts.admin_listen {
             Some(addr) => Some(tokio::net::TcpListener::bind(addr).await.map_err(|e| {
                 std::io::Error::new(e.kind(), format!("--admin-listen {addr}: {e}"))
             })?),
             None => None,
         };
-    let path = &shim.app.opts.path;
-    tracing::info!(addr = %listener.local_addr()?, %path, upstream = %upstream_rev, "listening");
-    let url = format!("http://{}{path}", listener.local_addr()?);
+    let addr = listener.local_addr()?;
+    let starting = Arc::new(Starting {
+        path: path.clone(),
+        startup,
+        max_body_bytes: opts.max_body_bytes,
+        read_timeout,
+    });
+    let starting_mcp = starting.router(true).layer(cors(&opts.allowed_origins));
+    let (to_mcp, mcp) = tokio::sync::watch::channel(starting_mcp);
+    let (to_ops, ops_now) = tokio::sync::watch::channel(starting.router(false));
+    // Not "listening on": scripts wait for that line to send requests.
+    tracing::info!(%addr, "port open; /readyz answers 503 until the upstream is probed");
     crate::console::say(
         "mcp_tasks_shim",
-        &format!("mcp-tasks-shim: listening on {url}"),
-        &format!("listening on {url}"),
+        &format!(
+            "mcp-tasks-shim: port open on http://{addr}; {READYZ_PATH} answers 503 until the upstream is probed"
+        ),
+        &format!("port open on http://{addr}"),
     );
+    let admin_closing = tokio::sync::watch::Sender::new(false);
     let admin = match admin {
-        Some(admin) => Some(serve_admin(admin, ops, shim.app.closing.subscribe())?),
+        Some(admin) => Some(serve_admin(
+            admin,
+            Switch(ops_now),
+            admin_closing.subscribe(),
+        )?),
         None => None,
     };
-    // On the signal, stop the upstream first: that answers the calls still
-    // waiting on it, so their HTTP requests can finish. Long-lived streams
-    // (GET, `subscriptions/listen`, pending SSE) are cut after a grace period.
-    let graceful = {
-        let shim = shim.clone();
-        async move {
-            shutdown.await;
-            tracing::info!("shutting down: answering pending calls, stopping the upstream");
-            shim.begin_shutdown("the shim is shutting down");
-        }
-    };
-    let read_timeout = shim.app.opts.read_timeout;
-    let slots = Arc::new(tokio::sync::Semaphore::new(shim.app.opts.max_connections));
+    let slots = Arc::new(tokio::sync::Semaphore::new(max_connections));
     let connections = hyper_util::server::graceful::GracefulShutdown::new();
-    let mut graceful = std::pin::pin!(graceful);
+    let mut shutdown = std::pin::pin!(shutdown);
+    let mut connect = std::pin::pin!(connect);
+    let mut shim: Option<HttpShim> = None;
+    let mut failed: Option<String> = None;
     loop {
         let (tcp, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -587,10 +642,41 @@ pub async fn serve(
                     continue;
                 }
             },
-            () = &mut graceful => break,
+            linked = &mut connect, if shim.is_none() => {
+                match linked {
+                    Ok(link) => {
+                        let upstream_rev = link.revision;
+                        let front = HttpShim::new(opts.clone(), link, ledger.clone(), resolver.clone())
+                            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+                        let ops: Router = front
+                            .metrics_router(METRICS_PATH)
+                            .merge(front.health_router());
+                        let mcp_routes = front
+                            .router()
+                            .layer(cors(&opts.allowed_origins))
+                            .merge(ops.clone());
+                        to_mcp.send_modify(|r| *r = mcp_routes);
+                        to_ops.send_modify(|r| *r = ops);
+                        tracing::info!(%addr, %path, upstream = %upstream_rev, "listening");
+                        let url = format!("http://{addr}{path}");
+                        crate::console::say(
+                            "mcp_tasks_shim",
+                            &format!("mcp-tasks-shim: listening on {url}"),
+                            &format!("listening on {url}"),
+                        );
+                        shim = Some(front);
+                    }
+                    Err(e) => {
+                        failed = Some(e);
+                        break;
+                    }
+                }
+                continue;
+            }
+            () = &mut shutdown => break,
         };
         let Ok(slot) = slots.clone().try_acquire_owned() else {
-            tracing::warn!(%peer, max = shim.app.opts.max_connections,
+            tracing::warn!(%peer, max = max_connections,
                 "connection closed: the connection limit (--max-connections) is reached");
             continue;
         };
@@ -602,7 +688,7 @@ pub async fn serve(
         }
         let service =
             hyper_util::service::TowerToHyperService::new(tower::ServiceExt::map_request(
-                router.clone(),
+                Switch(mcp.clone()),
                 |r: axum::http::Request<hyper::body::Incoming>| r.map(axum::body::Body::new),
             ));
         // hyper's header read timeout needs a timer, which axum::serve
@@ -620,6 +706,17 @@ pub async fn serve(
             drop(slot);
         });
     }
+    // On the signal, stop the upstream first: that answers the calls still
+    // waiting on it, so their HTTP requests can finish. Long-lived streams
+    // (GET, `subscriptions/listen`, pending SSE) are cut after a grace period.
+    if failed.is_none() {
+        tracing::info!("shutting down: answering pending calls, stopping the upstream");
+    }
+    starting.closing();
+    if let Some(shim) = &shim {
+        shim.begin_shutdown("the shim is shutting down");
+    }
+    admin_closing.send_replace(true);
     // No new connections; answered requests finish, open streams were cut
     // by `begin_shutdown`; whatever still runs gets the grace period.
     drop(listener);
@@ -632,8 +729,113 @@ pub async fn serve(
     if let Some(admin) = admin {
         let _ = tokio::time::timeout(SHUTDOWN_GRACE, admin).await;
     }
-    shim.finish().await;
-    Ok(())
+    if let Some(shim) = shim {
+        shim.finish().await;
+    }
+    match failed {
+        Some(e) => Err(std::io::Error::other(e)),
+        None => Ok(()),
+    }
+}
+
+/// The router in force, read anew for each request: the one of the
+/// starting server until the upstream is probed, then the front's.
+#[derive(Debug, Clone)]
+struct Switch(tokio::sync::watch::Receiver<Router>);
+
+impl tower::Service<axum::http::Request<axum::body::Body>> for Switch {
+    type Response = Response;
+    type Error = std::convert::Infallible;
+    type Future = tower::util::Oneshot<Router, axum::http::Request<axum::body::Body>>;
+
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: axum::http::Request<axum::body::Body>) -> Self::Future {
+        let router = self.0.borrow().clone();
+        tower::ServiceExt::oneshot(router, req)
+    }
+}
+
+/// What the server answers before its upstream is probed.
+#[derive(Debug)]
+struct Starting {
+    path: String,
+    startup: Startup,
+    max_body_bytes: usize,
+    read_timeout: std::time::Duration,
+}
+
+impl Starting {
+    /// Health and readiness, and with `mcp` the endpoint too (refusing).
+    fn router(self: &Arc<Self>, mcp: bool) -> Router {
+        let ops = Router::new()
+            .route(HEALTHZ_PATH, get(healthz_endpoint))
+            .route(
+                READYZ_PATH,
+                get(|State(s): State<Arc<Starting>>| async move {
+                    let reason = s.startup.reason();
+                    let body = serde_json::json!({
+                        "ready": false,
+                        "upstream": "starting",
+                        "reason": reason,
+                    });
+                    (StatusCode::SERVICE_UNAVAILABLE, axum::Json(body)).into_response()
+                }),
+            )
+            .route(
+                METRICS_PATH,
+                get(|| async {
+                    (
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "the upstream is not probed yet\n",
+                    )
+                }),
+            );
+        let ops = if mcp {
+            ops.route(
+                &self.path,
+                get(not_ready_endpoint)
+                    .post(not_ready_endpoint)
+                    .delete(not_ready_endpoint),
+            )
+        } else {
+            ops
+        };
+        ops.with_state(self.clone())
+    }
+
+    /// The server is shutting down before the upstream was ever probed.
+    fn closing(&self) {
+        self.startup.report("the shim is shutting down");
+    }
+}
+
+/// An MCP request before the upstream is probed: HTTP 503 with a
+/// JSON-RPC error (the request's id when its body can be read), and
+/// `Retry-After`.
+async fn not_ready_endpoint(State(s): State<Arc<Starting>>, body: axum::body::Body) -> Response {
+    let read = axum::body::to_bytes(body, s.max_body_bytes);
+    let id = match tokio::time::timeout(s.read_timeout, read).await {
+        Ok(Ok(bytes)) if !bytes.is_empty() => Message::parse_bounded(&bytes, s.max_body_bytes)
+            .ok()
+            .and_then(|m| m.id().cloned()),
+        _ => None,
+    };
+    let e = ShimError::Internal(format!(
+        "the upstream is not ready yet ({}); retry shortly",
+        s.startup.reason()
+    ));
+    let mut resp = error_response(StatusCode::SERVICE_UNAVAILABLE, id, e);
+    resp.headers_mut().insert(
+        axum::http::header::RETRY_AFTER,
+        axum::http::HeaderValue::from_static("1"),
+    );
+    resp
 }
 
 /// Serves `ops` (health, readiness, metrics) on the admin listener until
@@ -642,7 +844,7 @@ pub async fn serve(
 /// endpoint first.
 fn serve_admin(
     listener: tokio::net::TcpListener,
-    ops: Router,
+    ops: Switch,
     mut closing: tokio::sync::watch::Receiver<bool>,
 ) -> std::io::Result<tokio::task::JoinHandle<()>> {
     let addr = listener.local_addr()?;
@@ -659,7 +861,7 @@ fn serve_admin(
         let stop = async move {
             let _ = closing.wait_for(|c| *c).await;
         };
-        if let Err(e) = axum::serve(listener, ops)
+        if let Err(e) = axum::serve(listener, axum::ServiceExt::into_make_service(ops))
             .with_graceful_shutdown(stop)
             .await
         {
@@ -743,10 +945,12 @@ impl App {
 /// The spec's DNS-rebinding rule: an `Origin` that is present must be one
 /// we trust (loopback, or configured).
 fn origin_ok(app: &App, headers: &HeaderMap) -> bool {
-    let Some(origin) = headers::header(headers, "origin") else {
-        return true;
-    };
-    if app.opts.allowed_origins.iter().any(|o| o == origin) {
+    headers::header(headers, "origin").is_none_or(|o| origin_allowed(&app.opts.allowed_origins, o))
+}
+
+/// A loopback origin, or one of `allowed` (`--allow-origin`).
+fn origin_allowed(allowed: &[String], origin: &str) -> bool {
+    if allowed.iter().any(|o| o == origin) {
         return true;
     }
     let host = origin
@@ -758,6 +962,32 @@ fn origin_ok(app: &App, headers: &HeaderMap) -> bool {
         _ => host,
     };
     matches!(host, "localhost" | "127.0.0.1" | "[::1]")
+}
+
+/// CORS for the MCP endpoint: the origins [`origin_ok`] admits may call
+/// it from a browser (preflight answered, `Mcp-Session-Id` readable);
+/// others get no CORS headers, and their requests 403 as before.
+fn cors(allowed: &[String]) -> tower_http::cors::CorsLayer {
+    use axum::http::{HeaderName, Method, header};
+    let allowed = allowed.to_vec();
+    let mcp = |name: &'static str| HeaderName::from_static(name);
+    tower_http::cors::CorsLayer::new()
+        .allow_origin(tower_http::cors::AllowOrigin::predicate(
+            move |origin, _| origin.to_str().is_ok_and(|o| origin_allowed(&allowed, o)),
+        ))
+        .allow_methods([Method::GET, Method::POST, Method::DELETE])
+        .allow_headers([
+            header::CONTENT_TYPE,
+            header::ACCEPT,
+            header::AUTHORIZATION,
+            mcp("last-event-id"),
+            mcp("mcp-session-id"),
+            mcp("mcp-protocol-version"),
+            mcp("mcp-method"),
+            mcp("mcp-name"),
+        ])
+        .expose_headers([mcp("mcp-session-id"), header::WWW_AUTHENTICATE])
+        .max_age(std::time::Duration::from_secs(600))
 }
 
 fn forbidden_origin() -> Response {
@@ -1018,7 +1248,7 @@ async fn readyz_endpoint(State(app): State<Arc<App>>) -> Response {
     let readiness = if *app.closing.borrow() {
         crate::upstream::Readiness::Down("the shim is shutting down".into())
     } else {
-        app.upstream.readiness()
+        app.upstream.check_readiness().await
     };
     let mut body = serde_json::json!({
         "ready": readiness.why_not().is_none(),

@@ -5,12 +5,12 @@
 
 use std::sync::Arc;
 
-use axum::body::Body;
+use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
 use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use futures_util::StreamExt;
+use futures_util::{FutureExt, StreamExt};
 
 use super::PrincipalResolver;
 use crate::jsonrpc::Message;
@@ -71,11 +71,10 @@ pub(crate) async fn tap(State(tap): State<Tap>, req: Request, next: Next) -> Res
     let (parts, body) = resp.into_parts();
     let rec = tap.rec.clone();
     let body = if sse {
-        let mut pending = String::new();
+        let mut copy = Events::default();
         Body::from_stream(body.into_data_stream().map(move |chunk| {
             if let Ok(bytes) = &chunk {
-                pending.push_str(&String::from_utf8_lossy(bytes));
-                for m in take_events(&mut pending) {
+                for m in copy.take(bytes.clone()) {
                     rec.record(&label, "s2c", &m);
                 }
             }
@@ -93,25 +92,49 @@ pub(crate) async fn tap(State(tap): State<Tap>, req: Request, next: Next) -> Res
     Response::from_parts(parts, body)
 }
 
-/// The messages of the complete SSE events at the front of `pending`
-/// (removed from it); comments and keep-alives carry none.
-fn take_events(pending: &mut String) -> Vec<Message> {
-    let mut out = Vec::new();
-    while let Some(end) = pending.find("\n\n") {
-        let event: String = pending.drain(..end + 2).collect();
-        let data: Vec<&str> = event
-            .lines()
-            .filter_map(|l| l.strip_prefix("data:"))
-            .map(|d| d.strip_prefix(' ').unwrap_or(d))
-            .collect();
-        if data.is_empty() {
-            continue;
-        }
-        if let Ok(m) = Message::parse_bounded(data.join("\n").as_bytes(), usize::MAX) {
-            out.push(m);
+/// An SSE parser fed the answer's chunks as they pass: each push is
+/// parsed at once, in the middleware's own call, so a message is recorded
+/// before the client can have read it (and sent the next request).
+struct Events {
+    feed: tokio::sync::mpsc::UnboundedSender<Bytes>,
+    events: sse_stream::SseByteStream<Chunks>,
+}
+
+/// What [`Events`] feeds its parser: the chunks pushed, as a stream.
+type Chunks = futures_util::stream::Map<
+    tokio_stream::wrappers::UnboundedReceiverStream<Bytes>,
+    fn(Bytes) -> Result<Bytes, std::convert::Infallible>,
+>;
+
+impl Default for Events {
+    fn default() -> Self {
+        let (feed, rx) = tokio::sync::mpsc::unbounded_channel();
+        let ok: fn(Bytes) -> Result<Bytes, std::convert::Infallible> = Ok;
+        let chunks = tokio_stream::wrappers::UnboundedReceiverStream::new(rx).map(ok);
+        Events {
+            feed,
+            events: sse_stream::SseByteStream::new(chunks),
         }
     }
-    out
+}
+
+impl Events {
+    /// The messages of the events `chunk` completes; comments and
+    /// keep-alives carry none.
+    fn take(&mut self, chunk: Bytes) -> Vec<Message> {
+        let _ = self.feed.send(chunk);
+        let mut out = Vec::new();
+        // Everything fed is ready: polling ends (pending) once it is parsed.
+        while let Some(Some(Ok(event))) = self.events.next().now_or_never() {
+            if let Some(m) = event
+                .data
+                .and_then(|d| Message::parse_bounded(d.as_bytes(), usize::MAX).ok())
+            {
+                out.push(m);
+            }
+        }
+        out
+    }
 }
 
 #[cfg(test)]
@@ -120,12 +143,16 @@ mod tests {
 
     #[test]
     fn sse_events_split_across_chunks_are_read_whole() {
-        let mut pending = String::from(":\n\nevent: message\ndata: {\"jsonrpc\":\"2.0\",");
-        assert!(take_events(&mut pending).is_empty());
-        pending.push_str("\"method\":\"n\"}\n\nevent: mess");
-        let got = take_events(&mut pending);
+        let mut events = Events::default();
+        let first = Bytes::from_static(b":\n\nevent: message\ndata: {\"jsonrpc\":\"2.0\",");
+        assert!(events.take(first).is_empty());
+        let got = events.take(Bytes::from_static(b"\"method\":\"n\"}\r\n\r\nevent: mess"));
         assert_eq!(got.len(), 1);
         assert_eq!(got[0].method(), Some("n"));
-        assert_eq!(pending, "event: mess");
+        let got = events.take(Bytes::from_static(
+            b"age\rdata: {\"jsonrpc\":\"2.0\",\"method\":\"m\"}\r\r",
+        ));
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].method(), Some("m"));
     }
 }
