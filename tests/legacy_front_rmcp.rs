@@ -14,7 +14,6 @@
 
 mod support;
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -22,27 +21,10 @@ use support::wire::{Wire, text_of};
 
 const RELATED: &str = "io.modelcontextprotocol/related-task";
 
-/// `target/<profile>/examples/rmcp_task_server`, next to this test's `deps/`.
-fn rmcp_server() -> PathBuf {
-    let exe = std::env::current_exe().expect("test executable path");
-    let profile_dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("target/<profile>/deps/<test>");
-    let path = profile_dir
-        .join("examples")
-        .join(format!("rmcp_task_server{}", std::env::consts::EXE_SUFFIX));
-    assert!(
-        path.exists(),
-        "{} is missing: build it with `cargo build --example rmcp_task_server` \
-         (a plain `cargo test` builds it too)",
-        path.display()
-    );
-    path
-}
-
 fn start() -> Wire {
-    let server = rmcp_server().to_string_lossy().into_owned();
+    let server = support::example_binary("rmcp_task_server", "")
+        .to_string_lossy()
+        .into_owned();
     let mut shim = Wire::spawn(&[], &[server]);
     shim.initialize();
     shim

@@ -67,23 +67,9 @@ const RMCP_PROFILE_CHECKS: &[&str] = &[
     "status notifications",
 ];
 
-/// `target/<profile>/examples/<name>`, next to this test's `deps/`.
+/// An example of the `rmcp` feature, built.
 fn example(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().expect("test executable path");
-    let profile_dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("target/<profile>/deps/<test>");
-    let path = profile_dir
-        .join("examples")
-        .join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
-    assert!(
-        path.exists(),
-        "{} is missing: build it with `cargo build --features rmcp --example {name}` \
-         (a plain `cargo test --features rmcp` builds it too)",
-        path.display()
-    );
-    path
+    support::example_binary(name, "rmcp")
 }
 
 /// The `taskSupport` the rmcp reference server declares for each tool.

@@ -14,3 +14,30 @@ pub mod peers;
 pub mod redis;
 pub mod schema;
 pub mod wire;
+
+/// `target/<profile>/examples/<name>`, next to the running test's `deps/`;
+/// fails, saying how to build it, when it is not there. `features` is
+/// the `--features` the example needs ("" for none).
+#[track_caller]
+pub fn example_binary(name: &str, features: &str) -> std::path::PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    let profile_dir = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("target/<profile>/deps/<test>");
+    let path = profile_dir
+        .join("examples")
+        .join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
+    let features = if features.is_empty() {
+        String::new()
+    } else {
+        format!(" --features {features}")
+    };
+    assert!(
+        path.exists(),
+        "{} is missing: build it with `cargo build{features} --example {name}` \
+         (a plain `cargo test{features}` builds it too)",
+        path.display()
+    );
+    path
+}
