@@ -29,8 +29,8 @@ use std::time::Duration;
 use reqwest::StatusCode;
 use serde_json::json;
 use support::http::{HttpShim, Sse, client, initialize, legacy, rpc, send};
-use support::peers::{SHIM_PROFILE_CHECKS, read_transcript, require_peers, run_legacy_client_http};
-use support::schema::{Revision, assert_conversation_valid, assert_valid};
+use support::peers::{assert_shim_http_run, require_peers, run_legacy_client_http};
+use support::schema::{Revision, assert_valid};
 use support::wire::{modern_reference, temp_path};
 
 /// The script bounds itself at 60 s; this is the backstop.
@@ -43,48 +43,7 @@ fn ts_sdk_http_client_through_the_shim_against_the_modern_reference() {
     let shim = HttpShim::spawn(&["--page-size", "4"], &modern_reference());
     let client_view = temp_path("ts-http-client-view.jsonl");
     let run = run_legacy_client_http("shim", &client_view, &shim.url, TIMEOUT);
-
-    run.assert_checks(SHIM_PROFILE_CHECKS);
-    let pages = run.check("tasks/list pages")["pages"].as_i64().unwrap_or(0);
-    assert!(pages > 1, "tasks/list paginated: {}", run.out);
-    let waited = run.check("tasks/result blocks")["waitedMs"]
-        .as_i64()
-        .unwrap_or(0);
-    assert!(waited >= 700, "tasks/result blocked: {}", run.out);
-
-    // Everything the client saw (and sent) over HTTP is 2025-11-25.
-    let seen = read_transcript(&client_view);
-    let _ = std::fs::remove_file(&client_view);
-    assert!(seen.len() > 80, "transcript too short: {}", seen.len());
-    assert_conversation_valid(
-        seen.iter()
-            .map(|(dir, msg)| (Revision::Legacy, dir.as_str(), msg)),
-    );
-    // The elicitations arrived as real server→client requests, tagged with
-    // their task where one exists, and the client answered each of them.
-    let asks: Vec<_> = seen
-        .iter()
-        .filter(|(d, m)| d == "s2c" && m["method"] == "elicitation/create")
-        .collect();
-    assert!(asks.len() >= 4, "elicitations seen: {}", asks.len());
-    assert!(
-        asks.iter()
-            .any(|(_, m)| m["params"]["_meta"][RELATED]["taskId"].is_string()),
-        "some elicitation carries related-task _meta"
-    );
-    for (_, ask) in &asks {
-        assert!(
-            seen.iter()
-                .any(|(d, m)| d == "c2s" && m["id"] == ask["id"] && m.get("result").is_some()),
-            "elicitation {} answered",
-            ask["id"]
-        );
-    }
-    assert!(
-        seen.iter()
-            .any(|(d, m)| d == "s2c" && m["method"] == "notifications/tasks/status"),
-        "status notifications reached the client"
-    );
+    assert_shim_http_run(&run, &client_view);
 }
 
 #[tokio::test(flavor = "multi_thread")]

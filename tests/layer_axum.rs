@@ -36,8 +36,8 @@ use mcp_tasks_shim::wire::legacy::TaskSupport;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use support::http::{block_on, client, initialize, legacy, modern, rpc, send};
-use support::peers::{SHIM_PROFILE_CHECKS, read_transcript, require_peers, run_legacy_client_http};
-use support::schema::{Revision, assert_conversation_valid, assert_valid};
+use support::peers::{assert_shim_http_run, require_peers, run_legacy_client_http};
+use support::schema::{Revision, assert_valid};
 use support::wire::temp_path;
 
 /// The script bounds itself at 60 s; this is the backstop.
@@ -78,40 +78,7 @@ fn ts_sdk_legacy_client_through_the_layer() {
     let (url, _) = rt.block_on(async { serve(layered(config, modern_inner())).await });
     let client_view = temp_path("layer-ts-client-view.jsonl");
     let run = run_legacy_client_http("shim", &client_view, &url, TIMEOUT);
-
-    run.assert_checks(SHIM_PROFILE_CHECKS);
-    let pages = run.check("tasks/list pages")["pages"].as_i64().unwrap_or(0);
-    assert!(pages > 1, "tasks/list paginated: {}", run.out);
-    let waited = run.check("tasks/result blocks")["waitedMs"]
-        .as_i64()
-        .unwrap_or(0);
-    assert!(waited >= 700, "tasks/result blocked: {}", run.out);
-
-    let seen = read_transcript(&client_view);
-    let _ = std::fs::remove_file(&client_view);
-    assert!(seen.len() > 80, "transcript too short: {}", seen.len());
-    assert_conversation_valid(
-        seen.iter()
-            .map(|(dir, msg)| (Revision::Legacy, dir.as_str(), msg)),
-    );
-    let asks: Vec<_> = seen
-        .iter()
-        .filter(|(d, m)| d == "s2c" && m["method"] == "elicitation/create")
-        .collect();
-    assert!(asks.len() >= 4, "elicitations seen: {}", asks.len());
-    for (_, ask) in &asks {
-        assert!(
-            seen.iter()
-                .any(|(d, m)| d == "c2s" && m["id"] == ask["id"] && m.get("result").is_some()),
-            "elicitation {} answered",
-            ask["id"]
-        );
-    }
-    assert!(
-        seen.iter()
-            .any(|(d, m)| d == "s2c" && m["method"] == "notifications/tasks/status"),
-        "status notifications reached the client"
-    );
+    assert_shim_http_run(&run, &client_view);
 }
 
 /// What the inner service received, recorded in front of it.

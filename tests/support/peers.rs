@@ -198,3 +198,52 @@ pub fn run_peer_script(script: &str, args: &[&str], timeout: Duration) -> Script
     );
     ScriptRun { lines, out }
 }
+
+/// The checks of a `--profile shim` run of the TS SDK legacy client over
+/// HTTP (through the CLI proxy or the layer alike): every check passed,
+/// `tasks/list` paginated, `tasks/result` blocked, everything the client
+/// saw is valid 2025-11-25, elicitations came as real server→client
+/// requests (tagged with their task where one exists) and were each
+/// answered, and status notifications arrived.
+#[track_caller]
+pub fn assert_shim_http_run(run: &ScriptRun, client_view: &Path) {
+    run.assert_checks(SHIM_PROFILE_CHECKS);
+    let pages = run.check("tasks/list pages")["pages"].as_i64().unwrap_or(0);
+    assert!(pages > 1, "tasks/list paginated: {}", run.out);
+    let waited = run.check("tasks/result blocks")["waitedMs"]
+        .as_i64()
+        .unwrap_or(0);
+    assert!(waited >= 700, "tasks/result blocked: {}", run.out);
+
+    let seen = read_transcript(client_view);
+    let _ = std::fs::remove_file(client_view);
+    assert!(seen.len() > 80, "transcript too short: {}", seen.len());
+    super::schema::assert_conversation_valid(
+        seen.iter()
+            .map(|(dir, msg)| (super::schema::Revision::Legacy, dir.as_str(), msg)),
+    );
+    let asks: Vec<_> = seen
+        .iter()
+        .filter(|(d, m)| d == "s2c" && m["method"] == "elicitation/create")
+        .collect();
+    assert!(asks.len() >= 4, "elicitations seen: {}", asks.len());
+    assert!(
+        asks.iter().any(|(_, m)| {
+            m["params"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"].is_string()
+        }),
+        "some elicitation carries related-task _meta"
+    );
+    for (_, ask) in &asks {
+        assert!(
+            seen.iter()
+                .any(|(d, m)| d == "c2s" && m["id"] == ask["id"] && m.get("result").is_some()),
+            "elicitation {} answered",
+            ask["id"]
+        );
+    }
+    assert!(
+        seen.iter()
+            .any(|(d, m)| d == "s2c" && m["method"] == "notifications/tasks/status"),
+        "status notifications reached the client"
+    );
+}
