@@ -11,6 +11,10 @@
 //!   process) in front of that same inner service. Target: the layer is
 //!   faster (it saves the proxy's hop).
 //!
+//! With `--features rmcp` the pass-through comparison also runs with an
+//! rmcp 3.x `StreamableHttpService` (the rmcp reference server) as the
+//! inner service: the layer vs the bare rmcp service.
+//!
 //! The inner service is the crate's 2026-07-28 reference server as an
 //! axum `Router`, served with the layer on a runtime of its own; the
 //! client (`overhead/client.rs`, shared with `benches/overhead.rs`) runs on
@@ -18,7 +22,7 @@
 //! the two targets of each comparison, so load on a shared machine hits
 //! both alike; p50 and p99 over all samples.
 //!
-//! `cargo bench --bench layer`. Knobs (environment): `LAYER_REQUESTS`
+//! `cargo bench --bench layer [--features rmcp]`. Knobs (environment): `LAYER_REQUESTS`
 //! (sequential requests per target and request, 2000), `LAYER_BATCH` (100),
 //! `LAYER_WARMUP` (300).
 
@@ -70,11 +74,12 @@ fn main() -> ExitCode {
         .build()
         .expect("a runtime");
     let (bare, layered) = servers.block_on(start_servers());
+    let rmcp_pair = servers.block_on(start_rmcp_servers());
     let client = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("a runtime");
-    match client.block_on(run(&cfg, &bare, &layered)) {
+    match client.block_on(run(&cfg, &bare, &layered, rmcp_pair.as_ref())) {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(2),
         Err(e) => {
@@ -93,6 +98,35 @@ async fn start_servers() -> (String, String) {
         TasksCompatLayer::new(TasksCompatConfig::default()).layer(inner),
     );
     (serve(bare).await, serve(layered).await)
+}
+
+/// rmcp's `StreamableHttpService` serving the rmcp reference server, on
+/// two listeners: bare, and behind the layer (with the server's policy).
+#[cfg(feature = "rmcp")]
+async fn start_rmcp_servers() -> Option<(String, String)> {
+    use std::sync::Arc;
+
+    use mcp_tasks_shim::reference::rmcp::RmcpReferenceServer;
+    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+    use rmcp::transport::streamable_http_server::{
+        StreamableHttpServerConfig, StreamableHttpService,
+    };
+    let server = RmcpReferenceServer::new();
+    let inner = StreamableHttpService::new(
+        move || Ok(server.clone()),
+        Arc::new(LocalSessionManager::default()),
+        StreamableHttpServerConfig::default(),
+    );
+    let bare = Router::new().nest_service("/mcp", inner.clone());
+    let mut config = TasksCompatConfig::default().inner_revision(Rev::Modern);
+    config.http.bridge.policy = Some(RmcpReferenceServer::task_policy());
+    let layered = Router::new().nest_service("/mcp", TasksCompatLayer::new(config).layer(inner));
+    Some((serve(bare).await, serve(layered).await))
+}
+
+#[cfg(not(feature = "rmcp"))]
+async fn start_rmcp_servers() -> Option<(String, String)> {
+    None
 }
 
 async fn serve(app: Router) -> String {
@@ -149,7 +183,12 @@ async fn start_proxy(upstream: &str) -> Result<(tokio::process::Child, String)> 
     }
 }
 
-async fn run(cfg: &Config, bare: &str, layered: &str) -> Result<bool> {
+async fn run(
+    cfg: &Config,
+    bare: &str,
+    layered: &str,
+    rmcp_pair: Option<&(String, String)>,
+) -> Result<bool> {
     println!(
         "layer bench: {} sequential requests per target and request (batches of {}, {} warm-up)",
         cfg.requests, cfg.batch, cfg.warmup
@@ -172,6 +211,30 @@ async fn run(cfg: &Config, bare: &str, layered: &str) -> Result<bool> {
         )
         .await?;
         ok &= verdict(ratio <= PASS_TARGET);
+    }
+
+    match rmcp_pair {
+        Some((rmcp_bare, rmcp_layered)) => {
+            let (bare_peer, bare_ops) = HttpPeer::start(rmcp_bare, Revision::Modern).await?;
+            let (layer_peer, layer_ops) = HttpPeer::start(rmcp_layered, Revision::Modern).await?;
+            println!(
+                "\n2026-07-28 pass-through: layer vs bare rmcp StreamableHttpService (target ≤ {PASS_TARGET:.2}×)"
+            );
+            for (what, a, b) in [
+                ("tools/call greet", &layer_ops.greet, &bare_ops.greet),
+                ("tasks/get", &layer_ops.get, &bare_ops.get),
+            ] {
+                let ratio = compare(
+                    cfg,
+                    what,
+                    ("layer", &layer_peer, a),
+                    ("rmcp", &bare_peer, b),
+                )
+                .await?;
+                ok &= verdict(ratio <= PASS_TARGET);
+            }
+        }
+        None => println!("\n(rmcp inner service: run with --features rmcp)"),
     }
 
     let (layer_peer, layer_ops) = HttpPeer::start(layered, Revision::Legacy).await?;

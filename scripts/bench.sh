@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 
 benches=("$@")
 if [ ${#benches[@]} -eq 0 ]; then
-  benches=(translate overhead waiting ledger_scale ledger)
+  benches=(translate overhead waiting ledger_scale ledger layer)
 fi
 
 report="${CARGO_TARGET_DIR:-target}/bench-report.txt"
@@ -28,14 +28,14 @@ mkdir -p "$(dirname "$report")"
 } | tee "$report"
 
 # Build everything first so compilation does not overlap the measurements.
-cargo bench --no-run $(printf -- '--bench %s ' "${benches[@]}") 2>&1 | tail -n 2
+cargo bench --features rmcp --no-run $(printf -- '--bench %s ' "${benches[@]}") 2>&1 | tail -n 2
 
 # A bench that fails is reported and the others still run.
 failed=()
 for b in "${benches[@]}"; do
   echo | tee -a "$report"
   echo "## cargo bench --bench $b" | tee -a "$report"
-  cargo bench --bench "$b" 2>&1 | tee -a "$report" || failed+=("$b")
+  cargo bench --features rmcp --bench "$b" 2>&1 | tee -a "$report" || failed+=("$b")
 done
 echo
 echo "report: $report"
