@@ -742,7 +742,7 @@ fn outcome(method: &str, answer: Option<Message>) -> Result<RpcResult, ShimError
 impl Upstream for Arc<HttpUpstream> {
     /// Up while the server answers HTTP at all (any status: it is there);
     /// down, with why, when it cannot be reached or does not answer
-    /// within [`READY_CHECK_TIMEOUT`]. Asks with what a liveness check
+    /// within 5 s (`READY_CHECK_TIMEOUT`). Asks with what a liveness check
     /// sends (`server/discover`, or `ping` in the 2025-11-25 session).
     async fn check_readiness(&self) -> Readiness {
         let mut last = self.ready_check.lock().await;
