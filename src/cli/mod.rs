@@ -191,24 +191,47 @@ fn init_logging(filter: &str, format: LogFormat) -> Result<(), String> {
     use tracing_subscriber::Layer;
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
+    let _ = match otel::layer() {
+        // The filter is the log lines' own: exported spans have theirs,
+        // so `--log warn` does not silence the traces.
+        Some(otel) => tracing_subscriber::registry()
+            .with(log_lines(format, colour).with_filter(filter))
+            .with(otel)
+            .try_init(),
+        // No export: the filter is global, so `tracing::enabled!` reads
+        // the log level. A layer of every level beside the lines (as the
+        // export's slot was when empty) made INFO look enabled at
+        // `--log warn`, and the start-up summary then sent its own
+        // `tools/list` upstream before any client asked for anything.
+        None => tracing_subscriber::registry()
+            .with(filter)
+            .with(log_lines(format, colour))
+            .try_init(),
+    };
+    Ok(())
+}
+
+/// The log-line layer on stderr, text or JSON, for whichever subscriber
+/// stack [`init_logging`] builds.
+fn log_lines<S>(
+    format: LogFormat,
+    colour: bool,
+) -> Box<dyn tracing_subscriber::Layer<S> + Send + Sync>
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+{
+    use tracing_subscriber::Layer;
     let lines = tracing_subscriber::fmt::layer()
         .with_timer(IsoUtc)
         .with_ansi(colour)
         .with_writer(std::io::stderr);
-    let lines = match format {
+    match format {
         LogFormat::Text => lines.boxed(),
         LogFormat::Json => {
             crate::console::use_json();
             lines.json().boxed()
         }
-    };
-    // The filter is the log lines' own: exported spans (`otel`) have
-    // theirs, so `--log warn` does not silence the traces.
-    let _ = tracing_subscriber::registry()
-        .with(lines.with_filter(filter))
-        .with(otel::layer())
-        .try_init();
-    Ok(())
+    }
 }
 
 /// Log timestamps as `YYYY-MM-DDTHH:MM:SS.mmmZ`, in text and JSON alike

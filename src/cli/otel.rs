@@ -76,8 +76,8 @@ pub(super) use enabled::{flush, layer};
 
 /// No exporter in this build.
 #[cfg(not(feature = "otel"))]
-pub(super) fn layer() -> tracing_subscriber::layer::Identity {
-    tracing_subscriber::layer::Identity::new()
+pub(super) fn layer() -> Option<tracing_subscriber::layer::Identity> {
+    None
 }
 
 /// Nothing to send in this build.
