@@ -196,43 +196,11 @@ async fn run(
     let (proxy_child, proxy) = start_proxy(bare).await?;
     let mut ok = true;
 
-    let (bare_peer, bare_ops) = HttpPeer::start(bare, Revision::Modern).await?;
-    let (layer_peer, layer_ops) = HttpPeer::start(layered, Revision::Modern).await?;
-    println!("\n2026-07-28 pass-through: layer vs bare inner service (target ≤ {PASS_TARGET:.2}×)");
-    for (what, a, b) in [
-        ("tools/call greet", &layer_ops.greet, &bare_ops.greet),
-        ("tasks/get", &layer_ops.get, &bare_ops.get),
-    ] {
-        let ratio = compare(
-            cfg,
-            what,
-            ("layer", &layer_peer, a),
-            ("bare", &bare_peer, b),
-        )
-        .await?;
-        ok &= verdict(ratio <= PASS_TARGET);
-    }
-
+    ok &= pass_through(cfg, "bare inner service", "bare", bare, layered).await?;
     match rmcp_pair {
         Some((rmcp_bare, rmcp_layered)) => {
-            let (bare_peer, bare_ops) = HttpPeer::start(rmcp_bare, Revision::Modern).await?;
-            let (layer_peer, layer_ops) = HttpPeer::start(rmcp_layered, Revision::Modern).await?;
-            println!(
-                "\n2026-07-28 pass-through: layer vs bare rmcp StreamableHttpService (target ≤ {PASS_TARGET:.2}×)"
-            );
-            for (what, a, b) in [
-                ("tools/call greet", &layer_ops.greet, &bare_ops.greet),
-                ("tasks/get", &layer_ops.get, &bare_ops.get),
-            ] {
-                let ratio = compare(
-                    cfg,
-                    what,
-                    ("layer", &layer_peer, a),
-                    ("rmcp", &bare_peer, b),
-                )
-                .await?;
-                ok &= verdict(ratio <= PASS_TARGET);
-            }
+            let base = "bare rmcp StreamableHttpService";
+            ok &= pass_through(cfg, base, "rmcp", rmcp_bare, rmcp_layered).await?;
         }
         None => println!("\n(rmcp inner service: run with --features rmcp)"),
     }
@@ -262,6 +230,29 @@ async fn run(
             "some targets missed"
         }
     );
+    Ok(ok)
+}
+
+/// 2026-07-28 `tools/call` and `tasks/get` through the layer at `layered`
+/// vs straight to the service at `bare`; whether both met the target.
+async fn pass_through(
+    cfg: &Config,
+    base: &str,
+    short: &str,
+    bare: &str,
+    layered: &str,
+) -> Result<bool> {
+    let (bare_peer, bare_ops) = HttpPeer::start(bare, Revision::Modern).await?;
+    let (layer_peer, layer_ops) = HttpPeer::start(layered, Revision::Modern).await?;
+    println!("\n2026-07-28 pass-through: layer vs {base} (target ≤ {PASS_TARGET:.2}×)");
+    let mut ok = true;
+    for (what, a, b) in [
+        ("tools/call greet", &layer_ops.greet, &bare_ops.greet),
+        ("tasks/get", &layer_ops.get, &bare_ops.get),
+    ] {
+        let ratio = compare(cfg, what, ("layer", &layer_peer, a), (short, &bare_peer, b)).await?;
+        ok &= verdict(ratio <= PASS_TARGET);
+    }
     Ok(ok)
 }
 
