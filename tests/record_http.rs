@@ -6,8 +6,8 @@ mod support;
 
 use std::time::Duration;
 
-use serde_json::{Value, json};
-use support::http::{HttpShim, block_on, client, initialize, legacy, rpc, send};
+use serde_json::Value;
+use support::http::{HttpShim, greet_in_two_sessions};
 use support::schema::{Revision, assert_valid};
 use support::wire::{modern_reference, temp_path};
 
@@ -16,19 +16,7 @@ fn two_sessions_are_recorded_both_ways_under_their_own_labels() {
     let path = temp_path("record-http.jsonl");
     let _ = std::fs::remove_file(&path);
     let mut shim = HttpShim::spawn(&["--record", path.to_str().unwrap()], &modern_reference());
-    block_on(async {
-        let c = client();
-        for who in ["A", "B"] {
-            let (sid, _) = initialize(&c, &shim.url, None).await;
-            let call = rpc(
-                1,
-                "tools/call",
-                json!({"name": "greet", "arguments": {"name": who}}),
-            );
-            let (status, body, _) = send(legacy(&c, &shim.url, Some(&sid), &call)).await;
-            assert!(status.is_success(), "{body}");
-        }
-    });
+    greet_in_two_sessions(&shim);
     shim.terminate(Duration::from_secs(10))
         .expect("the shim exits on SIGTERM");
     let text = std::fs::read_to_string(&path).expect("the transcript was written");

@@ -180,7 +180,7 @@ fn http_records_each_post_to_a_modern_url_and_what_came_back() {
 
 #[test]
 fn http_records_each_relayed_session_process_under_its_own_label() {
-    use support::http::{HttpShim, block_on, client, initialize, legacy, rpc, send};
+    use support::http::{HttpShim, greet_in_two_sessions};
     let up_path = temp_path("record-upstream-relay.jsonl");
     let _ = std::fs::remove_file(&up_path);
     let legacy_server = [
@@ -193,19 +193,7 @@ fn http_records_each_relayed_session_process_under_its_own_label() {
         &["--record-upstream", up_path.to_str().unwrap()],
         &legacy_server,
     );
-    block_on(async {
-        let c = client();
-        for who in ["A", "B"] {
-            let (sid, _) = initialize(&c, &shim.url, None).await;
-            let call = rpc(
-                1,
-                "tools/call",
-                json!({"name": "greet", "arguments": {"name": who}}),
-            );
-            let (status, body, _) = send(legacy(&c, &shim.url, Some(&sid), &call)).await;
-            assert!(status.is_success(), "{body}");
-        }
-    });
+    greet_in_two_sessions(&shim);
     shim.terminate(Duration::from_secs(10))
         .expect("the shim exits on SIGTERM");
     let up = records(&up_path);

@@ -475,3 +475,21 @@ pub fn block_on<F: std::future::Future<Output = ()>>(f: F) {
                 .expect("the test finished within 90 s");
         });
 }
+
+/// Two 2025-11-25 sessions (`A`, `B`) through `shim`, each calling `greet`
+/// once: the smallest conversation with two session labels.
+pub fn greet_in_two_sessions(shim: &HttpShim) {
+    block_on(async {
+        let c = client();
+        for who in ["A", "B"] {
+            let (sid, _) = initialize(&c, &shim.url, None).await;
+            let call = rpc(
+                1,
+                "tools/call",
+                serde_json::json!({"name": "greet", "arguments": {"name": who}}),
+            );
+            let (status, body, _) = send(legacy(&c, &shim.url, Some(&sid), &call)).await;
+            assert!(status.is_success(), "{body}");
+        }
+    });
+}
