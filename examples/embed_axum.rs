@@ -22,10 +22,10 @@ use axum::extract::Request;
 use axum::middleware::{self, Next};
 use axum::response::Response;
 use axum::routing::get;
+use mcp_tasks_shim::driver::http::{ConfiguredPrincipals, HttpOptions, HttpShim};
 use mcp_tasks_shim::ledger::MemoryLedger;
 use mcp_tasks_shim::reference::ReferenceServer;
 use mcp_tasks_shim::revision::Revision;
-use mcp_tasks_shim::transport::http::{ConfiguredPrincipals, HttpOptions, HttpShim};
 use mcp_tasks_shim::upstream::{Link, channel};
 
 #[tokio::main]

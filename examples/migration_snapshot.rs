@@ -18,8 +18,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use mcp_tasks_shim::driver::stdio::{self, ProxyOptions};
 use mcp_tasks_shim::ledger::MemoryLedger;
-use mcp_tasks_shim::proxy::{self, ProxyOptions};
 use mcp_tasks_shim::reference::{self, ReferenceServer};
 use mcp_tasks_shim::revision::Revision;
 use mcp_tasks_shim::testing::{Masks, Transcript};
@@ -49,7 +49,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let (client_end, shim_end) = tokio::io::duplex(64 * 1024);
     let (shim_in, shim_out) = tokio::io::split(shim_end);
-    let shim = tokio::spawn(proxy::serve_stdio(
+    let shim = tokio::spawn(stdio::serve_stdio(
         shim_in,
         shim_out,
         link,

@@ -20,8 +20,8 @@
 use std::sync::Arc;
 
 use mcp_tasks_shim::bridge::BridgeConfig;
+use mcp_tasks_shim::driver::stdio::ProxyOptions;
 use mcp_tasks_shim::ledger::MemoryLedger;
-use mcp_tasks_shim::proxy::ProxyOptions;
 use mcp_tasks_shim::reference::rmcp::RmcpReferenceServer;
 
 #[tokio::main]

@@ -61,13 +61,12 @@
 
 pub mod bridge;
 mod console;
+pub mod driver;
 pub mod error;
 pub mod ids;
 mod inline;
 pub mod jsonrpc;
-pub mod layer;
 pub mod ledger;
-pub mod proxy;
 pub mod reference;
 pub mod revision;
 #[cfg(feature = "rmcp")]
@@ -79,6 +78,11 @@ pub mod translate;
 pub mod transport;
 pub mod upstream;
 pub mod wire;
+
+/// The tower layer is the middleware author's entry point; it lives with
+/// the other drivers, and is named here too so that embedding the shim
+/// reads `mcp_tasks_shim::layer::TasksCompatLayer`.
+pub use driver::layer;
 
 #[doc(hidden)]
 pub mod cli;

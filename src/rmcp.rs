@@ -19,8 +19,8 @@ use std::sync::Arc;
 
 use ::rmcp::{ServerHandler, ServiceExt};
 
+use crate::driver::stdio::{self, Ending, ProxyOptions};
 use crate::ledger::TaskLedger;
-use crate::proxy::{self, Ending, ProxyOptions};
 use crate::upstream::{self, Link};
 
 /// Bytes in flight between the shim and the in-process server, each way.
@@ -68,5 +68,5 @@ where
     S: ServerHandler + Send + 'static,
 {
     let link = link(handler, &opts).await;
-    proxy::serve_stdio(tokio::io::stdin(), tokio::io::stdout(), link, ledger, opts).await
+    stdio::serve_stdio(tokio::io::stdin(), tokio::io::stdout(), link, ledger, opts).await
 }

@@ -157,7 +157,7 @@ impl fmt::Debug for Scope {
 }
 
 /// A caller's identity as the shim's HTTP front established it, for a
-/// [`crate::transport::http::PrincipalResolver`] to return.
+/// [`crate::driver::http::PrincipalResolver`] to return.
 ///
 /// [`Principal::new`] is the one constructor open to your code (a
 /// resolver of your own, an auth layer): its scope can never be a token's,

@@ -1,6 +1,6 @@
 //! The HTTP front's metrics, recorded with the `metrics` crate into a
 //! Prometheus recorder of the front's own (`metrics-exporter-prometheus`),
-//! and rendered by [`crate::transport::http::HttpShim::metrics_router`].
+//! and rendered by [`crate::driver::http::HttpShim::metrics_router`].
 //!
 //! The recorder is never installed as the process's global one: a program
 //! that embeds the shim may have its own (installing a second fails, and

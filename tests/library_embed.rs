@@ -14,10 +14,10 @@ use axum::Router;
 use axum::extract::Request;
 use axum::middleware::{self, Next};
 use axum::response::Response;
+use mcp_tasks_shim::driver::http::{ConfiguredPrincipals, HttpOptions, HttpShim};
 use mcp_tasks_shim::ledger::MemoryLedger;
 use mcp_tasks_shim::reference::ReferenceServer;
 use mcp_tasks_shim::revision::Revision as Rev;
-use mcp_tasks_shim::transport::http::{ConfiguredPrincipals, HttpOptions, HttpShim};
 use mcp_tasks_shim::upstream::{Link, channel};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -320,7 +320,7 @@ async fn authenticate(mut req: Request, next: Next) -> Response {
 #[derive(Debug)]
 struct FromAuthLayer;
 
-impl mcp_tasks_shim::transport::http::PrincipalResolver for FromAuthLayer {
+impl mcp_tasks_shim::driver::http::PrincipalResolver for FromAuthLayer {
     fn authenticate(
         &self,
         _: &axum::http::HeaderMap,

@@ -244,7 +244,7 @@ async fn task_in(link: &mcp_tasks_shim::upstream::Link, id: &str, status: &str) 
 
 #[tokio::test]
 async fn the_rmcp_server_refuses_an_incomplete_form_and_a_forged_request_state() {
-    use mcp_tasks_shim::proxy::ProxyOptions;
+    use mcp_tasks_shim::driver::stdio::ProxyOptions;
     use mcp_tasks_shim::reference::rmcp::RmcpReferenceServer;
     use mcp_tasks_shim::revision::Revision as Rev;
 

@@ -1,4 +1,4 @@
-//! `proxy::serve_stdio` over in-process byte streams: the crate's
+//! `stdio::serve_stdio` over in-process byte streams: the crate's
 //! 2026-07-28 reference server on one duplex pair (reached with
 //! `upstream::io::connect`), a 2025-11-25 client on another. No sockets,
 //! no child processes.
@@ -8,9 +8,9 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
+use mcp_tasks_shim::driver::stdio::{self, ProxyOptions};
 use mcp_tasks_shim::jsonrpc::Message;
 use mcp_tasks_shim::ledger::MemoryLedger;
-use mcp_tasks_shim::proxy::{self, ProxyOptions};
 use mcp_tasks_shim::reference::ReferenceServer;
 use mcp_tasks_shim::revision::Revision;
 use mcp_tasks_shim::upstream;
@@ -55,7 +55,7 @@ async fn a_legacy_client_runs_a_task_on_an_in_process_modern_server() {
 
     let (client_end, shim_down) = tokio::io::duplex(64 * 1024);
     let (shim_r, shim_w) = tokio::io::split(shim_down);
-    let session = tokio::spawn(proxy::serve_stdio(
+    let session = tokio::spawn(stdio::serve_stdio(
         shim_r,
         shim_w,
         link,
@@ -136,5 +136,5 @@ async fn a_legacy_client_runs_a_task_on_an_in_process_modern_server() {
         .expect("the session ends")
         .unwrap()
         .unwrap();
-    assert_eq!(ending, proxy::Ending::ClientClosed);
+    assert_eq!(ending, stdio::Ending::ClientClosed);
 }

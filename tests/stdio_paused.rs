@@ -1,4 +1,4 @@
-//! The stdio front's timing on paused time: `proxy::serve_stdio` between
+//! The stdio front's timing on paused time: `stdio::serve_stdio` between
 //! a client of one revision and the crate's reference server of the other,
 //! both in process over duplex pairs, under
 //! `#[tokio::test(start_paused = true)]`.
@@ -12,9 +12,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use mcp_tasks_shim::driver::stdio::{self, ProxyOptions};
 use mcp_tasks_shim::jsonrpc::Message;
 use mcp_tasks_shim::ledger::MemoryLedger;
-use mcp_tasks_shim::proxy::{self, ProxyOptions};
 use mcp_tasks_shim::reference::ReferenceServer;
 use mcp_tasks_shim::upstream;
 use serde_json::{Value, json};
@@ -168,7 +168,7 @@ impl Client {
         .await;
         let (client_end, shim_down) = tokio::io::duplex(64 * 1024);
         let (shim_r, shim_w) = split(shim_down);
-        tokio::spawn(proxy::serve_stdio(
+        tokio::spawn(stdio::serve_stdio(
             shim_r,
             shim_w,
             link,

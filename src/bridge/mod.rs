@@ -5,7 +5,7 @@
 //!
 //! An engine is fed client messages (`handle_client`) and upstream events
 //! (`handle_upstream`), and answers through the client's outbox. It never
-//! touches a socket or a pipe: transports feed it (see [`crate::proxy`]).
+//! touches a socket or a pipe: transports feed it (see [`crate::driver::stdio`]).
 
 mod cancel;
 pub mod clock;

@@ -9,7 +9,7 @@ mod tokens;
 use std::time::Duration;
 
 use super::options::{LISTENING, RECORDING, SESSIONS, ShimArgs, TIMEOUTS, UPSTREAM};
-use crate::transport::http::{self, ConfiguredPrincipals, HttpOptions, ReloadablePrincipals};
+use crate::driver::http::{self, ConfiguredPrincipals, HttpOptions, ReloadablePrincipals};
 
 /// Arguments of `http`.
 #[derive(Debug, clap::Args)]
@@ -190,7 +190,7 @@ const WAIT_BACKOFF_MAX: std::time::Duration = std::time::Duration::from_secs(2);
 async fn connect_upstream(
     url: Option<String>,
     command: Vec<String>,
-    proxy: crate::proxy::ProxyOptions,
+    proxy: crate::driver::stdio::ProxyOptions,
     wait: Option<std::time::Duration>,
     record: Option<crate::transport::record::Recorder>,
     startup: http::Startup,

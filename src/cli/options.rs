@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::bridge::BridgeConfig;
+use crate::driver::stdio::ProxyOptions;
 use crate::ledger::{DiskLedger, MemoryLedger, RedisLedger, TaskLedger, shared};
-use crate::proxy::ProxyOptions;
 use crate::translate::tools::TaskPolicy;
 use crate::wire::legacy::TaskSupport;
 

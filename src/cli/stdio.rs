@@ -3,7 +3,7 @@
 use std::sync::{Arc, OnceLock};
 
 use super::options::ShimArgs;
-use crate::proxy::{self, Ending};
+use crate::driver::stdio::{self, Ending};
 
 /// Arguments of `stdio`.
 #[derive(Debug, clap::Args)]
@@ -53,7 +53,7 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
             .upstream
             .split_first()
             .ok_or("missing upstream command after --")?;
-        proxy::run_stdio(program, rest, ledger, opts, stops)
+        stdio::run_stdio(program, rest, ledger, opts, stops)
             .await
             .map_err(|e| e.to_string())
     };

@@ -2,10 +2,10 @@
 //!
 //! The line transport (newline-delimited JSON) carries stdio, both toward a
 //! client on the shim's own stdin/stdout and toward an upstream child
-//! process. HTTP lives in its own module.
+//! process. What runs a session over these (and over HTTP) is a
+//! [`crate::driver`].
 
 pub mod child;
-pub mod http;
 pub mod lines;
 pub mod record;
 pub mod stdout;

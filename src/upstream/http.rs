@@ -23,11 +23,11 @@ use tokio::sync::mpsc;
 
 use super::Readiness;
 use super::{RawAnswer, RpcResult, StreamEvent, Upstream, UpstreamEvent, UpstreamStream, lock};
+use crate::driver::http::headers;
 use crate::error::ShimError;
 use crate::jsonrpc::{ErrorObject, Id, Message, Peeked};
 use crate::revision::{self, LEGACY_VERSION, MODERN_VERSION, Revision};
 use crate::translate::session::ModernMeta;
-use crate::transport::http::headers;
 use crate::transport::record::{Recorder, SessionLabels};
 use crate::wire::modern::DetailedTask;
 pub use transport::BoxError;

@@ -9,9 +9,9 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::mpsc;
 
+use crate::driver::stdio::{self, ProxyOptions};
 use crate::jsonrpc::{Id, Message};
 use crate::ledger::MemoryLedger;
-use crate::proxy::{self, ProxyOptions};
 use crate::revision::{self, ProbeVerdict};
 use crate::transport::{self, Inbound};
 use crate::upstream::{Link, channel};
@@ -135,7 +135,7 @@ impl Peer {
         };
         let ledger = Arc::new(MemoryLedger::default());
         tokio::spawn(async move {
-            if let Err(e) = proxy::serve_stdio(shim_r, shim_w, link, ledger, opts).await {
+            if let Err(e) = stdio::serve_stdio(shim_r, shim_w, link, ledger, opts).await {
                 tracing::warn!(error = %e, "the in-process shim stopped");
             }
         });

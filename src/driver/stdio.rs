@@ -183,7 +183,7 @@ where
 /// use std::sync::Arc;
 /// use std::time::Duration;
 /// use mcp_tasks_shim::ledger::MemoryLedger;
-/// use mcp_tasks_shim::proxy::{self, ProxyOptions};
+/// use mcp_tasks_shim::driver::stdio::{self, ProxyOptions};
 /// use mcp_tasks_shim::upstream;
 ///
 /// let (shim_end, server_end) = tokio::io::duplex(64 * 1024);

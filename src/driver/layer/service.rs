@@ -15,11 +15,11 @@ use tower::ServiceExt;
 use super::TasksCompatConfig;
 use super::principal::LayerPrincipals;
 use super::route::{self, Route};
+use crate::driver::http::{HttpShim, json_response};
 use crate::error::ShimError;
 use crate::jsonrpc::Message;
 use crate::ledger::MemoryLedger;
 use crate::revision::Revision;
-use crate::transport::http::{HttpShim, json_response};
 use crate::upstream::Link;
 use crate::upstream::http::{BoxError, connect_service};
 
@@ -212,7 +212,7 @@ impl Shared {
                     .clone()
                     .unwrap_or_else(|| Arc::new(MemoryLedger::default()));
                 let mut opts = config.http.clone();
-                opts.path = crate::transport::http::DEFAULT_PATH.into();
+                opts.path = crate::driver::http::DEFAULT_PATH.into();
                 let resolver = Arc::new(LayerPrincipals(config.principals.clone()));
                 let shim = HttpShim::new(opts, Link::from(link), ledger, resolver)
                     .map_err(|e| ShimError::Upstream(e.to_string()))?;

@@ -25,7 +25,7 @@
 //! - Requests in the inner service's revision reach it as they came: the
 //!   same `http::Request`, its body never read.
 //! - The other revision's requests are served by the shim's HTTP front
-//!   ([`crate::transport::http::HttpShim`]), whose upstream is the inner
+//!   ([`crate::driver::http::HttpShim`]), whose upstream is the inner
 //!   service called in-process ([`crate::upstream::http::connect_service`]):
 //!   for a 2026-07-28 service, 2025-11-25 sessions with tasks, `tasks/list`
 //!   and elicitation; for a 2025-11-25 service, 2026-07-28 clients.
@@ -43,10 +43,10 @@ mod service;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::driver::http::{ConfiguredPrincipals, HttpOptions};
 use crate::ledger::TaskLedger;
 use crate::revision::Revision;
 use crate::translate::tools::TaskPolicy;
-use crate::transport::http::{ConfiguredPrincipals, HttpOptions};
 use crate::wire::legacy::TaskSupport;
 
 pub use principal::AuthenticatedPrincipal;

@@ -28,7 +28,7 @@ pub trait PrincipalResolver: Send + Sync + std::fmt::Debug {
     /// ```
     /// use axum::http::{Extensions, HeaderMap};
     /// use mcp_tasks_shim::scope::Principal;
-    /// use mcp_tasks_shim::transport::http::PrincipalResolver;
+    /// use mcp_tasks_shim::driver::http::PrincipalResolver;
     ///
     /// /// What the application's auth layer inserts for a verified caller.
     /// #[derive(Clone)]

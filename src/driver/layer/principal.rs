@@ -3,8 +3,8 @@
 
 use axum::http::{Extensions, HeaderMap};
 
+use crate::driver::http::{ConfiguredPrincipals, PrincipalResolver};
 use crate::scope::Principal;
-use crate::transport::http::{ConfiguredPrincipals, PrincipalResolver};
 
 /// Put this in a request's extensions (from your own auth layer, in front
 /// of [`super::TasksCompatLayer`]) to name the caller: its 2025-11-25

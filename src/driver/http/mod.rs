@@ -246,7 +246,7 @@ pub(crate) struct App {
 /// # async fn run(link: mcp_tasks_shim::upstream::Link) -> std::io::Result<()> {
 /// use std::sync::Arc;
 /// use mcp_tasks_shim::ledger::MemoryLedger;
-/// use mcp_tasks_shim::transport::http::{ConfiguredPrincipals, HttpOptions, HttpShim};
+/// use mcp_tasks_shim::driver::http::{ConfiguredPrincipals, HttpOptions, HttpShim};
 ///
 /// let shim = HttpShim::new(
 ///     HttpOptions::default(), // the endpoint at /mcp
@@ -425,7 +425,7 @@ impl HttpShim {
     }
 
     /// Serves one request of the endpoint, whatever its path (the
-    /// [`crate::layer`] hands over the requests it routes here): POST,
+    /// [`crate::driver::layer`] hands over the requests it routes here): POST,
     /// GET and DELETE as [`HttpShim::router`] serves them, 405 otherwise.
     pub(crate) async fn serve_request(
         &self,
