@@ -527,7 +527,7 @@ fn read_client(
 // only rename them.
 #[allow(clippy::too_many_arguments)]
 async fn drive(
-    mut client_rx: mpsc::UnboundedReceiver<Inbound>,
+    client_rx: mpsc::UnboundedReceiver<Inbound>,
     to_client: ClientWriter,
     lane: Option<Arc<Lane>>,
     mut stops: Stops,
@@ -536,184 +536,262 @@ async fn drive(
     ledger: Arc<dyn TaskLedger>,
     opts: ProxyOptions,
 ) -> std::io::Result<Ending> {
-    let recorder = to_client.recorder.clone();
     let mut supervise = opts.supervise();
     if let Some(path) = &opts.record_upstream {
         // Its writer is never awaited: the upstream keeps clones of the
-        // recorder as long as it lives. `flushed` below stands in.
+        // recorder as long as it lives. `flushed` in `finish` stands in.
         let (rec, _writer) = transport::record::Recorder::open(path, "--record-upstream")?;
         supervise.record = Some(rec);
     }
     let upstream_recorder = supervise.record.clone();
-
-    // A stop during the probe ends it at once, instead of after
-    // `probe_timeout` (a server that is slow to start, or never answers).
     let started = supervised::start(program, args, supervise)?;
     let sup = started.upstream().clone();
-    let probing = started.probe();
+    let (link, stopped) = probe_unless_stopped(started.probe(), &sup, &mut stops).await;
+    let discover = link.discover;
+    tokio::spawn(crate::bridge::summary::log_startup_summary(
+        link.upstream.clone(),
+        link.revision,
+        discover.clone(),
+        opts.bridge.clone(),
+        "none (stdio: one client)".to_owned(),
+    ));
+    let mut session = Session {
+        mode: None,
+        recorder: to_client.recorder.clone(),
+        to_client,
+        sup,
+        lane,
+        setup: Setup {
+            upstream: link.revision,
+            discover: &discover,
+            ledger: &ledger,
+            opts: &opts,
+        },
+        client_rx,
+        events: link.events,
+        stops,
+        stopped,
+        killed: false,
+    };
+    let ending = session.serve().await;
+    match &ending {
+        Ending::UpstreamGone(_) => session.answer_the_rest().await,
+        Ending::ClientClosed | Ending::Stopped(_) => session.wind_down(&ending).await,
+    }
+    session.finish(ending, upstream_recorder).await
+}
+
+/// Probes the started upstream; a stop meanwhile stops it at once, instead
+/// of after `probe_timeout` (a server that is slow to start, or never
+/// answers), and is returned for the session to end with.
+async fn probe_unless_stopped(
+    probing: impl std::future::Future<Output = supervised::SupervisedLink>,
+    sup: &Supervised,
+    stops: &mut Stops,
+) -> (supervised::SupervisedLink, Option<String>) {
     tokio::pin!(probing);
-    let mut stopped: Option<String> = None;
-    let link = loop {
+    let mut stopped = None;
+    loop {
         tokio::select! {
-            link = &mut probing => break link,
+            link = &mut probing => return (link, stopped),
             Some(reason) = stops.recv(), if stopped.is_none() => {
                 sup.stop(&reason);
                 stopped = Some(reason);
             }
         }
-    };
-    let mut events = link.events;
-    let upstream_rev = link.revision;
-    let discover = link.discover;
-    tokio::spawn(crate::bridge::summary::log_startup_summary(
-        link.upstream.clone(),
-        upstream_rev,
-        discover.clone(),
-        opts.bridge.clone(),
-        "none (stdio: one client)".to_owned(),
-    ));
+    }
+}
 
-    let mut mode: Option<Mode> = None;
-    let mut killed = false;
-    let mut last_fault = String::from("the upstream is gone");
-    let ending = loop {
-        if let Some(reason) = stopped.take() {
-            break Ending::Stopped(reason);
+/// What [`drive`]'s phases share once the upstream is probed: serving,
+/// answering what is left after the upstream went, winding down after the
+/// client closed or a stop, and the last flush.
+struct Session<'a> {
+    mode: Option<Mode>,
+    to_client: ClientWriter,
+    /// The driver's clone of the transcript recorder; dropped before the
+    /// last flush, or the transcript writer never sees its channel close.
+    recorder: Recorder,
+    sup: Arc<Supervised>,
+    lane: Option<Arc<Lane>>,
+    setup: Setup<'a>,
+    client_rx: mpsc::UnboundedReceiver<Inbound>,
+    events: mpsc::UnboundedReceiver<UpstreamEvent>,
+    stops: Stops,
+    /// Why the session was stopped from outside, once it was.
+    stopped: Option<String>,
+    /// Whether a second stop killed the upstream.
+    killed: bool,
+}
+
+impl Session<'_> {
+    /// Client messages and upstream events until one side ends or a stop.
+    async fn serve(&mut self) -> Ending {
+        if let Some(reason) = self.stopped.take() {
+            return Ending::Stopped(reason);
         }
+        let mut last_fault = String::from("the upstream is gone");
+        loop {
+            tokio::select! {
+                Some(reason) = self.stops.recv() => return Ending::Stopped(reason),
+                inbound = self.client_rx.recv() => {
+                    let Some(inbound) = inbound else { return Ending::ClientClosed };
+                    self.client(inbound, true).await;
+                }
+                event = self.events.recv() => {
+                    let Some(event) = event else {
+                        return Ending::UpstreamGone(last_fault);
+                    };
+                    if let UpstreamEvent::Closed(reason) = &event {
+                        last_fault.clone_from(reason);
+                    }
+                    self.upstream(event).await;
+                }
+            }
+        }
+    }
+
+    /// One client message through the mode (the first picks it). With
+    /// `open_lane`, the first one also hands the stdin thread the lane, so
+    /// that it takes client lines where they go by itself from then on
+    /// (not with a transcript: that records what passes through here).
+    async fn client(&mut self, inbound: Inbound, open: bool) {
+        let Session {
+            mode,
+            to_client,
+            recorder,
+            sup,
+            setup,
+            ..
+        } = self;
+        handle_client(inbound, mode, to_client, recorder, sup, setup).await;
+        if let Some(lane) = &self.lane {
+            if open && self.recorder.is_none() && lane.target.get().is_none() {
+                open_lane(lane, self.mode.as_ref(), &self.sup);
+            }
+            lane.behind_driver.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    async fn upstream(&mut self, event: UpstreamEvent) {
+        route_upstream(
+            event,
+            self.mode.as_mut(),
+            &*self.sup,
+            &self.to_client.outbox,
+        )
+        .await;
+    }
+
+    /// The upstream is gone for good. Open listen streams are answered
+    /// (the error naming why), not cut off by the end of output alone; the
+    /// engines get a moment to flush their error answers; and what the
+    /// client sent meanwhile, or before the upstream's end was taken (the
+    /// select picks either when both are ready, as when the server dies
+    /// during the probe), is answered too: an error naming why, not
+    /// silence.
+    async fn answer_the_rest(&mut self) {
+        if let Some(Mode::ModernFront(front, _)) = &self.mode {
+            front.upstream_ended();
+        }
+        let flush = tokio::time::sleep(Duration::from_millis(50));
+        tokio::pin!(flush);
+        loop {
+            tokio::select! {
+                biased;
+                inbound = self.client_rx.recv() => {
+                    let Some(inbound) = inbound else { break };
+                    self.client(inbound, false).await;
+                }
+                () = &mut flush => break,
+            }
+        }
+    }
+
+    /// The client closed, or a stop came: the upstream's input is closed
+    /// (or the session stopped), and the child still answers what the
+    /// client sent last (a client may close its side right after writing):
+    /// its output is relayed until it has exited, as the reader thread
+    /// does with what it writes to stdout itself.
+    async fn wind_down(&mut self, ending: &Ending) {
+        if let Ending::Stopped(reason) = ending {
+            stop_session(reason, &self.sup, self.mode.as_ref()).await;
+            self.stopped = Some(reason.clone());
+        } else {
+            let reason = "the client closed the session";
+            self.sup.close_input(reason);
+            // After closing its input, so that work resumed by a failed
+            // question finds the upstream gone too, and ends instead of
+            // asking anew.
+            if let Some(Mode::LegacyFront(_, session)) = &self.mode {
+                session.client_closed(reason);
+            }
+        }
+        let sup = self.sup.clone();
+        let finish = sup.finish();
+        tokio::pin!(finish);
+        loop {
+            tokio::select! {
+                () = &mut finish => break,
+                Some(event) = self.events.recv() => self.upstream(event).await,
+                // A client still writing after a stop is answered, the
+                // error naming why, rather than left waiting.
+                Some(inbound) = self.client_rx.recv(), if self.stopped.is_some() => {
+                    self.client(inbound, false).await;
+                }
+                Some(reason) = self.stops.recv() => {
+                    // Whoever sends another stop will not wait out the
+                    // grace period.
+                    if self.stopped.is_none() {
+                        stop_session(&reason, &self.sup, self.mode.as_ref()).await;
+                        self.stopped = Some(reason);
+                    }
+                    tracing::debug!("killing the upstream now");
+                    self.sup.kill();
+                    self.killed = true;
+                }
+            }
+        }
+        while let Ok(event) = self.events.try_recv() {
+            self.upstream(event).await;
+        }
+    }
+
+    /// The last answers to the client, and the upstream transcript
+    /// flushed. A client that stopped reading must not keep a stopped shim
+    /// alive: what it has not taken within the grace period is lost.
+    async fn finish(
+        self,
+        ending: Ending,
+        upstream_recorder: Option<transport::record::Recorder>,
+    ) -> std::io::Result<Ending> {
+        let Session {
+            mode,
+            to_client,
+            recorder,
+            stopped,
+            killed,
+            mut stops,
+            ..
+        } = self;
+        drop(mode);
+        drop(recorder);
+        if let Some(rec) = upstream_recorder {
+            let _ = tokio::time::timeout(STOP_FLUSH, rec.flushed()).await;
+        }
+        let Some(reason) = stopped else {
+            to_client.finish().await;
+            return Ok(ending);
+        };
+        let grace = if killed { KILLED_FLUSH } else { STOP_FLUSH };
         tokio::select! {
-            Some(reason) = stops.recv() => break Ending::Stopped(reason),
-            inbound = client_rx.recv() => {
-                let Some(inbound) = inbound else { break Ending::ClientClosed };
-                handle_client(inbound, &mut mode, &to_client, &recorder, &sup, &Setup {
-                    upstream: upstream_rev, discover: &discover, ledger: &ledger, opts: &opts,
-                }).await;
-                if let Some(lane) = &lane {
-                    // From here on the stdin thread takes client lines where
-                    // they go by itself. (Not with a transcript: it records
-                    // what passes through the driver.)
-                    if recorder.is_none() && lane.target.get().is_none() {
-                        open_lane(lane, mode.as_ref(), &sup);
-                    }
-                    lane.behind_driver.fetch_sub(1, Ordering::SeqCst);
-                }
+            () = to_client.finish() => {}
+            () = tokio::time::sleep(grace) => {
+                tracing::warn!("the client did not read the last answers; exiting without them");
             }
-            event = events.recv() => {
-                let Some(event) = event else {
-                    break Ending::UpstreamGone(last_fault);
-                };
-                if let UpstreamEvent::Closed(reason) = &event {
-                    last_fault.clone_from(reason);
-                }
-                route_upstream(event, mode.as_mut(), &*sup, &to_client.outbox).await;
-            }
+            Some(_) = stops.recv() => {}
         }
-    };
-
-    match &ending {
-        Ending::UpstreamGone(_) => {
-            // Open listen streams are answered (the error naming why) as
-            // the session ends, not cut off by the end of output alone.
-            if let Some(Mode::ModernFront(front, _)) = &mode {
-                front.upstream_ended();
-            }
-            // Let the engines flush their error answers. What the client
-            // sent meanwhile, or before the upstream's end was taken (the
-            // select above picks either when both are ready, as when the
-            // server dies during the probe), is answered too: with the
-            // upstream gone, that is an error naming why, not silence.
-            let flush = tokio::time::sleep(Duration::from_millis(50));
-            tokio::pin!(flush);
-            loop {
-                tokio::select! {
-                    biased;
-                    inbound = client_rx.recv() => {
-                        let Some(inbound) = inbound else { break };
-                        handle_client(inbound, &mut mode, &to_client, &recorder, &sup, &Setup {
-                            upstream: upstream_rev, discover: &discover, ledger: &ledger, opts: &opts,
-                        }).await;
-                        if let Some(lane) = &lane {
-                            lane.behind_driver.fetch_sub(1, Ordering::SeqCst);
-                        }
-                    }
-                    () = &mut flush => break,
-                }
-            }
-        }
-        Ending::ClientClosed | Ending::Stopped(_) => {
-            if let Ending::Stopped(reason) = &ending {
-                stop_session(reason, &sup, mode.as_ref()).await;
-                stopped = Some(reason.clone());
-            } else {
-                let reason = "the client closed the session";
-                sup.close_input(reason);
-                // After closing its input, so that work resumed by a failed question
-                // finds the upstream gone too, and ends instead of asking anew.
-                if let Some(Mode::LegacyFront(_, session)) = &mode {
-                    session.client_closed(reason);
-                }
-            }
-            // The child still answers what the client sent last (a client
-            // may close its side right after writing): relay its output
-            // until it has exited, as the reader thread does with what it
-            // writes to stdout itself.
-            let finish = sup.finish();
-            tokio::pin!(finish);
-            loop {
-                tokio::select! {
-                    () = &mut finish => break,
-                    Some(event) = events.recv() => {
-                        route_upstream(event, mode.as_mut(), &*sup, &to_client.outbox).await;
-                    }
-                    // A client still writing after a stop is answered, the
-                    // error naming why, rather than left waiting.
-                    Some(inbound) = client_rx.recv(), if stopped.is_some() => {
-                        handle_client(inbound, &mut mode, &to_client, &recorder, &sup, &Setup {
-                            upstream: upstream_rev, discover: &discover, ledger: &ledger, opts: &opts,
-                        }).await;
-                        if let Some(lane) = &lane {
-                            lane.behind_driver.fetch_sub(1, Ordering::SeqCst);
-                        }
-                    }
-                    Some(reason) = stops.recv() => {
-                        // Whoever sends another stop will not wait out the
-                        // grace period.
-                        if stopped.is_none() {
-                            stop_session(&reason, &sup, mode.as_ref()).await;
-                            stopped = Some(reason);
-                        }
-                        tracing::debug!("killing the upstream now");
-                        sup.kill();
-                        killed = true;
-                    }
-                }
-            }
-            while let Ok(event) = events.try_recv() {
-                route_upstream(event, mode.as_mut(), &*sup, &to_client.outbox).await;
-            }
-        }
+        Ok(Ending::Stopped(reason))
     }
-    drop(mode);
-    // Our clone of the recorder must go too, or the transcript writer never
-    // sees its channel close and `finish` waits forever.
-    drop(recorder);
-    if let Some(rec) = upstream_recorder {
-        let _ = tokio::time::timeout(STOP_FLUSH, rec.flushed()).await;
-    }
-    let Some(reason) = stopped else {
-        to_client.finish().await;
-        return Ok(ending);
-    };
-    // A client that stopped reading must not keep a stopped shim alive:
-    // what it has not taken by then is lost.
-    let grace = if killed { KILLED_FLUSH } else { STOP_FLUSH };
-    tokio::select! {
-        () = to_client.finish() => {}
-        () = tokio::time::sleep(grace) => {
-            tracing::warn!("the client did not read the last answers; exiting without them");
-        }
-        Some(_) = stops.recv() => {}
-    }
-    Ok(Ending::Stopped(reason))
 }
 
 /// How long a stopped session may take to write its last answers.
