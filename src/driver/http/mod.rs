@@ -583,29 +583,16 @@ pub async fn serve_connecting(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     check_path(&opts.path).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
-    let listen = opts.listen;
-    let read_timeout = opts.read_timeout;
-    let max_connections = opts.max_connections;
-    let path = opts.path.clone();
-    let listener = tokio::net::TcpListener::bind(listen)
-        .await
-        .map_err(|e| std::io::Error::new(e.kind(), format!("--listen {listen}: {e}")))?;
-    let admin =
-        match opts.admin_listen {
-            Some(addr) => Some(tokio::net::TcpListener::bind(addr).await.map_err(|e| {
-                std::io::Error::new(e.kind(), format!("--admin-listen {addr}: {e}"))
-            })?),
-            None => None,
-        };
+    let (listener, admin) = bind_listeners(&opts).await?;
     let addr = listener.local_addr()?;
     let starting = Arc::new(Starting {
-        path: path.clone(),
+        path: opts.path.clone(),
         startup,
         max_body_bytes: opts.max_body_bytes,
-        read_timeout,
+        read_timeout: opts.read_timeout,
     });
-    let starting_mcp = starting.router(true).layer(cors(&opts.allowed_origins));
-    let (to_mcp, mcp) = tokio::sync::watch::channel(starting_mcp);
+    let (to_mcp, mcp) =
+        tokio::sync::watch::channel(starting.router(true).layer(cors(&opts.allowed_origins)));
     let (to_ops, ops_now) = tokio::sync::watch::channel(starting.router(false));
     // Not "listening on": scripts wait for that line to send requests.
     tracing::info!(%addr, "port open; /readyz answers 503 until the upstream is probed");
@@ -625,7 +612,7 @@ pub async fn serve_connecting(
         )?),
         None => None,
     };
-    let slots = Arc::new(tokio::sync::Semaphore::new(max_connections));
+    let slots = Arc::new(tokio::sync::Semaphore::new(opts.max_connections));
     let connections = hyper_util::server::graceful::GracefulShutdown::new();
     let mut shutdown = std::pin::pin!(shutdown);
     let mut connect = std::pin::pin!(connect);
@@ -648,22 +635,7 @@ pub async fn serve_connecting(
                         let upstream_rev = link.revision;
                         let front = HttpShim::new(opts.clone(), link, ledger.clone(), resolver.clone())
                             .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
-                        let ops: Router = front
-                            .metrics_router(METRICS_PATH)
-                            .merge(front.health_router());
-                        let mcp_routes = front
-                            .router()
-                            .layer(cors(&opts.allowed_origins))
-                            .merge(ops.clone());
-                        to_mcp.send_modify(|r| *r = mcp_routes);
-                        to_ops.send_modify(|r| *r = ops);
-                        tracing::info!(%addr, %path, upstream = %upstream_rev, "listening");
-                        let url = format!("http://{addr}{path}");
-                        crate::console::say(
-                            "mcp_tasks_shim",
-                            &format!("mcp-tasks-shim: listening on {url}"),
-                            &format!("listening on {url}"),
-                        );
+                        go_live(&front, upstream_rev, &opts, addr, &to_mcp, &to_ops);
                         shim = Some(front);
                     }
                     Err(e) => {
@@ -676,35 +648,18 @@ pub async fn serve_connecting(
             () = &mut shutdown => break,
         };
         let Ok(slot) = slots.clone().try_acquire_owned() else {
-            tracing::warn!(%peer, max = max_connections,
+            tracing::warn!(%peer, max = opts.max_connections,
                 "connection closed: the connection limit (--max-connections) is reached");
             continue;
         };
-        // SSE answers (legacy `tools/call`, `tasks/result`) go out in
-        // several writes; without TCP_NODELAY, Nagle holds the later ones
-        // until the client's delayed ACK, about 40 ms per answer.
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::debug!(error = %e, "cannot set TCP_NODELAY");
-        }
-        let service =
-            hyper_util::service::TowerToHyperService::new(tower::ServiceExt::map_request(
-                Switch(mcp.clone()),
-                |r: axum::http::Request<hyper::body::Incoming>| r.map(axum::body::Body::new),
-            ));
-        // hyper's header read timeout needs a timer, which axum::serve
-        // does not give it: a client trickling its headers, or sending
-        // none, is dropped after `read_timeout`.
-        let conn = hyper::server::conn::http1::Builder::new()
-            .timer(hyper_util::rt::TokioTimer::new())
-            .header_read_timeout(read_timeout)
-            .serve_connection(hyper_util::rt::TokioIo::new(tcp), service);
-        let conn = connections.watch(conn);
-        tokio::spawn(async move {
-            if let Err(e) = conn.await {
-                tracing::debug!(%peer, error = %e, "connection ended with an error");
-            }
-            drop(slot);
-        });
+        serve_connection(
+            tcp,
+            peer,
+            slot,
+            Switch(mcp.clone()),
+            opts.read_timeout,
+            &connections,
+        );
     }
     // On the signal, stop the upstream first: that answers the calls still
     // waiting on it, so their HTTP requests can finish. Long-lived streams
@@ -736,6 +691,90 @@ pub async fn serve_connecting(
         Some(e) => Err(std::io::Error::other(e)),
         None => Ok(()),
     }
+}
+
+/// The MCP listener and, with `--admin-listen`, the operations one; a
+/// bind error names the flag whose address failed.
+async fn bind_listeners(
+    opts: &HttpOptions,
+) -> std::io::Result<(tokio::net::TcpListener, Option<tokio::net::TcpListener>)> {
+    let bind = |addr: SocketAddr, flag: &'static str| async move {
+        tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|e| std::io::Error::new(e.kind(), format!("{flag} {addr}: {e}")))
+    };
+    let listener = bind(opts.listen, "--listen").await?;
+    let admin = match opts.admin_listen {
+        Some(addr) => Some(bind(addr, "--admin-listen").await?),
+        None => None,
+    };
+    Ok((listener, admin))
+}
+
+/// The probed upstream's front takes over from the starting server: its
+/// routes are switched in for every later request, and "listening on" is
+/// announced.
+fn go_live(
+    front: &HttpShim,
+    upstream_rev: Revision,
+    opts: &HttpOptions,
+    addr: SocketAddr,
+    to_mcp: &tokio::sync::watch::Sender<Router>,
+    to_ops: &tokio::sync::watch::Sender<Router>,
+) {
+    let ops: Router = front
+        .metrics_router(METRICS_PATH)
+        .merge(front.health_router());
+    let mcp_routes = front
+        .router()
+        .layer(cors(&opts.allowed_origins))
+        .merge(ops.clone());
+    to_mcp.send_modify(|r| *r = mcp_routes);
+    to_ops.send_modify(|r| *r = ops);
+    let path = &opts.path;
+    tracing::info!(%addr, %path, upstream = %upstream_rev, "listening");
+    let url = format!("http://{addr}{path}");
+    crate::console::say(
+        "mcp_tasks_shim",
+        &format!("mcp-tasks-shim: listening on {url}"),
+        &format!("listening on {url}"),
+    );
+}
+
+/// One accepted connection, served on a task of its own under the
+/// connection cap's `slot` and the graceful shutdown's watch.
+fn serve_connection(
+    tcp: tokio::net::TcpStream,
+    peer: SocketAddr,
+    slot: tokio::sync::OwnedSemaphorePermit,
+    routes: Switch,
+    read_timeout: std::time::Duration,
+    connections: &hyper_util::server::graceful::GracefulShutdown,
+) {
+    // SSE answers (legacy `tools/call`, `tasks/result`) go out in
+    // several writes; without TCP_NODELAY, Nagle holds the later ones
+    // until the client's delayed ACK, about 40 ms per answer.
+    if let Err(e) = tcp.set_nodelay(true) {
+        tracing::debug!(error = %e, "cannot set TCP_NODELAY");
+    }
+    let service = hyper_util::service::TowerToHyperService::new(tower::ServiceExt::map_request(
+        routes,
+        |r: axum::http::Request<hyper::body::Incoming>| r.map(axum::body::Body::new),
+    ));
+    // hyper's header read timeout needs a timer, which axum::serve
+    // does not give it: a client trickling its headers, or sending
+    // none, is dropped after `read_timeout`.
+    let conn = hyper::server::conn::http1::Builder::new()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(read_timeout)
+        .serve_connection(hyper_util::rt::TokioIo::new(tcp), service);
+    let conn = connections.watch(conn);
+    tokio::spawn(async move {
+        if let Err(e) = conn.await {
+            tracing::debug!(%peer, error = %e, "connection ended with an error");
+        }
+        drop(slot);
+    });
 }
 
 /// The router in force, read anew for each request: the one of the
