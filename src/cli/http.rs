@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use super::options::{LISTENING, RECORDING, SESSIONS, ShimArgs, TIMEOUTS, UPSTREAM};
 use crate::driver::http::{self, ConfiguredPrincipals, HttpOptions, ReloadablePrincipals};
+use crate::driver::stdio::ProxyOptions;
 
 /// Arguments of `http`.
 #[derive(Debug, clap::Args)]
@@ -377,9 +378,30 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
         );
     }
     let tokens = all_tokens(&args.tokens, args.token_file.as_deref()).map_err(|e| e.to_string())?;
-    // A token file may be empty now and filled before the next SIGHUP.
-    let tokens_configured = !tokens.is_empty() || args.token_file.is_some();
     let token_count = tokens.len();
+    let proxy = args.shim.proxy_options()?;
+    let opts = http_options(&args, &proxy, !tokens.is_empty())?;
+    let resolver = Arc::new(ReloadablePrincipals::new(
+        ConfiguredPrincipals {
+            tokens,
+            trusted_header: args.principal_header.clone(),
+        },
+        args.token_file.is_some(),
+    ));
+    let rt = tokio::runtime::Runtime::new().map_err(|e| e.to_string())?;
+    let ledger = rt.block_on(args.shim.open_ledger())?;
+    rt.block_on(serve(args, opts, proxy, resolver, ledger, token_count))
+}
+
+/// The HTTP front's options from the flags (recorders are opened later,
+/// inside the runtime).
+fn http_options(
+    args: &Args,
+    proxy: &ProxyOptions,
+    has_tokens: bool,
+) -> Result<HttpOptions, String> {
+    // A token file may be empty now and filled before the next SIGHUP.
+    let tokens_configured = has_tokens || args.token_file.is_some();
     if args.require_principal && !tokens_configured && args.principal_header.is_none() {
         return Err(
             "--require-principal needs --token, --token-file or --principal-header: without them no caller has a principal"
@@ -395,16 +417,13 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
         .max_anonymous_sessions
         .map(count)
         .or((!anyone_has_a_principal).then_some(max_sessions));
-    let max_sessions_per_principal = args.max_sessions_per_principal.map(count);
-    let proxy = args.shim.proxy_options()?;
-    let listen = resolve_listen("--listen", &args.listen)?;
     let admin_listen = args
         .admin_listen
         .as_deref()
         .map(|a| resolve_listen("--admin-listen", a))
         .transpose()?;
-    let mut opts = HttpOptions {
-        listen,
+    Ok(HttpOptions {
+        listen: resolve_listen("--listen", &args.listen)?,
         path: args.path.clone(),
         max_body_bytes: usize::try_from(args.max_body_bytes).unwrap_or(usize::MAX),
         require_principal: args.require_principal,
@@ -413,7 +432,7 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
             .then_some(args.session_idle_timeout),
         max_sessions,
         max_anonymous_sessions,
-        max_sessions_per_principal,
+        max_sessions_per_principal: args.max_sessions_per_principal.map(count),
         accept_missing_mcp_name: args.accept_missing_mcp_name,
         admin_listen,
         read_timeout: args.read_timeout,
@@ -430,82 +449,80 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
             }),
         record: None,
         record_upstream: None,
-    };
-    let resolver = Arc::new(ReloadablePrincipals::new(
-        ConfiguredPrincipals {
-            tokens,
-            trusted_header: args.principal_header.clone(),
-        },
-        args.token_file.is_some(),
-    ));
-    let rt = tokio::runtime::Runtime::new().map_err(|e| e.to_string())?;
-    let ledger = rt.block_on(args.shim.open_ledger())?;
-    rt.block_on(async move {
-        // Installed before the server announces its address, so that a
-        // SIGHUP sent once "listening on" appears reloads, not kills.
-        #[cfg(unix)]
-        if let Some(path) = args.token_file.clone() {
-            reload_on_hangup(resolver.clone(), args.tokens.clone(), path)?;
-        }
-        let upstream_recorder = match &args.record_upstream {
-            Some(path) => Some(
-                crate::transport::record::Recorder::open(path, "--record-upstream")
-                    .map_err(|e| e.to_string())?
-                    .0,
-            ),
-            None => None,
-        };
-        opts.record_upstream = upstream_recorder.clone();
-        if let Some(url) = &args.upstream_url {
-            crate::upstream::http::check_url(url).map_err(|e| e.to_string())?;
-        }
-        let startup = http::Startup::default();
-        let principals = principal_mode(token_count, args.principal_header.as_deref());
-        let bridge = proxy.bridge.clone();
-        let connect = connect_upstream(
-            args.upstream_url.clone(),
-            args.upstream.clone(),
-            proxy,
-            args.upstream_wait,
-            upstream_recorder.clone(),
-            startup.clone(),
-        );
-        // The summary once the upstream is probed, as before.
-        let connect = async move {
-            let link = connect.await?;
-            tokio::spawn(crate::bridge::summary::log_startup_summary(
-                link.upstream.clone(),
-                link.revision,
-                link.discover.clone(),
-                bridge,
-                principals,
-            ));
-            Ok(link)
-        };
-        let writer = match &args.record {
-            Some(path) => {
-                let (rec, task) = crate::transport::record::Recorder::open(path, "--record")
-                    .map_err(|e| e.to_string())?;
-                opts.record = Some(rec);
-                Some(task)
-            }
-            None => None,
-        };
-        let served =
-            http::serve_connecting(opts, connect, startup, ledger, resolver, shutdown_signal())
-                .await
-                .map_err(|e| e.to_string());
-        // The writer ends once the front's last handle on it is gone; a
-        // stream still held open past shutdown must not keep the process.
-        if let Some(task) = writer {
-            let _ = tokio::time::timeout(std::time::Duration::from_secs(2), task).await;
-        }
-        // The upstream holds clones of this one for as long as it lives.
-        if let Some(rec) = upstream_recorder {
-            let _ = tokio::time::timeout(std::time::Duration::from_secs(2), rec.flushed()).await;
-        }
-        served
     })
+}
+
+/// Serves until SIGINT/SIGTERM, then lets the transcripts finish.
+async fn serve(
+    args: Args,
+    mut opts: HttpOptions,
+    proxy: ProxyOptions,
+    resolver: Arc<ReloadablePrincipals>,
+    ledger: Arc<dyn crate::ledger::TaskLedger>,
+    token_count: usize,
+) -> Result<(), String> {
+    // Installed before the server announces its address, so that a
+    // SIGHUP sent once "listening on" appears reloads, not kills.
+    #[cfg(unix)]
+    if let Some(path) = args.token_file.clone() {
+        reload_on_hangup(resolver.clone(), args.tokens.clone(), path)?;
+    }
+    let open = |path: &std::path::Path, flag| {
+        crate::transport::record::Recorder::open(path, flag).map_err(|e| e.to_string())
+    };
+    let upstream_recorder = match &args.record_upstream {
+        Some(path) => Some(open(path, "--record-upstream")?.0),
+        None => None,
+    };
+    opts.record_upstream = upstream_recorder.clone();
+    if let Some(url) = &args.upstream_url {
+        crate::upstream::http::check_url(url).map_err(|e| e.to_string())?;
+    }
+    let startup = http::Startup::default();
+    let principals = principal_mode(token_count, args.principal_header.as_deref());
+    let bridge = proxy.bridge.clone();
+    let connect = connect_upstream(
+        args.upstream_url.clone(),
+        args.upstream.clone(),
+        proxy,
+        args.upstream_wait,
+        upstream_recorder.clone(),
+        startup.clone(),
+    );
+    // The summary once the upstream is probed, as before.
+    let connect = async move {
+        let link = connect.await?;
+        tokio::spawn(crate::bridge::summary::log_startup_summary(
+            link.upstream.clone(),
+            link.revision,
+            link.discover.clone(),
+            bridge,
+            principals,
+        ));
+        Ok(link)
+    };
+    let writer = match &args.record {
+        Some(path) => {
+            let (rec, task) = open(path, "--record")?;
+            opts.record = Some(rec);
+            Some(task)
+        }
+        None => None,
+    };
+    let served =
+        http::serve_connecting(opts, connect, startup, ledger, resolver, shutdown_signal())
+            .await
+            .map_err(|e| e.to_string());
+    // The writer ends once the front's last handle on it is gone; a
+    // stream still held open past shutdown must not keep the process.
+    if let Some(task) = writer {
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(2), task).await;
+    }
+    // The upstream holds clones of this one for as long as it lives.
+    if let Some(rec) = upstream_recorder {
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(2), rec.flushed()).await;
+    }
+    served
 }
 
 /// SIGINT or SIGTERM. The handlers are installed here, before the server
