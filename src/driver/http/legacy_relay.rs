@@ -212,83 +212,14 @@ pub(super) async fn initialize(
         return too_many_sessions(cap, Some(req.id));
     }
     let id = req.id.clone();
-    let spawned = match crate::transport::child::spawn(&command.program, &command.args) {
-        Ok(s) => s,
-        Err(e) => {
-            tracing::error!(error = %e, "cannot start a session's upstream process");
-            return error_response(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                Some(id),
-                ShimError::Internal(format!("cannot start the upstream for this session: {e}")),
-            );
-        }
-    };
     let sid = crate::ids::random_id();
-    let record = app
-        .opts
-        .record_upstream
-        .clone()
-        .map(|rec| crate::transport::record::Labelled {
-            rec,
-            label: app.relay_labels.label(&sid),
-        });
-    let (to_child, from_session) = mpsc::unbounded_channel();
-    if let Err(e) = crate::transport::child::ChildInput::start_recorded(
-        spawned.stdin,
-        from_session,
-        record.clone(),
-    ) {
-        return error_response(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            Some(id),
-            ShimError::Internal(format!("cannot write to the session's upstream: {e}")),
-        );
-    }
-    let session = Arc::new(RelaySession {
-        principal,
-        to_child: Mutex::new(Some(to_child)),
-        routes: Mutex::new(Routes::default()),
-        child: Mutex::new(Some(spawned.child)),
-        in_flight: AtomicUsize::new(0),
-        last_used_ms: AtomicU64::new(app.now_ms()),
-    });
-    spawn_reader(
-        spawned.stdout,
-        Arc::downgrade(&session),
-        Arc::downgrade(&app),
-        sid.clone(),
-        record,
-    );
-    let (tx, mut rx) = mpsc::unbounded_channel();
-    lock(&session.routes).by_id.insert(id.clone(), tx);
-    if let Err(e) = session.send_to_child(Message::Request(req)) {
-        session.end("initialize failed");
-        return error_response(StatusCode::INTERNAL_SERVER_ERROR, Some(id), e);
-    }
-    // Whatever the child says before its answer has no stream to go on
-    // yet: it waits in the backlog for the session's GET stream.
-    let answer = tokio::time::timeout(INITIALIZE_TIMEOUT, async {
-        loop {
-            match rx.recv().await {
-                Some(m) if super::is_answer_to(&m, &id) => return Some(m),
-                Some(_) => {}
-                None => return None,
-            }
-        }
-    })
-    .await;
-    let answer = match answer {
-        Ok(Some(m)) => m,
-        _ => {
-            session.end("initialize was not answered");
-            return error_response(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                Some(id),
-                ShimError::Internal(
-                    "the session's upstream process did not answer initialize".into(),
-                ),
-            );
-        }
+    let session = match start_child(&app, &command, &sid, principal, &id) {
+        Ok(session) => session,
+        Err(refused) => return refused,
+    };
+    let answer = match relay_initialize(&session, req).await {
+        Ok(answer) => answer,
+        Err(e) => return error_response(StatusCode::INTERNAL_SERVER_ERROR, Some(id), e),
     };
     if matches!(answer, Message::Error(_)) || lock(&session.routes).ended {
         session.end("initialize was refused");
@@ -314,6 +245,96 @@ pub(super) async fn initialize(
         resp.headers_mut().insert("mcp-session-id", v);
     }
     resp
+}
+
+/// The session's own child process, its input writer and its output
+/// reader; a failure is the 500 answer to `initialize` (request `id`).
+fn start_child(
+    app: &Arc<App>,
+    command: &RelayCommand,
+    sid: &str,
+    principal: Option<Principal>,
+    id: &Id,
+) -> Result<Arc<RelaySession>, Response> {
+    let failed = |what: String| {
+        error_response(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            Some(id.clone()),
+            ShimError::Internal(what),
+        )
+    };
+    let spawned = crate::transport::child::spawn(&command.program, &command.args).map_err(|e| {
+        tracing::error!(error = %e, "cannot start a session's upstream process");
+        failed(format!("cannot start the upstream for this session: {e}"))
+    })?;
+    let record = app
+        .opts
+        .record_upstream
+        .clone()
+        .map(|rec| crate::transport::record::Labelled {
+            rec,
+            label: app.relay_labels.label(sid),
+        });
+    let (to_child, from_session) = mpsc::unbounded_channel();
+    crate::transport::child::ChildInput::start_recorded(
+        spawned.stdin,
+        from_session,
+        record.clone(),
+    )
+    .map_err(|e| failed(format!("cannot write to the session's upstream: {e}")))?;
+    let session = Arc::new(RelaySession {
+        principal,
+        to_child: Mutex::new(Some(to_child)),
+        routes: Mutex::new(Routes::default()),
+        child: Mutex::new(Some(spawned.child)),
+        in_flight: AtomicUsize::new(0),
+        last_used_ms: AtomicU64::new(app.now_ms()),
+    });
+    spawn_reader(
+        spawned.stdout,
+        Arc::downgrade(&session),
+        Arc::downgrade(app),
+        sid.to_owned(),
+        record,
+    );
+    Ok(session)
+}
+
+/// `initialize` to the session's child, and its answer; the session is
+/// ended when the child does not take the request or does not answer in
+/// time.
+async fn relay_initialize(
+    session: &RelaySession,
+    req: crate::jsonrpc::Request,
+) -> Result<Message, ShimError> {
+    let id = req.id.clone();
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    lock(&session.routes).by_id.insert(id.clone(), tx);
+    if let Err(e) = session.send_to_child(Message::Request(req)) {
+        session.end("initialize failed");
+        return Err(e);
+    }
+    // Whatever the child says before its answer has no stream to go on
+    // yet: it waits in the backlog for the session's GET stream.
+    let answer = tokio::time::timeout(INITIALIZE_TIMEOUT, async {
+        loop {
+            match rx.recv().await {
+                Some(m) if super::is_answer_to(&m, &id) => return Some(m),
+                Some(_) => {}
+                None => return None,
+            }
+        }
+    })
+    .await;
+    match answer {
+        Ok(Some(m)) => Ok(m),
+        _ => {
+            session.end("initialize was not answered");
+            Err(ShimError::Internal(
+                "the session's upstream process did not answer initialize".into(),
+            ))
+        }
+    }
 }
 
 /// Reads the child's stdout into the session's routes; when it ends, the
