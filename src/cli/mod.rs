@@ -78,12 +78,49 @@ pub enum Command {
 
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
-    let loaded = match config::load(std::env::args_os().collect()) {
+    let loaded = match load() {
         Ok(loaded) => loaded,
+        Err(code) => return code,
+    };
+    let cli = Cli::from_arg_matches(&loaded.matches).unwrap_or_else(|e| e.exit());
+    if let Err(code) = start_logging(&cli, &loaded) {
+        return code;
+    }
+    for note in loaded.warnings() {
+        tracing::warn!("{note}");
+    }
+    let result = match cli.command {
+        // Its own exit status: 1 is "they differ", so an error is 2.
+        Command::Compare(args) => return verdict(compare::run(args)),
+        // As compare: 1 means "some recorded messages were not placed".
+        Command::Replay(args) => return verdict(replay::run(args)),
+        Command::Translate(args) => translate::run(args),
+        Command::Demo(args) => demo::run(args),
+        Command::ReferenceServer(args) => reference::run(args),
+        Command::Stdio(args) => stdio::run(args),
+        Command::Http(args) => http::run(*args),
+        Command::Config(args) => config::run(&args, &loaded),
+        Command::Completions { shell } => completions(shell),
+    };
+    otel::flush();
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            crate::console::fail(&format!("mcp-tasks-shim: {e}"), &e);
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Flags, `MCP_SHIM_*` and the config file, merged; a usage error exits
+/// as clap does, a bad variable with 2, an unreadable file with 1.
+fn load() -> Result<config::Loaded, ExitCode> {
+    match config::load(std::env::args_os().collect()) {
+        Ok(loaded) => Ok(loaded),
         Err(config::LoadError::Usage(e)) => e.exit(),
         Err(config::LoadError::Env(message)) => {
             crate::console::fail(&format!("mcp-tasks-shim: {message}"), &message);
-            return ExitCode::from(2);
+            Err(ExitCode::from(2))
         }
         Err(config::LoadError::File { message, matches }) => {
             // The file's own log settings are what could not be read.
@@ -96,80 +133,54 @@ pub fn main() -> ExitCode {
                 .unwrap_or(LogFormat::Text);
             let _ = init_logging(log, format);
             crate::console::fail(&format!("mcp-tasks-shim: {message}"), &message);
-            return ExitCode::FAILURE;
+            Err(ExitCode::FAILURE)
         }
-    };
-    let matches = &loaded.matches;
-    let cli = Cli::from_arg_matches(matches).unwrap_or_else(|e| e.exit());
-    if let Err(e) = init_logging(&cli.log, cli.log_format) {
-        // Name where the filter came from: a user who typed no --log
-        // would look for it in vain.
-        let whence = match matches.value_source("log") {
-            Some(clap::parser::ValueSource::EnvVariable) => "MCP_SHIM_LOG".to_owned(),
-            Some(clap::parser::ValueSource::DefaultValue) => match &loaded.file {
-                Some(f) => format!("config {} key log", f.path.display()),
-                None => "--log".to_owned(),
-            },
-            _ => "--log".to_owned(),
-        };
-        crate::console::fail(
-            &format!("mcp-tasks-shim: {whence} {:?}: {e}", cli.log),
-            &format!("{whence} {:?}: {e}", cli.log),
-        );
-        return ExitCode::from(2);
     }
-    for note in loaded.warnings() {
-        tracing::warn!("{note}");
-    }
-    let result = match cli.command {
-        // Its own exit status: 1 is "they differ", so an error is 2.
-        Command::Compare(args) => {
-            return match compare::run(args) {
-                Ok(true) => ExitCode::SUCCESS,
-                Ok(false) => ExitCode::FAILURE,
-                Err(e) => {
-                    crate::console::fail(&format!("mcp-tasks-shim: {e}"), &e);
-                    ExitCode::from(2)
-                }
-            };
-        }
-        // As compare: 1 means "some recorded messages were not placed".
-        Command::Replay(args) => {
-            return match replay::run(args) {
-                Ok(true) => ExitCode::SUCCESS,
-                Ok(false) => ExitCode::FAILURE,
-                Err(e) => {
-                    crate::console::fail(&format!("mcp-tasks-shim: {e}"), &e);
-                    ExitCode::from(2)
-                }
-            };
-        }
-        Command::Translate(args) => translate::run(args),
-        Command::Demo(args) => demo::run(args),
-        Command::ReferenceServer(args) => reference::run(args),
-        Command::Stdio(args) => stdio::run(args),
-        Command::Http(args) => http::run(*args),
-        Command::Config(args) => config::run(&args, &loaded),
-        Command::Completions { shell } => {
-            // Into a buffer first: clap_complete panics on a write error,
-            // and `completions bash | head` closes the pipe early.
-            let mut script = Vec::new();
-            clap_complete::generate(shell, &mut config::command(), "mcp-tasks-shim", &mut script);
-            match std::io::Write::write_all(&mut std::io::stdout().lock(), &script) {
-                Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
-                    Err(format!("writing stdout: {e}"))
-                }
-                _ => Ok(()),
-            }
-        }
+}
+
+/// Logging as `--log` says; a filter that does not parse exits with 2,
+/// naming where it came from: a user who typed no `--log` would look for
+/// it in vain.
+fn start_logging(cli: &Cli, loaded: &config::Loaded) -> Result<(), ExitCode> {
+    let Err(e) = init_logging(&cli.log, cli.log_format) else {
+        return Ok(());
     };
-    otel::flush();
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
+    let whence = match loaded.matches.value_source("log") {
+        Some(clap::parser::ValueSource::EnvVariable) => "MCP_SHIM_LOG".to_owned(),
+        Some(clap::parser::ValueSource::DefaultValue) => match &loaded.file {
+            Some(f) => format!("config {} key log", f.path.display()),
+            None => "--log".to_owned(),
+        },
+        _ => "--log".to_owned(),
+    };
+    crate::console::fail(
+        &format!("mcp-tasks-shim: {whence} {:?}: {e}", cli.log),
+        &format!("{whence} {:?}: {e}", cli.log),
+    );
+    Err(ExitCode::from(2))
+}
+
+/// The exit status of a command whose answer is yes or no (`compare`,
+/// `replay`): 0 yes, 1 no, 2 for an error.
+fn verdict(answer: Result<bool, String>) -> ExitCode {
+    match answer {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
         Err(e) => {
             crate::console::fail(&format!("mcp-tasks-shim: {e}"), &e);
-            ExitCode::FAILURE
+            ExitCode::from(2)
         }
+    }
+}
+
+/// `completions SHELL`. Into a buffer first: clap_complete panics on a
+/// write error, and `completions bash | head` closes the pipe early.
+fn completions(shell: clap_complete::Shell) -> Result<(), String> {
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut config::command(), "mcp-tasks-shim", &mut script);
+    match std::io::Write::write_all(&mut std::io::stdout().lock(), &script) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(format!("writing stdout: {e}")),
+        _ => Ok(()),
     }
 }
 
