@@ -661,20 +661,32 @@ pub async fn serve_connecting(
             &connections,
         );
     }
-    // On the signal, stop the upstream first: that answers the calls still
-    // waiting on it, so their HTTP requests can finish. Long-lived streams
-    // (GET, `subscriptions/listen`, pending SSE) are cut after a grace period.
     if failed.is_none() {
         tracing::info!("shutting down: answering pending calls, stopping the upstream");
     }
     starting.closing();
+    admin_closing.send_replace(true);
+    // No new connections.
+    drop(listener);
+    shut_down(shim, connections, admin).await;
+    match failed {
+        Some(e) => Err(std::io::Error::other(e)),
+        None => Ok(()),
+    }
+}
+
+/// On the signal (or a failed connect), the upstream is stopped first:
+/// that answers the calls still waiting on it, so their HTTP requests can
+/// finish. Long-lived streams (GET, `subscriptions/listen`, pending SSE)
+/// are cut by `begin_shutdown`; whatever still runs gets the grace period.
+async fn shut_down(
+    shim: Option<HttpShim>,
+    connections: hyper_util::server::graceful::GracefulShutdown,
+    admin: Option<tokio::task::JoinHandle<()>>,
+) {
     if let Some(shim) = &shim {
         shim.begin_shutdown("the shim is shutting down");
     }
-    admin_closing.send_replace(true);
-    // No new connections; answered requests finish, open streams were cut
-    // by `begin_shutdown`; whatever still runs gets the grace period.
-    drop(listener);
     tokio::select! {
         () = connections.shutdown() => {}
         () = tokio::time::sleep(SHUTDOWN_GRACE) => {
@@ -686,10 +698,6 @@ pub async fn serve_connecting(
     }
     if let Some(shim) = shim {
         shim.finish().await;
-    }
-    match failed {
-        Some(e) => Err(std::io::Error::other(e)),
-        None => Ok(()),
     }
 }
 
@@ -1188,26 +1196,8 @@ async fn post_routed(
     }
     if msg.method() == Some("initialize") {
         seen.saw(Revision::Legacy, &msg);
-        // A client that says it speaks 2026-07-28 gets what a 2026-07-28
-        // server answers, not a 2025-11-25 session it did not ask for.
-        match headers::header(&headers, "mcp-protocol-version") {
-            Some(v) if v == revision::MODERN_VERSION => {
-                seen.saw(Revision::Modern, &msg);
-                let e = ShimError::MethodNotFound(format!(
-                    "initialize is not a {v} method (MCP-Protocol-Version says {v}); such a client starts with server/discover"
-                ));
-                return error_response(StatusCode::NOT_FOUND, msg.id().cloned(), e);
-            }
-            // The 2025-11-25 transport: an unsupported version is a 400.
-            Some(v) if !revision::LEGACY_VERSIONS.contains(&v) => {
-                let e = ShimError::InvalidRequest(format!(
-                    "unsupported MCP-Protocol-Version {v:?} (one of {}, or {})",
-                    revision::LEGACY_VERSIONS.join(", "),
-                    revision::MODERN_VERSION
-                ));
-                return error_response(StatusCode::BAD_REQUEST, msg.id().cloned(), e);
-            }
-            _ => {}
+        if let Err(refused) = initialize_version(&headers, &msg, seen) {
+            return refused;
         }
         return legacy::initialize(app, msg, principal).await;
     }
@@ -1230,6 +1220,35 @@ async fn post_routed(
             seen.saw(Revision::Modern, &msg);
             modern::post(app, msg, body, &headers, principal).await
         }
+    }
+}
+
+/// The version header of an `initialize`: a client that says it speaks
+/// 2026-07-28 gets what a 2026-07-28 server answers (404, no such method),
+/// not a 2025-11-25 session it did not ask for; the 2025-11-25 transport
+/// answers an unsupported version with 400.
+fn initialize_version(headers: &HeaderMap, msg: &Message, seen: &mut Seen) -> Result<(), Response> {
+    match headers::header(headers, "mcp-protocol-version") {
+        Some(v) if v == revision::MODERN_VERSION => {
+            seen.saw(Revision::Modern, msg);
+            let e = ShimError::MethodNotFound(format!(
+                "initialize is not a {v} method (MCP-Protocol-Version says {v}); such a client starts with server/discover"
+            ));
+            Err(error_response(StatusCode::NOT_FOUND, msg.id().cloned(), e))
+        }
+        Some(v) if !revision::LEGACY_VERSIONS.contains(&v) => {
+            let e = ShimError::InvalidRequest(format!(
+                "unsupported MCP-Protocol-Version {v:?} (one of {}, or {})",
+                revision::LEGACY_VERSIONS.join(", "),
+                revision::MODERN_VERSION
+            ));
+            Err(error_response(
+                StatusCode::BAD_REQUEST,
+                msg.id().cloned(),
+                e,
+            ))
+        }
+        _ => Ok(()),
     }
 }
 
