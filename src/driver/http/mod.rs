@@ -1252,23 +1252,31 @@ fn initialize_version(headers: &HeaderMap, msg: &Message, seen: &mut Seen) -> Re
     }
 }
 
+/// A GET or DELETE names its session; one without a principal it may use
+/// is answered (and counted) here.
+fn admit_session_request(
+    app: &Arc<App>,
+    headers: &HeaderMap,
+    extensions: &axum::http::Extensions,
+) -> Result<(Option<Principal>, Option<String>), Response> {
+    let principal = admit(app, headers, extensions)
+        .map_err(|refused| observed(app, Seen::default(), std::time::Instant::now(), *refused))?;
+    let sid = headers::header(headers, "mcp-session-id").map(str::to_owned);
+    Ok((principal, sid))
+}
+
 async fn get_endpoint(
     State(app): State<Arc<App>>,
     headers: HeaderMap,
     extensions: axum::http::Extensions,
 ) -> Response {
-    let principal = match admit(&app, &headers, &extensions) {
-        Ok(principal) => principal,
-        Err(refused) => {
-            return observed(&app, Seen::default(), std::time::Instant::now(), *refused);
+    match admit_session_request(&app, &headers, &extensions) {
+        Err(refused) => refused,
+        Ok((principal, Some(sid))) if legacy_relay::holds(&app, &sid) => {
+            legacy_relay::get_stream(app, &sid, principal)
         }
-    };
-    match headers::header(&headers, "mcp-session-id") {
-        Some(sid) if legacy_relay::holds(&app, sid) => {
-            legacy_relay::get_stream(app, sid, principal)
-        }
-        Some(sid) => legacy::get_stream(app, sid, principal),
-        None => method_not_allowed(),
+        Ok((principal, Some(sid))) => legacy::get_stream(app, &sid, principal),
+        Ok((_, None)) => method_not_allowed(),
     }
 }
 
@@ -1277,16 +1285,13 @@ async fn delete_endpoint(
     headers: HeaderMap,
     extensions: axum::http::Extensions,
 ) -> Response {
-    let principal = match admit(&app, &headers, &extensions) {
-        Ok(principal) => principal,
-        Err(refused) => {
-            return observed(&app, Seen::default(), std::time::Instant::now(), *refused);
+    match admit_session_request(&app, &headers, &extensions) {
+        Err(refused) => refused,
+        Ok((principal, Some(sid))) if legacy_relay::holds(&app, &sid) => {
+            legacy_relay::delete(app, &sid, principal)
         }
-    };
-    match headers::header(&headers, "mcp-session-id") {
-        Some(sid) if legacy_relay::holds(&app, sid) => legacy_relay::delete(app, sid, principal),
-        Some(sid) => legacy::delete(app, sid, principal).await,
-        None => method_not_allowed(),
+        Ok((principal, Some(sid))) => legacy::delete(app, &sid, principal).await,
+        Ok((_, None)) => method_not_allowed(),
     }
 }
 
