@@ -4,20 +4,23 @@
 //! - [`modern_front`]: 2026-07-28 clients in front of a 2025-11-25 server.
 //!
 //! An engine is fed client messages (`handle_client`) and upstream events
-//! (`handle_upstream`), and answers through the client's outbox. It never
-//! touches a socket or a pipe: transports feed it (see [`crate::driver::stdio`]).
+//! (`handle_upstream`), and answers through the client's [`Outbox`], each
+//! message with its [`Route`]. It never touches a socket or a pipe: a
+//! driver feeds it and places what it sends (see [`crate::driver`]).
 
 mod cancel;
 pub mod clock;
 pub mod legacy_front;
 mod listen;
 pub mod modern_front;
+mod outbox;
 mod progress;
 pub mod summary;
 mod watch;
 
-pub(crate) use cancel::{IfDropped, cancelled_id};
+pub(crate) use cancel::IfDropped;
 pub use clock::Clock;
+pub use outbox::{Deliver, Outbox, PeerGone, Route};
 
 use crate::translate::tools::TaskPolicy;
 

@@ -15,12 +15,12 @@ use std::sync::{Arc, Mutex, Weak};
 use serde_json::Value;
 
 use super::lock;
-use crate::jsonrpc::{Message, Notification};
+use crate::jsonrpc::{Id, Message, Notification};
 
 /// A client session progress can be sent to.
 pub(crate) trait ProgressSink: Send + Sync + 'static {
-    /// Sends the client a notification.
-    fn send_progress(&self, msg: Message);
+    /// Sends the client a notification about its request `request`.
+    fn send_progress(&self, request: &Id, msg: Message);
 }
 
 type Table<S> = Mutex<HashMap<String, Route<S>>>;
@@ -44,6 +44,9 @@ impl<S> Default for ProgressRoutes<S> {
 #[derive(Debug)]
 struct Route<S> {
     session: Weak<S>,
+    /// The client request the progress is about (the one that made the
+    /// task, for a task's), which places it.
+    request: Id,
     token: Value,
 }
 
@@ -63,10 +66,15 @@ impl<S> Drop for ProgressRoute<S> {
 }
 
 impl<S: ProgressSink> ProgressRoutes<S> {
-    /// Replaces the client's `params._meta.progressToken` (if any) with a
-    /// token of the shim's, routed back to `session` while the returned
-    /// guard lives.
-    pub(crate) fn route(&self, session: &Arc<S>, params: &mut Value) -> Option<ProgressRoute<S>> {
+    /// Replaces the client's `params._meta.progressToken` (if any) of its
+    /// request `request` with a token of the shim's, routed back to
+    /// `session` while the returned guard lives.
+    pub(crate) fn route(
+        &self,
+        session: &Arc<S>,
+        request: &Id,
+        params: &mut Value,
+    ) -> Option<ProgressRoute<S>> {
         let slot = params.get_mut("_meta")?.get_mut("progressToken")?;
         if !(slot.is_string() || slot.is_number()) {
             return None;
@@ -80,6 +88,7 @@ impl<S: ProgressSink> ProgressRoutes<S> {
             token.clone(),
             Route {
                 session: Arc::downgrade(session),
+                request: request.clone(),
                 token: theirs,
             },
         );
@@ -90,8 +99,8 @@ impl<S: ProgressSink> ProgressRoutes<S> {
     }
 
     /// Hands an upstream request's route to a later client request that
-    /// continues it (an MRTR retry): its progress now goes to `session`
-    /// under the token in `params._meta.progressToken`. A retry that asks
+    /// continues it (an MRTR retry, `request`): its progress now goes to
+    /// `session` under the token in `params._meta.progressToken`. A retry that asks
     /// for no progress ends the route; without a route (the first request
     /// asked for none, so the upstream has no token) there is nothing to
     /// hand over.
@@ -99,6 +108,7 @@ impl<S: ProgressSink> ProgressRoutes<S> {
         &self,
         route: Option<ProgressRoute<S>>,
         session: &Arc<S>,
+        request: &Id,
         params: Option<&Value>,
     ) -> Option<ProgressRoute<S>> {
         let route = route?;
@@ -111,6 +121,7 @@ impl<S: ProgressSink> ProgressRoutes<S> {
             route.token.clone(),
             Route {
                 session: Arc::downgrade(session),
+                request: request.clone(),
                 token: theirs,
             },
         );
@@ -129,19 +140,23 @@ impl<S: ProgressSink> ProgressRoutes<S> {
         else {
             return false;
         };
-        let (session, theirs) = {
+        let (session, request, theirs) = {
             let routes = lock(&self.routes);
             let Some(route) = routes.get(token) else {
                 return false;
             };
-            (route.session.upgrade(), route.token.clone())
+            (
+                route.session.upgrade(),
+                route.request.clone(),
+                route.token.clone(),
+            )
         };
         let Some(session) = session else {
             return false;
         };
         let mut params = n.params.clone().unwrap_or_default();
         params["progressToken"] = theirs;
-        session.send_progress(Message::notification(&n.method, params));
+        session.send_progress(&request, Message::notification(&n.method, params));
         true
     }
 }
@@ -151,13 +166,14 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    /// A client session: what it was sent.
+    /// A client session: what it was sent, and about which request.
     #[derive(Default)]
-    struct Client(Mutex<Vec<Message>>);
+    struct Client(Mutex<Vec<Message>>, Mutex<Vec<Id>>);
 
     impl ProgressSink for Client {
-        fn send_progress(&self, msg: Message) {
+        fn send_progress(&self, request: &Id, msg: Message) {
             lock(&self.0).push(msg);
+            lock(&self.1).push(request.clone());
         }
     }
 
@@ -169,8 +185,8 @@ mod tests {
         let (a, b) = (Arc::new(Client::default()), Arc::new(Client::default()));
         let mut pa = json!({"name": "x", "_meta": {"progressToken": 1}});
         let mut pb = json!({"name": "x", "_meta": {"progressToken": 1}});
-        let ra = routes.route(&a, &mut pa).expect("routed");
-        let _rb = routes.route(&b, &mut pb).expect("routed");
+        let ra = routes.route(&a, &Id::Num(1), &mut pa).expect("routed");
+        let _rb = routes.route(&b, &Id::Num(1), &mut pb).expect("routed");
         let (ta, tb) = (
             pa["_meta"]["progressToken"].clone(),
             pb["_meta"]["progressToken"].clone(),
@@ -196,7 +212,7 @@ mod tests {
         );
         assert!(lock(&a.0).is_empty());
         let mut none = json!({"name": "x"});
-        assert!(routes.route(&a, &mut none).is_none());
+        assert!(routes.route(&a, &Id::Num(2), &mut none).is_none());
     }
 
     /// An MRTR retry takes the call's progress over: under its own token,
@@ -206,7 +222,7 @@ mod tests {
         let routes = ProgressRoutes::<Client>::default();
         let (first, retry) = (Arc::new(Client::default()), Arc::new(Client::default()));
         let mut params = json!({"_meta": {"progressToken": "A"}});
-        let route = routes.route(&first, &mut params);
+        let route = routes.route(&first, &Id::Num(1), &mut params);
         let ours = params["_meta"]["progressToken"].clone();
         let progress = |n: u64| Notification {
             method: "notifications/progress".into(),
@@ -215,6 +231,7 @@ mod tests {
         let route = routes.hand_over(
             route,
             &retry,
+            &Id::Num(2),
             Some(&json!({"_meta": {"progressToken": "B"}})),
         );
         assert!(routes.deliver(&progress(1)));
@@ -225,7 +242,12 @@ mod tests {
             panic!("{got:?}")
         };
         assert_eq!(n.params.as_ref().unwrap()["progressToken"], "B");
-        let gone = routes.hand_over(route, &retry, Some(&json!({})));
+        assert_eq!(
+            *lock(&retry.1),
+            [Id::Num(2)],
+            "placed with the retry, the request it now belongs to"
+        );
+        let gone = routes.hand_over(route, &retry, &Id::Num(3), Some(&json!({})));
         assert!(gone.is_none());
         assert!(!routes.deliver(&progress(2)));
     }

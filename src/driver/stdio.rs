@@ -28,16 +28,16 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::mpsc;
 
-use crate::bridge::BridgeConfig;
 use crate::bridge::legacy_front::{LegacyFront, LegacySession};
 use crate::bridge::modern_front::{ModernFront, ModernSession};
+use crate::bridge::{BridgeConfig, Deliver, Outbox, PeerGone, Route};
 use crate::error::ShimError;
 use crate::jsonrpc::Message;
 use crate::ledger::TaskLedger;
 use crate::revision::{self, ClientSignal, Revision};
 use crate::scope::Scope;
 use crate::transport::stdout::SharedStdout;
-use crate::transport::{self, Inbound, Outbox};
+use crate::transport::{self, Inbound, LineSink};
 use crate::upstream::supervised::{self, SuperviseOptions, Supervised};
 use crate::upstream::{Link, Upstream, UpstreamEvent};
 
@@ -334,6 +334,7 @@ fn relay_to_link(msg: Message, upstream: &Arc<dyn Upstream>, outbox: &Outbox) {
             let outbox = outbox.clone();
             tokio::spawn(async move {
                 let params = r.params.unwrap_or_else(|| json!({}));
+                let id = r.id.clone();
                 let answer = match upstream.request(&r.method, params).await {
                     Ok(Ok(result)) => Message::response(r.id, result),
                     Ok(Err(error)) => Message::error(Some(r.id), error),
@@ -341,7 +342,7 @@ fn relay_to_link(msg: Message, upstream: &Arc<dyn Upstream>, outbox: &Outbox) {
                 };
                 // Progress the upstream sent before answering goes first.
                 upstream.events_handled().await;
-                let _ = outbox.send(answer);
+                let _ = outbox.send(Route::Answer(id), answer);
             });
         }
         Message::Notification(n) => {
@@ -959,13 +960,13 @@ async fn route_upstream(
     match mode {
         Some(Mode::Passthrough) => match event {
             UpstreamEvent::Relayed(msg) => {
-                let _ = outbox.send(msg);
+                let _ = outbox.send(Route::Session, msg);
             }
             UpstreamEvent::Notification(n) => {
-                let _ = outbox.send(Message::Notification(n));
+                let _ = outbox.send(Route::Session, Message::Notification(n));
             }
             UpstreamEvent::Request(r) => {
-                let _ = outbox.send(Message::Request(r));
+                let _ = outbox.send(Route::Session, Message::Request(r));
             }
             UpstreamEvent::Closed(reason) => {
                 // Its lost requests were answered just before.
@@ -1008,7 +1009,7 @@ struct ClientWriter {
 
 impl ClientWriter {
     fn send(&self, msg: Message) {
-        let _ = self.outbox.send(msg);
+        let _ = self.outbox.send(Route::Session, msg);
     }
 
     async fn finish(self) {
@@ -1048,7 +1049,7 @@ where
     let (outbox, writer) = match (side, recorder.clone()) {
         (ClientSide::Stdout(out), None) => {
             let writer = start_stdout_writer(out.clone());
-            (Outbox::lines(out), writer)
+            (lines(out), writer)
         }
         (side, recorder) => {
             let (tx, mut rx) = mpsc::unbounded_channel::<Message>();
@@ -1073,10 +1074,10 @@ where
                 ClientSide::Stdout(out) => {
                     let writer = start_stdout_writer(out.clone());
                     tokio::spawn(async move {
-                        let sink = Outbox::lines(out);
+                        let sink = lines(out);
                         let mut rx = rx;
                         while let Some(msg) = rx.recv().await {
-                            if sink.send(msg).is_err() {
+                            if sink.send(Route::Session, msg).is_err() {
                                 break;
                             }
                         }
@@ -1097,6 +1098,27 @@ where
         writer,
         recorder_task,
     })
+}
+
+/// An outbox writing each message into `sink` as a line, on the thread
+/// that sends it; `sink` is closed when the last clone goes.
+fn lines(sink: Arc<dyn LineSink>) -> Outbox {
+    Outbox::new(Arc::new(Lines(sink)))
+}
+
+/// One pipe to the client: routes are not read, messages go in the order
+/// sent.
+#[derive(Debug)]
+struct Lines(Arc<dyn LineSink>);
+
+impl Deliver for Lines {
+    fn deliver(&self, _: Route, msg: Message) -> Result<(), PeerGone> {
+        self.0.write_line(&msg.to_line()).map_err(|_| PeerGone)
+    }
+
+    fn close(&self) {
+        self.0.close();
+    }
 }
 
 /// The thread that writes what stdout did not take at once; it ends when

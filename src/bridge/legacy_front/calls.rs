@@ -6,6 +6,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 
 use super::LegacySession;
+use crate::bridge::Route;
 use crate::bridge::cancel::{IfDropped, spawn_cleanup};
 use crate::error::ShimError;
 use crate::jsonrpc::{ErrorObject, Id, Request};
@@ -293,7 +294,8 @@ impl LegacySession {
     /// related task (`None` for requests outside a task the client knows),
     /// `during` names the client request it is asked for, if any, and
     /// `serves` the task that needs the answer, if any (tagged or driven:
-    /// see [`LegacySession::withdraw_questions`]).
+    /// see [`LegacySession::withdraw_questions`]). The question's route:
+    /// the tagged task's, else the request's it is asked during.
     /// Returns the answer as a modern input response.
     pub(super) async fn ask_input(
         &self,
@@ -328,7 +330,12 @@ impl LegacySession {
         {
             crate::translate::remove_meta_key(p, META_RELATED_TASK);
         }
-        match self.ask(req, during, serves).await {
+        let route = match (task_id, during) {
+            (Some(task), _) => Route::Task(task.to_owned()),
+            (None, Some(during)) => Route::During(during.clone()),
+            (None, None) => Route::Session,
+        };
+        match self.ask(req, route, serves).await {
             // An answer that is no ElicitResult (`"yes"`, `{}`, an unknown
             // action) has not accepted anything either; forwarded, it made
             // a tasks/update the schema refuses.

@@ -32,14 +32,13 @@ use tokio::sync::oneshot;
 use super::cancel::{CANCELLED, Cancellable};
 use super::progress::{ProgressRoute, ProgressRoutes, ProgressSink};
 use super::watch::Watchers;
-use super::{BridgeConfig, Clock, lock};
+use super::{BridgeConfig, Clock, Outbox, Route, lock};
 use crate::error::ShimError;
 use crate::jsonrpc::{ErrorObject, Id, Message, Request};
 use crate::ledger::TaskLedger;
 use crate::scope::Scope;
 use crate::translate::session::{self as tsession, LegacyClient, ModernMeta};
 use crate::translate::tools::TaskPolicy;
-use crate::transport::Outbox;
 use crate::upstream::{Readiness, RpcResult, Upstream, UpstreamEvent};
 use crate::wire::LOG_LEVELS;
 use crate::wire::legacy::TaskSupport;
@@ -146,7 +145,6 @@ impl LegacyFront {
             client: Mutex::new(Declared::new(None)),
             out: out.into(),
             asks: Mutex::new(HashMap::new()),
-            asked_during: Mutex::new(HashMap::new()),
             question_task: Mutex::new(HashMap::new()),
             withdrawn: Mutex::new(std::collections::HashSet::new()),
             outstanding: Mutex::new(std::collections::HashSet::new()),
@@ -222,7 +220,7 @@ impl LegacyFront {
                 let sessions = self.live_sessions();
                 if sessions.windows(2).all(|w| w[0].scope == w[1].scope) {
                     for s in sessions {
-                        s.send(Message::Notification(n.clone()));
+                        s.send(Route::Session, Message::Notification(n.clone()));
                     }
                 } else {
                     tracing::debug!(
@@ -232,7 +230,7 @@ impl LegacyFront {
             }
             UpstreamEvent::Notification(n) => {
                 for s in self.live_sessions() {
-                    s.send(Message::Notification(n.clone()));
+                    s.send(Route::Session, Message::Notification(n.clone()));
                 }
             }
             UpstreamEvent::Request(r) => {
@@ -309,9 +307,6 @@ pub struct LegacySession {
     client: Mutex<Declared>,
     out: Outbox,
     asks: Mutex<HashMap<Id, oneshot::Sender<RpcResult>>>,
-    /// The client request each unanswered question outside a task serves
-    /// (see [`LegacySession::asked_during`]).
-    asked_during: Mutex<HashMap<Id, Id>>,
     /// The task each unanswered question serves, if any.
     question_task: Mutex<HashMap<Id, String>>,
     /// Questions withdrawn from the client (`notifications/cancelled`
@@ -346,15 +341,6 @@ impl LegacySession {
         &self.scope
     }
 
-    /// The client request a question of the shim's (`question`, a request
-    /// it sent the client) was asked for, when it carries no task: input a
-    /// 2026-07-28 server asks during a plain `tools/call`. For transports
-    /// that answer each request on a stream of its own (Streamable HTTP),
-    /// so the question goes on that call's stream, not another's.
-    pub fn asked_during(&self, question: &Id) -> Option<Id> {
-        lock(&self.asked_during).get(question).cloned()
-    }
-
     /// Feeds one client message. Requests are answered asynchronously
     /// through the outbox; answers to the shim's own requests (elicitation
     /// and friends) are routed to whoever waits for them.
@@ -367,8 +353,9 @@ impl LegacySession {
             Message::Request(req) => {
                 let this = self.clone();
                 crate::inline::start_here(async move {
+                    let id = req.id.clone();
                     if let Some(answer) = this.clone().answer_unless_cancelled(req).await {
-                        this.send(answer);
+                        this.send(Route::Answer(id), answer);
                     }
                 });
             }
@@ -457,7 +444,7 @@ impl LegacySession {
         let progress = req
             .params
             .as_mut()
-            .and_then(|p| self.front.progress.route(self, p));
+            .and_then(|p| self.front.progress.route(self, &req.id, p));
         let creates = progress.is_some() && req.method == "tools/call";
         let answer = self.dispatch(req).await;
         if progress.is_some() {
@@ -674,22 +661,14 @@ impl LegacySession {
         ))
     }
 
-    /// Sends the client `req` (under an id of the shim's) and waits for its
-    /// answer; `during` is the client request it is asked for, if any.
-    async fn ask(&self, mut req: Request, during: Option<&Id>, serves: Option<&str>) -> RpcResult {
+    /// Sends the client `req` (under an id of the shim's, bound for
+    /// `route`) and waits for its answer.
+    async fn ask(&self, mut req: Request, route: Route, serves: Option<&str>) -> RpcResult {
         let id = Id::Str(format!(
             "mcp-tasks-shim-{}",
             self.next_ask.fetch_add(1, Ordering::Relaxed)
         ));
         req.id = id.clone();
-        // Forgotten once answered, or if the wait is dropped.
-        let _during = during.map(|client_req| {
-            lock(&self.asked_during).insert(id.clone(), client_req.clone());
-            AskedDuring {
-                map: &self.asked_during,
-                question: id.clone(),
-            }
-        });
         let (tx, rx) = oneshot::channel();
         {
             // Checked under the lock `fail_asks` drains with: an ask either
@@ -711,7 +690,7 @@ impl LegacySession {
             question: id,
             settled: false,
         };
-        self.send(Message::Request(req));
+        self.send(route, Message::Request(req));
         let outcome = rx.await.unwrap_or_else(|_| {
             Err(ShimError::Internal("the session closed before the client answered".into()).into())
         });
@@ -740,10 +719,9 @@ impl LegacySession {
             let open = lock(&self.asks).contains_key(&q);
             if open && withdrawn.insert(q.clone()) {
                 tracing::info!(question = %q, task = %task_id, %why, "question withdrawn");
-                self.send(crate::upstream::stream::cancel_message(
-                    &q,
-                    &format!("{WITHDRAWN} ({why})"),
-                ));
+                let withdrawal =
+                    crate::upstream::stream::cancel_message(&q, &format!("{WITHDRAWN} ({why})"));
+                self.send(Route::Withdrawal(q), withdrawal);
             }
         }
     }
@@ -765,16 +743,16 @@ impl LegacySession {
         }
     }
 
-    fn send(&self, msg: Message) {
-        if self.out.send(msg).is_err() {
+    fn send(&self, route: Route, msg: Message) {
+        if self.out.send(route, msg).is_err() {
             tracing::debug!("client outbox closed; message dropped");
         }
     }
 }
 
 impl ProgressSink for LegacySession {
-    fn send_progress(&self, msg: Message) {
-        self.send(msg);
+    fn send_progress(&self, request: &Id, msg: Message) {
+        self.send(Route::During(request.clone()), msg);
     }
 }
 
@@ -826,10 +804,10 @@ impl Drop for Unanswered<'_> {
         // Gone from `asks` already: answered, or failed with the session.
         if !self.settled && lock(&s.asks).remove(&self.question).is_some() && !told {
             tracing::info!(question = %self.question, "question withdrawn: nothing waits for its answer any more");
-            s.send(crate::upstream::stream::cancel_message(
-                &self.question,
-                WITHDRAWN,
-            ));
+            s.send(
+                Route::Withdrawal(self.question.clone()),
+                crate::upstream::stream::cancel_message(&self.question, WITHDRAWN),
+            );
         }
         drop(withdrawn);
     }
@@ -838,15 +816,3 @@ impl Drop for Unanswered<'_> {
 /// Why the client is told to drop a question of the shim's.
 const WITHDRAWN: &str =
     "no longer needed: the request or task it was asked for was cancelled or has ended";
-
-/// Drops a question's entry in [`LegacySession::asked_during`].
-struct AskedDuring<'a> {
-    map: &'a Mutex<HashMap<Id, Id>>,
-    question: Id,
-}
-
-impl Drop for AskedDuring<'_> {
-    fn drop(&mut self) {
-        lock(self.map).remove(&self.question);
-    }
-}

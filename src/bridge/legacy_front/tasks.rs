@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 use tokio::task::JoinSet;
 
 use super::LegacySession;
+use crate::bridge::Route;
 use crate::bridge::watch::Seen;
 use crate::error::ShimError;
 use crate::jsonrpc::{ErrorObject, Id, Message, Request};
@@ -127,7 +128,10 @@ impl LegacySession {
         )
         .await?;
         if let (Some(rec), true) = (&rec, changed) {
-            self.send(Message::notification(LEGACY_STATUS, to_value(&rec.task)));
+            self.send(
+                Route::Session,
+                Message::notification(LEGACY_STATUS, to_value(&rec.task)),
+            );
             self.task_ended(rec.id());
         }
         Ok(rec)
@@ -196,7 +200,10 @@ impl LegacySession {
             }
         };
         if changed.load(Ordering::Relaxed) {
-            self.send(Message::notification(LEGACY_STATUS, to_value(&rec.task)));
+            self.send(
+                Route::Session,
+                Message::notification(LEGACY_STATUS, to_value(&rec.task)),
+            );
         }
         if rec.is_terminal() {
             self.task_ended(rec.id());
@@ -485,7 +492,10 @@ impl LegacySession {
             None
         });
         if let (Some(rec), true) = (&rec, changed) {
-            self.send(Message::notification(LEGACY_STATUS, to_value(&rec.task)));
+            self.send(
+                Route::Session,
+                Message::notification(LEGACY_STATUS, to_value(&rec.task)),
+            );
             self.task_ended(task_id);
         }
         if driven {
@@ -671,7 +681,10 @@ impl LegacySession {
         self.task_ended(rec.id());
         let view = to_value(&pinned.task);
         if !told {
-            self.send(Message::notification(LEGACY_STATUS, view.clone()));
+            self.send(
+                Route::Session,
+                Message::notification(LEGACY_STATUS, view.clone()),
+            );
         }
         Ok(view)
     }

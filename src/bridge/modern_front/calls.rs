@@ -227,7 +227,7 @@ impl ModernSession {
                 .map_err(ShimError::from)?;
         }
         let mut legacy = ttools::call_params_to_legacy(&params, task.as_ref())?;
-        let progress = self.front.progress.route(self, &mut legacy);
+        let progress = self.front.progress.route(self, &req.id, &mut legacy);
         let called = Called::new(name, Some(&params));
         let mut call = self.start_call(called, legacy, task.is_some()).await?;
         call.progress = progress;
@@ -476,10 +476,12 @@ impl ModernSession {
             // The retry is the request now: the call's progress is its.
             // Handed over before the answers go up: the server may report
             // progress the moment it has them.
-            call.progress =
-                self.front
-                    .progress
-                    .hand_over(call.progress.take(), self, req.params.as_ref());
+            call.progress = self.front.progress.hand_over(
+                call.progress.take(),
+                self,
+                &req.id,
+                req.params.as_ref(),
+            );
         }
         let answered: Vec<String> = held.keys.keys().cloned().collect();
         for (key, (id, _)) in held.keys {

@@ -23,14 +23,13 @@ use tokio::sync::{OnceCell, watch};
 
 use super::cancel::{CANCELLED, Cancellable};
 use super::progress::{ProgressRoute, ProgressRoutes, ProgressSink};
-use super::{BridgeConfig, Clock, lock};
+use super::{BridgeConfig, Clock, Outbox, Route, lock};
 use crate::error::ShimError;
 use crate::jsonrpc::{ErrorObject, Id, Message, Request};
 use crate::ledger::TaskLedger;
 use crate::revision::{self, LEGACY_VERSION};
 use crate::scope::{Principal, Scope};
 use crate::translate::{input, session as tsession};
-use crate::transport::Outbox;
 use crate::upstream::{RpcResult, Upstream, UpstreamEvent};
 use crate::wire::legacy::TaskSupport;
 use crate::wire::modern::{Payload, RequestMeta};
@@ -513,8 +512,8 @@ impl ModernSession {
     }
 
     /// Sends the client a message (no answer to a request of its own).
-    fn send(&self, msg: Message) {
-        let _ = self.out.send(msg);
+    fn send(&self, route: Route, msg: Message) {
+        let _ = self.out.send(route, msg);
     }
 
     /// Sends the client an upstream notification that names no task; a
@@ -532,7 +531,9 @@ impl ModernSession {
                 return;
             }
         }
-        let _ = self.out.send(Message::Notification(n.clone()));
+        let _ = self
+            .out
+            .send(Route::Session, Message::Notification(n.clone()));
     }
 
     /// Feeds one client message; requests are answered through the outbox.
@@ -556,10 +557,11 @@ impl ModernSession {
                     let Some(outcome) = handled.await else {
                         return; // a listen stream stays open
                     };
-                    let _ = this.out.send(match outcome {
-                        Ok(result) => Message::response(id, result),
-                        Err(error) => Message::error(Some(id), error),
-                    });
+                    let answer = match outcome {
+                        Ok(result) => Message::response(id.clone(), result),
+                        Err(error) => Message::error(Some(id.clone()), error),
+                    };
+                    let _ = this.out.send(Route::Answer(id), answer);
                 });
                 crate::inline::start_here(async move {
                     work.await;
@@ -616,7 +618,7 @@ impl ModernSession {
             "tasks/update" => self.tasks_update(&params, &meta).await,
             "tasks/cancel" => self.tasks_cancel(&params, &meta).await,
             "subscriptions/listen" => return self.listen(&req, &meta).await,
-            method => self.forward(method, params).await,
+            method => self.forward(&req.id, method, params).await,
         })
     }
 
@@ -642,8 +644,8 @@ impl ModernSession {
         Ok(modern)
     }
 
-    async fn forward(self: &Arc<Self>, method: &str, mut params: Value) -> RpcResult {
-        let _progress = self.front.progress.route(self, &mut params);
+    async fn forward(self: &Arc<Self>, id: &Id, method: &str, mut params: Value) -> RpcResult {
+        let _progress = self.front.progress.route(self, id, &mut params);
         let (open_id, _open) = self.open_request();
         let call = self.front.call(method, params);
         let result = crate::upstream::CALL_ORIGIN.scope(open_id, call).await?;
@@ -656,8 +658,8 @@ impl ModernSession {
 }
 
 impl ProgressSink for ModernSession {
-    fn send_progress(&self, msg: Message) {
-        self.send(msg);
+    fn send_progress(&self, request: &Id, msg: Message) {
+        self.send(Route::During(request.clone()), msg);
     }
 }
 

@@ -15,12 +15,12 @@ use serde_json::{Value, json};
 use super::calls::RoundKeys;
 use super::{LiveTask, ModernFront, ModernSession, lock, require_tasks};
 use crate::bridge::cancel::{IfDropped, cancelled_id, spawn_cleanup};
+use crate::bridge::{Outbox, Route};
 use crate::error::ShimError;
 use crate::jsonrpc::{ErrorObject, Id, Message, Request};
 use crate::ledger::TaskRecord;
 use crate::revision::META_SUBSCRIPTION_ID;
 use crate::translate::{input, notify, session as tsession, task as ttask};
-use crate::transport::Outbox;
 use crate::upstream::RpcResult;
 use crate::wire::modern::{Payload, RequestMeta, result_type};
 use crate::wire::{TaskStatus, from_value, legacy};
@@ -425,9 +425,8 @@ impl ModernFront {
                     continue;
                 }
                 sub.last_sent.insert(task_id.to_owned(), params.clone());
-                let _ = sub
-                    .out
-                    .send(Message::notification(notify::MODERN_STATUS, params));
+                let status = Message::notification(notify::MODERN_STATUS, params);
+                let _ = sub.out.send(Route::During(sub.id.clone()), status);
             }
         }
     }
@@ -896,10 +895,13 @@ impl ModernSession {
         for k in &lists {
             ack.insert(k.filter_key().into(), json!(true));
         }
-        let _ = self.out.send(Message::notification(
-            "notifications/subscriptions/acknowledged",
-            json!({"notifications": ack, "_meta": {META_SUBSCRIPTION_ID: req.id}}),
-        ));
+        let _ = self.out.send(
+            Route::During(req.id.clone()),
+            Message::notification(
+                "notifications/subscriptions/acknowledged",
+                json!({"notifications": ack, "_meta": {META_SUBSCRIPTION_ID: req.id}}),
+            ),
+        );
         lock(&self.subscriptions).push(Subscription {
             id: req.id.clone(),
             task_ids: accepted.clone(),
@@ -918,9 +920,8 @@ impl ModernSession {
                 {
                     sub.last_sent.insert(t.clone(), params.clone());
                 }
-                let _ = self
-                    .out
-                    .send(Message::notification(notify::MODERN_STATUS, params));
+                let status = Message::notification(notify::MODERN_STATUS, params);
+                let _ = self.out.send(Route::During(req.id.clone()), status);
             }
         }
         None
@@ -945,7 +946,10 @@ impl ModernSession {
         for sub in subs {
             tracing::info!(subscription = %sub.id, "listen stream ended: the upstream is gone");
             let error = ShimError::Upstream(reason.to_owned()).into();
-            let _ = sub.out.send(Message::error(Some(sub.id), error));
+            let _ = sub.out.send(
+                Route::Answer(sub.id.clone()),
+                Message::error(Some(sub.id), error),
+            );
         }
     }
 
@@ -956,7 +960,10 @@ impl ModernSession {
             tracing::info!(subscription = %sub.id, "listen stream closed: the shim is shutting down");
             let result = json!({"resultType": result_type::COMPLETE,
                 "_meta": {META_SUBSCRIPTION_ID: sub.id}});
-            let _ = sub.out.send(Message::response(sub.id, result));
+            let _ = sub.out.send(
+                Route::Answer(sub.id.clone()),
+                Message::response(sub.id, result),
+            );
         }
     }
 
@@ -966,10 +973,13 @@ impl ModernSession {
             .iter()
             .filter(|s| s.lists.contains(&kind))
         {
-            let _ = sub.out.send(Message::notification(
-                kind.notification(),
-                json!({"_meta": {META_SUBSCRIPTION_ID: sub.id}}),
-            ));
+            let _ = sub.out.send(
+                Route::During(sub.id.clone()),
+                Message::notification(
+                    kind.notification(),
+                    json!({"_meta": {META_SUBSCRIPTION_ID: sub.id}}),
+                ),
+            );
         }
     }
 }

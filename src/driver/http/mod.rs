@@ -7,6 +7,7 @@
 pub(crate) mod headers;
 mod legacy;
 mod legacy_relay;
+mod legacy_streams;
 mod modern;
 pub mod principal;
 mod record;
