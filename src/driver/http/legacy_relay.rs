@@ -215,7 +215,7 @@ pub(super) async fn initialize(
     let sid = crate::ids::random_id();
     let session = match start_child(&app, &command, &sid, principal, &id) {
         Ok(session) => session,
-        Err(refused) => return refused,
+        Err(refused) => return *refused,
     };
     let answer = match relay_initialize(&session, req).await {
         Ok(answer) => answer,
@@ -255,7 +255,7 @@ fn start_child(
     sid: &str,
     principal: Option<Principal>,
     id: &Id,
-) -> Result<Arc<RelaySession>, Response> {
+) -> Result<Arc<RelaySession>, Box<Response>> {
     let failed = |what: String| {
         error_response(
             StatusCode::INTERNAL_SERVER_ERROR,

@@ -1198,7 +1198,7 @@ async fn post_routed(
     if msg.method() == Some("initialize") {
         seen.saw(Revision::Legacy, &msg);
         if let Err(refused) = initialize_version(&headers, &msg, seen) {
-            return refused;
+            return *refused;
         }
         return legacy::initialize(app, msg, principal).await;
     }
@@ -1228,14 +1228,22 @@ async fn post_routed(
 /// 2026-07-28 gets what a 2026-07-28 server answers (404, no such method),
 /// not a 2025-11-25 session it did not ask for; the 2025-11-25 transport
 /// answers an unsupported version with 400.
-fn initialize_version(headers: &HeaderMap, msg: &Message, seen: &mut Seen) -> Result<(), Response> {
+fn initialize_version(
+    headers: &HeaderMap,
+    msg: &Message,
+    seen: &mut Seen,
+) -> Result<(), Box<Response>> {
     match headers::header(headers, "mcp-protocol-version") {
         Some(v) if v == revision::MODERN_VERSION => {
             seen.saw(Revision::Modern, msg);
             let e = ShimError::MethodNotFound(format!(
                 "initialize is not a {v} method (MCP-Protocol-Version says {v}); such a client starts with server/discover"
             ));
-            Err(error_response(StatusCode::NOT_FOUND, msg.id().cloned(), e))
+            Err(Box::new(error_response(
+                StatusCode::NOT_FOUND,
+                msg.id().cloned(),
+                e,
+            )))
         }
         Some(v) if !revision::LEGACY_VERSIONS.contains(&v) => {
             let e = ShimError::InvalidRequest(format!(
@@ -1243,11 +1251,11 @@ fn initialize_version(headers: &HeaderMap, msg: &Message, seen: &mut Seen) -> Re
                 revision::LEGACY_VERSIONS.join(", "),
                 revision::MODERN_VERSION
             ));
-            Err(error_response(
+            Err(Box::new(error_response(
                 StatusCode::BAD_REQUEST,
                 msg.id().cloned(),
                 e,
-            ))
+            )))
         }
         _ => Ok(()),
     }
@@ -1259,9 +1267,15 @@ fn admit_session_request(
     app: &Arc<App>,
     headers: &HeaderMap,
     extensions: &axum::http::Extensions,
-) -> Result<(Option<Principal>, Option<String>), Response> {
-    let principal = admit(app, headers, extensions)
-        .map_err(|refused| observed(app, Seen::default(), std::time::Instant::now(), *refused))?;
+) -> Result<(Option<Principal>, Option<String>), Box<Response>> {
+    let principal = admit(app, headers, extensions).map_err(|refused| {
+        Box::new(observed(
+            app,
+            Seen::default(),
+            std::time::Instant::now(),
+            *refused,
+        ))
+    })?;
     let sid = headers::header(headers, "mcp-session-id").map(str::to_owned);
     Ok((principal, sid))
 }
@@ -1272,7 +1286,7 @@ async fn get_endpoint(
     extensions: axum::http::Extensions,
 ) -> Response {
     match admit_session_request(&app, &headers, &extensions) {
-        Err(refused) => refused,
+        Err(refused) => *refused,
         Ok((principal, Some(sid))) if legacy_relay::holds(&app, &sid) => {
             legacy_relay::get_stream(app, &sid, principal)
         }
@@ -1287,7 +1301,7 @@ async fn delete_endpoint(
     extensions: axum::http::Extensions,
 ) -> Response {
     match admit_session_request(&app, &headers, &extensions) {
-        Err(refused) => refused,
+        Err(refused) => *refused,
         Ok((principal, Some(sid))) if legacy_relay::holds(&app, &sid) => {
             legacy_relay::delete(app, &sid, principal)
         }
