@@ -584,35 +584,16 @@ pub async fn serve_connecting(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     check_path(&opts.path).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
-    let (listener, admin) = bind_listeners(&opts).await?;
-    let addr = listener.local_addr()?;
-    let starting = Arc::new(Starting {
-        path: opts.path.clone(),
-        startup,
-        max_body_bytes: opts.max_body_bytes,
-        read_timeout: opts.read_timeout,
-    });
-    let (to_mcp, mcp) =
-        tokio::sync::watch::channel(starting.router(true).layer(cors(&opts.allowed_origins)));
-    let (to_ops, ops_now) = tokio::sync::watch::channel(starting.router(false));
-    // Not "listening on": scripts wait for that line to send requests.
-    tracing::info!(%addr, "port open; /readyz answers 503 until the upstream is probed");
-    crate::console::say(
-        "mcp_tasks_shim",
-        &format!(
-            "mcp-tasks-shim: port open on http://{addr}; {READYZ_PATH} answers 503 until the upstream is probed"
-        ),
-        &format!("port open on http://{addr}"),
-    );
-    let admin_closing = tokio::sync::watch::Sender::new(false);
-    let admin = match admin {
-        Some(admin) => Some(serve_admin(
-            admin,
-            Switch(ops_now),
-            admin_closing.subscribe(),
-        )?),
-        None => None,
-    };
+    let Port {
+        listener,
+        addr,
+        starting,
+        to_mcp,
+        mcp,
+        to_ops,
+        admin,
+        admin_closing,
+    } = open_port(&opts, startup).await?;
     let slots = Arc::new(tokio::sync::Semaphore::new(opts.max_connections));
     let connections = hyper_util::server::graceful::GracefulShutdown::new();
     let mut shutdown = std::pin::pin!(shutdown);
@@ -674,6 +655,63 @@ pub async fn serve_connecting(
         Some(e) => Err(std::io::Error::other(e)),
         None => Ok(()),
     }
+}
+
+/// The listeners, open before the upstream is probed, and the routes of
+/// the starting server they serve until then.
+struct Port {
+    listener: tokio::net::TcpListener,
+    addr: SocketAddr,
+    starting: Arc<Starting>,
+    /// Where the MCP routes in force are switched.
+    to_mcp: tokio::sync::watch::Sender<Router>,
+    mcp: tokio::sync::watch::Receiver<Router>,
+    /// Where the operations routes in force are switched.
+    to_ops: tokio::sync::watch::Sender<Router>,
+    admin: Option<tokio::task::JoinHandle<()>>,
+    admin_closing: tokio::sync::watch::Sender<bool>,
+}
+
+async fn open_port(opts: &HttpOptions, startup: Startup) -> std::io::Result<Port> {
+    let (listener, admin) = bind_listeners(opts).await?;
+    let addr = listener.local_addr()?;
+    let starting = Arc::new(Starting {
+        path: opts.path.clone(),
+        startup,
+        max_body_bytes: opts.max_body_bytes,
+        read_timeout: opts.read_timeout,
+    });
+    let (to_mcp, mcp) =
+        tokio::sync::watch::channel(starting.router(true).layer(cors(&opts.allowed_origins)));
+    let (to_ops, ops_now) = tokio::sync::watch::channel(starting.router(false));
+    // Not "listening on": scripts wait for that line to send requests.
+    tracing::info!(%addr, "port open; /readyz answers 503 until the upstream is probed");
+    crate::console::say(
+        "mcp_tasks_shim",
+        &format!(
+            "mcp-tasks-shim: port open on http://{addr}; {READYZ_PATH} answers 503 until the upstream is probed"
+        ),
+        &format!("port open on http://{addr}"),
+    );
+    let admin_closing = tokio::sync::watch::Sender::new(false);
+    let admin = match admin {
+        Some(admin) => Some(serve_admin(
+            admin,
+            Switch(ops_now),
+            admin_closing.subscribe(),
+        )?),
+        None => None,
+    };
+    Ok(Port {
+        listener,
+        addr,
+        starting,
+        to_mcp,
+        mcp,
+        to_ops,
+        admin,
+        admin_closing,
+    })
 }
 
 /// On the signal (or a failed connect), the upstream is stopped first:
