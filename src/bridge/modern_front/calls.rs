@@ -422,39 +422,7 @@ impl ModernSession {
             .cloned()
             .unwrap_or_default();
         ttools::tool_name(req.params.as_ref())?;
-        let held = {
-            let mut table = lock(&self.front.held);
-            let Some(held) = table.remove(&held_id) else {
-                if let Some(why) = lock(&self.front.lost_rounds).remove(&held_id) {
-                    return Err(ShimError::Upstream(format!(
-                        "the call this requestState held was lost with the upstream: {why}"
-                    ))
-                    .into());
-                }
-                return Err(
-                    ShimError::InvalidParams("invalid or expired requestState".into()).into(),
-                );
-            };
-            let refused = if let Some(why) = held.called.refuses(req.params.as_ref()) {
-                Some(why)
-            } else {
-                held.keys.iter().find_map(|(key, (_, method))| match responses.get(key) {
-                    None => Some(format!(
-                        "the retry has no inputResponses.{key}: answer every input request of the round"
-                    )),
-                    Some(answer) => input::check_input_response(method, answer)
-                        .err()
-                        .map(|why| format!("inputResponses.{key}: {why}")),
-                })
-            };
-            if let Some(why) = refused {
-                // The round stays open for a retry that fits it.
-                table.insert(held_id, held);
-                return Err(ShimError::InvalidParams(why).into());
-            }
-            held
-        };
-        let mut held = held;
+        let mut held = self.take_round(held_id, req, &responses)?;
         if let Round::Call(call) = &mut held.round
             && let Some(outcome) = ended(call)
         {
@@ -501,6 +469,46 @@ impl ModernSession {
                 self.drive(&task_id, &held.called, meta).await
             }
         }
+    }
+
+    /// The round `held_id` names, taken out of the table if the retry fits
+    /// it: the same call, and an answer of the right kind for every input
+    /// request. A retry that does not fit leaves the round open for one
+    /// that does.
+    fn take_round(
+        &self,
+        held_id: String,
+        req: &Request,
+        responses: &serde_json::Map<String, Value>,
+    ) -> Result<Held, ShimError> {
+        let mut table = lock(&self.front.held);
+        let Some(held) = table.remove(&held_id) else {
+            if let Some(why) = lock(&self.front.lost_rounds).remove(&held_id) {
+                return Err(ShimError::Upstream(format!(
+                    "the call this requestState held was lost with the upstream: {why}"
+                )));
+            }
+            return Err(ShimError::InvalidParams(
+                "invalid or expired requestState".into(),
+            ));
+        };
+        let refused = if let Some(why) = held.called.refuses(req.params.as_ref()) {
+            Some(why)
+        } else {
+            held.keys.iter().find_map(|(key, (_, method))| match responses.get(key) {
+                None => Some(format!(
+                    "the retry has no inputResponses.{key}: answer every input request of the round"
+                )),
+                Some(answer) => input::check_input_response(method, answer)
+                    .err()
+                    .map(|why| format!("inputResponses.{key}: {why}")),
+            })
+        };
+        if let Some(why) = refused {
+            table.insert(held_id, held);
+            return Err(ShimError::InvalidParams(why));
+        }
+        Ok(held)
     }
 
     /// Registers a request of this client other than `tools/call` as open

@@ -846,39 +846,14 @@ impl ModernSession {
         if let Some(why) = self.front.fate.gone_for_good() {
             return Some(Err(ShimError::Upstream(why).into()));
         }
-        let filter = match req.params.as_ref().and_then(|p| p.get("notifications")) {
-            Some(f @ Value::Object(_)) => f.clone(),
-            _ => {
-                return Some(Err(ShimError::InvalidParams(
-                    "subscriptions/listen needs params.notifications (an object)".into(),
-                )
-                .into()));
-            }
+        let (filter, wanted) = match listen_filter(req, meta) {
+            Ok(read) => read,
+            Err(e) => return Some(Err(e.into())),
         };
-        if let Err(e) = check_listen_filter(&filter) {
-            return Some(Err(e.into()));
-        }
-        let wanted: Vec<String> = filter
-            .get("taskIds")
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(|v| v.as_str().map(str::to_owned))
-                    .collect()
-            })
-            .unwrap_or_default();
-        if filter.get("taskIds").is_some() && !meta.declares_tasks() {
-            return Some(Err(ShimError::TasksExtensionRequired.into()));
-        }
-        let now = self.front.clock.now_ms();
-        let mut accepted: Vec<String> = Vec::with_capacity(wanted.len());
-        for t in wanted {
-            match self.front.ledger.get_task(&self.scope, &t, now).await {
-                Ok(Some(_)) => accepted.push(t),
-                Ok(None) => {}
-                Err(e) => return Some(Err(ShimError::from(e).into())),
-            }
-        }
+        let accepted = match self.owned_tasks(wanted).await {
+            Ok(accepted) => accepted,
+            Err(e) => return Some(Err(e.into())),
+        };
         // Acknowledged only if the server sends it (the schema: the ack
         // lists what the server supports).
         let lists: Vec<ListKind> = ListKind::ALL
@@ -909,22 +884,46 @@ impl ModernSession {
             out: self.out.clone(),
             last_sent: HashMap::new(),
         });
-        // The current state of each task, so that a change made before the
-        // stream opened (a question already asked) is not lost.
-        for t in &accepted {
+        self.send_current_states(&req.id, &accepted).await;
+        None
+    }
+
+    /// Of the task ids a listen asks for, those this client's scope holds
+    /// (others are left out of the acknowledgement, as unknown).
+    async fn owned_tasks(&self, wanted: Vec<String>) -> Result<Vec<String>, ShimError> {
+        let now = self.front.clock.now_ms();
+        let mut accepted = Vec::with_capacity(wanted.len());
+        for t in wanted {
+            if self
+                .front
+                .ledger
+                .get_task(&self.scope, &t, now)
+                .await?
+                .is_some()
+            {
+                accepted.push(t);
+            }
+        }
+        Ok(accepted)
+    }
+
+    /// The current state of each task on a new listen stream, so that a
+    /// change made before the stream opened (a question already asked) is
+    /// not lost.
+    async fn send_current_states(&self, listen: &Id, accepted: &[String]) {
+        for t in accepted {
             if let Some((task, payload)) = self.front.view(&self.scope, t, None).await {
-                let params = notify::status_to_modern(&task, &payload, &req.id);
+                let params = notify::status_to_modern(&task, &payload, listen);
                 if let Some(sub) = lock(&self.subscriptions)
                     .iter_mut()
-                    .find(|s| s.id == req.id)
+                    .find(|s| &s.id == listen)
                 {
                     sub.last_sent.insert(t.clone(), params.clone());
                 }
                 let status = Message::notification(notify::MODERN_STATUS, params);
-                let _ = self.out.send(Route::During(req.id.clone()), status);
+                let _ = self.out.send(Route::During(listen.clone()), status);
             }
         }
-        None
     }
 
     /// Closes the listen stream a `notifications/cancelled` names; false
@@ -1002,4 +1001,31 @@ fn declared(meta: &RequestMeta, input: &Value) -> bool {
         .and_then(Value::as_str)
         .unwrap_or_default();
     meta.takes(method, input.get("params"))
+}
+
+/// A listen's `params.notifications` filter and the task ids it names;
+/// task ids need the tasks extension declared.
+fn listen_filter(req: &Request, meta: &RequestMeta) -> Result<(Value, Vec<String>), ShimError> {
+    let filter = match req.params.as_ref().and_then(|p| p.get("notifications")) {
+        Some(f @ Value::Object(_)) => f.clone(),
+        _ => {
+            return Err(ShimError::InvalidParams(
+                "subscriptions/listen needs params.notifications (an object)".into(),
+            ));
+        }
+    };
+    check_listen_filter(&filter)?;
+    let wanted: Vec<String> = filter
+        .get("taskIds")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    if filter.get("taskIds").is_some() && !meta.declares_tasks() {
+        return Err(ShimError::TasksExtensionRequired);
+    }
+    Ok((filter, wanted))
 }
