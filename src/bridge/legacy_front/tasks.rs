@@ -425,6 +425,15 @@ impl LegacySession {
                 return;
             }
         };
+        self.send_answer(task_id, key, answer, during.is_some())
+            .await;
+    }
+
+    /// The client's answer to input request `key`, sent up with
+    /// `tasks/update`. A refusal reopens the question, a few times, then
+    /// fails the task (`during`: a call is waiting on it) rather than wait
+    /// for good.
+    async fn send_answer(&self, task_id: &str, key: &str, answer: Value, during: bool) {
         let mut responses = serde_json::Map::new();
         responses.insert(key.to_owned(), answer);
         let params = crate::translate::input::update_params(task_id, responses);
@@ -463,8 +472,7 @@ impl LegacySession {
             "the server refused the answers to its input request {key} {times} times: {}",
             refusal.message
         ));
-        self.fail_for_input(task_id, during.is_some(), why.into())
-            .await;
+        self.fail_for_input(task_id, during, why.into()).await;
     }
 
     /// Fails `task_id` for its client with `error` (input it cannot give,

@@ -602,15 +602,7 @@ pub async fn serve_connecting(
     let mut failed: Option<String> = None;
     loop {
         let (tcp, peer) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(e) => {
-                    // Out of descriptors, say: wait rather than spin.
-                    tracing::warn!(error = %e, "cannot accept a connection");
-                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
+            accepted = accept(&listener) => accepted,
             linked = &mut connect, if shim.is_none() => {
                 match linked {
                     Ok(link) => {
@@ -654,6 +646,20 @@ pub async fn serve_connecting(
     match failed {
         Some(e) => Err(std::io::Error::other(e)),
         None => Ok(()),
+    }
+}
+
+/// The next connection; an accept error (out of descriptors, say) is
+/// waited out rather than spun on.
+async fn accept(listener: &tokio::net::TcpListener) -> (tokio::net::TcpStream, SocketAddr) {
+    loop {
+        match listener.accept().await {
+            Ok(accepted) => return accepted,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot accept a connection");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+        }
     }
 }
 
