@@ -475,7 +475,6 @@ pub(crate) fn run(args: Args) -> Result<(), String> {
             let link = connect.await?;
             tokio::spawn(crate::bridge::summary::log_startup_summary(
                 link.upstream.clone(),
-                link.revision,
                 link.discover.clone(),
                 bridge,
                 principals,
