@@ -1,10 +1,13 @@
 //! The upstream side as the bridges see it: "send a request, get its
 //! answer", "send a notification", and a stream of whatever else arrives.
 //!
-//! [`Upstream`] is the contract a bridge engine drives; [`Connection`] is
-//! the implementation over any message transport (a child's stdio, an
-//! in-process server, HTTP). Library users wrap their own server by
-//! implementing [`Upstream`] or by feeding a [`Connection`].
+//! [`Upstream`] is what every upstream does; [`ModernUpstream`] adds what
+//! only a 2026-07-28 one does, the calls the legacy-front engine makes.
+//! The probe's verdict is an [`AnyUpstream`] of one or the other, so each
+//! engine gets the trait its direction needs. [`Connection`] implements
+//! both over any message transport (a child's stdio, an in-process
+//! server); [`http`] has one type per revision. Library users wrap their
+//! own server by implementing the traits or by feeding a [`Connection`].
 
 pub mod channel;
 pub mod http;
