@@ -29,7 +29,7 @@ use mcp_tasks_shim::bridge::legacy_front::{LegacyFront, LegacySession};
 use mcp_tasks_shim::ids::format_iso;
 use mcp_tasks_shim::jsonrpc::Message;
 use mcp_tasks_shim::ledger::{MemoryLedger, TaskLedger, TaskRecord};
-use mcp_tasks_shim::upstream::{Upstream, channel};
+use mcp_tasks_shim::upstream::channel;
 use mcp_tasks_shim::wire::modern::Payload;
 use mcp_tasks_shim::wire::{TaskStatus, legacy};
 use serde_json::{Value, json};
@@ -190,7 +190,7 @@ fn subject(total: usize, ledger: MemoryLedger) -> Subject {
     // All tasks are terminal: the front answers tasks/list from the ledger
     // alone, so an upstream that never answers is enough.
     let (conn, _events, _server) = channel::pair(Duration::from_secs(5));
-    let upstream: Arc<dyn Upstream> = conn;
+    let upstream = conn;
     let front = LegacyFront::new(
         upstream,
         ledger.clone(),

@@ -45,7 +45,7 @@ use mcp_tasks_shim::ledger::MemoryLedger;
 use mcp_tasks_shim::revision::{
     META_SERVER_INFO, META_SUBSCRIPTION_ID, MODERN_VERSION, TASKS_EXTENSION,
 };
-use mcp_tasks_shim::upstream::{Upstream, channel};
+use mcp_tasks_shim::upstream::channel;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
@@ -289,7 +289,7 @@ async fn rig(config: BridgeConfig, refuse_listen: bool) -> Rig {
         "capabilities": {"tools": {}, "extensions": {TASKS_EXTENSION: {}}},
         "resultType": "complete", "ttlMs": 0, "cacheScope": "public",
     });
-    let upstream: Arc<dyn Upstream> = conn;
+    let upstream = conn;
     let front = LegacyFront::new(
         upstream,
         Arc::new(MemoryLedger::new(100_000)),

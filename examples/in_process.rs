@@ -18,7 +18,7 @@ use mcp_tasks_shim::jsonrpc::Message;
 use mcp_tasks_shim::ledger::MemoryLedger;
 use mcp_tasks_shim::reference::ReferenceServer;
 use mcp_tasks_shim::revision::Revision;
-use mcp_tasks_shim::upstream::{Link, channel};
+use mcp_tasks_shim::upstream::{AnyUpstream, Link, channel};
 use serde_json::json;
 
 #[tokio::main]
@@ -34,16 +34,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // 2. Learn what the server speaks (the spec's probe), then build the
     //    legacy-front bridge over it.
+    //    The probe types the upstream by its revision: only a 2026-07-28
+    //    one can be bridged for a 2025-11-25 client.
     let link = Link::probe(conn, events, Duration::from_secs(5)).await;
-    if link.revision != Revision::Modern {
-        return Err("the in-process server is not a 2026-07-28 one".into());
-    }
     let Link {
-        upstream,
+        upstream: AnyUpstream::Modern(upstream),
         events,
         discover,
         ..
-    } = link;
+    } = link
+    else {
+        return Err("the in-process server is not a 2026-07-28 one".into());
+    };
     let front = LegacyFront::new(
         upstream,
         Arc::new(MemoryLedger::default()),

@@ -178,7 +178,7 @@ async fn start(legacy_client: bool) -> (Front, mpsc::UnboundedReceiver<Message>)
             server.handle(msg);
         }
     });
-    let upstream: Arc<dyn Upstream> = conn;
+    let upstream = conn;
     let (to_client, outbox) = mpsc::unbounded_channel();
     let front = if legacy_client {
         let probe = probe_request(Id::Num(0), &json!({"name": "fuzz", "version": "1"}));

@@ -19,7 +19,7 @@ use mcp_tasks_shim::ledger::{
 };
 use mcp_tasks_shim::reference::ReferenceServer;
 use mcp_tasks_shim::revision::{self, Revision};
-use mcp_tasks_shim::upstream::{Link, channel};
+use mcp_tasks_shim::upstream::{AnyUpstream, Link, channel};
 use serde_json::{Value, json};
 use support::schema::{Revision as SchemaRev, assert_valid};
 use tokio::sync::mpsc;
@@ -131,11 +131,14 @@ fn assert_refused_and_cancelled(answer: &Value) {
 async fn legacy_client_a_refused_task_is_cancelled_upstream() {
     let (link, mut tapped) = tapped_server(Revision::Modern).await;
     let Link {
-        upstream,
+        upstream: AnyUpstream::Modern(upstream),
         events,
         discover,
         ..
-    } = link;
+    } = link
+    else {
+        panic!("the reference server was probed as 2025-11-25");
+    };
     let front = LegacyFront::new(
         upstream,
         Arc::new(LastSlotTaken::default()),
@@ -175,8 +178,16 @@ async fn modern_client(
     mpsc::UnboundedReceiver<Message>,
 ) {
     let (link, tapped) = tapped_server(Revision::Legacy).await;
-    let front = ModernFront::new(link.upstream, ledger, BridgeConfig::default());
-    front.follow(link.events);
+    let Link {
+        upstream: AnyUpstream::Legacy(upstream),
+        events,
+        ..
+    } = link
+    else {
+        panic!("the reference server was probed as 2026-07-28");
+    };
+    let front = ModernFront::new(upstream, ledger, BridgeConfig::default());
+    front.follow(events);
     let (out, outbox) = mpsc::unbounded_channel();
     (
         front.session(mcp_tasks_shim::scope::Principal::new("client").into(), out),

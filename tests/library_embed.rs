@@ -74,7 +74,7 @@ fn embedded_front_serves_legacy_clients_beside_the_apps_routes() {
     block_on(async {
         let link = in_process(Rev::Modern).await;
         assert_eq!(
-            link.revision,
+            link.revision(),
             Rev::Modern,
             "the probe found the modern server"
         );
@@ -161,7 +161,11 @@ fn embedded_front_serves_legacy_clients_beside_the_apps_routes() {
 fn embedded_front_serves_modern_clients_of_a_legacy_server() {
     block_on(async {
         let link = in_process(Rev::Legacy).await;
-        assert_eq!(link.revision, Rev::Legacy, "the probe fell back to legacy");
+        assert_eq!(
+            link.revision(),
+            Rev::Legacy,
+            "the probe fell back to legacy"
+        );
         let (shim, url) = serve_app(link, "/mcp").await;
         let c = client();
         let call = modern(

@@ -476,7 +476,7 @@ async fn a_recording_replays_against_an_in_process_server() {
         }
     });
     let link = Link::probe(conn, events, Duration::from_secs(5)).await;
-    assert_eq!(link.revision, Revision::Modern);
+    assert_eq!(link.revision(), Revision::Modern);
     let run = Replay::new(recorded.clone())
         .fast(true)
         .timeout(TIMEOUT)

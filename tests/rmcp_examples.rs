@@ -250,7 +250,7 @@ async fn the_rmcp_server_refuses_an_incomplete_form_and_a_forged_request_state()
 
     let link =
         mcp_tasks_shim::rmcp::link(RmcpReferenceServer::new(), &ProxyOptions::default()).await;
-    assert_eq!(link.revision, Rev::Modern, "{}", link.discover);
+    assert_eq!(link.revision(), Rev::Modern, "{}", link.discover);
 
     // An accepted form without the required `confirm` is refused, and the
     // question stays open; a complete one is taken and reaches the tool.

@@ -51,7 +51,7 @@ async fn a_legacy_client_runs_a_task_on_an_in_process_modern_server() {
         opts.max_message_bytes,
     )
     .await;
-    assert_eq!(link.revision, Revision::Modern);
+    assert_eq!(link.revision(), Revision::Modern);
 
     let (client_end, shim_down) = tokio::io::duplex(64 * 1024);
     let (shim_r, shim_w) = tokio::io::split(shim_down);

@@ -29,7 +29,7 @@ use super::watch::Watchers;
 use crate::error::{ShimError, codes};
 use crate::jsonrpc::Notification;
 use crate::translate::notify::MODERN_STATUS;
-use crate::upstream::{StreamEvent, Upstream};
+use crate::upstream::{ModernUpstream, StreamEvent};
 use crate::wire::modern::DetailedTask;
 
 /// The listen method.
@@ -53,7 +53,7 @@ enum Ending {
 /// The listen streams of one upstream.
 #[derive(Debug)]
 pub(crate) struct Listens {
-    upstream: Arc<dyn Upstream>,
+    upstream: Arc<dyn ModernUpstream>,
     /// Off when the upstream cannot push task notifications.
     enabled: AtomicBool,
     open: AtomicUsize,
@@ -82,7 +82,7 @@ impl Drop for Slot {
 impl Listens {
     /// Streams for `upstream`, at most `max` at once; none when the
     /// upstream does not `declare` the tasks extension.
-    pub(crate) fn new(upstream: Arc<dyn Upstream>, declared: bool, max: usize) -> Arc<Self> {
+    pub(crate) fn new(upstream: Arc<dyn ModernUpstream>, declared: bool, max: usize) -> Arc<Self> {
         Arc::new(Listens {
             upstream,
             enabled: AtomicBool::new(declared && max > 0),

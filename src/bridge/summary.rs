@@ -3,14 +3,11 @@
 //! check the `taskSupport` policy, the ttl bounds and who counts as a
 //! principal without connecting a client.
 
-use std::sync::Arc;
-
 use serde_json::{Value, json};
 
 use super::BridgeConfig;
-use crate::revision::Revision;
 use crate::translate::session::{LegacyClient, ModernMeta};
-use crate::upstream::Upstream;
+use crate::upstream::{AnyUpstream, ModernUpstream};
 
 /// How many `tools/list` pages the summary reads: enough for any real
 /// server, and a bound on one that hands out cursors for ever.
@@ -23,8 +20,7 @@ const MAX_PAGES: usize = 20;
 /// nobody). Nothing is asked of the upstream when info is not logged, so
 /// at the default level the upstream sees only its clients' requests.
 pub async fn log_startup_summary(
-    upstream: Arc<dyn Upstream>,
-    revision: Revision,
+    upstream: AnyUpstream,
     discover: Value,
     config: BridgeConfig,
     principals: String,
@@ -33,8 +29,9 @@ pub async fn log_startup_summary(
         return;
     }
     let max_task_ttl_ms = config.max_task_ttl_ms;
-    match revision {
-        Revision::Modern => {
+    let revision = upstream.revision();
+    match upstream {
+        AnyUpstream::Modern(upstream) => {
             let policy = super::legacy_front::effective_policy(&config, &discover);
             let task_support = match tool_names(upstream.as_ref()).await {
                 Ok(names) if names.is_empty() => "(no tools)".to_owned(),
@@ -53,7 +50,7 @@ pub async fn log_startup_summary(
                 "2025-11-25 clients see these tools with this taskSupport"
             );
         }
-        Revision::Legacy => {
+        AnyUpstream::Legacy(_) => {
             let task_ttl_ms = config
                 .task_ttl_ms
                 .map_or_else(|| "the client's".to_owned(), |ms| ms.to_string());
@@ -70,7 +67,7 @@ pub async fn log_startup_summary(
 }
 
 /// The names of the upstream's tools, every page.
-async fn tool_names(upstream: &dyn Upstream) -> Result<Vec<String>, String> {
+async fn tool_names(upstream: &dyn ModernUpstream) -> Result<Vec<String>, String> {
     let meta = ModernMeta::for_client(&LegacyClient {
         protocol_version: crate::revision::LEGACY_VERSION.into(),
         capabilities: json!({}),

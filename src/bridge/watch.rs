@@ -18,7 +18,7 @@ use super::listen::{ListenGuard, Listens};
 use super::{BridgeConfig, lock};
 use crate::jsonrpc::ErrorObject;
 use crate::translate::session::ModernMeta;
-use crate::upstream::Upstream;
+use crate::upstream::ModernUpstream;
 use crate::wire::modern::DetailedTask;
 
 /// What the poller last learnt about a task.
@@ -68,7 +68,7 @@ impl Watcher {
 /// The registry of watched tasks of one upstream.
 #[derive(Debug)]
 pub(crate) struct Watchers {
-    upstream: Arc<dyn Upstream>,
+    upstream: Arc<dyn ModernUpstream>,
     config: BridgeConfig,
     map: Mutex<HashMap<String, Arc<Watcher>>>,
     listens: Arc<Listens>,
@@ -78,7 +78,7 @@ impl Watchers {
     /// Watchers of tasks on `upstream`; `listen`: it declared the tasks
     /// extension, so listen streams are worth trying.
     pub(crate) fn new(
-        upstream: Arc<dyn Upstream>,
+        upstream: Arc<dyn ModernUpstream>,
         config: BridgeConfig,
         listen: bool,
     ) -> Arc<Self> {

@@ -126,21 +126,20 @@ async fn conversation(client: Revision, log: Log) -> Result<(), String> {
     });
     let (to_client, mut client_rx) = mpsc::unbounded_channel();
     let ledger = Arc::new(MemoryLedger::default());
-    let upstream: Arc<dyn Upstream> = conn.clone();
     let feed: Box<dyn Fn(Message) + Send + Sync> = match client {
         Revision::Legacy => {
-            let discover = upstream
+            let discover = conn
                 .request("server/discover", probe_params())
                 .await
                 .map_err(|e| e.to_string())?
                 .map_err(|e| e.message)?;
-            let front = LegacyFront::new(upstream, ledger, BridgeConfig::default(), discover);
+            let front = LegacyFront::new(conn, ledger, BridgeConfig::default(), discover);
             let session = front.session(crate::scope::Scope::stdio(), to_client);
             front.follow(events);
             Box::new(move |m| session.handle_client(m))
         }
         Revision::Modern => {
-            let front = ModernFront::new(upstream, ledger, BridgeConfig::default());
+            let front = ModernFront::new(conn, ledger, BridgeConfig::default());
             let session = front.session(crate::scope::Scope::stdio(), to_client);
             front.follow(events);
             Box::new(move |m| session.handle_client(m))

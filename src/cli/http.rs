@@ -494,7 +494,6 @@ async fn serve(
         let link = connect.await?;
         tokio::spawn(crate::bridge::summary::log_startup_summary(
             link.upstream.clone(),
-            link.revision,
             link.discover.clone(),
             bridge,
             principals,

@@ -39,7 +39,7 @@ use crate::scope::Scope;
 use crate::transport::stdout::SharedStdout;
 use crate::transport::{self, Inbound, LineSink};
 use crate::upstream::supervised::{self, SuperviseOptions, Supervised};
-use crate::upstream::{Link, Upstream, UpstreamEvent};
+use crate::upstream::{AnyUpstream, Link, Upstream, UpstreamEvent};
 
 /// How the proxy was configured.
 #[derive(Debug, Clone)]
@@ -232,7 +232,6 @@ where
     let Link {
         upstream,
         mut events,
-        revision: upstream_rev,
         discover,
         ..
     } = link;
@@ -242,8 +241,8 @@ where
         tokio::select! {
             inbound = client_rx.recv() => {
                 let Some(inbound) = inbound else { break Ending::ClientClosed };
-                let setup = Setup { upstream: upstream_rev, discover: &discover, ledger: &ledger, opts: &opts };
-                link_client(inbound, &mut mode, &to_client, &recorder, &upstream, &setup);
+                let setup = Setup { upstream: &upstream, discover: &discover, ledger: &ledger, opts: &opts };
+                link_client(inbound, &mut mode, &to_client, &recorder, &setup);
             }
             event = events.recv() => {
                 let Some(event) = event else { break Ending::UpstreamGone(last_fault) };
@@ -285,7 +284,6 @@ fn admit<'m>(
     mode: &'m mut Option<Mode>,
     to_client: &ClientWriter,
     recorder: &Recorder,
-    upstream: Arc<dyn Upstream>,
     setup: &Setup<'_>,
 ) -> Option<(Message, &'m mut Mode)> {
     let msg = match inbound {
@@ -297,10 +295,10 @@ fn admit<'m>(
         }
     };
     record(recorder, "c2s", &msg);
-    if mode.is_none() && undecided(&msg, setup.upstream, to_client) {
+    if mode.is_none() && undecided(&msg, setup.upstream.revision(), to_client) {
         return None;
     }
-    let mode = mode.get_or_insert_with(|| choose(&msg, upstream, setup, &to_client.outbox));
+    let mode = mode.get_or_insert_with(|| choose(&msg, setup, &to_client.outbox));
     Some((msg, mode))
 }
 
@@ -312,22 +310,20 @@ fn link_client(
     mode: &mut Option<Mode>,
     to_client: &ClientWriter,
     recorder: &Recorder,
-    upstream: &Arc<dyn Upstream>,
     setup: &Setup<'_>,
 ) {
-    let Some((msg, mode)) = admit(inbound, mode, to_client, recorder, upstream.clone(), setup)
-    else {
+    let Some((msg, mode)) = admit(inbound, mode, to_client, recorder, setup) else {
         return;
     };
     match mode {
-        Mode::Passthrough => relay_to_link(msg, upstream, &to_client.outbox),
+        Mode::Passthrough => relay_to_link(msg, setup.upstream, &to_client.outbox),
         Mode::LegacyFront(_, session) => session.handle_client(msg),
         Mode::ModernFront(_, session) => session.handle_client(msg),
     }
 }
 
 /// One pass-through client message to an [`Upstream`].
-fn relay_to_link(msg: Message, upstream: &Arc<dyn Upstream>, outbox: &Outbox) {
+fn relay_to_link(msg: Message, upstream: &AnyUpstream, outbox: &Outbox) {
     match msg {
         Message::Request(r) => {
             let upstream = upstream.clone();
@@ -548,10 +544,10 @@ async fn drive(
     let started = supervised::start(program, args, supervise)?;
     let sup = started.upstream().clone();
     let (link, stopped) = probe_unless_stopped(started.probe(), &sup, &mut stops).await;
+    let upstream = AnyUpstream::speaking(sup.clone(), link.revision);
     let discover = link.discover;
     tokio::spawn(crate::bridge::summary::log_startup_summary(
-        link.upstream.clone(),
-        link.revision,
+        upstream.clone(),
         discover.clone(),
         opts.bridge.clone(),
         "none (stdio: one client)".to_owned(),
@@ -563,7 +559,7 @@ async fn drive(
         sup,
         lane,
         setup: Setup {
-            upstream: link.revision,
+            upstream: &upstream,
             discover: &discover,
             ledger: &ledger,
             opts: &opts,
@@ -848,7 +844,8 @@ fn open_lane(lane: &Lane, mode: Option<&Mode>, sup: &Arc<Supervised>) {
 
 /// What [`choose`] needs beside the first message.
 struct Setup<'a> {
-    upstream: Revision,
+    /// The upstream, typed by the revision its probe found.
+    upstream: &'a AnyUpstream,
     discover: &'a serde_json::Value,
     ledger: &'a Arc<dyn TaskLedger>,
     opts: &'a ProxyOptions,
@@ -864,7 +861,7 @@ async fn handle_client(
     sup: &Arc<Supervised>,
     setup: &Setup<'_>,
 ) {
-    let Some((msg, mode)) = admit(inbound, mode, to_client, recorder, sup.clone(), setup) else {
+    let Some((msg, mode)) = admit(inbound, mode, to_client, recorder, setup) else {
         return;
     };
     match mode {
@@ -914,7 +911,7 @@ fn undecided(msg: &Message, upstream: Revision, to_client: &ClientWriter) -> boo
     true
 }
 
-fn choose(first: &Message, up: Arc<dyn Upstream>, setup: &Setup<'_>, outbox: &Outbox) -> Mode {
+fn choose(first: &Message, setup: &Setup<'_>, outbox: &Outbox) -> Mode {
     let Setup {
         upstream,
         discover,
@@ -925,12 +922,17 @@ fn choose(first: &Message, up: Arc<dyn Upstream>, setup: &Setup<'_>, outbox: &Ou
         ClientSignal::Is(r) => r,
         // An unknown modern version still speaks the modern transport.
         ClientSignal::UnknownVersion(_) => Revision::Modern,
-        ClientSignal::Ambiguous => upstream,
+        ClientSignal::Ambiguous => upstream.revision(),
     };
-    tracing::info!(%client, %upstream, "session revisions");
+    tracing::info!(%client, upstream = %upstream.revision(), "session revisions");
     match (client, upstream) {
-        (Revision::Legacy, Revision::Modern) => {
-            let front = LegacyFront::new(up, ledger.clone(), opts.bridge.clone(), discover.clone());
+        (Revision::Legacy, AnyUpstream::Modern(up)) => {
+            let front = LegacyFront::new(
+                up.clone(),
+                ledger.clone(),
+                opts.bridge.clone(),
+                discover.clone(),
+            );
             crate::bridge::spawn_sweeper(
                 Arc::downgrade(&front),
                 |f: Arc<LegacyFront>| async move { f.sweep().await },
@@ -938,8 +940,8 @@ fn choose(first: &Message, up: Arc<dyn Upstream>, setup: &Setup<'_>, outbox: &Ou
             let session = front.session(Scope::stdio(), outbox.clone());
             Mode::LegacyFront(front, session)
         }
-        (Revision::Modern, Revision::Legacy) => {
-            let front = ModernFront::new(up, ledger.clone(), opts.bridge.clone());
+        (Revision::Modern, AnyUpstream::Legacy(up)) => {
+            let front = ModernFront::new(up.clone(), ledger.clone(), opts.bridge.clone());
             crate::bridge::spawn_sweeper(
                 Arc::downgrade(&front),
                 |f: Arc<ModernFront>| async move { f.sweep().await },

@@ -120,7 +120,7 @@ mod tests {
             1 << 20,
         )
         .await;
-        assert_eq!(link.revision, Revision::Legacy);
+        assert_eq!(link.revision(), Revision::Legacy);
         let answer = link
             .upstream
             .request("tools/list", serde_json::json!({}))

@@ -1,10 +1,13 @@
 //! The upstream side as the bridges see it: "send a request, get its
 //! answer", "send a notification", and a stream of whatever else arrives.
 //!
-//! [`Upstream`] is the contract a bridge engine drives; [`Connection`] is
-//! the implementation over any message transport (a child's stdio, an
-//! in-process server, HTTP). Library users wrap their own server by
-//! implementing [`Upstream`] or by feeding a [`Connection`].
+//! [`Upstream`] is what every upstream does; [`ModernUpstream`] adds what
+//! only a 2026-07-28 one does, the calls the legacy-front engine makes.
+//! The probe's verdict is an [`AnyUpstream`] of one or the other, so each
+//! engine gets the trait its direction needs. [`Connection`] implements
+//! both over any message transport (a child's stdio, an in-process
+//! server); [`http`] has one type per revision. Library users wrap their
+//! own server by implementing the traits or by feeding a [`Connection`].
 
 pub mod channel;
 pub mod http;
@@ -29,6 +32,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::error::ShimError;
 use crate::jsonrpc::{ErrorObject, Id, Message, Notification, Request};
+use crate::revision::Revision;
 use crate::translate::session::ModernMeta;
 use crate::transport::LineSink;
 use crate::wire::modern::DetailedTask;
@@ -109,57 +113,20 @@ tokio::task_local! {
     pub static CALL_ORIGIN: u64;
 }
 
-/// What a bridge needs from an upstream server.
+/// What a bridge needs from an upstream server of either revision.
 ///
 /// `request` resolves with the upstream's own answer (`Ok(Ok(result))` or
 /// `Ok(Err(error))`); `Err(ShimError)` means the upstream could not answer
 /// at all (exited, timed out, unreachable). Dropping the future abandons
 /// the request; the answer, if it comes, is discarded.
+///
+/// What only a 2026-07-28 upstream does (tasks read by `tasks/get`,
+/// long-lived requests, per-request `_meta`) is [`ModernUpstream`]'s: a
+/// 2025-11-25 upstream has nothing of it to refuse.
 #[async_trait]
 pub trait Upstream: Send + Sync + 'static {
     /// Sends a request and waits for its answer.
     async fn request(&self, method: &str, params: Value) -> Result<RpcResult, ShimError>;
-    /// [`Upstream::request`] with `meta`'s members merged into
-    /// `params._meta` (a legacy session's requests to a 2026-07-28
-    /// upstream). The params are borrowed: an upstream that writes JSON
-    /// writes them, with `meta`'s members from their serialised form
-    /// ([`ModernMeta::write_request`], the same on the wire), and the
-    /// caller keeps them (a `tools/call` retried with input answers needs
-    /// them again). The default merges a copy.
-    async fn request_with_meta(
-        &self,
-        method: &str,
-        params: &Value,
-        meta: &ModernMeta,
-    ) -> Result<RpcResult, ShimError> {
-        self.request(method, meta.merge_into(Some(params.clone())))
-            .await
-    }
-    /// `tasks/get` of `task_id` on a 2026-07-28 upstream, with `meta`
-    /// (a legacy session reading its task), the result read as a
-    /// [`DetailedTask`] without the answer's own `_meta`: `Ok(Err(_))` is
-    /// the upstream's error answer, and a result that is no task is an
-    /// `Err`. The default reads the answer as any other; an HTTP upstream
-    /// reads the task straight from the answer's bytes
-    /// ([`crate::wire::modern::detailed_task_answer`]).
-    async fn get_task(
-        &self,
-        task_id: &str,
-        meta: &ModernMeta,
-    ) -> Result<Result<DetailedTask, ErrorObject>, ShimError> {
-        read_task(self, task_id, meta).await
-    }
-    /// Sends a long-lived request (`subscriptions/listen`) and hands back
-    /// its stream at once; see [`stream`]. `Err` means it could not be
-    /// sent. The default refuses with [`ShimError::MethodNotFound`], so an
-    /// upstream written before streams existed still works: the bridges
-    /// then poll.
-    async fn open_stream(&self, method: &str, params: Value) -> Result<UpstreamStream, ShimError> {
-        let _ = params;
-        Err(ShimError::MethodNotFound(format!(
-            "{method}: this upstream holds no long-lived requests"
-        )))
-    }
     /// The [`CALL_ORIGIN`] of the call whose answer stream carried the
     /// server→client request `id`, if this upstream could tell (until the
     /// request is answered). The default tells nothing: over one stdio
@@ -202,10 +169,55 @@ pub trait Upstream: Send + Sync + 'static {
     /// goes straight to the waiting request: awaiting this before passing
     /// the answer on keeps the progress in front.
     async fn events_handled(&self) {}
+}
+
+/// What a 2026-07-28 upstream does beside [`Upstream`]'s: the calls the
+/// legacy-front engine (a 2025-11-25 client bridged to a 2026-07-28
+/// server) and the same-revision HTTP relay make.
+///
+/// A transport that learns its revision only by probing (a child's stdio,
+/// a channel, a supervised child) implements both traits, and
+/// [`AnyUpstream::speaking`] hands out the one its probe calls for.
+#[async_trait]
+pub trait ModernUpstream: Upstream {
+    /// [`Upstream::request`] with `meta`'s members merged into
+    /// `params._meta` (a legacy session's requests to a 2026-07-28
+    /// upstream). The params are borrowed: an upstream that writes JSON
+    /// writes them, with `meta`'s members from their serialised form
+    /// ([`ModernMeta::write_request`], the same on the wire), and the
+    /// caller keeps them (a `tools/call` retried with input answers needs
+    /// them again). The default merges a copy.
+    async fn request_with_meta(
+        &self,
+        method: &str,
+        params: &Value,
+        meta: &ModernMeta,
+    ) -> Result<RpcResult, ShimError> {
+        self.request(method, meta.merge_into(Some(params.clone())))
+            .await
+    }
+    /// `tasks/get` of `task_id`, with `meta` (a legacy session reading its
+    /// task), the result read as a [`DetailedTask`] without the answer's
+    /// own `_meta`: `Ok(Err(_))` is the upstream's error answer, and a
+    /// result that is no task is an `Err`. The default reads the answer as
+    /// any other; an HTTP upstream reads the task straight from the
+    /// answer's bytes ([`crate::wire::modern::detailed_task_answer`]).
+    async fn get_task(
+        &self,
+        task_id: &str,
+        meta: &ModernMeta,
+    ) -> Result<Result<DetailedTask, ErrorObject>, ShimError> {
+        read_task(self, task_id, meta).await
+    }
+    /// Sends a long-lived request (`subscriptions/listen`) and hands back
+    /// its stream at once; see [`stream`]. `Err` means it could not be
+    /// sent. A server that refuses the method ends the stream with its
+    /// error, and the bridges then poll.
+    async fn open_stream(&self, method: &str, params: Value) -> Result<UpstreamStream, ShimError>;
     /// Pass-through of one client request whose body is already a valid
-    /// request of the upstream's revision: the body goes out as it came in,
-    /// the client's id included. `None` when this transport cannot do that
-    /// (ids must be remapped on a shared stream): use [`Upstream::request`].
+    /// 2026-07-28 request: the body goes out as it came in, the client's
+    /// id included. `None` when this transport cannot do that (ids must be
+    /// remapped on a shared stream): use [`Upstream::request`].
     async fn relay_raw(
         &self,
         id: &Id,
@@ -218,9 +230,72 @@ pub trait Upstream: Send + Sync + 'static {
     }
 }
 
-/// [`Upstream::get_task`] as any upstream can: the answer read as any
+/// An upstream whose revision is known, typed by it: the driver decides
+/// the revision once (by the probe) and each engine gets the trait its
+/// direction needs.
+#[derive(Clone)]
+pub enum AnyUpstream {
+    /// A 2025-11-25 upstream (the modern-front engine's).
+    Legacy(Arc<dyn Upstream>),
+    /// A 2026-07-28 upstream (the legacy-front engine's, or relayed).
+    Modern(Arc<dyn ModernUpstream>),
+}
+
+impl std::fmt::Debug for AnyUpstream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "AnyUpstream({})", self.revision())
+    }
+}
+
+impl AnyUpstream {
+    /// `upstream`, a transport of no revision of its own, as the one its
+    /// probe found it to speak.
+    pub fn speaking<U: ModernUpstream>(upstream: Arc<U>, revision: Revision) -> AnyUpstream {
+        match revision {
+            Revision::Legacy => AnyUpstream::Legacy(upstream),
+            Revision::Modern => AnyUpstream::Modern(upstream),
+        }
+    }
+
+    /// The revision it speaks.
+    pub fn revision(&self) -> Revision {
+        match self {
+            AnyUpstream::Legacy(_) => Revision::Legacy,
+            AnyUpstream::Modern(_) => Revision::Modern,
+        }
+    }
+
+    /// What every upstream does, whichever its revision.
+    pub fn common(&self) -> Arc<dyn Upstream> {
+        match self {
+            AnyUpstream::Legacy(up) => up.clone(),
+            AnyUpstream::Modern(up) => up.clone(),
+        }
+    }
+
+    /// The 2026-07-28 upstream, if it is one.
+    pub fn modern(&self) -> Option<&Arc<dyn ModernUpstream>> {
+        match self {
+            AnyUpstream::Modern(up) => Some(up),
+            AnyUpstream::Legacy(_) => None,
+        }
+    }
+}
+
+impl std::ops::Deref for AnyUpstream {
+    type Target = dyn Upstream;
+
+    fn deref(&self) -> &(dyn Upstream + 'static) {
+        match self {
+            AnyUpstream::Legacy(up) => &**up,
+            AnyUpstream::Modern(up) => &**up,
+        }
+    }
+}
+
+/// [`ModernUpstream::get_task`] as any upstream can: the answer read as any
 /// other, then as a task.
-pub(crate) async fn read_task<U: Upstream + ?Sized>(
+pub(crate) async fn read_task<U: ModernUpstream + ?Sized>(
     upstream: &U,
     task_id: &str,
     meta: &ModernMeta,
@@ -233,7 +308,7 @@ pub(crate) async fn read_task<U: Upstream + ?Sized>(
     )
 }
 
-/// A `tasks/get` answer as [`Upstream::get_task`] gives it: the task
+/// A `tasks/get` answer as [`ModernUpstream::get_task`] gives it: the task
 /// (without the answer's `_meta`), or the upstream's error answer; a
 /// result that is no task is an `Err`.
 pub(crate) fn task_of(answer: RpcResult) -> Result<Result<DetailedTask, ErrorObject>, ShimError> {
@@ -243,7 +318,7 @@ pub(crate) fn task_of(answer: RpcResult) -> Result<Result<DetailedTask, ErrorObj
     }
 }
 
-/// The upstream's answer to a [`Upstream::relay_raw`] request.
+/// The upstream's answer to a [`ModernUpstream::relay_raw`] request.
 #[derive(Debug)]
 pub enum RawAnswer {
     /// A result answer to the relayed id, in the bytes it came in: checked
@@ -257,12 +332,10 @@ pub enum RawAnswer {
 /// A connected upstream of any transport, and what its probe learnt.
 #[derive(Debug)]
 pub struct Link {
-    /// Requests go here.
-    pub upstream: std::sync::Arc<dyn Upstream>,
+    /// Requests go here, typed by the revision the probe found.
+    pub upstream: AnyUpstream,
     /// Notifications, server requests and the final `Closed`.
     pub events: tokio::sync::mpsc::UnboundedReceiver<UpstreamEvent>,
-    /// The revision it speaks.
-    pub revision: crate::revision::Revision,
     /// Its `server/discover` result (modern upstreams).
     pub discover: Value,
     /// The child process, when the upstream is one.
@@ -270,14 +343,20 @@ pub struct Link {
 }
 
 impl Link {
+    /// The revision it speaks.
+    pub fn revision(&self) -> Revision {
+        self.upstream.revision()
+    }
+
     /// Probes `upstream` by the spec's rule and bundles what it learnt: a
     /// `server/discover` answer means 2026-07-28 (kept as `discover`), an
     /// error or no answer within `timeout` means 2025-11-25 (logged as a
     /// warning when there was no answer). For an upstream you wired
     /// yourself, such as [`channel::pair`]'s, whose server must already be
-    /// running. When you know the revision, build the `Link` yourself (its
-    /// fields are public; a 2026-07-28 one needs its `server/discover`
-    /// result).
+    /// running; it may turn out to speak either revision, so it implements
+    /// [`ModernUpstream`] too. When you know the revision, build the
+    /// `Link` yourself (its fields are public; a 2026-07-28 one needs its
+    /// `server/discover` result).
     ///
     /// ```no_run
     /// # async fn run() {
@@ -287,11 +366,11 @@ impl Link {
     /// // … start your server on `server` …
     /// # drop(server);
     /// let link = Link::probe(conn, events, Duration::from_secs(5)).await;
-    /// println!("the server speaks {}", link.revision);
+    /// println!("the server speaks {}", link.revision());
     /// # }
     /// ```
-    pub async fn probe(
-        upstream: std::sync::Arc<dyn Upstream>,
+    pub async fn probe<U: ModernUpstream>(
+        upstream: Arc<U>,
         events: mpsc::UnboundedReceiver<UpstreamEvent>,
         timeout: Duration,
     ) -> Link {
@@ -299,9 +378,8 @@ impl Link {
         tracing::info!(%verdict, "upstream probe");
         let (revision, discover) = verdict.into_revision();
         Link {
-            upstream,
+            upstream: AnyUpstream::speaking(upstream, revision),
             events,
-            revision,
             discover,
             child: None,
         }
@@ -352,9 +430,8 @@ pub(crate) async fn probe(
 impl From<http::HttpLink> for Link {
     fn from(h: http::HttpLink) -> Self {
         Link {
-            upstream: std::sync::Arc::new(h.upstream),
+            upstream: h.upstream.into(),
             events: h.events,
-            revision: h.revision,
             discover: h.discover,
             child: None,
         }
@@ -364,6 +441,12 @@ impl From<http::HttpLink> for Link {
 impl std::fmt::Debug for dyn Upstream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("dyn Upstream")
+    }
+}
+
+impl std::fmt::Debug for dyn ModernUpstream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("dyn ModernUpstream")
     }
 }
 
@@ -619,6 +702,32 @@ impl Upstream for Connection {
         .await
     }
 
+    fn notify(&self, method: &str, params: Value) -> Result<(), ShimError> {
+        self.send(Message::notification(method, params))
+    }
+
+    fn shutdown(&self, reason: &str) {
+        self.close(reason);
+    }
+
+    fn readiness(&self) -> Readiness {
+        if !self.is_closed() {
+            return Readiness::Up;
+        }
+        let why = lock(&self.close_reason).clone();
+        Readiness::Down(why.unwrap_or_else(|| "the upstream connection is closed".into()))
+    }
+
+    fn respond(&self, id: Id, outcome: RpcResult) -> Result<(), ShimError> {
+        self.send(match outcome {
+            Ok(result) => Message::response(id, result),
+            Err(error) => Message::error(Some(id), error),
+        })
+    }
+}
+
+#[async_trait]
+impl ModernUpstream for Connection {
     async fn request_with_meta(
         &self,
         method: &str,
@@ -662,29 +771,6 @@ impl Upstream for Connection {
                 let _ = out.send(stream::cancel_message(&sid, "no longer needed"));
             }
         }))
-    }
-
-    fn notify(&self, method: &str, params: Value) -> Result<(), ShimError> {
-        self.send(Message::notification(method, params))
-    }
-
-    fn shutdown(&self, reason: &str) {
-        self.close(reason);
-    }
-
-    fn readiness(&self) -> Readiness {
-        if !self.is_closed() {
-            return Readiness::Up;
-        }
-        let why = lock(&self.close_reason).clone();
-        Readiness::Down(why.unwrap_or_else(|| "the upstream connection is closed".into()))
-    }
-
-    fn respond(&self, id: Id, outcome: RpcResult) -> Result<(), ShimError> {
-        self.send(match outcome {
-            Ok(result) => Message::response(id, result),
-            Err(error) => Message::error(Some(id), error),
-        })
     }
 }
 

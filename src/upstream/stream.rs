@@ -46,7 +46,7 @@ impl std::fmt::Debug for UpstreamStream {
 
 impl UpstreamStream {
     /// A stream fed through `rx`; `on_drop` ends it upstream when the
-    /// handle goes (for implementors of [`super::Upstream::open_stream`]).
+    /// handle goes (for implementors of [`super::ModernUpstream::open_stream`]).
     pub fn new(
         id: Id,
         rx: mpsc::UnboundedReceiver<StreamEvent>,

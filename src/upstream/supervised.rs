@@ -36,7 +36,9 @@ use tokio::process::ChildStdout;
 use tokio::sync::{Notify, mpsc, watch};
 use tokio::task::JoinHandle;
 
-use super::{Connection, Readiness, RpcResult, Upstream, UpstreamEvent, UpstreamStream, lock};
+use super::{
+    Connection, ModernUpstream, Readiness, RpcResult, Upstream, UpstreamEvent, UpstreamStream, lock,
+};
 use crate::error::ShimError;
 use crate::inline::InlineWakes;
 use crate::jsonrpc::{Id, Message, Peeked};
@@ -112,9 +114,8 @@ pub struct SupervisedLink {
 impl From<SupervisedLink> for super::Link {
     fn from(s: SupervisedLink) -> Self {
         super::Link {
-            upstream: s.upstream,
+            upstream: super::AnyUpstream::speaking(s.upstream, s.revision),
             events: s.events,
-            revision: s.revision,
             discover: s.discover,
             child: None,
         }
@@ -1079,28 +1080,6 @@ impl Upstream for Supervised {
         self.live().await?.conn.request(method, params).await
     }
 
-    async fn request_with_meta(
-        &self,
-        method: &str,
-        params: &Value,
-        meta: &ModernMeta,
-    ) -> Result<RpcResult, ShimError> {
-        // Only legacy sessions over a 2026-07-28 child get here, which has
-        // no session state to replay.
-        let generation = self.live().await?;
-        generation
-            .conn
-            .request_with_meta(method, params, meta)
-            .await
-    }
-
-    /// On the live child. Its streams end with it (a fault closes its
-    /// connection), so none outlives a restart looking alive; a successor
-    /// starts without any.
-    async fn open_stream(&self, method: &str, params: Value) -> Result<UpstreamStream, ShimError> {
-        self.live().await?.conn.open_stream(method, params).await
-    }
-
     fn notify(&self, method: &str, params: Value) -> Result<(), ShimError> {
         if method == "notifications/initialized" {
             lock(&self.handshake).initialized = true;
@@ -1166,6 +1145,31 @@ impl Upstream for Supervised {
             generation.kill.notify_one();
             let _ = tokio::time::timeout(STOP_GRACE, monitor).await;
         }
+    }
+}
+
+#[async_trait]
+impl ModernUpstream for Supervised {
+    async fn request_with_meta(
+        &self,
+        method: &str,
+        params: &Value,
+        meta: &ModernMeta,
+    ) -> Result<RpcResult, ShimError> {
+        // Only legacy sessions over a 2026-07-28 child get here, which has
+        // no session state to replay.
+        let generation = self.live().await?;
+        generation
+            .conn
+            .request_with_meta(method, params, meta)
+            .await
+    }
+
+    /// On the live child. Its streams end with it (a fault closes its
+    /// connection), so none outlives a restart looking alive; a successor
+    /// starts without any.
+    async fn open_stream(&self, method: &str, params: Value) -> Result<UpstreamStream, ShimError> {
+        self.live().await?.conn.open_stream(method, params).await
     }
 }
 

@@ -10,7 +10,7 @@
 //! # use mcp_tasks_shim::bridge::{BridgeConfig, legacy_front::LegacyFront};
 //! # use mcp_tasks_shim::ledger::MemoryLedger;
 //! # use mcp_tasks_shim::scope::Scope;
-//! # fn demo(upstream: Arc<dyn mcp_tasks_shim::upstream::Upstream>, discover: serde_json::Value) {
+//! # fn demo(upstream: Arc<dyn mcp_tasks_shim::upstream::ModernUpstream>, discover: serde_json::Value) {
 //! let front = LegacyFront::new(upstream, Arc::new(MemoryLedger::default()), BridgeConfig::default(), discover);
 //! let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
 //! let session = front.session(Scope::stdio(), tx);
@@ -39,7 +39,7 @@ use crate::ledger::TaskLedger;
 use crate::scope::Scope;
 use crate::translate::session::{self as tsession, LegacyClient, ModernMeta};
 use crate::translate::tools::TaskPolicy;
-use crate::upstream::{Readiness, RpcResult, Upstream, UpstreamEvent};
+use crate::upstream::{ModernUpstream, Readiness, RpcResult, UpstreamEvent};
 use crate::wire::LOG_LEVELS;
 use crate::wire::legacy::TaskSupport;
 use crate::wire::modern::DetailedTask;
@@ -47,7 +47,7 @@ use crate::wire::modern::DetailedTask;
 /// Shared state of the legacy-front bridge for one upstream.
 #[derive(Debug)]
 pub struct LegacyFront {
-    upstream: Arc<dyn Upstream>,
+    upstream: Arc<dyn ModernUpstream>,
     ledger: Arc<dyn TaskLedger>,
     config: BridgeConfig,
     discover: Value,
@@ -90,9 +90,10 @@ pub(crate) fn effective_policy(config: &BridgeConfig, discover: &Value) -> TaskP
 }
 
 impl LegacyFront {
-    /// A bridge over `upstream`, whose `server/discover` result is `discover`.
+    /// A bridge over `upstream`, a 2026-07-28 server whose
+    /// `server/discover` result is `discover`.
     pub fn new(
-        upstream: Arc<dyn Upstream>,
+        upstream: Arc<dyn ModernUpstream>,
         ledger: Arc<dyn TaskLedger>,
         config: BridgeConfig,
         discover: Value,

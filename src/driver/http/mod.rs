@@ -30,7 +30,7 @@ use crate::error::ShimError;
 use crate::jsonrpc::Message;
 use crate::ledger::TaskLedger;
 use crate::revision::{self, ClientSignal, Revision};
-use crate::upstream::{Link, Upstream, UpstreamEvent};
+use crate::upstream::{AnyUpstream, Link, UpstreamEvent};
 
 pub use crate::scope::Principal;
 pub use legacy_relay::RelayCommand;
@@ -212,7 +212,8 @@ impl HttpOptions {
 #[derive(Debug)]
 pub(crate) struct App {
     opts: HttpOptions,
-    upstream: Arc<dyn Upstream>,
+    /// Typed by its revision: a 2026-07-28 one is also relayed to.
+    upstream: AnyUpstream,
     legacy: Option<Arc<LegacyFront>>,
     modern: Option<Arc<ModernFront>>,
     ledger: Arc<dyn TaskLedger>,
@@ -301,26 +302,28 @@ impl HttpShim {
         let Link {
             upstream,
             events,
-            revision: upstream_rev,
             discover,
             child,
         } = link;
-        let up = upstream.clone();
         let metrics = Arc::new(crate::telemetry::Telemetry::new());
         let ledger = crate::ledger::timed::TimedLedger::wrap(ledger, metrics.clone());
-        let (legacy, modern) = match upstream_rev {
-            Revision::Modern => (
+        let (legacy, modern) = match &upstream {
+            AnyUpstream::Modern(up) => (
                 Some(LegacyFront::new(
-                    up,
+                    up.clone(),
                     ledger.clone(),
                     opts.bridge.clone(),
                     discover,
                 )),
                 None,
             ),
-            Revision::Legacy => (
+            AnyUpstream::Legacy(up) => (
                 None,
-                Some(ModernFront::new(up, ledger.clone(), opts.bridge.clone())),
+                Some(ModernFront::new(
+                    up.clone(),
+                    ledger.clone(),
+                    opts.bridge.clone(),
+                )),
             ),
         };
         let clock = match (&legacy, &modern) {
@@ -606,7 +609,7 @@ pub async fn serve_connecting(
             linked = &mut connect, if shim.is_none() => {
                 match linked {
                     Ok(link) => {
-                        let upstream_rev = link.revision;
+                        let upstream_rev = link.revision();
                         let front = HttpShim::new(opts.clone(), link, ledger.clone(), resolver.clone())
                             .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
                         go_live(&front, upstream_rev, &opts, addr, &to_mcp, &to_ops);

@@ -17,8 +17,8 @@ use crate::jsonrpc::{Id, Message, Request};
 use crate::revision::{self, META_SUBSCRIPTION_ID, MODERN_VERSION, Revision};
 use crate::scope::{Principal, Scope};
 use crate::translate::session::validate_modern_meta;
-use crate::upstream::RawAnswer;
 use crate::upstream::stream::StreamEvent;
+use crate::upstream::{AnyUpstream, ModernUpstream, RawAnswer};
 
 pub(super) async fn post(
     app: Arc<App>,
@@ -59,18 +59,15 @@ pub(super) async fn post(
         return error_response(StatusCode::BAD_REQUEST, Some(id), e);
     }
     let listen = req.method == "subscriptions/listen";
-    let Some(front) = &app.modern else {
-        // Same revision both sides: relay the request as it is.
-        let scope = principal.map_or_else(Scope::anonymous, Scope::from);
-        let scope = scope.key();
-        if listen {
-            return relay_listen(&app, req, scope).await;
+    let front = match (&app.upstream, &app.modern) {
+        (AnyUpstream::Legacy(_), Some(front)) => front,
+        (AnyUpstream::Legacy(_), None) => {
+            unreachable!("HttpShim::new gives a 2025-11-25 upstream its modern front")
         }
-        return match not_the_callers_task(&app, req, scope).await {
-            Ok(None) => relay_inline(&app, req, body, scope).await,
-            Ok(Some(task_id)) => relay_as_unknown(&app, req, task_id).await,
-            Err(e) => error_response(StatusCode::OK, Some(id), e),
-        };
+        // Same revision both sides: relay the request as it is.
+        (AnyUpstream::Modern(up), _) => {
+            return relay(&app, &**up, req, body, principal, listen).await;
+        }
     };
     let sse = super::accepts_sse(hdrs);
     let (tx, rx) = mpsc::unbounded_channel();
@@ -80,6 +77,28 @@ pub(super) async fn post(
         return stream(&app, rx, id, session).await;
     }
     answer(rx, id, sse, session).await
+}
+
+/// A 2026-07-28 request to the same-revision upstream `up`, relayed as it
+/// is (a listen as the caller's own stream), within the caller's scope.
+async fn relay(
+    app: &App,
+    up: &dyn ModernUpstream,
+    req: &Request,
+    body: Bytes,
+    principal: Option<Principal>,
+    listen: bool,
+) -> Response {
+    let scope = principal.map_or_else(Scope::anonymous, Scope::from);
+    let scope = scope.key();
+    if listen {
+        return relay_listen(app, up, req, scope).await;
+    }
+    match not_the_callers_task(app, req, scope).await {
+        Ok(None) => relay_inline(app, up, req, body, scope).await,
+        Ok(Some(task_id)) => relay_as_unknown(app, up, req, task_id).await,
+        Err(e) => error_response(StatusCode::OK, Some(req.id.clone()), e),
+    }
 }
 
 /// Most callers whose first request without `Mcp-Name` is remembered (so
@@ -229,18 +248,14 @@ where
 /// dropped, as a server drops ids it does not know); its events go back to
 /// the client as SSE under the client's request id, until the client goes
 /// (dropping the stream closes the upstream one) or the upstream ends it.
-async fn relay_listen(app: &App, req: &Request, scope: &str) -> Response {
+async fn relay_listen(app: &App, up: &dyn ModernUpstream, req: &Request, scope: &str) -> Response {
     let id = req.id.clone();
     let mut params = req.params.clone().unwrap_or_default();
     let own = match own_task_filter(app, &mut params, scope).await {
         Ok(own) => own,
         Err(e) => return error_response(StatusCode::OK, Some(id), e),
     };
-    let mut upstream = match app
-        .upstream
-        .open_stream("subscriptions/listen", params)
-        .await
-    {
+    let mut upstream = match up.open_stream("subscriptions/listen", params).await {
         Ok(s) => s,
         Err(e) => {
             let m = Message::error(Some(id), e.into());
@@ -398,7 +413,12 @@ async fn not_the_callers_task<'r>(
 /// know, and its answer goes back with the stand-in replaced by the id the
 /// client sent. So the client reads exactly what it would for an id that
 /// does not exist, and the task is not touched.
-async fn relay_as_unknown(app: &App, req: &Request, task_id: &str) -> Response {
+async fn relay_as_unknown(
+    app: &App,
+    up: &dyn ModernUpstream,
+    req: &Request,
+    task_id: &str,
+) -> Response {
     let stand_in = stand_in_for(task_id);
     let mut params = req.params.clone().unwrap_or_default();
     params["taskId"] = serde_json::Value::from(stand_in.as_str());
@@ -409,7 +429,7 @@ async fn relay_as_unknown(app: &App, req: &Request, task_id: &str) -> Response {
     };
     let body = Bytes::from(Message::Request(asked.clone()).to_json());
     // The ledger's scope does not matter here: the stand-in is no one's.
-    let resp = relay_inline(app, &asked, body, Scope::anonymous().key()).await;
+    let resp = relay_inline(app, up, &asked, body, Scope::anonymous().key()).await;
     let (parts, body) = resp.into_parts();
     let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
         let e = ShimError::Upstream("the upstream's answer could not be read".into());
@@ -514,14 +534,16 @@ async fn relayed_answer(
 /// came and, when the answer is a plain JSON answer to the same id, that
 /// goes back as it came (no task, channel or re-serialisation per request).
 /// A task a `tools/call` creates is recorded as `scope`'s.
-async fn relay_inline(app: &App, req: &Request, body: Bytes, scope: &str) -> Response {
+async fn relay_inline(
+    app: &App,
+    up: &dyn ModernUpstream,
+    req: &Request,
+    body: Bytes,
+    scope: &str,
+) -> Response {
     let name = headers::name_source(&req.method, req.params.as_ref());
     let creates = req.method == "tools/call";
-    let answer = match app
-        .upstream
-        .relay_raw(&req.id, &req.method, name, body)
-        .await
-    {
+    let answer = match up.relay_raw(&req.id, &req.method, name, body).await {
         Some(Ok(a)) => a,
         Some(Err(e)) => {
             let m = Message::error(Some(req.id.clone()), e.into());
@@ -529,7 +551,7 @@ async fn relay_inline(app: &App, req: &Request, body: Bytes, scope: &str) -> Res
         }
         None => {
             let params = req.params.clone().unwrap_or_default();
-            let m = match app.upstream.request(&req.method, params).await {
+            let m = match up.request(&req.method, params).await {
                 Ok(Ok(result)) => relayed_answer(app, req, scope, result).await,
                 Ok(Err(error)) => Message::error(Some(req.id.clone()), error),
                 Err(e) => Message::error(Some(req.id.clone()), e.into()),

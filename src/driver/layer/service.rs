@@ -205,7 +205,7 @@ impl Shared {
             .get_or_try_init(|| async {
                 let link =
                     connect_service(inner, uri?, Some(host), self.config.request_timeout).await?;
-                let revision = link.revision;
+                let revision = link.revision();
                 let config = &self.config;
                 let ledger = config
                     .ledger

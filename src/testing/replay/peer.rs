@@ -14,7 +14,7 @@ use crate::jsonrpc::{Id, Message};
 use crate::ledger::MemoryLedger;
 use crate::revision::{self, ProbeVerdict};
 use crate::transport::{self, Inbound};
-use crate::upstream::{Link, channel};
+use crate::upstream::{AnyUpstream, Link, channel};
 
 /// The id of the replayer's own `server/discover` probe (never a
 /// recorded one: recorded ids are kept as they are).
@@ -116,9 +116,8 @@ impl Peer {
         });
         let (revision, discover) = verdict.into_revision();
         Link {
-            upstream: conn,
+            upstream: AnyUpstream::speaking(conn, revision),
             events,
-            revision,
             discover,
             child,
         }

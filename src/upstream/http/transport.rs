@@ -1,4 +1,4 @@
-//! How an [`super::HttpUpstream`]'s requests reach the server: over the
+//! How an HTTP upstream's requests reach the server: over the
 //! network with reqwest, or by calling a tower service of the same
 //! process. Everything above (headers, sessions, JSON or SSE answers) is
 //! the same for both; only "send these bytes, give me the response" is
