@@ -308,3 +308,124 @@ impl Streams {
             || self.by_task.values().any(open)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use tokio::sync::mpsc::UnboundedReceiver;
+
+    fn stream() -> (Tx, UnboundedReceiver<Message>) {
+        mpsc::unbounded_channel()
+    }
+
+    fn question(id: &str) -> Message {
+        Message::request(
+            Id::Str(id.into()),
+            "elicitation/create",
+            json!({"message": "?"}),
+        )
+    }
+
+    fn withdrawal(id: &str) -> Message {
+        crate::upstream::stream::cancel_message(&Id::Str(id.into()), "no longer needed")
+    }
+
+    fn ids(rx: &mut UnboundedReceiver<Message>) -> Vec<String> {
+        std::iter::from_fn(|| rx.try_recv().ok())
+            .map(|m| match &m {
+                Message::Request(r) => match &r.id {
+                    Id::Str(q) => format!("ask {q}"),
+                    Id::Num(n) => format!("ask {n}"),
+                },
+                Message::Notification(n) => n.method.clone(),
+                other => format!("{other:?}"),
+            })
+            .collect()
+    }
+
+    fn call(n: i64) -> Id {
+        Id::Num(n)
+    }
+
+    /// Two calls stream at once: a question asked during the older one
+    /// goes on its stream, not the newest, and so does its withdrawal.
+    #[test]
+    fn a_question_and_its_withdrawal_stay_on_the_call_they_were_asked_for() {
+        let mut s = Streams::default();
+        let ((a, mut ra), (b, mut rb)) = (stream(), stream());
+        s.open_call(&call(1), &a);
+        s.open_call(&call(2), &b);
+        assert!(s.place(Route::During(call(1)), question("q1")).is_none());
+        assert!(
+            s.place(Route::Withdrawal(Id::Str("q1".into())), withdrawal("q1"))
+                .is_none()
+        );
+        assert_eq!(ids(&mut ra), ["ask q1", "notifications/cancelled"]);
+        assert!(ids(&mut rb).is_empty());
+    }
+
+    /// A question about a task with no stream to carry it waits; the first
+    /// `tasks/result` stream of the task takes it, and a later one (the
+    /// client closed the first unread) is asked it again. The GET stream
+    /// never sees it.
+    #[test]
+    fn a_task_question_waits_for_a_stream_of_its_task() {
+        let mut s = Streams::default();
+        assert!(s.place(Route::Task("t".into()), question("q1")).is_none());
+        let (get, mut rget) = stream();
+        let (first, mut rfirst) = stream();
+        s.open_task_result(&call(1), Some("t"), &first);
+        s.open_get(get);
+        assert_eq!(ids(&mut rfirst), ["ask q1"]);
+        drop(rfirst);
+        s.close_request(&call(1), &first);
+        let (again, mut ragain) = stream();
+        s.open_task_result(&call(2), Some("t"), &again);
+        assert_eq!(ids(&mut ragain), ["ask q1"]);
+        assert!(ids(&mut rget).is_empty());
+    }
+
+    /// Withdrawn before any stream could carry it, a question is never
+    /// shown: neither it nor its withdrawal reaches the GET stream.
+    #[test]
+    fn a_question_withdrawn_while_held_is_never_sent() {
+        let mut s = Streams::default();
+        s.place(Route::Task("t".into()), question("q1"));
+        s.place(Route::Withdrawal(Id::Str("q1".into())), withdrawal("q1"));
+        let (get, mut rget) = stream();
+        s.open_get(get);
+        assert!(ids(&mut rget).is_empty());
+    }
+
+    /// A JSON-only call with no GET stream open: its question has nowhere
+    /// to go and is handed back to be refused; progress for it waits for a
+    /// GET stream instead.
+    #[test]
+    fn a_question_no_stream_can_carry_is_handed_back() {
+        let mut s = Streams::default();
+        let refused = s.place(Route::During(call(1)), question("q1"));
+        assert_eq!(refused.map(|q| q.id), Some(Id::Str("q1".into())));
+        let progress = Message::notification(
+            "notifications/progress",
+            json!({"progressToken": 1, "progress": 1}),
+        );
+        assert!(s.place(Route::During(call(1)), progress).is_none());
+        let (get, mut rget) = stream();
+        s.open_get(get);
+        assert_eq!(ids(&mut rget), ["notifications/progress"]);
+    }
+
+    /// An answer goes to its own request's stream, never the GET stream.
+    #[test]
+    fn an_answer_whose_stream_is_gone_is_dropped() {
+        let mut s = Streams::default();
+        let (get, mut rget) = stream();
+        s.open_get(get);
+        s.place(
+            Route::Answer(call(1)),
+            Message::response(call(1), json!({})),
+        );
+        assert!(ids(&mut rget).is_empty());
+    }
+}
