@@ -218,20 +218,7 @@ pub(super) async fn initialize(
         );
     };
     let sid = crate::ids::random_id();
-    let scope = match &principal {
-        Some(p) => p.scope().clone(),
-        None => Scope::session(&sid),
-    };
-    let session = Arc::new_cyclic(|me: &Weak<HttpSession>| HttpSession {
-        engine: front.session(
-            scope,
-            crate::bridge::Outbox::new(Arc::new(Placer(me.clone()))),
-        ),
-        streams: Mutex::new(Streams::default()),
-        principal,
-        in_flight: AtomicUsize::new(0),
-        last_used_ms: AtomicU64::new(app.now_ms()),
-    });
+    let session = HttpSession::open(&app, front, &sid, principal);
     // The session exists for the client only once `initialize` succeeded:
     // a refused one leaves nothing behind to expire or leak.
     let id = req.id.clone();
@@ -247,18 +234,8 @@ pub(super) async fn initialize(
     if matches!(answer, Message::Error(_)) {
         return json_response(StatusCode::OK, &answer);
     }
-    {
-        let mut sessions = lock(&app.sessions);
-        if let Some(cap) = session_cap_reached(
-            &app,
-            sessions.values().map(|s| &s.principal),
-            &session.principal,
-        ) {
-            drop(sessions);
-            return too_many_sessions(cap, Some(id));
-        }
-        session.touch(app.now_ms());
-        sessions.insert(sid.clone(), session);
+    if let Err(cap) = keep(&app, &sid, session) {
+        return too_many_sessions(cap, Some(id));
     }
     tracing::info!(session = %crate::ids::log_prefix(&sid), "legacy HTTP session opened");
     let mut resp = json_response(StatusCode::OK, &answer);
@@ -266,6 +243,50 @@ pub(super) async fn initialize(
         resp.headers_mut().insert("mcp-session-id", v);
     }
     resp
+}
+
+impl HttpSession {
+    /// A new session `sid` of `principal` over `front`, not yet known to
+    /// the app. Its engine's outbox places what it sends on the session's
+    /// streams.
+    fn open(
+        app: &App,
+        front: &Arc<crate::bridge::legacy_front::LegacyFront>,
+        sid: &str,
+        principal: Option<Principal>,
+    ) -> Arc<HttpSession> {
+        let scope = match &principal {
+            Some(p) => p.scope().clone(),
+            None => Scope::session(sid),
+        };
+        Arc::new_cyclic(|me: &Weak<HttpSession>| HttpSession {
+            engine: front.session(
+                scope,
+                crate::bridge::Outbox::new(Arc::new(Placer(me.clone()))),
+            ),
+            streams: Mutex::new(Streams::default()),
+            principal,
+            in_flight: AtomicUsize::new(0),
+            last_used_ms: AtomicU64::new(app.now_ms()),
+        })
+    }
+}
+
+/// Makes an initialized `session` known as `sid`, unless a session cap
+/// was reached meanwhile (checked again under the sessions lock: the
+/// check before `initialize` raced with other sessions opening).
+fn keep(app: &App, sid: &str, session: Arc<HttpSession>) -> Result<(), SessionCap> {
+    let mut sessions = lock(&app.sessions);
+    if let Some(cap) = session_cap_reached(
+        app,
+        sessions.values().map(|s| &s.principal),
+        &session.principal,
+    ) {
+        return Err(cap);
+    }
+    session.touch(app.now_ms());
+    sessions.insert(sid.to_owned(), session);
+    Ok(())
 }
 
 /// Looks a session up for a request of `principal` and marks it used,
