@@ -461,16 +461,13 @@ async fn a_tasks_question_no_stream_can_carry_is_refused() {
         if early {
             // The question is asked (and waits for a stream) before the
             // client waits on the task.
-            let deadline = std::time::Instant::now() + Duration::from_secs(10);
-            loop {
+            let (task, json_only) = (task.as_str(), &json_only);
+            support::poll::until_async("input_required", Duration::from_secs(10), || async move {
                 let (_, got, _) =
                     send(json_only(&rpc(2, "tasks/get", json!({"taskId": task})))).await;
-                if got["result"]["status"] == "input_required" {
-                    break;
-                }
-                assert!(std::time::Instant::now() < deadline, "{got}");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
+                (got["result"]["status"] == "input_required").then_some(())
+            })
+            .await;
         }
         let wait = json_only(&rpc(3, "tasks/result", json!({"taskId": task})));
         let resp = tokio::time::timeout(Duration::from_secs(20), wait.send())

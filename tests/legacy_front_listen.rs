@@ -86,15 +86,8 @@ fn assert_listen_for(listen: &Value, task: &str) {
 
 /// Waits (bounded) until `read` finds what it looks for.
 #[track_caller]
-fn eventually<T>(what: &str, mut read: impl FnMut() -> Option<T>) -> T {
-    let start = Instant::now();
-    loop {
-        if let Some(v) = read() {
-            return v;
-        }
-        assert!(start.elapsed() < WAIT, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(25));
-    }
+fn eventually<T>(what: &str, read: impl FnMut() -> Option<T>) -> T {
+    support::poll::until(what, WAIT, read)
 }
 
 /// What `slow_compute {seconds: 1, label}` answers.

@@ -500,10 +500,9 @@ fn legacy_client_task_reads_failed_after_a_restart() {
         .expect("a task")
         .to_owned();
     let deadline = Instant::now() + Duration::from_secs(15);
-    while !stamp.0.exists() {
-        assert!(Instant::now() < deadline, "the relay never faulted");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    support::poll::until("the relay's fault", Duration::from_secs(15), || {
+        stamp.0.exists().then_some(())
+    });
     // Asked across the restart: the wait's poll meets the new upstream,
     // which does not know the task. (A wait that started before the
     // child's death was noticed fails with the death instead; ask again.)
@@ -1510,26 +1509,25 @@ fn http_legacy_tasks_read_failed_once_the_upstream_is_gone() {
         assert_upstream_error(&body, "upstream exited");
         // The shim learns the end is for good just after the fault's
         // answer: bounded retries.
-        let deadline = Instant::now() + Duration::from_secs(5);
-        let (listed, entry) = loop {
-            let (_, listed, _) = h::send(h::legacy(
-                &c,
-                &shim.url,
-                Some(&sid),
-                &h::rpc(4, "tasks/list", json!({})),
-            ))
+        let (c, url, sid, task) = (&c, shim.url.as_str(), sid.as_str(), task.as_str());
+        let (listed, entry) =
+            support::poll::until_async("the task failed", Duration::from_secs(5), || async move {
+                let (_, listed, _) = h::send(h::legacy(
+                    c,
+                    url,
+                    Some(sid),
+                    &h::rpc(4, "tasks/list", json!({})),
+                ))
+                .await;
+                support::schema::assert_valid(Revision::Legacy, &listed, Some("tasks/list"));
+                let entry = listed["result"]["tasks"]
+                    .as_array()
+                    .and_then(|t| t.iter().find(|t| t["taskId"] == task))
+                    .unwrap_or_else(|| panic!("the task is listed: {listed}"))
+                    .clone();
+                (entry["status"] == "failed").then_some((listed, entry))
+            })
             .await;
-            support::schema::assert_valid(Revision::Legacy, &listed, Some("tasks/list"));
-            let entry = listed["result"]["tasks"]
-                .as_array()
-                .and_then(|t| t.iter().find(|t| t["taskId"] == task.as_str()))
-                .unwrap_or_else(|| panic!("the task is listed: {listed}"))
-                .clone();
-            if entry["status"] == "failed" || Instant::now() > deadline {
-                break (listed, entry);
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        };
         assert_eq!(entry["status"], "failed", "{listed}");
         assert!(
             entry["statusMessage"]
