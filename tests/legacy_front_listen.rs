@@ -343,10 +343,10 @@ fn http_listen_lost_mid_wait_is_opened_again() {
             json!({"taskId": task}),
         );
         let cutter = async {
-            let deadline = Instant::now() + WAIT;
-            while listens() == 0 && Instant::now() < deadline {
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
+            support::poll::until_async("a listen", WAIT, || async {
+                (listens() > 0).then_some(())
+            })
+            .await;
             // Past the read that follows the acknowledgement.
             tokio::time::sleep(Duration::from_millis(300)).await;
             fwd.cut_all();

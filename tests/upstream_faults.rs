@@ -506,15 +506,12 @@ fn legacy_client_task_reads_failed_after_a_restart() {
     // Asked across the restart: the wait's poll meets the new upstream,
     // which does not know the task. (A wait that started before the
     // child's death was noticed fails with the death instead; ask again.)
-    let r = loop {
+    let within = deadline.saturating_duration_since(Instant::now());
+    let r = support::poll::until("a tasks/result past the death", within, || {
         let r = shim.call("tasks/result", json!({"taskId": task_id}));
         let message = r["error"]["message"].as_str().unwrap_or_default();
-        if !message.contains("upstream exited") {
-            break r;
-        }
-        assert!(Instant::now() < deadline, "tasks/result kept failing: {r}");
-        std::thread::sleep(Duration::from_millis(50));
-    };
+        (!message.contains("upstream exited")).then_some(r)
+    });
     stamp.report("stdio legacy→modern kill + restart (tasks/result)");
     assert_upstream_error(&r, "no longer knows this task");
     assert!(

@@ -40,3 +40,27 @@ where
         tokio::time::sleep(EVERY).await;
     }
 }
+
+/// A look that borrows the state it reads through (see [`until_with`]).
+pub type Look<'a, T> = std::pin::Pin<Box<dyn Future<Output = Option<T>> + Send + 'a>>;
+
+/// [`until_async`] for a `look` that needs `state` mutably (a client that
+/// numbers its requests).
+pub async fn until_with<S, T>(
+    what: &str,
+    within: Duration,
+    state: &mut S,
+    mut look: impl for<'a> FnMut(&'a mut S) -> Look<'a, T>,
+) -> T {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        if let Some(v) = look(state).await {
+            return v;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(EVERY).await;
+    }
+}
