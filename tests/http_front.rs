@@ -842,7 +842,8 @@ async fn sigterm_stops_the_shim_and_its_upstream() {
             }
         }
     });
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The shim drives the call's task: it is in flight.
+    watching(&shim.base, 1).await;
 
     let start = Instant::now();
     let status = tokio::task::spawn_blocking(move || {
