@@ -241,12 +241,12 @@ fn an_http_upstream_is_waited_for_and_readyz_follows_it() {
         assert_eq!(body["ready"], false, "{body}");
 
         let server = HttpReference::start_at("2026-07-28", &[], addr);
-        let body = until_status(&c, &readyz, StatusCode::OK).await;
+        let body = until_status(c, &readyz, StatusCode::OK).await;
         assert_eq!(body["upstream"], "up", "{body}");
         until_logged(&shim, "listening on").await;
 
         drop(server);
-        let body = until_status(&c, &readyz, StatusCode::SERVICE_UNAVAILABLE).await;
+        let body = until_status(c, &readyz, StatusCode::SERVICE_UNAVAILABLE).await;
         assert_eq!(body["upstream"], "down", "{body}");
         assert!(
             body["reason"]
@@ -255,7 +255,7 @@ fn an_http_upstream_is_waited_for_and_readyz_follows_it() {
             "{body}"
         );
         let _server = HttpReference::start_at("2026-07-28", &[], addr);
-        until_status(&c, &readyz, StatusCode::OK).await;
+        until_status(c, &readyz, StatusCode::OK).await;
     });
 }
 
@@ -437,7 +437,7 @@ fn the_token_file_is_read_again_on_sighup() {
         })
         .await;
         assert_valid(Revision::Legacy, &body, Some("initialize"));
-        let (status, body, _) = legacy_initialize(&c, &shim.url, Some("first-token")).await;
+        let (status, body, _) = legacy_initialize(c, &shim.url, Some("first-token")).await;
         assert_eq!(status, StatusCode::UNAUTHORIZED, "a removed token: {body}");
         assert_valid(Revision::Legacy, &body, None);
         let _ = std::fs::remove_file(&file);

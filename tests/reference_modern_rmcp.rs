@@ -73,12 +73,13 @@ async fn rmcp_flow() {
     let (client_end, relay_end) = tokio::io::duplex(1 << 16);
     let (relay_read, relay_write) = tokio::io::split(relay_end);
     let c2s = relay(relay_read, server.stdin.take().unwrap(), "c2s", log.clone());
-    let _ = relay(
+    // Ends with the server; nothing waits for it.
+    drop(relay(
         server.stdout.take().unwrap(),
         relay_write,
         "s2c",
         log.clone(),
-    );
+    ));
 
     let config = ClientConfig::new(
         ClientCapabilities::builder()

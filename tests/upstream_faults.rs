@@ -1534,9 +1534,9 @@ fn http_legacy_tasks_read_failed_once_the_upstream_is_gone() {
             "{entry}"
         );
         let (_, got, _) = h::send(h::legacy(
-            &c,
+            c,
             &shim.url,
-            Some(&sid),
+            Some(sid),
             &h::rpc(5, "tasks/get", json!({"taskId": task})),
         ))
         .await;
