@@ -197,6 +197,7 @@ fn stdio_listen_after_an_upstream_restart_is_a_fresh_one() {
     let child = eventually("the upstream child", || {
         h::children_of(shim.pid()).into_iter().next()
     });
+    // Stays real: the wait must reach the child before it is killed; nothing shows it.
     std::thread::sleep(Duration::from_millis(200));
     let killed = std::process::Command::new("kill")
         .args(["-KILL", &child.to_string()])

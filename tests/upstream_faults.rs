@@ -825,6 +825,7 @@ fn http_upstream_questions_go_to_the_call_whose_stream_carried_them() {
                 )
                 .send(),
             );
+            // Stays real: the plain call must be open upstream; nothing observable says so.
             tokio::time::sleep(Duration::from_millis(300)).await;
             let mut ask = json!({"name": "test_tool_with_task", "arguments": {}});
             ask["_meta"] = h::modern_meta(true);
@@ -1007,6 +1008,7 @@ async fn slow_calls_both_ways(
     fault: (Duration, impl FnOnce()),
 ) -> ((Value, Instant), (Value, Instant), Instant) {
     let fault = async {
+        // Stays real: the fault strikes real processes mid-call, at this offset.
         tokio::time::sleep(fault.0).await;
         (fault.1)();
         Instant::now()
