@@ -17,13 +17,14 @@
 mod support;
 
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use reqwest::{Client, StatusCode};
 use serde_json::{Value, json};
 use support::http::{
     HttpReference, HttpShim, LEGACY, MODERN, STEP, client, initialize, legacy, modern, rpc, send,
 };
+use support::poll;
 use support::schema::{Revision, assert_valid};
 use support::wire::{shim_bin, temp_path, text_of};
 
@@ -312,14 +313,14 @@ async fn modern_ok(c: &Client, shim: &HttpShim, token: &str, method: &str, param
 
 /// Polls a modern `tasks/get` until the task is terminal (bounded).
 async fn modern_settled(c: &Client, shim: &HttpShim, token: &str, task: &str) -> Value {
-    for _ in 0..200 {
+    let what = format!("task {task} to settle");
+    poll::until_async(&what, Duration::from_secs(20), || async move {
         let t = modern_ok(c, shim, token, "tasks/get", json!({"taskId": task})).await;
-        if ["completed", "failed", "cancelled"].contains(&t["status"].as_str().unwrap_or("")) {
-            return t;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("task {task} never settled");
+        ["completed", "failed", "cancelled"]
+            .contains(&t["status"].as_str().unwrap_or(""))
+            .then_some(t)
+    })
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -637,19 +638,12 @@ async fn an_outcome_seen_while_redis_is_frozen_is_stored_when_it_is_back() {
         .and_then(|c| c.get_connection())
         .expect("a probe connection");
     let key = format!("mcp-tasks-shim:rec:{id}");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
+    poll::until("the outcome in redis", Duration::from_secs(60), || {
         let stored: Option<String> = redis::cmd("GET").arg(&key).query(&mut raw).expect("GET");
         let stored: Value = serde_json::from_str(&stored.unwrap_or_default()).unwrap_or_default();
-        if stored["task"]["status"] == "completed" && stored["payload"]["kind"] == "result" {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the outcome never reached redis: {stored}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+        (stored["task"]["status"] == "completed" && stored["payload"]["kind"] == "result")
+            .then_some(())
+    });
     drop(upstream);
     let here = modern_ok(&c, &first, "t1", "tasks/get", json!({"taskId": id})).await;
     assert_eq!(here["status"], "completed", "{here}");
@@ -688,20 +682,21 @@ async fn a_legacy_task_that_ends_while_redis_is_frozen_reads_as_ended_when_it_is
     };
     // Frozen only once the waiter waits: the shim then watches the task.
     let c = reqwest::Client::new();
-    let metrics = format!("{}/metrics", first.base);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let text = c.get(&metrics).send().await.unwrap().text().await.unwrap();
-        let watched = text
-            .lines()
-            .find_map(|l| l.strip_prefix("mcp_shim_watched_tasks "))
-            .and_then(|v| v.trim().parse::<u64>().ok());
-        if watched.is_some_and(|n| n > 0) {
-            break;
-        }
-        assert!(Instant::now() < deadline, "the waiter never waited: {text}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let (c, metrics) = (&c, format!("{}/metrics", first.base));
+    let metrics = metrics.as_str();
+    poll::until_async(
+        "the waiter to wait",
+        Duration::from_secs(60),
+        || async move {
+            let text = c.get(metrics).send().await.unwrap().text().await.unwrap();
+            let watched = text
+                .lines()
+                .find_map(|l| l.strip_prefix("mcp_shim_watched_tasks "))
+                .and_then(|v| v.trim().parse::<u64>().ok());
+            watched.is_some_and(|n| n > 0).then_some(())
+        },
+    )
+    .await;
     redis.freeze();
     let seen = first
         .wait_logged(
@@ -723,15 +718,14 @@ async fn a_legacy_task_that_ends_while_redis_is_frozen_reads_as_ended_when_it_is
     // first has stored what it kept: wait for it (bounded).
     for shim in [&first, &second] {
         let mut alice = LegacyClient::connect(shim, "t1").await;
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let t = alice.rpc("tasks/get", json!({"taskId": id})).await;
-            if t["result"]["status"] == "completed" {
-                break;
-            }
-            assert!(Instant::now() < deadline, "never completed: {t}");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        poll::until_with("completed", Duration::from_secs(60), &mut alice, |alice| {
+            let id = id.clone();
+            Box::pin(async move {
+                let t = alice.rpc("tasks/get", json!({"taskId": id})).await;
+                (t["result"]["status"] == "completed").then_some(())
+            })
+        })
+        .await;
         let r = alice.ok("tasks/result", json!({"taskId": id})).await;
         assert!(text_of(&r).contains("outage"), "{r}");
         let page = alice.ok("tasks/list", json!({})).await;

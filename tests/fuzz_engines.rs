@@ -348,13 +348,9 @@ async fn run_sequence(
         } else {
             Duration::from_millis(30)
         };
-        let deadline = tokio::time::sleep(pause);
-        tokio::pin!(deadline);
-        loop {
-            tokio::select! {
-                Some(out) = outbox.recv() => run.receive(&front, out)?,
-                () = &mut deadline => break,
-            }
+        let deadline = tokio::time::Instant::now() + pause;
+        while let Ok(Some(out)) = tokio::time::timeout_at(deadline, outbox.recv()).await {
+            run.receive(&front, out)?;
             if is_seed
                 && waits_for
                     .as_ref()
@@ -364,15 +360,11 @@ async fn run_sequence(
             }
         }
     }
-    let deadline = tokio::time::sleep(SETTLE);
-    tokio::pin!(deadline);
+    let deadline = tokio::time::Instant::now() + SETTLE;
     while run.pending.keys().any(|id| !exempt.contains(id)) {
-        tokio::select! {
-            out = outbox.recv() => match out {
-                Some(out) => run.receive(&front, out)?,
-                None => break,
-            },
-            () = &mut deadline => break,
+        match tokio::time::timeout_at(deadline, outbox.recv()).await {
+            Ok(Some(out)) => run.receive(&front, out)?,
+            Ok(None) | Err(_) => break,
         }
     }
     let unanswered: Vec<String> = run

@@ -300,29 +300,21 @@ async fn run(legacy: bool, h: Hostility, picks: Vec<usize>) -> Result<(), String
             }
         }
         front.feed(m);
-        let deadline = tokio::time::sleep(Duration::from_millis(20));
-        tokio::pin!(deadline);
-        loop {
-            tokio::select! {
-                Some(out) = outbox.recv() => receive(&front, out, &mut pending)?,
-                () = &mut deadline => break,
-            }
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(20);
+        while let Ok(Some(out)) = tokio::time::timeout_at(deadline, outbox.recv()).await {
+            receive(&front, out, &mut pending)?;
         }
     }
-    let deadline = tokio::time::sleep(SETTLE);
-    tokio::pin!(deadline);
+    let deadline = tokio::time::Instant::now() + SETTLE;
     let endless_tasks = || {
         let f = fake.lock().unwrap();
         f.made_task && !f.ended_task
     };
     let may_wait = |id: &Id| may_wait.contains(id) || (plain_calls.contains(id) && endless_tasks());
     while pending.keys().any(|id| !may_wait(id)) {
-        tokio::select! {
-            out = outbox.recv() => match out {
-                Some(out) => receive(&front, out, &mut pending)?,
-                None => break,
-            },
-            () = &mut deadline => break,
+        match tokio::time::timeout_at(deadline, outbox.recv()).await {
+            Ok(Some(out)) => receive(&front, out, &mut pending)?,
+            Ok(None) | Err(_) => break,
         }
     }
     let hung: Vec<String> = pending

@@ -613,6 +613,23 @@ async fn two_waits(
     (sid, [result, driven])
 }
 
+/// Waits (bounded) until the shim at `base` watches `n` tasks (`/metrics`):
+/// the waits of [`two_waits`] have reached it.
+async fn watching(base: &str, n: u64) {
+    let (c, url) = (&client(), format!("{base}/metrics"));
+    let url = url.as_str();
+    let what = format!("{n} watched tasks");
+    support::poll::until_async(&what, Duration::from_secs(20), || async move {
+        let text = c.get(url).send().await.ok()?.text().await.ok()?;
+        let watched = text
+            .lines()
+            .find_map(|l| l.strip_prefix("mcp_shim_watched_tasks "))
+            .and_then(|v| v.trim().parse::<u64>().ok());
+        watched.is_some_and(|w| w >= n).then_some(())
+    })
+    .await;
+}
+
 /// A DELETE ends the session's waits too: a blocking `tasks/result` and a
 /// call whose task the shim drives get an error naming the DELETE at once,
 /// instead of waiting out their 30 s tasks to learn "Task not found".
@@ -622,7 +639,7 @@ async fn waits_end_with_the_session_that_deleted_them() {
     let c = client();
     let url = shim.url.as_str();
     let (sid, [result, driven]) = two_waits(&c, url).await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    watching(&shim.base, 2).await;
     assert!(!result.is_finished() && !driven.is_finished(), "both wait");
     let deleted = Instant::now();
     let (s, _, _) = send(c.delete(url).header("mcp-session-id", &sid)).await;
@@ -825,7 +842,8 @@ async fn sigterm_stops_the_shim_and_its_upstream() {
             }
         }
     });
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The shim drives the call's task: it is in flight.
+    watching(&shim.base, 1).await;
 
     let start = Instant::now();
     let status = tokio::task::spawn_blocking(move || {
@@ -910,7 +928,7 @@ async fn sigterm_answers_the_waits_on_an_http_upstream() {
     let c = client();
     let (_, [result, driven]) = two_waits(&c, &shim.url).await;
     let waits = [("tasks/result", result), ("tools/call", driven)];
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    watching(&shim.base, 2).await;
     let status = tokio::task::spawn_blocking(move || shim.terminate(Duration::from_secs(20)))
         .await
         .unwrap()

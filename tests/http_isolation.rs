@@ -466,28 +466,20 @@ async fn probe_foreign(
 /// checking that it is never anything but working or completed (a foreign
 /// cancel or update would show); returns the last answer.
 async fn owner_waits(c: &Client, url: &str, token: &str, id: &str, label: &str) -> Value {
-    let mut last = Value::Null;
-    for _ in 0..200 {
+    let what = format!("{label} to complete");
+    support::poll::until_async(&what, Duration::from_secs(20), || async move {
         let req = modern(c, url, 40, "tasks/get", json!({"taskId": id})).bearer_auth(token);
         let (s, body, _) = send(req).await;
         assert_eq!(s, 200, "{body}");
         assert_valid(Revision::Modern, &body, Some("tasks/get"));
-        let status = body["result"]["status"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned();
+        let status = body["result"]["status"].as_str().unwrap_or_default();
         assert!(
-            matches!(status.as_str(), "working" | "completed"),
+            matches!(status, "working" | "completed"),
             "{label} of its owner is {status}: {body}"
         );
-        last = body;
-        if status == "completed" {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-    assert_eq!(last["result"]["status"], "completed", "{label}: {last}");
-    last
+        (status == "completed").then_some(body)
+    })
+    .await
 }
 
 /// 2025-11-25 and 2026-07-28 clients side by side in front of a 2026-07-28

@@ -115,6 +115,7 @@ async fn a_question_goes_on_the_stream_of_the_call_that_asked() {
             plain("slow_compute", json!({"seconds": 1, "label": "b"})),
         );
         let (mut a, b) = tokio::join!(stream(&c, url, &sid, &asking), async {
+            // Stays real: the second call goes out just after the first, on real sockets.
             tokio::time::sleep(Duration::from_millis(5)).await;
             legacy(&c, url, Some(&sid), &other).send().await.unwrap()
         });
@@ -254,6 +255,7 @@ async fn questions_lost_with_a_closed_stream_come_again() {
     };
     let (s, _, _) = send(legacy(&c, url, Some(&sid), &answer(&q1))).await;
     assert_eq!(s, StatusCode::ACCEPTED);
+    // Stays real: the answer must have reached the child server; nothing shows it.
     tokio::time::sleep(Duration::from_millis(300)).await;
     // Again: every question not yet answered comes on the new stream.
     let mut again = stream(
@@ -461,16 +463,13 @@ async fn a_tasks_question_no_stream_can_carry_is_refused() {
         if early {
             // The question is asked (and waits for a stream) before the
             // client waits on the task.
-            let deadline = std::time::Instant::now() + Duration::from_secs(10);
-            loop {
+            let (task, json_only) = (task.as_str(), &json_only);
+            support::poll::until_async("input_required", Duration::from_secs(10), || async move {
                 let (_, got, _) =
                     send(json_only(&rpc(2, "tasks/get", json!({"taskId": task})))).await;
-                if got["result"]["status"] == "input_required" {
-                    break;
-                }
-                assert!(std::time::Instant::now() < deadline, "{got}");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
+                (got["result"]["status"] == "input_required").then_some(())
+            })
+            .await;
         }
         let wait = json_only(&rpc(3, "tasks/result", json!({"taskId": task})));
         let resp = tokio::time::timeout(Duration::from_secs(20), wait.send())

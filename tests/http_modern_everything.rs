@@ -17,7 +17,7 @@ mod support;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::channel;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -111,22 +111,15 @@ async fn ok(c: &reqwest::Client, url: &str, id: i64, method: &str, mut params: V
 
 /// Polls `tasks/get` until `done` holds (bounded).
 async fn poll(c: &reqwest::Client, url: &str, task: &str, done: impl Fn(&Value) -> bool) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let mut id = 100;
-    loop {
-        id += 1;
+    let what = format!("task {task} to be done");
+    let done = &done;
+    support::poll::until_async(&what, Duration::from_secs(20), || async move {
+        let id = 100 + support::wire::unique() as i64;
         let t = ok(c, url, id, "tasks/get", json!({"taskId": task})).await;
         assert_eq!(t["resultType"], "complete", "{t}");
-        if done(&t) {
-            return t;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "task {task} stuck in {}",
-            t["status"]
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+        done(&t).then_some(t)
+    })
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -10,15 +10,17 @@ mod support;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use support::http::{
     HttpReference, HttpShim, LEGACY, STEP, alive, children_of, client, legacy, rpc, send,
 };
+use support::poll;
 use support::schema::{Revision, assert_valid};
 use support::wire::{modern_reference, shim_bin, temp_path};
+use wait_timeout::ChildExt;
 
 /// Failure guard of every polling loop: far above what a busy 2-core
 /// machine needs (restart backoff included), never a timing assertion.
@@ -37,18 +39,12 @@ async fn get(c: &reqwest::Client, url: &str) -> (StatusCode, Value) {
 
 /// Polls `GET url` until its status is `want`; returns the body then.
 async fn until_status(c: &reqwest::Client, url: &str, want: StatusCode) -> Value {
-    let start = Instant::now();
-    loop {
+    let what = format!("{url} to answer {want}");
+    poll::until_async(&what, GUARD, || async move {
         let (status, body) = get(c, url).await;
-        if status == want {
-            return body;
-        }
-        assert!(
-            start.elapsed() < GUARD,
-            "{url} never answered {want} (last {status}: {body})"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+        (status == want).then_some(body)
+    })
+    .await
 }
 
 /// A legacy `initialize`, optionally with a bearer token.
@@ -76,18 +72,17 @@ async fn legacy_initialize(
 /// The only live child of the shim: its upstream (a failed restart
 /// attempt may linger as a zombie until it is reaped).
 fn upstream_pid(shim: &HttpShim) -> u32 {
-    let start = Instant::now();
-    loop {
+    poll::until("a single upstream child", GUARD, || {
         let live: Vec<u32> = children_of(shim.pid())
             .into_iter()
             .filter(|p| alive(*p))
             .collect();
         if let [pid] = live[..] {
-            return pid;
+            Some(pid)
+        } else {
+            None
         }
-        assert!(start.elapsed() < GUARD, "no single upstream child");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    })
 }
 
 fn kill(signal: &str, pid: u32) {
@@ -118,15 +113,12 @@ async fn until_metric(
     name: &str,
     ok: impl Fn(f64) -> bool,
 ) -> f64 {
-    let start = Instant::now();
-    loop {
+    let ok = &ok;
+    poll::until_async(name, GUARD, || async move {
         let v = metric(c, base, name).await;
-        if ok(v) {
-            return v;
-        }
-        assert!(start.elapsed() < GUARD, "{name} stayed at {v}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+        ok(v).then_some(v)
+    })
+    .await
 }
 
 /// The upstream command, run only while `gate` exists: with it removed a
@@ -143,13 +135,10 @@ fn gated_reference(gate: &Path) -> Vec<String> {
     cmd
 }
 
-/// Polls the shim's log until a line contains `needle`.
+/// Waits (bounded) until a line of the shim's log contains `needle`.
 async fn until_logged(shim: &HttpShim, needle: &str) {
-    let start = Instant::now();
-    while shim.logged(needle).is_empty() {
-        assert!(start.elapsed() < GUARD, "never logged {needle:?}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let seen = shim.wait_logged(needle, GUARD).await;
+    assert!(!seen.is_empty(), "never logged {needle:?}");
 }
 
 /// A port nothing listens on (bound, then released).
@@ -239,28 +228,25 @@ fn an_http_upstream_is_waited_for_and_readyz_follows_it() {
         let readyz = format!("{}/readyz", shim.base);
         // The first reason is "not probed yet"; the first refused attempt
         // replaces it.
-        let start = Instant::now();
-        let body = loop {
-            let (status, body) = get(&c, &readyz).await;
+        let (c, ready_url) = (&c, readyz.as_str());
+        let body = poll::until_async("an unreachable reason", GUARD, || async move {
+            let (status, body) = get(c, ready_url).await;
             assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
-            if body["reason"]
+            body["reason"]
                 .as_str()
                 .is_some_and(|r| r.contains("unreachable"))
-            {
-                break body;
-            }
-            assert!(start.elapsed() < GUARD, "no reason given: {body}");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        };
+                .then_some(body)
+        })
+        .await;
         assert_eq!(body["ready"], false, "{body}");
 
         let server = HttpReference::start_at("2026-07-28", &[], addr);
-        let body = until_status(&c, &readyz, StatusCode::OK).await;
+        let body = until_status(c, &readyz, StatusCode::OK).await;
         assert_eq!(body["upstream"], "up", "{body}");
         until_logged(&shim, "listening on").await;
 
         drop(server);
-        let body = until_status(&c, &readyz, StatusCode::SERVICE_UNAVAILABLE).await;
+        let body = until_status(c, &readyz, StatusCode::SERVICE_UNAVAILABLE).await;
         assert_eq!(body["upstream"], "down", "{body}");
         assert!(
             body["reason"]
@@ -269,7 +255,7 @@ fn an_http_upstream_is_waited_for_and_readyz_follows_it() {
             "{body}"
         );
         let _server = HttpReference::start_at("2026-07-28", &[], addr);
-        until_status(&c, &readyz, StatusCode::OK).await;
+        until_status(c, &readyz, StatusCode::OK).await;
     });
 }
 
@@ -285,16 +271,9 @@ fn an_upstream_that_never_comes_ends_the_wait_with_an_error() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn the shim");
-    let start = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if start.elapsed() > GUARD {
-            let _ = child.kill();
-            panic!("the shim still waits past --upstream-wait");
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    let Some(status) = child.wait_timeout(GUARD).unwrap() else {
+        let _ = child.kill();
+        panic!("the shim still waits past --upstream-wait");
     };
     let mut stderr = String::new();
     std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
@@ -445,18 +424,20 @@ fn the_token_file_is_read_again_on_sighup() {
 
         write_private(&file, "second-token=bob\n");
         kill("-HUP", shim.pid());
-        let start = Instant::now();
-        loop {
-            let (status, body, _) = legacy_initialize(&c, &shim.url, Some("second-token")).await;
+        // At --log warn nothing tells of the reload: the token's answer is
+        // all there is to watch.
+        let (c, url) = (&c, shim.url.as_str());
+        let body = poll::until_async("the new token to work", GUARD, || async move {
+            let (status, body, _) = legacy_initialize(c, url, Some("second-token")).await;
             if status == StatusCode::OK {
-                assert_valid(Revision::Legacy, &body, Some("initialize"));
-                break;
+                return Some(body);
             }
             assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
-            assert!(start.elapsed() < GUARD, "the new token never worked");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        let (status, body, _) = legacy_initialize(&c, &shim.url, Some("first-token")).await;
+            None
+        })
+        .await;
+        assert_valid(Revision::Legacy, &body, Some("initialize"));
+        let (status, body, _) = legacy_initialize(c, &shim.url, Some("first-token")).await;
         assert_eq!(status, StatusCode::UNAUTHORIZED, "a removed token: {body}");
         assert_valid(Revision::Legacy, &body, None);
         let _ = std::fs::remove_file(&file);

@@ -86,15 +86,8 @@ fn assert_listen_for(listen: &Value, task: &str) {
 
 /// Waits (bounded) until `read` finds what it looks for.
 #[track_caller]
-fn eventually<T>(what: &str, mut read: impl FnMut() -> Option<T>) -> T {
-    let start = Instant::now();
-    loop {
-        if let Some(v) = read() {
-            return v;
-        }
-        assert!(start.elapsed() < WAIT, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(25));
-    }
+fn eventually<T>(what: &str, read: impl FnMut() -> Option<T>) -> T {
+    support::poll::until(what, WAIT, read)
 }
 
 /// What `slow_compute {seconds: 1, label}` answers.
@@ -204,6 +197,7 @@ fn stdio_listen_after_an_upstream_restart_is_a_fresh_one() {
     let child = eventually("the upstream child", || {
         h::children_of(shim.pid()).into_iter().next()
     });
+    // Stays real: the wait must reach the child before it is killed; nothing shows it.
     std::thread::sleep(Duration::from_millis(200));
     let killed = std::process::Command::new("kill")
         .args(["-KILL", &child.to_string()])
@@ -350,10 +344,10 @@ fn http_listen_lost_mid_wait_is_opened_again() {
             json!({"taskId": task}),
         );
         let cutter = async {
-            let deadline = Instant::now() + WAIT;
-            while listens() == 0 && Instant::now() < deadline {
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
+            support::poll::until_async("a listen", WAIT, || async {
+                (listens() > 0).then_some(())
+            })
+            .await;
             // Past the read that follows the acknowledgement.
             tokio::time::sleep(Duration::from_millis(300)).await;
             fwd.cut_all();

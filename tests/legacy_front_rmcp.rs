@@ -52,19 +52,18 @@ fn legacy_client_through_the_shim_against_an_rmcp_task_server() {
     let polled = r["task"]["taskId"].as_str().unwrap().to_owned();
     let mut statuses = Vec::new();
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    loop {
+    let within = deadline.saturating_duration_since(std::time::Instant::now());
+    support::poll::until("the polled task to complete", within, || {
         let t = shim.ok("tasks/get", json!({"taskId": polled}));
         let status = t["status"].as_str().unwrap().to_owned();
         assert!(t.get("result").is_none(), "payloads are stripped: {t}");
         statuses.push(status.clone());
         if status == "completed" {
-            break;
+            return Some(());
         }
-        assert_eq!(status, "working", "{t}");
-        assert!(std::time::Instant::now() < deadline, "stuck: {statuses:?}");
-        // The server's own poll hint; the loop is bounded by the deadline.
-        std::thread::sleep(Duration::from_millis(50));
-    }
+        assert_eq!(status, "working", "{t}: {statuses:?}");
+        None
+    });
     let result = shim.ok("tasks/result", json!({"taskId": polled}));
     assert_eq!(text_of(&result), "slow 'polled' finished after 0.3 s");
     assert_eq!(result["_meta"][RELATED]["taskId"], polled.as_str());

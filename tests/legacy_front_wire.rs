@@ -362,15 +362,10 @@ fn a_cancelled_task_does_not_keep_its_old_status_message() {
     // never answers.
     shim.auto_answer = false;
     let id = create(&mut shim, "confirm_delete", json!({"filename": "a.txt"}));
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let before = loop {
+    let before = support::poll::until("input_required", Duration::from_secs(10), || {
         let t = shim.ok("tasks/get", json!({"taskId": id}));
-        if t["status"] == "input_required" {
-            break t;
-        }
-        assert!(Instant::now() < deadline, "never input_required: {t}");
-        std::thread::sleep(Duration::from_millis(50));
-    };
+        (t["status"] == "input_required").then_some(t)
+    });
     let waiting = before["statusMessage"].clone();
     assert!(waiting.is_string(), "{before}");
     let cancelled = shim.ok("tasks/cancel", json!({"taskId": id}));

@@ -330,6 +330,7 @@ async fn tasks_granted_no_ttl_do_not_fill_the_cap_for_good() {
                 .contains("task limit"),
             "{full}"
         );
+        // Stays real: the child shim's own 1.5 s retention expiring is the point.
         tokio::time::sleep(Duration::from_millis(2000)).await;
         let again = s.ok("tools/call", call.clone(), true).await;
         assert_eq!(again["resultType"], "task", "{again}");
@@ -399,6 +400,7 @@ async fn a_round_whose_call_timed_out_sends_the_server_no_answer() {
         let mut s = Raw::new(&["--request-timeout", "1s"], &upstream);
         s.ok("server/discover", json!({}), true).await;
         let (state, key) = plain_round(&mut s).await;
+        // Stays real: the child shim's own 1 s --request-timeout firing is the point.
         tokio::time::sleep(Duration::from_millis(1600)).await;
         let e = s
             .err(

@@ -44,10 +44,12 @@ fn scripted_init() -> Value {
 
 /// A legacy server with two plain tools: `older` waits for the answer to
 /// a question it asks (untagged) once `newer` has been called; `newer`
-/// is answered right after the question, in the same breath.
+/// is answered right after the question, in the same breath. `older_open`
+/// is told when `older` has arrived.
 async fn scripted_server(
     mut from_shim: mpsc::UnboundedReceiver<Message>,
     to_shim: mpsc::UnboundedSender<Message>,
+    older_open: Arc<tokio::sync::Notify>,
 ) {
     let mut older: Option<Id> = None;
     while let Some(msg) = from_shim.recv().await {
@@ -68,6 +70,7 @@ async fn scripted_server(
                 }
                 "tools/call" if r.params.as_ref().unwrap()["name"] == "older" => {
                     older = Some(r.id.clone());
+                    older_open.notify_one();
                 }
                 "tools/call" => {
                     // The question (for `older`), then `newer`'s answer.
@@ -121,7 +124,12 @@ async fn both_calls_finish() -> Vec<String> {
         Arc::new(MemoryLedger::default()),
         BridgeConfig::default(),
     );
-    tokio::spawn(scripted_server(server_end.from_shim, server_end.to_shim));
+    let older_open = Arc::new(tokio::sync::Notify::new());
+    tokio::spawn(scripted_server(
+        server_end.from_shim,
+        server_end.to_shim,
+        older_open.clone(),
+    ));
     front.follow(events);
     let (out, mut outbox) = mpsc::unbounded_channel();
     let session = front.session(mcp_tasks_shim::scope::Principal::new("client").into(), out);
@@ -138,7 +146,9 @@ async fn both_calls_finish() -> Vec<String> {
     outbox.recv().await.expect("tools/list answered");
     session.handle_client(call(1, "older", Map::new()));
     // `older` is open upstream before `newer` is called.
-    tokio::time::sleep(Duration::from_millis(20)).await;
+    tokio::time::timeout(Duration::from_secs(10), older_open.notified())
+        .await
+        .expect("older reaches the server");
     session.handle_client(call(2, "newer", Map::new()));
     let mut texts = Vec::new();
     let mut next_id = 3;

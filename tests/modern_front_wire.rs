@@ -614,33 +614,37 @@ async fn a_cancelled_tasks_open_question_is_answered_upstream() {
             s.ok("tasks/cancel", json!({"taskId": id}), true).await;
         }
         // Every question the server asked is answered, cancelled.
-        let deadline = Instant::now() + Duration::from_secs(3);
-        loop {
-            let asked: Vec<Value> = read_jsonl(&got)
-                .into_iter()
-                .filter(|m| m["method"] == "elicitation/create")
-                .collect();
-            let answers = read_jsonl(&sent);
-            let open: Vec<&Value> = asked
-                .iter()
-                .filter(|q| {
-                    !answers
-                        .iter()
-                        .any(|a| a["id"] == q["id"] && a.get("method").is_none())
-                })
-                .collect();
-            if open.is_empty() {
-                assert!(asked.len() >= 20, "{asked:#?}");
-                for a in answers.iter().filter(|a| {
-                    a.get("method").is_none() && asked.iter().any(|q| q["id"] == a["id"])
-                }) {
-                    assert_eq!(a["result"], json!({"action": "cancel"}), "{a}");
+        let (got, sent) = (&got, &sent);
+        support::poll::until_async(
+            "every question answered",
+            Duration::from_secs(3),
+            || async move {
+                let asked: Vec<Value> = read_jsonl(got)
+                    .into_iter()
+                    .filter(|m| m["method"] == "elicitation/create")
+                    .collect();
+                let answers = read_jsonl(sent);
+                let open: Vec<&Value> = asked
+                    .iter()
+                    .filter(|q| {
+                        !answers
+                            .iter()
+                            .any(|a| a["id"] == q["id"] && a.get("method").is_none())
+                    })
+                    .collect();
+                if open.is_empty() {
+                    assert!(asked.len() >= 20, "{asked:#?}");
+                    for a in answers.iter().filter(|a| {
+                        a.get("method").is_none() && asked.iter().any(|q| q["id"] == a["id"])
+                    }) {
+                        assert_eq!(a["result"], json!({"action": "cancel"}), "{a}");
+                    }
+                    return Some(());
                 }
-                break;
-            }
-            assert!(Instant::now() < deadline, "left unanswered: {open:#?}");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+                None
+            },
+        )
+        .await;
         s.close().await;
     })
     .await

@@ -357,17 +357,19 @@ async fn modern_task_polled_to_completion_and_ids_do_not_collide() {
 
 /// Polls `tasks/get` until `status` (or a terminal one); returns the answer.
 async fn poll(c: &Client, url: &str, task: &str, status: &str) -> Value {
-    for i in 0..150 {
-        let get = modern(1000 + i, "tasks/get", json!({"taskId": task}), true);
+    let what = format!("task {task} to reach {status}");
+    support::poll::until_async(&what, Duration::from_secs(15), || async move {
+        let id = 1000 + support::wire::unique() as i64;
+        let get = modern(id, "tasks/get", json!({"taskId": task}), true);
         let v = modern_call(c, url, get, StatusCode::OK).await;
-        let s = v["result"]["status"].as_str().unwrap().to_owned();
-        if s == status || ["completed", "failed", "cancelled"].contains(&s.as_str()) {
+        let s = v["result"]["status"].as_str().unwrap();
+        if s == status || ["completed", "failed", "cancelled"].contains(&s) {
             assert_eq!(s, status, "{v}");
-            return v;
+            return Some(v);
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("task {task} never reached {status}");
+        None
+    })
+    .await
 }
 
 #[tokio::test]

@@ -41,7 +41,7 @@ fn spawn_server() -> Child {
 }
 
 /// Copies lines from `from` to `to`, logging each as `dir`.
-fn relay<R, W>(from: R, mut to: W, dir: &'static str, log: Log)
+fn relay<R, W>(from: R, mut to: W, dir: &'static str, log: Log) -> tokio::task::JoinHandle<()>
 where
     R: tokio::io::AsyncRead + Unpin + Send + 'static,
     W: tokio::io::AsyncWrite + Unpin + Send + 'static,
@@ -57,7 +57,7 @@ where
             }
             let _ = to.flush().await;
         }
-    });
+    })
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -72,13 +72,14 @@ async fn rmcp_flow() {
     let mut server = spawn_server();
     let (client_end, relay_end) = tokio::io::duplex(1 << 16);
     let (relay_read, relay_write) = tokio::io::split(relay_end);
-    relay(relay_read, server.stdin.take().unwrap(), "c2s", log.clone());
-    relay(
+    let c2s = relay(relay_read, server.stdin.take().unwrap(), "c2s", log.clone());
+    // Ends with the server; nothing waits for it.
+    drop(relay(
         server.stdout.take().unwrap(),
         relay_write,
         "s2c",
         log.clone(),
-    );
+    ));
 
     let config = ClientConfig::new(
         ClientCapabilities::builder()
@@ -108,7 +109,11 @@ async fn rmcp_flow() {
     .await;
 
     running.cancel().await.expect("close client");
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // The client's end is closed: its relay logs what is left and ends.
+    timeout(Duration::from_secs(10), c2s)
+        .await
+        .expect("the client's relay ends")
+        .expect("the relay task");
     let conversation = log.lock().unwrap().clone();
     assert!(
         conversation

@@ -230,16 +230,14 @@ async fn call(
 }
 
 async fn task_in(link: &mcp_tasks_shim::upstream::Link, id: &str, status: &str) -> Value {
-    for _ in 0..200 {
+    let what = format!("task {id} to reach {status}");
+    support::poll::until_async(&what, Duration::from_secs(5), || async move {
         let t = call(link, "tasks/get", json!({"taskId": id}))
             .await
             .unwrap();
-        if t["status"] == status {
-            return t;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    panic!("task {id} never reached {status}");
+        (t["status"] == status).then_some(t)
+    })
+    .await
 }
 
 #[tokio::test]

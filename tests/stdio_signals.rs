@@ -67,16 +67,12 @@ impl Upstream {
 
     /// The pid, once the wrapper has written it.
     fn pid(&mut self) -> u32 {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
+        let pid = support::poll::until("the upstream's pid", Duration::from_secs(10), || {
             let read = std::fs::read_to_string(&self.pidfile).unwrap_or_default();
-            if let Ok(pid) = read.trim().parse() {
-                self.pid = Some(pid);
-                return pid;
-            }
-            assert!(Instant::now() < deadline, "the upstream wrote no pid");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+            read.trim().parse().ok()
+        });
+        self.pid = Some(pid);
+        pid
     }
 
     /// Whether it has exited, waiting a little for it (its parent, the

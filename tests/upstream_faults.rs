@@ -500,22 +500,18 @@ fn legacy_client_task_reads_failed_after_a_restart() {
         .expect("a task")
         .to_owned();
     let deadline = Instant::now() + Duration::from_secs(15);
-    while !stamp.0.exists() {
-        assert!(Instant::now() < deadline, "the relay never faulted");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    support::poll::until("the relay's fault", Duration::from_secs(15), || {
+        stamp.0.exists().then_some(())
+    });
     // Asked across the restart: the wait's poll meets the new upstream,
     // which does not know the task. (A wait that started before the
     // child's death was noticed fails with the death instead; ask again.)
-    let r = loop {
+    let within = deadline.saturating_duration_since(Instant::now());
+    let r = support::poll::until("a tasks/result past the death", within, || {
         let r = shim.call("tasks/result", json!({"taskId": task_id}));
         let message = r["error"]["message"].as_str().unwrap_or_default();
-        if !message.contains("upstream exited") {
-            break r;
-        }
-        assert!(Instant::now() < deadline, "tasks/result kept failing: {r}");
-        std::thread::sleep(Duration::from_millis(50));
-    };
+        (!message.contains("upstream exited")).then_some(r)
+    });
     stamp.report("stdio legacy→modern kill + restart (tasks/result)");
     assert_upstream_error(&r, "no longer knows this task");
     assert!(
@@ -829,6 +825,7 @@ fn http_upstream_questions_go_to_the_call_whose_stream_carried_them() {
                 )
                 .send(),
             );
+            // Stays real: the plain call must be open upstream; nothing observable says so.
             tokio::time::sleep(Duration::from_millis(300)).await;
             let mut ask = json!({"name": "test_tool_with_task", "arguments": {}});
             ask["_meta"] = h::modern_meta(true);
@@ -1011,6 +1008,7 @@ async fn slow_calls_both_ways(
     fault: (Duration, impl FnOnce()),
 ) -> ((Value, Instant), (Value, Instant), Instant) {
     let fault = async {
+        // Stays real: the fault strikes real processes mid-call, at this offset.
         tokio::time::sleep(fault.0).await;
         (fault.1)();
         Instant::now()
@@ -1510,26 +1508,25 @@ fn http_legacy_tasks_read_failed_once_the_upstream_is_gone() {
         assert_upstream_error(&body, "upstream exited");
         // The shim learns the end is for good just after the fault's
         // answer: bounded retries.
-        let deadline = Instant::now() + Duration::from_secs(5);
-        let (listed, entry) = loop {
-            let (_, listed, _) = h::send(h::legacy(
-                &c,
-                &shim.url,
-                Some(&sid),
-                &h::rpc(4, "tasks/list", json!({})),
-            ))
+        let (c, url, sid, task) = (&c, shim.url.as_str(), sid.as_str(), task.as_str());
+        let (listed, entry) =
+            support::poll::until_async("the task failed", Duration::from_secs(5), || async move {
+                let (_, listed, _) = h::send(h::legacy(
+                    c,
+                    url,
+                    Some(sid),
+                    &h::rpc(4, "tasks/list", json!({})),
+                ))
+                .await;
+                support::schema::assert_valid(Revision::Legacy, &listed, Some("tasks/list"));
+                let entry = listed["result"]["tasks"]
+                    .as_array()
+                    .and_then(|t| t.iter().find(|t| t["taskId"] == task))
+                    .unwrap_or_else(|| panic!("the task is listed: {listed}"))
+                    .clone();
+                (entry["status"] == "failed").then_some((listed, entry))
+            })
             .await;
-            support::schema::assert_valid(Revision::Legacy, &listed, Some("tasks/list"));
-            let entry = listed["result"]["tasks"]
-                .as_array()
-                .and_then(|t| t.iter().find(|t| t["taskId"] == task.as_str()))
-                .unwrap_or_else(|| panic!("the task is listed: {listed}"))
-                .clone();
-            if entry["status"] == "failed" || Instant::now() > deadline {
-                break (listed, entry);
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        };
         assert_eq!(entry["status"], "failed", "{listed}");
         assert!(
             entry["statusMessage"]
@@ -1539,9 +1536,9 @@ fn http_legacy_tasks_read_failed_once_the_upstream_is_gone() {
             "{entry}"
         );
         let (_, got, _) = h::send(h::legacy(
-            &c,
+            c,
             &shim.url,
-            Some(&sid),
+            Some(sid),
             &h::rpc(5, "tasks/get", json!({"taskId": task})),
         ))
         .await;

@@ -11,6 +11,7 @@
 pub mod forwarder;
 pub mod http;
 pub mod peers;
+pub mod poll;
 pub mod redis;
 pub mod schema;
 pub mod wire;

@@ -414,16 +414,9 @@ pub fn read_jsonl(path: &std::path::Path) -> Vec<Value> {
 /// waiting for it until `deadline`.
 #[track_caller]
 pub fn recorded(path: &std::path::Path, deadline: Instant, pred: impl Fn(&Value) -> bool) -> Value {
-    loop {
-        let lines = read_jsonl(path);
-        if let Some(m) = lines.iter().find(|m| pred(m)) {
-            return m.clone();
-        }
-        assert!(
-            Instant::now() < deadline,
-            "not in {}: {lines:#?}",
-            path.display()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let what = format!("a matching line in {}", path.display());
+    let within = deadline.saturating_duration_since(Instant::now());
+    super::poll::until(&what, within, || {
+        read_jsonl(path).into_iter().find(|m| pred(m))
+    })
 }
