@@ -346,53 +346,8 @@ impl HttpShim {
             clock,
             closing: tokio::sync::watch::Sender::new(false),
         });
-        let pump = app.clone();
-        let ended = app.clone();
-        crate::bridge::spawn_follower(
-            events,
-            move |ev| {
-                let pump = pump.clone();
-                async move { pump.upstream_event(ev).await }
-            },
-            move || {
-                if let Some(front) = &ended.modern {
-                    front.upstream_ended();
-                }
-                if let Some(front) = &ended.legacy {
-                    front.upstream_ended();
-                }
-            },
-        );
-        let mut sweepers = Vec::new();
-        sweepers.push(crate::bridge::spawn_sweeper(
-            Arc::downgrade(&app),
-            |app: Arc<App>| async move {
-                app.metrics.upkeep();
-                0
-            },
-        ));
-        if let Some(front) = &app.legacy {
-            sweepers.push(crate::bridge::spawn_sweeper(
-                Arc::downgrade(front),
-                |f: Arc<LegacyFront>| async move { f.sweep().await },
-            ));
-        }
-        if let Some(front) = &app.modern {
-            sweepers.push(crate::bridge::spawn_sweeper(
-                Arc::downgrade(front),
-                |f: Arc<ModernFront>| async move { f.sweep().await },
-            ));
-        }
-        if app.opts.session_idle_timeout.is_some() {
-            sweepers.push(crate::bridge::spawn_sweeper(
-                Arc::downgrade(&app),
-                |app: Arc<App>| async move { legacy::expire_idle(&app).await },
-            ));
-            sweepers.push(crate::bridge::spawn_sweeper(
-                Arc::downgrade(&app),
-                |app: Arc<App>| async move { legacy_relay::expire_idle(&app) },
-            ));
-        }
+        follow_upstream(&app, events);
+        let sweepers = spawn_sweepers(&app);
         Ok(HttpShim {
             app,
             background: Arc::new(Mutex::new(Background { sweepers, child })),
@@ -525,6 +480,64 @@ impl HttpShim {
             let _ = child.kill().await;
         }
     }
+}
+
+/// The upstream's events (notifications, server requests, its end) fed
+/// to the front that bridges them, on a task of their own.
+fn follow_upstream(app: &Arc<App>, events: tokio::sync::mpsc::UnboundedReceiver<UpstreamEvent>) {
+    let pump = app.clone();
+    let ended = app.clone();
+    crate::bridge::spawn_follower(
+        events,
+        move |ev| {
+            let pump = pump.clone();
+            async move { pump.upstream_event(ev).await }
+        },
+        move || {
+            if let Some(front) = &ended.modern {
+                front.upstream_ended();
+            }
+            if let Some(front) = &ended.legacy {
+                front.upstream_ended();
+            }
+        },
+    );
+}
+
+/// The periodic upkeep [`HttpShim::finish`] stops: metrics, each front's
+/// expired tasks, and idle sessions when they time out.
+fn spawn_sweepers(app: &Arc<App>) -> Vec<tokio::task::JoinHandle<()>> {
+    let mut sweepers = Vec::new();
+    sweepers.push(crate::bridge::spawn_sweeper(
+        Arc::downgrade(app),
+        |app: Arc<App>| async move {
+            app.metrics.upkeep();
+            0
+        },
+    ));
+    if let Some(front) = &app.legacy {
+        sweepers.push(crate::bridge::spawn_sweeper(
+            Arc::downgrade(front),
+            |f: Arc<LegacyFront>| async move { f.sweep().await },
+        ));
+    }
+    if let Some(front) = &app.modern {
+        sweepers.push(crate::bridge::spawn_sweeper(
+            Arc::downgrade(front),
+            |f: Arc<ModernFront>| async move { f.sweep().await },
+        ));
+    }
+    if app.opts.session_idle_timeout.is_some() {
+        sweepers.push(crate::bridge::spawn_sweeper(
+            Arc::downgrade(app),
+            |app: Arc<App>| async move { legacy::expire_idle(&app).await },
+        ));
+        sweepers.push(crate::bridge::spawn_sweeper(
+            Arc::downgrade(app),
+            |app: Arc<App>| async move { legacy_relay::expire_idle(&app) },
+        ));
+    }
+    sweepers
 }
 
 /// Serves the endpoint until `shutdown` resolves, then stops the upstream.
