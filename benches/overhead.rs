@@ -368,13 +368,13 @@ impl HttpFleet {
             format!(
                 "[proxy]\nname = \"overhead\"\nseparator = \"/\"\n\n\
                  [proxy.listen]\nhost = \"127.0.0.1\"\nport = {port}\n\n\
+                 [observability]\nlog_level = \"warn\"\n\n\
                  [[backends]]\nname = \"{MCP_PROXY_BACKEND}\"\ntransport = \"http\"\nurl = \"{server}\"\n"
             ),
         )?;
         let mut child = Command::new(bin)
             .arg("--config")
             .arg(&config)
-            .env("RUST_LOG", "warn")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
