@@ -18,15 +18,16 @@
 //! server: shim/relay26 is the translating path against a base whose
 //! server cost is the shim's own (a verdict of its own, same target).
 //!
-//! The 2025-11-25 HTTP pass-through scenario puts the shim beside the peer
-//! gateway **mcp-proxy** 0.6 (`scripts/bench.sh` installs it under
-//! `.tools/mcp-proxy`; `OVERHEAD_MCP_PROXY` names another binary; without
-//! one the comparison is skipped with a message), both in front of the
-//! same 2025-11-25 reference server: mcp-proxy 0.6 connects to its
-//! backends with `initialize` only, so the 2026-07-28 server is out of its
-//! reach. It is measured on `tools/call` (it namespaces the tool as
-//! `ref/greet`; it does not forward the tasks utility). Target: shim p50 no
-//! slower than mcp-proxy's (≤ 1.00×).
+//! The peer-gateway scenario puts the shim beside **mcp-proxy** 0.6
+//! (`scripts/bench.sh` installs it under `.tools/mcp-proxy`;
+//! `OVERHEAD_MCP_PROXY` names another binary; without one the comparison
+//! is skipped with a message): a 2026-07-28 client through either to the
+//! same 2025-11-25 reference server. mcp-proxy 0.6 connects to its
+//! backends with `initialize` only (the 2026-07-28 server refuses it), and
+//! the shim relays no 2025-11-25 HTTP session to a 2025-11-25 server, so
+//! this is the one server both front. Measured on `tools/call` (mcp-proxy
+//! namespaces the tool as `ref/greet` and does not forward the tasks
+//! utility). Target: shim p50 no slower than mcp-proxy's (≤ 1.00×).
 //!
 //! Scenarios: pass-through (modern client, modern server) and translating
 //! (legacy client; the shim in front of a modern server, direct and relay
@@ -459,8 +460,10 @@ enum HttpScenario {
     PassModern,
     /// 2025-11-25 client, shim in front of the 2026-07-28 server.
     Translating,
-    /// 2025-11-25 client, shim (and mcp-proxy) in front of the 2025-11-25 server.
-    PassLegacy,
+    /// 2026-07-28 client, the shim and mcp-proxy in front of the
+    /// 2025-11-25 server (the one server both can reach): no direct or
+    /// relay target, the legacy server does not speak the client's revision.
+    PeerGateway,
 }
 
 /// A bare relay to `server` (a URL with its path); the relayed URL.
@@ -483,9 +486,8 @@ async fn http_targets(
     let (rev, server, upstream) = match scenario {
         HttpScenario::PassModern => (Revision::Modern, &servers.modern, &servers.modern),
         HttpScenario::Translating => (Revision::Legacy, &servers.legacy, &servers.modern),
-        HttpScenario::PassLegacy => (Revision::Legacy, &servers.legacy, &servers.legacy),
+        HttpScenario::PeerGateway => (Revision::Modern, &servers.legacy, &servers.legacy),
     };
-    let relay_url = http_relay(fleet, server).await?;
     let shim = shim_cmd(
         cfg,
         &[
@@ -498,11 +500,12 @@ async fn http_targets(
         &[],
     );
     let shim_url = fleet.spawn(&shim, &[QUIET]).await?;
-    let mut urls = vec![
-        ("direct", server.clone(), rev),
-        ("relay", relay_url, rev),
-        ("shim", shim_url, rev),
-    ];
+    let mut urls = vec![("shim", shim_url, rev)];
+    if scenario != HttpScenario::PeerGateway {
+        let relay_url = http_relay(fleet, server).await?;
+        urls.insert(0, ("relay", relay_url, rev));
+        urls.insert(0, ("direct", server.clone(), rev));
+    }
     if scenario == HttpScenario::Translating {
         urls.push((UPSTREAM, servers.modern.clone(), Revision::Modern));
         let relay26 = http_relay(fleet, &servers.modern).await?;
@@ -519,7 +522,7 @@ async fn http_targets(
             ops,
         });
     }
-    if scenario == HttpScenario::PassLegacy {
+    if scenario == HttpScenario::PeerGateway {
         match mcp_proxy_binary() {
             Some(bin) => {
                 let url = fleet.spawn_mcp_proxy(&bin, server).await?;
@@ -600,8 +603,8 @@ async fn run_round(cfg: &Config) -> Result<Vec<Verdict>> {
             HttpScenario::Translating,
         ),
         (
-            "HTTP pass-through 2025-11-25 (legacy → legacy; mcp-proxy beside the shim)",
-            HttpScenario::PassLegacy,
+            "HTTP peer gateway (modern → shim / mcp-proxy → legacy)",
+            HttpScenario::PeerGateway,
         ),
     ];
     if http.iter().any(|(name, _)| cfg.wants(name)) {
