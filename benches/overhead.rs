@@ -13,7 +13,21 @@
 //! client talking directly to the 2026-07-28 server the shim forwards to.
 //! Direct and relay talk to the 2025-11-25 server, as the target says, so
 //! the shim/relay ratio also counts what the newer server costs more; the
-//! run prints that part beside the verdict.
+//! run prints that part beside the verdict. A fifth, **relay26**, is a
+//! 2026-07-28 client through the same bare relay to that same 2026-07-28
+//! server: shim/relay26 is the translating path against a base whose
+//! server cost is the shim's own (a verdict of its own, same target).
+//!
+//! The peer-gateway scenario puts the shim beside **mcp-proxy** 0.6
+//! (`scripts/bench.sh` installs it under `.tools/mcp-proxy`;
+//! `OVERHEAD_MCP_PROXY` names another binary; without one the comparison
+//! is skipped with a message): a 2026-07-28 client through either to the
+//! same 2025-11-25 reference server. mcp-proxy 0.6 connects to its
+//! backends with `initialize` only (the 2026-07-28 server refuses it), and
+//! the shim relays no 2025-11-25 HTTP session to a 2025-11-25 server, so
+//! this is the one server both front. Measured on `tools/call` (mcp-proxy
+//! namespaces the tool as `ref/greet` and does not forward the tasks
+//! utility). Target: shim p50 no slower than mcp-proxy's (≤ 1.00×).
 //!
 //! Scenarios: pass-through (modern client, modern server) and translating
 //! (legacy client; the shim in front of a modern server, direct and relay
@@ -65,6 +79,14 @@ use schema::Revision;
 const ROLE: &str = "OVERHEAD_ROLE";
 /// Shim p50 may be at most this many times the relay's.
 const TARGET: f64 = 1.10;
+/// Shim p50 may be at most this many times the peer gateway's.
+const PEER_TARGET: f64 = 1.00;
+/// Label of the relay to the same 2026-07-28 server (translating scenarios).
+const RELAY26: &str = "relay26";
+/// Label of the peer gateway's target.
+const MCP_PROXY: &str = "mcp-proxy";
+/// The backend name mcp-proxy prefixes the tool names with.
+const MCP_PROXY_BACKEND: &str = "ref";
 const SHIM: &str = env!("CARGO_BIN_EXE_mcp-tasks-shim");
 
 fn main() -> ExitCode {
@@ -173,11 +195,14 @@ struct Target {
     ops: Ops,
 }
 
-/// The shim against the relay for one request in one round.
+/// The shim against one base for one request in one round.
 struct Verdict {
     scenario: &'static str,
     request: &'static str,
-    /// p50 shim / relay.
+    /// The label of the target the shim is compared with.
+    base: &'static str,
+    target: f64,
+    /// p50 shim / base.
     ratio: f64,
     /// Translating only: the ratio free translation would still give.
     floor: Option<f64>,
@@ -186,16 +211,17 @@ struct Verdict {
 /// The verdicts of all rounds, per comparison: each round's ratio, and
 /// the verdict on their median.
 fn summarise(rounds: usize, verdicts: &[Verdict]) {
-    println!("\n## summary over {rounds} round(s): p50 shim / relay, verdict on the median\n");
-    let mut keys: Vec<(&str, &str)> = Vec::new();
+    println!("\n## summary over {rounds} round(s): p50 shim / base, verdict on the median\n");
+    let mut keys: Vec<(&str, &str, &str, f64)> = Vec::new();
     for v in verdicts {
-        if !keys.contains(&(v.scenario, v.request)) {
-            keys.push((v.scenario, v.request));
+        let key = (v.scenario, v.request, v.base, v.target);
+        if !keys.contains(&key) {
+            keys.push(key);
         }
     }
     let mut passed = 0;
-    for &(scenario, request) in &keys {
-        let of = |v: &&Verdict| v.scenario == scenario && v.request == request;
+    for &(scenario, request, base, target) in &keys {
+        let of = |v: &&Verdict| v.scenario == scenario && v.request == request && v.base == base;
         let mut ratios: Vec<f64> = verdicts.iter().filter(of).map(|v| v.ratio).collect();
         let each = ratios
             .iter()
@@ -203,7 +229,7 @@ fn summarise(rounds: usize, verdicts: &[Verdict]) {
             .collect::<Vec<_>>()
             .join(", ");
         let mid = middle(&mut ratios);
-        let pass = mid <= TARGET;
+        let pass = mid <= target;
         passed += usize::from(pass);
         let mut floors: Vec<f64> = verdicts.iter().filter(of).filter_map(|v| v.floor).collect();
         let floor = if floors.is_empty() {
@@ -212,12 +238,12 @@ fn summarise(rounds: usize, verdicts: &[Verdict]) {
             format!("; floor median {:.2}×", middle(&mut floors))
         };
         println!(
-            "{scenario:<22} {request:<11} rounds {each}: median {mid:.2}× {}{floor}",
+            "{scenario:<27} {request:<11} shim/{base:<9} rounds {each}: median {mid:.2}× (≤ {target:.2}×) {}{floor}",
             if pass { "PASS" } else { "MISS" }
         );
     }
     println!(
-        "\nsummary: {passed} of {} comparisons within {TARGET:.2}× of the relay at p50 (median of {rounds} round(s))",
+        "\nsummary: {passed} of {} comparisons within their targets at p50 (median of {rounds} round(s))",
         keys.len()
     );
 }
@@ -276,6 +302,12 @@ async fn stdio_targets(cfg: &Config, rev: Revision) -> Result<Vec<Target>> {
             vec![QUIET],
             Revision::Modern,
         ));
+        cmds.push((
+            RELAY26,
+            relay_cmd(&ref_cmd("2026-07-28"))?,
+            vec![QUIET, (ROLE, "stdio-relay")],
+            Revision::Modern,
+        ));
     }
     let mut targets = Vec::new();
     for (label, cmd, envs, rev) in cmds {
@@ -295,6 +327,8 @@ async fn stdio_targets(cfg: &Config, rev: Revision) -> Result<Vec<Target>> {
 #[derive(Default)]
 struct HttpFleet {
     children: Vec<Child>,
+    /// Configuration files of children that read one.
+    configs: Vec<tempfile::TempDir>,
 }
 
 impl HttpFleet {
@@ -317,6 +351,54 @@ impl HttpFleet {
         tokio::spawn(forward_lines(err, tx));
         self.children.push(child);
         wait_url(rx).await
+    }
+
+    /// Starts mcp-proxy with one HTTP backend, `server`; returns its MCP
+    /// endpoint once it accepts connections (it prints no address).
+    async fn spawn_mcp_proxy(&mut self, bin: &std::path::Path, server: &str) -> Result<String> {
+        // A free port: mcp-proxy binds the configured one and does not
+        // report an ephemeral one back.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
+        let dir = tempfile::tempdir()?;
+        let config = dir.path().join("proxy.toml");
+        // No middleware: the gateway's bare forwarding path, as the shim's.
+        std::fs::write(
+            &config,
+            format!(
+                "[proxy]\nname = \"overhead\"\nseparator = \"/\"\n\n\
+                 [proxy.listen]\nhost = \"127.0.0.1\"\nport = {port}\n\n\
+                 [observability]\nlog_level = \"warn\"\n\n\
+                 [[backends]]\nname = \"{MCP_PROXY_BACKEND}\"\ntransport = \"http\"\nurl = \"{server}\"\n"
+            ),
+        )?;
+        let mut child = Command::new(bin)
+            .arg("--config")
+            .arg(&config)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| format!("cannot start {}: {e}", bin.display()))?;
+        let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+        let out = child.stdout.take().ok_or("no stdout")?;
+        let err = child.stderr.take().ok_or("no stderr")?;
+        tokio::spawn(forward_lines(out, tx.clone()));
+        tokio::spawn(forward_lines(err, tx));
+        self.children.push(child);
+        self.configs.push(dir);
+        let addr = format!("127.0.0.1:{port}");
+        let ready = async {
+            while tokio::net::TcpStream::connect(&addr).await.is_err() {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        };
+        tokio::time::timeout(client::STEP, ready)
+            .await
+            .map_err(|_| format!("mcp-proxy did not listen on {addr} in time"))?;
+        Ok(format!("http://{addr}/"))
     }
 }
 
@@ -370,23 +452,42 @@ async fn http_servers(fleet: &mut HttpFleet) -> Result<HttpServers> {
     })
 }
 
-async fn http_targets(
-    cfg: &Config,
-    fleet: &mut HttpFleet,
-    servers: &HttpServers,
-    rev: Revision,
-) -> Result<Vec<Target>> {
-    let server = match rev {
-        Revision::Modern => &servers.modern,
-        Revision::Legacy => &servers.legacy,
-    };
-    let relay_base = fleet
+/// The HTTP scenarios: which client revision, and which server the shim
+/// forwards to.
+#[derive(Clone, Copy, PartialEq)]
+enum HttpScenario {
+    /// 2026-07-28 client, shim in front of the 2026-07-28 server.
+    PassModern,
+    /// 2025-11-25 client, shim in front of the 2026-07-28 server.
+    Translating,
+    /// 2026-07-28 client, the shim and mcp-proxy in front of the
+    /// 2025-11-25 server (the one server both can reach): no direct or
+    /// relay target, the legacy server does not speak the client's revision.
+    PeerGateway,
+}
+
+/// A bare relay to `server` (a URL with its path); the relayed URL.
+async fn http_relay(fleet: &mut HttpFleet, server: &str) -> Result<String> {
+    let base = fleet
         .spawn(
             &relay_cmd(&[origin(server).to_owned()])?,
             &[(ROLE, "http-relay")],
         )
         .await?;
-    let relay_url = format!("{relay_base}{}", &server[origin(server).len()..]);
+    Ok(format!("{base}{}", &server[origin(server).len()..]))
+}
+
+async fn http_targets(
+    cfg: &Config,
+    fleet: &mut HttpFleet,
+    servers: &HttpServers,
+    scenario: HttpScenario,
+) -> Result<Vec<Target>> {
+    let (rev, server, upstream) = match scenario {
+        HttpScenario::PassModern => (Revision::Modern, &servers.modern, &servers.modern),
+        HttpScenario::Translating => (Revision::Legacy, &servers.legacy, &servers.modern),
+        HttpScenario::PeerGateway => (Revision::Modern, &servers.legacy, &servers.legacy),
+    };
     let shim = shim_cmd(
         cfg,
         &[
@@ -394,18 +495,21 @@ async fn http_targets(
             "--listen",
             "127.0.0.1:0",
             "--upstream-url",
-            &servers.modern,
+            upstream,
         ],
         &[],
     );
     let shim_url = fleet.spawn(&shim, &[QUIET]).await?;
-    let mut urls = vec![
-        ("direct", server.clone(), rev),
-        ("relay", relay_url, rev),
-        ("shim", shim_url, rev),
-    ];
-    if rev == Revision::Legacy {
+    let mut urls = vec![("shim", shim_url, rev)];
+    if scenario != HttpScenario::PeerGateway {
+        let relay_url = http_relay(fleet, server).await?;
+        urls.insert(0, ("relay", relay_url, rev));
+        urls.insert(0, ("direct", server.clone(), rev));
+    }
+    if scenario == HttpScenario::Translating {
         urls.push((UPSTREAM, servers.modern.clone(), Revision::Modern));
+        let relay26 = http_relay(fleet, &servers.modern).await?;
+        urls.push((RELAY26, relay26, Revision::Modern));
     }
     let mut targets = Vec::new();
     for (label, url, rev) in urls {
@@ -418,7 +522,41 @@ async fn http_targets(
             ops,
         });
     }
+    if scenario == HttpScenario::PeerGateway {
+        match mcp_proxy_binary() {
+            Some(bin) => {
+                let url = fleet.spawn_mcp_proxy(&bin, server).await?;
+                let tool = format!("{MCP_PROXY_BACKEND}/greet");
+                let (peer, ops) = HttpPeer::start_greet_only(&url, rev, &tool)
+                    .await
+                    .map_err(|e| format!("{MCP_PROXY} ({url}): {e}"))?;
+                targets.push(Target {
+                    label: MCP_PROXY,
+                    peer: Peer::Http(peer),
+                    ops,
+                });
+            }
+            None => println!(
+                "\n(mcp-proxy not found at {}: the shim / mcp-proxy comparison is skipped; \
+                 scripts/bench.sh installs it, OVERHEAD_MCP_PROXY names another binary)",
+                default_mcp_proxy().display()
+            ),
+        }
+    }
     Ok(targets)
+}
+
+/// Where `scripts/bench.sh` installs mcp-proxy.
+fn default_mcp_proxy() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".tools/mcp-proxy/bin/mcp-proxy")
+}
+
+/// The mcp-proxy binary to measure, if there is one.
+fn mcp_proxy_binary() -> Option<std::path::PathBuf> {
+    let path = std::env::var_os("OVERHEAD_MCP_PROXY")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(default_mcp_proxy);
+    path.is_file().then_some(path)
 }
 
 async fn run(cfg: &Config) -> Result<Vec<Verdict>> {
@@ -456,21 +594,28 @@ async fn run_round(cfg: &Config) -> Result<Vec<Verdict>> {
         }
     }
     let http = [
-        ("HTTP pass-through (modern → modern)", Revision::Modern),
+        (
+            "HTTP pass-through (modern → modern)",
+            HttpScenario::PassModern,
+        ),
         (
             "HTTP translating (legacy → shim → modern; relay/direct: legacy → legacy)",
-            Revision::Legacy,
+            HttpScenario::Translating,
+        ),
+        (
+            "HTTP peer gateway (modern → shim / mcp-proxy → legacy)",
+            HttpScenario::PeerGateway,
         ),
     ];
     if http.iter().any(|(name, _)| cfg.wants(name)) {
         let mut fleet = HttpFleet::default();
         let servers = http_servers(&mut fleet).await?;
         let mut hops = Hops::new();
-        for (name, rev) in http {
+        for (name, scenario) in http {
             if !cfg.wants(name) {
                 continue;
             }
-            let mut targets = http_targets(cfg, &mut fleet, &servers, rev).await?;
+            let mut targets = http_targets(cfg, &mut fleet, &servers, scenario).await?;
             verdicts.extend(measure(cfg, name, &mut targets, &mut hops).await?);
         }
     }
@@ -521,60 +666,69 @@ async fn measure(
 ) -> Result<Vec<Verdict>> {
     println!("\n## {name}\n");
     println!(
-        "{:<11} {:<8} {:>9} {:>9} {:>10}",
+        "{:<11} {:<9} {:>9} {:>9} {:>10}",
         "request", "target", "p50 µs", "p99 µs", "req/s"
     );
     let mut verdicts = Vec::new();
+    let scenario = name.split(" (").next().unwrap_or(name);
     for which in ["tools/call", "tasks/get"] {
         let pick = |ops: &Ops| match which {
-            "tools/call" => ops.greet.clone(),
+            "tools/call" => Some(ops.greet.clone()),
             _ => ops.get.clone(),
         };
-        let n = targets.len();
-        for t in targets.iter_mut() {
-            let op = pick(&t.ops);
-            t.peer.latency(&op, cfg.warmup, &mut Vec::new()).await?;
+        // The targets that take part in this request, with their op.
+        let active: Vec<(usize, client::Op)> = targets
+            .iter()
+            .enumerate()
+            .filter_map(|(i, t)| pick(&t.ops).map(|op| (i, op)))
+            .collect();
+        let n = active.len();
+        for (i, op) in &active {
+            targets[*i]
+                .peer
+                .latency(op, cfg.warmup, &mut Vec::new())
+                .await?;
         }
         let mut samples = vec![Vec::with_capacity(cfg.requests); n];
         let rounds = cfg.requests.div_ceil(cfg.batch);
         for r in 0..rounds {
             for k in 0..n {
-                let i = (r + k) % n;
-                let op = pick(&targets[i].ops);
-                targets[i]
+                let j = (r + k) % n;
+                let (i, op) = &active[j];
+                targets[*i]
                     .peer
-                    .latency(&op, cfg.batch, &mut samples[i])
+                    .latency(op, cfg.batch, &mut samples[j])
                     .await?;
             }
         }
         let mut rates = vec![Vec::new(); n];
         for r in 0..cfg.slices {
             for k in 0..n {
-                let i = (r + k) % n;
-                let op = pick(&targets[i].ops);
-                rates[i].push(targets[i].peer.throughput(&op, cfg).await?);
+                let j = (r + k) % n;
+                let (i, op) = &active[j];
+                rates[j].push(targets[*i].peer.throughput(op, cfg).await?);
             }
         }
         let mut p50 = Vec::new();
-        for (i, t) in targets.iter().enumerate() {
-            let s = &mut samples[i];
+        for (j, (i, _)) in active.iter().enumerate() {
+            let s = &mut samples[j];
             s.sort_by(f64::total_cmp);
             let (a, b) = (percentile(s, 0.50), percentile(s, 0.99));
             p50.push(a);
             println!(
-                "{:<11} {:<8} {:>9.1} {:>9.1} {:>10.0}",
+                "{:<11} {:<9} {:>9.1} {:>9.1} {:>10.0}",
                 which,
-                t.label,
+                targets[*i].label,
                 a,
                 b,
-                median(&mut rates[i])
+                median(&mut rates[j])
             );
         }
         let at = |label: &str| {
-            targets
+            active
                 .iter()
-                .position(|t| t.label == label)
-                .map(|i| p50[i])
+                .position(|(i, _)| targets[*i].label == label)
+                .map(|j| p50[j])
         };
         if let (Some(shim), Some(relay), Some(direct)) = (at("shim"), at("relay"), at("direct")) {
             let ratio = shim / relay;
@@ -586,8 +740,10 @@ async fn measure(
                 relay / direct
             );
             let mut verdict = Verdict {
-                scenario: name.split(" (").next().unwrap_or(name),
+                scenario,
                 request: which,
+                base: "relay",
+                target: TARGET,
                 ratio,
                 floor: None,
             };
@@ -618,6 +774,25 @@ async fn measure(
                 hops.insert(which, shim - relay);
             }
             verdicts.push(verdict);
+        }
+        // The shim against a base other than the relay: the relay to the
+        // same 2026-07-28 server, the peer gateway.
+        for (base, target) in [(RELAY26, TARGET), (MCP_PROXY, PEER_TARGET)] {
+            if let (Some(shim), Some(b)) = (at("shim"), at(base)) {
+                let ratio = shim / b;
+                println!(
+                    "{which}: p50 shim/{base} {ratio:.2}× {} (target ≤ {target:.2}×)",
+                    if ratio <= target { "PASS" } else { "MISS" },
+                );
+                verdicts.push(Verdict {
+                    scenario,
+                    request: which,
+                    base,
+                    target,
+                    ratio,
+                    floor: None,
+                });
+            }
         }
     }
     Ok(verdicts)

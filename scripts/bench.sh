@@ -27,6 +27,19 @@ mkdir -p "$(dirname "$report")"
   echo "load:    $(cut -d' ' -f1-3 /proc/loadavg) (1/5/15 min, at start)"
 } | tee "$report"
 
+# The overhead bench compares the shim with the peer gateway mcp-proxy 0.6
+# (a release build of several minutes, done once; kept in .tools/, which
+# git ignores). Only here: CI and scripts/test.sh never need it. Without it
+# the bench skips that comparison and says so.
+mcp_proxy=.tools/mcp-proxy/bin/mcp-proxy
+if [[ " ${benches[*]} " == *" overhead "* ]] && [ ! -x "$mcp_proxy" ]; then
+  echo "installing mcp-proxy 0.6.0 into .tools/mcp-proxy (once)"
+  # Its 2026-07-28 front; none of the default middleware (otel, oauth, …).
+  cargo install mcp-proxy --version 0.6.0 --locked --no-default-features \
+    --features protocol-2026-07-28 --root .tools/mcp-proxy 2>&1 | tail -n 2 ||
+    echo "mcp-proxy did not install; the overhead bench will skip it"
+fi
+
 # Build everything first so compilation does not overlap the measurements.
 cargo bench --features rmcp --no-run $(printf -- '--bench %s ' "${benches[@]}") 2>&1 | tail -n 2
 

@@ -70,12 +70,11 @@ fn with_meta(rev: Revision, mut params: Value) -> Value {
     params
 }
 
-fn greet_op(rev: Revision) -> Op {
-    let p = with_meta(
-        rev,
-        json!({"name": "greet", "arguments": {"name": "bench"}}),
-    );
-    Op::new("tools/call", "greet", &p)
+/// `tools/call` of the reference servers' `greet`, under the name the
+/// target lists it by (a gateway that namespaces its backends renames it).
+fn greet_op(rev: Revision, tool: &str) -> Op {
+    let p = with_meta(rev, json!({"name": tool, "arguments": {"name": "bench"}}));
+    Op::new("tools/call", tool, &p)
 }
 
 fn get_op(rev: Revision, task_id: &str) -> Op {
@@ -143,11 +142,13 @@ fn reply_id(bytes: &[u8]) -> Result<Option<i64>> {
     Ok(r.id)
 }
 
-/// The two hot-path requests of a connected, set-up client.
+/// The hot-path requests of a connected, set-up client.
 #[derive(Debug, Clone)]
 pub(crate) struct Ops {
     pub(crate) greet: Op,
-    pub(crate) get: Op,
+    /// `None` for a target that is only measured on `tools/call` (a
+    /// gateway that does not forward the tasks utility).
+    pub(crate) get: Option<Op>,
 }
 
 // ---------------------------------------------------------------------------
@@ -206,10 +207,10 @@ impl StdioPeer {
         let created = self.call("tools/call", create_params(rev)).await?;
         let task_id = task_id_of(rev, &created)?;
         let ops = Ops {
-            greet: greet_op(rev),
-            get: get_op(rev, &task_id),
+            greet: greet_op(rev, "greet"),
+            get: Some(get_op(rev, &task_id)),
         };
-        for op in [&ops.greet, &ops.get] {
+        for op in [Some(&ops.greet), ops.get.as_ref()].into_iter().flatten() {
             self.call_op(op).await?;
         }
         Ok(ops)
@@ -357,6 +358,24 @@ pub(crate) struct HttpPeer {
 impl HttpPeer {
     /// Connects to `url` and sets the session up.
     pub(crate) async fn start(url: &str, rev: Revision) -> Result<(HttpPeer, Ops)> {
+        Self::start_with(url, rev, None).await
+    }
+
+    /// Like [`HttpPeer::start`], for a target measured on `tools/call`
+    /// only, that lists `greet` as `tool`: no task is created.
+    pub(crate) async fn start_greet_only(
+        url: &str,
+        rev: Revision,
+        tool: &str,
+    ) -> Result<(HttpPeer, Ops)> {
+        Self::start_with(url, rev, Some(tool)).await
+    }
+
+    async fn start_with(
+        url: &str,
+        rev: Revision,
+        greet_only: Option<&str>,
+    ) -> Result<(HttpPeer, Ops)> {
         let client = reqwest::Client::builder()
             .connect_timeout(STEP)
             .timeout(STEP)
@@ -367,11 +386,11 @@ impl HttpPeer {
             rev,
             session: None,
         };
-        let ops = peer.setup().await?;
+        let ops = peer.setup(greet_only).await?;
         Ok((peer, ops))
     }
 
-    async fn setup(&mut self) -> Result<Ops> {
+    async fn setup(&mut self, greet_only: Option<&str>) -> Result<Ops> {
         let rev = self.rev;
         if rev == Revision::Legacy {
             let (_, sid) = self
@@ -388,15 +407,23 @@ impl HttpPeer {
                 return Err(format!("notifications/initialized: HTTP {}", resp.status()).into());
             }
         }
-        let (created, _) = self
-            .call_op(&Op::new("tools/call", "slow_compute", &create_params(rev)))
-            .await?;
-        let task_id = task_id_of(rev, &created)?;
-        let ops = Ops {
-            greet: greet_op(rev),
-            get: get_op(rev, &task_id),
+        let ops = match greet_only {
+            Some(tool) => Ops {
+                greet: greet_op(rev, tool),
+                get: None,
+            },
+            None => {
+                let (created, _) = self
+                    .call_op(&Op::new("tools/call", "slow_compute", &create_params(rev)))
+                    .await?;
+                let task_id = task_id_of(rev, &created)?;
+                Ops {
+                    greet: greet_op(rev, "greet"),
+                    get: Some(get_op(rev, &task_id)),
+                }
+            }
         };
-        for op in [&ops.greet, &ops.get] {
+        for op in [Some(&ops.greet), ops.get.as_ref()].into_iter().flatten() {
             self.call_op(op).await?;
         }
         Ok(ops)

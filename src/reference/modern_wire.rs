@@ -69,6 +69,8 @@ pub(crate) fn discover() -> Value {
         "instructions": "Reference MCP server (2026-07-28 + tasks extension) of mcp-tasks-shim: a test fixture.",
         "ttlMs": 0,
         "cacheScope": "public",
+        "resultType": result_type::COMPLETE,
+        "_meta": {META_SERVER_INFO: super::server_info()},
     })
 }
 
@@ -78,8 +80,10 @@ pub(crate) fn finish_result(mut v: Value) -> Value {
         m.entry("resultType")
             .or_insert_with(|| json!(result_type::COMPLETE));
         let meta = m.entry("_meta").or_insert_with(|| json!({}));
-        if meta.is_object() {
-            meta[META_SERVER_INFO] = super::server_info();
+        // `server/discover` has set the full one already.
+        if let Value::Object(meta) = meta {
+            meta.entry(META_SERVER_INFO)
+                .or_insert_with(super::server_id);
         }
     }
     v
