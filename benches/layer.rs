@@ -210,7 +210,7 @@ async fn run(
     println!("\n2025-11-25 through the shim: layer vs CLI proxy (target < 1.00×)");
     for (what, a, b) in [
         ("tools/call greet", &layer_ops.greet, &proxy_ops.greet),
-        ("tasks/get", &layer_ops.get, &proxy_ops.get),
+        ("tasks/get", tasks_get(&layer_ops)?, tasks_get(&proxy_ops)?),
     ] {
         let ratio = compare(
             cfg,
@@ -248,12 +248,19 @@ async fn pass_through(
     let mut ok = true;
     for (what, a, b) in [
         ("tools/call greet", &layer_ops.greet, &bare_ops.greet),
-        ("tasks/get", &layer_ops.get, &bare_ops.get),
+        ("tasks/get", tasks_get(&layer_ops)?, tasks_get(&bare_ops)?),
     ] {
         let ratio = compare(cfg, what, ("layer", &layer_peer, a), (short, &bare_peer, b)).await?;
         ok &= verdict(ratio <= PASS_TARGET);
     }
     Ok(ok)
+}
+
+/// The `tasks/get` op of a peer set up with a task (`HttpPeer::start`).
+fn tasks_get(ops: &client::Ops) -> Result<&Op> {
+    ops.get
+        .as_ref()
+        .ok_or_else(|| "the peer was set up without a task".into())
 }
 
 fn verdict(met: bool) -> bool {
