@@ -21,9 +21,11 @@
 //! include the hand-off of each transaction to tokio's blocking pool.
 
 use std::hint::black_box;
+use std::sync::LazyLock;
 use std::time::Instant;
 
 use mcp_tasks_shim::ledger::{DiskLedger, MemoryLedger, RedisLedger, TaskLedger, TaskRecord};
+use mcp_tasks_shim::scope::{Principal, Scope};
 use mcp_tasks_shim::wire::modern::Payload;
 use mcp_tasks_shim::wire::{TaskStatus, legacy};
 use serde_json::json;
@@ -56,9 +58,19 @@ fn block<T>(f: impl std::future::Future<Output = T>) -> T {
     RUNTIME.with(|rt| rt.block_on(f))
 }
 
-fn record(scope: &str, id: &str) -> TaskRecord {
+/// The scope of the principal `name`, built once (not inside a timed call).
+fn scope(name: &str) -> Scope {
+    Principal::new(name).into()
+}
+
+static SMALL_SCOPE: LazyLock<Scope> = LazyLock::new(|| scope("small"));
+static BIG_SCOPE: LazyLock<Scope> = LazyLock::new(|| scope("big"));
+static INS_SCOPE: LazyLock<Scope> = LazyLock::new(|| scope("ins"));
+static RES_SCOPE: LazyLock<Scope> = LazyLock::new(|| scope("res"));
+
+fn record(scope: &Scope, id: &str) -> TaskRecord {
     TaskRecord {
-        scope: scope.into(),
+        scope: scope.clone(),
         task: legacy::Task {
             task_id: id.into(),
             status: TaskStatus::Working,
@@ -91,10 +103,10 @@ fn time(n: usize, mut op: impl FnMut(usize)) -> f64 {
     per_call[BATCHES / 2]
 }
 
-/// Fills `scope` with `n` records (ids `{scope}-{i}`).
-fn fill(l: &dyn TaskLedger, scope: &str, n: usize) {
+/// Fills `scope` with `n` records (ids `{name}-{i}`).
+fn fill(l: &dyn TaskLedger, scope: &Scope, name: &str, n: usize) {
     for i in 0..n {
-        block(l.insert(record(scope, &format!("{scope}-{i}")), 0)).expect("insert");
+        block(l.insert(record(scope, &format!("{name}-{i}")), 0)).expect("insert");
     }
 }
 
@@ -117,8 +129,8 @@ fn main() {
     let server = redis_server::RedisServer::start();
     let redis = block(RedisLedger::open(&server.url(), "bench", 100_000)).expect("redis");
     for l in [&mem as &dyn TaskLedger, &disk, &redis] {
-        fill(l, "small", SMALL);
-        fill(l, "big", BIG);
+        fill(l, &SMALL_SCOPE, "small", SMALL);
+        fill(l, &BIG_SCOPE, "big", BIG);
     }
     println!("ledger file in {}", dir.path().display());
     println!(
@@ -128,32 +140,37 @@ fn main() {
 
     let ops: [(&str, usize, &Op); 6] = [
         ("insert (new task)", 50, &|l, i| {
-            block(l.insert(record("ins", &format!("ins-{i}")), 0)).unwrap()
+            block(l.insert(record(&INS_SCOPE, &format!("ins-{i}")), 0)).unwrap()
         }),
         ("get (hit)", 2_000, &|l, i| {
-            black_box(block(l.get("big", &format!("big-{}", i % BIG), 0)).unwrap());
+            black_box(block(l.get(&BIG_SCOPE, &format!("big-{}", i % BIG), 0)).unwrap());
         }),
         ("get (foreign scope: a miss)", 2_000, &|l, i| {
-            black_box(block(l.get("small", &format!("big-{}", i % BIG), 0)).unwrap());
+            black_box(block(l.get(&SMALL_SCOPE, &format!("big-{}", i % BIG), 0)).unwrap());
         }),
         ("update that changes nothing (a poll)", 2_000, &|l, i| {
             black_box(
-                block(l.update("big", &format!("big-{}", i % BIG), 0, &mut |r| {
-                    r.task.status = TaskStatus::Working
-                }))
+                block(
+                    l.update(&BIG_SCOPE, &format!("big-{}", i % BIG), 0, &mut |r| {
+                        r.task.status = TaskStatus::Working
+                    }),
+                )
                 .unwrap(),
             );
         }),
         ("update with a change (result cached)", 50, &|l, i| {
             black_box(
-                block(l.update("big", &format!("big-{}", i % BIG), 0, &mut |r| {
-                    r.payload = Payload::Result(json!({"content": [{"type": "text", "text": i}]}))
-                }))
+                block(
+                    l.update(&BIG_SCOPE, &format!("big-{}", i % BIG), 0, &mut |r| {
+                        r.payload =
+                            Payload::Result(json!({"content": [{"type": "text", "text": i}]}))
+                    }),
+                )
                 .unwrap(),
             );
         }),
         ("list: first page of 50 (scope of 200)", 500, &|l, _| {
-            black_box(block(l.list("small", None, 50, 0)).unwrap());
+            black_box(block(l.list(&SMALL_SCOPE, None, 50, 0)).unwrap());
         }),
     ];
     for (name, n, op) in ops {
@@ -163,13 +180,13 @@ fn main() {
         row(name, m, d, r);
     }
     let m = time(500, |_| {
-        black_box(block(mem.list("big", None, 50, 0)).unwrap());
+        black_box(block(mem.list(&BIG_SCOPE, None, 50, 0)).unwrap());
     });
     let d = time(500, |_| {
-        black_box(block(disk.list("big", None, 50, 0)).unwrap());
+        black_box(block(disk.list(&BIG_SCOPE, None, 50, 0)).unwrap());
     });
     let r = time(500, |_| {
-        black_box(block(redis.list("big", None, 50, 0)).unwrap());
+        black_box(block(redis.list(&BIG_SCOPE, None, 50, 0)).unwrap());
     });
     row("list: first page of 50 (scope of 2000)", m, d, r);
     concurrent_redis(&server.url());
@@ -210,7 +227,7 @@ fn concurrent_redis(url: &str) {
                         callers.spawn(async move {
                             for i in 0..CALLS {
                                 let id = format!("big-{}", (t * CALLS + i) % BIG);
-                                black_box(l.get("big", &id, 0).await.unwrap());
+                                black_box(l.get(&BIG_SCOPE, &id, 0).await.unwrap());
                             }
                         });
                     }
@@ -239,18 +256,18 @@ fn concurrent_redis(url: &str) {
 /// second decodes 1 MiB and the first should cost what a small record does.
 fn big_result(mem: &MemoryLedger) {
     let text = "x".repeat(1 << 20);
-    let mut r = record("res", "res-1");
+    let mut r = record(&RES_SCOPE, "res-1");
     r.task.status = TaskStatus::Completed;
     r.payload = Payload::Result(json!({"content": [{"type": "text", "text": text}]}));
     block(mem.insert(r, 0)).expect("insert");
     let small = time(2_000, |_| {
-        black_box(block(mem.get_task("big", "big-7", 0)).unwrap());
+        black_box(block(mem.get_task(&BIG_SCOPE, "big-7", 0)).unwrap());
     });
     let task_only = time(2_000, |_| {
-        black_box(block(mem.get_task("res", "res-1", 0)).unwrap());
+        black_box(block(mem.get_task(&RES_SCOPE, "res-1", 0)).unwrap());
     });
     let full = time(20, |_| {
-        black_box(block(mem.get("res", "res-1", 0)).unwrap());
+        black_box(block(mem.get(&RES_SCOPE, "res-1", 0)).unwrap());
     });
     println!();
     println!("a completed task holding a 1 MiB result (memory ledger)");

@@ -29,6 +29,7 @@ use mcp_tasks_shim::bridge::legacy_front::{LegacyFront, LegacySession};
 use mcp_tasks_shim::ids::format_iso;
 use mcp_tasks_shim::jsonrpc::Message;
 use mcp_tasks_shim::ledger::{MemoryLedger, TaskLedger, TaskRecord};
+use mcp_tasks_shim::scope::Scope;
 use mcp_tasks_shim::upstream::channel;
 use mcp_tasks_shim::wire::modern::Payload;
 use mcp_tasks_shim::wire::{TaskStatus, legacy};
@@ -97,9 +98,9 @@ impl Rng {
     }
 }
 
-/// A principal's scope key, as a resolver's principal is filed.
-fn scope(p: usize) -> String {
-    principal(p).scope().key().to_owned()
+/// A principal's scope, as a resolver's principal is filed.
+fn scope(p: usize) -> Scope {
+    principal(p).into()
 }
 
 fn principal(p: usize) -> mcp_tasks_shim::scope::Principal {
@@ -107,7 +108,7 @@ fn principal(p: usize) -> mcp_tasks_shim::scope::Principal {
 }
 
 /// A completed task as the legacy front stores it, with its cached result.
-fn record(rng: &mut Rng, scope: String, i: usize) -> TaskRecord {
+fn record(rng: &mut Rng, scope: Scope, i: usize) -> TaskRecord {
     let t = time::OffsetDateTime::UNIX_EPOCH + time::Duration::seconds(1_795_000_000 + i as i64);
     let created_at = format_iso(t);
     let last_updated_at = format_iso(t + time::Duration::milliseconds(1_250));
@@ -171,7 +172,7 @@ struct Subject {
     total: usize,
     ledger: Arc<MemoryLedger>,
     /// The scope measured (a principal in the middle of the insert order).
-    scope: String,
+    scope: Scope,
     /// The cursor of the second page of `scope`.
     cursor: String,
     session: Arc<LegacySession>,

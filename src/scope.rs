@@ -104,9 +104,41 @@ impl Scope {
         Scope::new(Origin::Session, session_id)
     }
 
+    /// The scope a ledger filed under `key` (what [`Scope::key`] gave), as
+    /// a store that keeps keys rebuilds it on reading. Crate-only: open to
+    /// other code it would let a caller name any origin's scope.
+    ///
+    /// A key under no origin's prefix (a ledger written before scopes were
+    /// typed) comes back as itself under [`Origin::Custom`]: no caller's
+    /// scope equals it (theirs is `principal:…`), and no sweep drops it.
+    pub(crate) fn from_key(key: &str) -> Scope {
+        if key == Origin::Anonymous.prefix() {
+            return Scope::anonymous();
+        }
+        let origin = [
+            Origin::Token,
+            Origin::Header,
+            Origin::Custom,
+            Origin::Session,
+            Origin::Stdio,
+        ]
+        .into_iter()
+        .find(|o| key.starts_with(o.prefix()))
+        .unwrap_or(Origin::Custom);
+        Scope {
+            origin,
+            key: key.to_owned(),
+        }
+    }
+
     /// The key the ledger files this scope's tasks under.
     pub fn key(&self) -> &str {
         &self.key
+    }
+
+    /// The key, for a store that keeps it (see [`Scope::from_key`]).
+    pub(crate) fn into_key(self) -> String {
+        self.key
     }
 
     /// Where the identity came from.
@@ -132,16 +164,6 @@ impl Scope {
     /// The key prefixes of the scopes that end with their session.
     pub fn session_key_prefixes() -> [&'static str; 2] {
         [Origin::Session.prefix(), Origin::Stdio.prefix()]
-    }
-}
-
-/// A scope reads as its ledger key where a key is wanted (the
-/// [`crate::ledger::TaskLedger`] files records under plain keys).
-impl std::ops::Deref for Scope {
-    type Target = str;
-
-    fn deref(&self) -> &str {
-        &self.key
     }
 }
 
@@ -245,6 +267,27 @@ mod tests {
         assert!(Scope::key_ends_with_session(Scope::session("s").key()));
         assert!(!Scope::key_ends_with_session(Scope::anonymous().key()));
         assert_ne!(Scope::stdio(), Scope::stdio(), "each stdio client its own");
+    }
+
+    /// A ledger's stored key reads back as the scope that wrote it, and a
+    /// key from before scopes were typed as nobody's live scope.
+    #[test]
+    fn a_stored_key_rebuilds_its_scope() {
+        let scopes = [
+            Principal::token("t").scope().clone(),
+            Principal::header("h").scope().clone(),
+            Principal::new("header:x").scope().clone(),
+            Scope::session("s"),
+            Scope::stdio(),
+            Scope::anonymous(),
+        ];
+        for s in scopes {
+            assert_eq!(Scope::from_key(s.key()), s);
+        }
+        let old = Scope::from_key("alice");
+        assert_eq!(old.key(), "alice");
+        assert_ne!(old, Scope::from(Principal::new("alice")));
+        assert!(!old.ends_with_session());
     }
 
     #[test]

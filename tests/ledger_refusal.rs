@@ -15,10 +15,11 @@ use mcp_tasks_shim::bridge::legacy_front::LegacyFront;
 use mcp_tasks_shim::bridge::modern_front::ModernFront;
 use mcp_tasks_shim::jsonrpc::Message;
 use mcp_tasks_shim::ledger::{
-    Change, LedgerError, MemoryLedger, Millis, Page, TaskLedger, TaskRecord,
+    Change, Detail, Found, LedgerError, MemoryLedger, Millis, Page, TaskLedger, TaskRecord,
 };
 use mcp_tasks_shim::reference::ReferenceServer;
 use mcp_tasks_shim::revision::{self, Revision};
+use mcp_tasks_shim::scope::Scope;
 use mcp_tasks_shim::upstream::{AnyUpstream, Link, channel};
 use serde_json::{Value, json};
 use support::schema::{Revision as SchemaRev, assert_valid};
@@ -28,7 +29,8 @@ use tokio::time::timeout;
 const STEP: Duration = Duration::from_secs(10);
 
 /// The memory ledger, except that every insert finds the scope full: the
-/// last slot went to another call between the check and the insert.
+/// last slot went to another call between the check (which passed) and
+/// the insert.
 #[derive(Debug, Default)]
 struct LastSlotTaken(MemoryLedger);
 
@@ -37,36 +39,28 @@ impl TaskLedger for LastSlotTaken {
     async fn insert(&self, _: TaskRecord, _: Millis) -> Result<(), LedgerError> {
         Err(LedgerError::ScopeFull(1))
     }
-    async fn get(
-        &self,
-        scope: &str,
-        task_id: &str,
-        now: Millis,
-    ) -> Result<Option<TaskRecord>, LedgerError> {
-        self.0.get(scope, task_id, now).await
+    async fn check_room(&self, _: &Scope, _: Millis) -> Result<(), LedgerError> {
+        Ok(())
     }
-    async fn update(
-        &self,
-        scope: &str,
-        task_id: &str,
-        now: Millis,
-        change: Change<'_>,
-    ) -> Result<Option<TaskRecord>, LedgerError> {
+    async fn fetch(&self, scope: &Scope, task_id: &str, now: Millis, detail: Detail) -> Found {
+        self.0.fetch(scope, task_id, now, detail).await
+    }
+    async fn update(&self, scope: &Scope, task_id: &str, now: Millis, change: Change<'_>) -> Found {
         self.0.update(scope, task_id, now, change).await
     }
     async fn list(
         &self,
-        scope: &str,
+        scope: &Scope,
         cursor: Option<&str>,
         limit: usize,
         now: Millis,
     ) -> Result<Page, LedgerError> {
         self.0.list(scope, cursor, limit, now).await
     }
-    async fn scope_of(&self, task_id: &str, now: Millis) -> Result<Option<String>, LedgerError> {
+    async fn scope_of(&self, task_id: &str, now: Millis) -> Result<Option<Scope>, LedgerError> {
         self.0.scope_of(task_id, now).await
     }
-    async fn drop_scope(&self, scope: &str) -> Result<(), LedgerError> {
+    async fn drop_scope(&self, scope: &Scope) -> Result<(), LedgerError> {
         self.0.drop_scope(scope).await
     }
     async fn evict_expired(&self, now: Millis) -> Result<usize, LedgerError> {

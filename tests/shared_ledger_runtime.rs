@@ -9,11 +9,17 @@ mod redis_server;
 use std::sync::Arc;
 
 use mcp_tasks_shim::ledger::{LedgerError, RedisLedger, TaskLedger, TaskRecord};
+use mcp_tasks_shim::scope::{Principal, Scope};
 use mcp_tasks_shim::wire::{TaskStatus, legacy};
 
-fn record(scope: &str, id: &str) -> TaskRecord {
+/// The scope of the principal `name`.
+fn scope(name: &str) -> Scope {
+    Principal::new(name).into()
+}
+
+fn record(scope: &Scope, id: &str) -> TaskRecord {
     TaskRecord::new(
-        scope.into(),
+        scope.clone(),
         legacy::Task {
             task_id: id.into(),
             status: TaskStatus::Working,
@@ -41,13 +47,13 @@ async fn a_frozen_redis_does_not_stall_a_current_thread_runtime() {
             .expect("redis answers"),
     );
     ledger
-        .insert(record("alice", "t"), 0)
+        .insert(record(&scope("alice"), "t"), 0)
         .await
         .expect("insert");
     server.freeze();
     let reader = {
         let ledger = ledger.clone();
-        tokio::spawn(async move { ledger.get("alice", "t", 0).await })
+        tokio::spawn(async move { ledger.get(&scope("alice"), "t", 0).await })
     };
     // The read starts (sends its request) before anything else runs.
     tokio::task::yield_now().await;
@@ -71,6 +77,9 @@ async fn a_frozen_redis_does_not_stall_a_current_thread_runtime() {
     );
     server.thaw();
     // The timed-out connection was dropped; the next call connects again.
-    let back = ledger.get("alice", "t", 0).await.expect("redis is back");
+    let back = ledger
+        .get(&scope("alice"), "t", 0)
+        .await
+        .expect("redis is back");
     assert_eq!(back.map(|r| r.task.task_id), Some("t".to_owned()));
 }

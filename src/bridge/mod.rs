@@ -142,7 +142,7 @@ where
 /// acts on such notifications. One that fails is dropped and logged.
 pub(crate) async fn may_forward_notification(
     ledger: &dyn crate::ledger::TaskLedger,
-    scope: &str,
+    scope: &crate::scope::Scope,
     now: crate::ledger::Millis,
     n: &crate::jsonrpc::Notification,
 ) -> bool {
@@ -256,7 +256,7 @@ pub(crate) fn bounded_ttl_member(task: Option<&mut serde_json::Value>, key: &str
 pub(crate) async fn mark_lost(
     ledger: &dyn crate::ledger::TaskLedger,
     clock: &Clock,
-    scope: &str,
+    scope: &crate::scope::Scope,
     id: &str,
     why: &str,
 ) -> Result<(Option<crate::ledger::TaskRecord>, bool), crate::error::ShimError> {

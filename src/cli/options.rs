@@ -246,14 +246,7 @@ impl ShimArgs {
             ));
         }
         let ledger = DiskLedger::open(path, cap).map_err(|e| e.to_string())?;
-        let mut swept = 0;
-        // Only the scopes that end with their session (see `scope`): no
-        // principal's key starts with their prefixes.
-        for prefix in crate::scope::Scope::session_key_prefixes() {
-            swept += ledger
-                .drop_scopes_with_prefix(prefix)
-                .map_err(|e| e.to_string())?;
-        }
+        let swept = ledger.drop_session_scopes().map_err(|e| e.to_string())?;
         if swept > 0 {
             tracing::info!(
                 swept,

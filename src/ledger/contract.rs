@@ -2,12 +2,19 @@
 //! what only the durable one promises (a reopened file remembers).
 
 use super::*;
+use crate::scope::Principal;
 use crate::wire::modern::Payload;
 use crate::wire::{TaskStatus, legacy};
 
-fn rec(scope: &str, id: &str, expires_at: Option<Millis>) -> TaskRecord {
+/// The scope of the principal `name` (as a resolver's principal is filed).
+pub(super) fn sc(name: &str) -> Scope {
+    Principal::new(name).into()
+}
+
+/// A working task `id` of [`sc`]`(scope)`.
+pub(super) fn rec(scope: &str, id: &str, expires_at: Option<Millis>) -> TaskRecord {
     TaskRecord {
-        scope: scope.into(),
+        scope: sc(scope),
         task: legacy::Task {
             task_id: id.into(),
             status: TaskStatus::Working,
@@ -45,27 +52,33 @@ async fn contract(ledgers: Vec<Box<dyn TaskLedger>>) {
 
 async fn isolation(l: &dyn TaskLedger) {
     l.insert(rec("alice", "t1", None), 0).await.unwrap();
-    assert_eq!(l.scope_of("t1", 0).await, Ok(Some("alice".into())));
+    assert_eq!(l.scope_of("t1", 0).await, Ok(Some(sc("alice"))));
     assert_eq!(l.scope_of("nope", 0).await, Ok(None));
-    assert!(l.get("alice", "t1", 0).await.unwrap().is_some());
-    assert_eq!(l.get("bob", "t1", 0).await.unwrap(), None);
-    assert_eq!(l.get("bob", "nope", 0).await.unwrap(), None);
+    assert!(l.get(&sc("alice"), "t1", 0).await.unwrap().is_some());
+    assert_eq!(l.get(&sc("bob"), "t1", 0).await.unwrap(), None);
+    assert_eq!(l.get(&sc("bob"), "nope", 0).await.unwrap(), None);
     assert!(
-        l.update("bob", "t1", 0, &mut |r| r.cancel_pinned = true)
+        l.update(&sc("bob"), "t1", 0, &mut |r| r.cancel_pinned = true)
             .await
             .unwrap()
             .is_none()
     );
     assert!(
-        !l.get("alice", "t1", 0)
+        !l.get(&sc("alice"), "t1", 0)
             .await
             .unwrap()
             .unwrap()
             .cancel_pinned
     );
-    assert!(l.list("bob", None, 10, 0).await.unwrap().records.is_empty());
-    l.drop_scope("bob").await.unwrap();
-    assert!(l.get("alice", "t1", 0).await.unwrap().is_some());
+    assert!(
+        l.list(&sc("bob"), None, 10, 0)
+            .await
+            .unwrap()
+            .records
+            .is_empty()
+    );
+    l.drop_scope(&sc("bob")).await.unwrap();
+    assert!(l.get(&sc("alice"), "t1", 0).await.unwrap().is_some());
 }
 
 async fn paging(l: &dyn TaskLedger) {
@@ -73,64 +86,80 @@ async fn paging(l: &dyn TaskLedger) {
         l.insert(rec("a", &format!("t{i}"), None), 0).await.unwrap();
         l.insert(rec("b", &format!("u{i}"), None), 0).await.unwrap();
     }
-    let p1 = l.list("a", None, 2, 0).await.unwrap();
+    let p1 = l.list(&sc("a"), None, 2, 0).await.unwrap();
     assert_eq!(ids(&p1), ["t4", "t3"]);
     let c = p1.next_cursor.unwrap();
-    let p2 = l.list("a", Some(&c), 2, 0).await.unwrap();
+    let p2 = l.list(&sc("a"), Some(&c), 2, 0).await.unwrap();
     assert_eq!(ids(&p2), ["t2", "t1"]);
-    let p3 = l.list("a", p2.next_cursor.as_deref(), 2, 0).await.unwrap();
+    let p3 = l
+        .list(&sc("a"), p2.next_cursor.as_deref(), 2, 0)
+        .await
+        .unwrap();
     assert_eq!(ids(&p3), ["t0"]);
     assert_eq!(p3.next_cursor, None);
     // An exactly full last page has no next cursor.
-    assert_eq!(l.list("a", None, 5, 0).await.unwrap().next_cursor, None);
     assert_eq!(
-        l.list("b", Some(&c), 2, 0).await,
+        l.list(&sc("a"), None, 5, 0).await.unwrap().next_cursor,
+        None
+    );
+    assert_eq!(
+        l.list(&sc("b"), Some(&c), 2, 0).await,
         Err(LedgerError::BadCursor)
     );
     assert_eq!(
-        l.list("a", Some("garbage!"), 2, 0).await,
+        l.list(&sc("a"), Some("garbage!"), 2, 0).await,
         Err(LedgerError::BadCursor)
     );
     // Re-inserting an id moves it to the front.
     l.insert(rec("a", "t1", None), 0).await.unwrap();
-    assert_eq!(ids(&l.list("a", None, 2, 0).await.unwrap()), ["t1", "t4"]);
+    assert_eq!(
+        ids(&l.list(&sc("a"), None, 2, 0).await.unwrap()),
+        ["t1", "t4"]
+    );
     assert_eq!(l.len().await.unwrap(), 10);
 }
 
 async fn expiry_and_caps(l: &dyn TaskLedger) {
-    assert_eq!(l.check_room("a", 0).await, Ok(()));
+    assert_eq!(l.check_room(&sc("a"), 0).await, Ok(()));
     l.insert(rec("a", "t1", Some(10)), 0).await.unwrap();
-    assert_eq!(l.check_room("a", 0).await, Ok(()));
+    assert_eq!(l.check_room(&sc("a"), 0).await, Ok(()));
     l.insert(rec("a", "t2", None), 0).await.unwrap();
-    assert_eq!(l.check_room("a", 5).await, Err(LedgerError::ScopeFull(2)));
-    assert_eq!(l.check_room("b", 5).await, Ok(()), "another scope has room");
+    assert_eq!(
+        l.check_room(&sc("a"), 5).await,
+        Err(LedgerError::ScopeFull(2))
+    );
+    assert_eq!(
+        l.check_room(&sc("b"), 5).await,
+        Ok(()),
+        "another scope has room"
+    );
     assert_eq!(
         l.insert(rec("a", "t3", None), 5).await,
         Err(LedgerError::ScopeFull(2))
     );
-    assert!(l.get("a", "t1", 9).await.unwrap().is_some());
-    assert_eq!(l.scope_of("t1", 9).await, Ok(Some("a".into())));
+    assert!(l.get(&sc("a"), "t1", 9).await.unwrap().is_some());
+    assert_eq!(l.scope_of("t1", 9).await, Ok(Some(sc("a"))));
     assert_eq!(
         l.scope_of("t1", 10).await,
         Ok(None),
         "an expired task is no one's"
     );
-    assert!(l.get("a", "t1", 10).await.unwrap().is_none());
+    assert!(l.get(&sc("a"), "t1", 10).await.unwrap().is_none());
     assert!(
-        l.update("a", "t1", 10, &mut |_| {})
+        l.update(&sc("a"), "t1", 10, &mut |_| {})
             .await
             .unwrap()
             .is_none()
     );
-    assert_eq!(ids(&l.list("a", None, 10, 10).await.unwrap()), ["t2"]);
+    assert_eq!(ids(&l.list(&sc("a"), None, 10, 10).await.unwrap()), ["t2"]);
     // The expired task no longer counts.
-    assert_eq!(l.check_room("a", 10).await, Ok(()));
+    assert_eq!(l.check_room(&sc("a"), 10).await, Ok(()));
     l.insert(rec("a", "t3", None), 10).await.unwrap();
     assert_eq!(l.len().await.unwrap(), 2);
     l.insert(rec("b", "u1", Some(1)), 0).await.unwrap();
     assert_eq!(l.evict_expired(100).await.unwrap(), 1);
     assert_eq!(l.evict_expired(100).await.unwrap(), 0);
-    l.drop_scope("a").await.unwrap();
+    l.drop_scope(&sc("a")).await.unwrap();
     assert!(l.is_empty().await.unwrap());
 }
 
@@ -139,20 +168,20 @@ async fn expiry_and_caps(l: &dyn TaskLedger) {
 async fn updates_cannot_move_a_record(l: &dyn TaskLedger) {
     l.insert(rec("a", "t1", None), 0).await.unwrap();
     let updated = l
-        .update("a", "t1", 1, &mut |r| {
-            r.scope = "b".into();
+        .update(&sc("a"), "t1", 1, &mut |r| {
+            r.scope = sc("b");
             r.task.task_id = "t2".into();
             r.task.status = TaskStatus::Completed;
         })
         .await
         .unwrap()
         .unwrap();
-    assert_eq!((updated.scope.as_str(), updated.id()), ("a", "t1"));
+    assert_eq!((&updated.scope, updated.id()), (&sc("a"), "t1"));
     assert_eq!(updated.task.status, TaskStatus::Completed);
-    assert_eq!(l.get("a", "t1", 1).await.unwrap().unwrap(), updated);
-    assert_eq!(l.get("b", "t1", 1).await.unwrap(), None);
-    assert_eq!(l.get("b", "t2", 1).await.unwrap(), None);
-    assert_eq!(l.get("a", "t2", 1).await.unwrap(), None);
+    assert_eq!(l.get(&sc("a"), "t1", 1).await.unwrap().unwrap(), updated);
+    assert_eq!(l.get(&sc("b"), "t1", 1).await.unwrap(), None);
+    assert_eq!(l.get(&sc("b"), "t2", 1).await.unwrap(), None);
+    assert_eq!(l.get(&sc("a"), "t2", 1).await.unwrap(), None);
 }
 
 async fn updates_keep_payloads(l: &dyn TaskLedger) {
@@ -163,7 +192,7 @@ async fn updates_keep_payloads(l: &dyn TaskLedger) {
         data: Some(serde_json::json!({"why": "test"})),
     };
     let updated = l
-        .update("a", "t1", 1, &mut |r| {
+        .update(&sc("a"), "t1", 1, &mut |r| {
             r.task.status = TaskStatus::Failed;
             r.payload = Payload::Error(error.clone());
         })
@@ -171,9 +200,9 @@ async fn updates_keep_payloads(l: &dyn TaskLedger) {
         .unwrap()
         .unwrap();
     assert_eq!(updated.payload, Payload::Error(error.clone()));
-    assert_eq!(l.get("a", "t1", 1).await.unwrap().unwrap(), updated);
+    assert_eq!(l.get(&sc("a"), "t1", 1).await.unwrap().unwrap(), updated);
     let result = serde_json::json!({"content": [{"type": "text", "text": "hi"}], "isError": false});
-    l.update("a", "t1", 1, &mut |r| {
+    l.update(&sc("a"), "t1", 1, &mut |r| {
         r.cancel_pinned = true;
         r.payload = Payload::Result(result.clone());
         r.task.extra.insert("x-vendor".into(), 7.into());
@@ -181,11 +210,11 @@ async fn updates_keep_payloads(l: &dyn TaskLedger) {
     .await
     .unwrap()
     .unwrap();
-    let got = l.get("a", "t1", 1).await.unwrap().unwrap();
+    let got = l.get(&sc("a"), "t1", 1).await.unwrap().unwrap();
     assert!(got.cancel_pinned && got.is_terminal());
     assert_eq!(got.payload, Payload::Result(result));
     // The same record without its payload; the payload stays cached.
-    let task_only = l.get_task("a", "t1", 1).await.unwrap().unwrap();
+    let task_only = l.get_task(&sc("a"), "t1", 1).await.unwrap().unwrap();
     assert_eq!(task_only.payload, Payload::None);
     assert_eq!(
         task_only,
@@ -194,16 +223,19 @@ async fn updates_keep_payloads(l: &dyn TaskLedger) {
             ..got.clone()
         }
     );
-    assert_eq!(l.get_task("b", "t1", 1).await.unwrap(), None);
+    assert_eq!(l.get_task(&sc("b"), "t1", 1).await.unwrap(), None);
     // A page lists tasks without their payloads, the same way.
-    let page = l.list("a", None, 10, 1).await.unwrap();
+    let page = l.list(&sc("a"), None, 10, 1).await.unwrap();
     assert_eq!(page.records, std::slice::from_ref(&task_only));
-    assert_eq!(l.get("a", "t1", 1).await.unwrap().unwrap(), got);
+    assert_eq!(l.get(&sc("a"), "t1", 1).await.unwrap().unwrap(), got);
     assert_eq!(got.task.extra["x-vendor"], 7);
-    assert_eq!(l.get("b", "t1", 1).await.unwrap(), None);
+    assert_eq!(l.get(&sc("b"), "t1", 1).await.unwrap(), None);
     // An unchanged update answers the record as is.
     assert_eq!(
-        l.update("a", "t1", 1, &mut |_| {}).await.unwrap().unwrap(),
+        l.update(&sc("a"), "t1", 1, &mut |_| {})
+            .await
+            .unwrap()
+            .unwrap(),
         got
     );
     let inputs: serde_json::Map<String, serde_json::Value> =
@@ -218,7 +250,7 @@ async fn updates_keep_payloads(l: &dyn TaskLedger) {
     )
     .await
     .unwrap();
-    let t2 = l.get("a", "t2", 1).await.unwrap().unwrap();
+    let t2 = l.get(&sc("a"), "t2", 1).await.unwrap().unwrap();
     assert!(t2.synthetic);
     assert_eq!(t2.payload, Payload::Input(inputs));
 }
@@ -258,11 +290,11 @@ async fn a_reopened_disk_ledger_remembers_everything() {
                 .unwrap();
         }
         l.insert(rec("bob", "b0", Some(50)), 0).await.unwrap();
-        l.update("alice", "t1", 0, &mut |r| r.cancel_pinned = true)
+        l.update(&sc("alice"), "t1", 0, &mut |r| r.cancel_pinned = true)
             .await
             .unwrap()
             .unwrap();
-        l.list("alice", None, 1, 0)
+        l.list(&sc("alice"), None, 1, 0)
             .await
             .unwrap()
             .next_cursor
@@ -271,20 +303,23 @@ async fn a_reopened_disk_ledger_remembers_everything() {
     let l = DiskLedger::open(&path, 100).unwrap();
     assert_eq!(l.len().await.unwrap(), 4);
     assert!(
-        l.get("alice", "t1", 0)
+        l.get(&sc("alice"), "t1", 0)
             .await
             .unwrap()
             .unwrap()
             .cancel_pinned
     );
-    assert_eq!(l.get("bob", "t1", 0).await.unwrap(), None);
+    assert_eq!(l.get(&sc("bob"), "t1", 0).await.unwrap(), None);
     // Cursors and ordering carry over; new records still sort newest.
     assert_eq!(
-        ids(&l.list("alice", Some(&cursor), 10, 0).await.unwrap()),
+        ids(&l.list(&sc("alice"), Some(&cursor), 10, 0).await.unwrap()),
         ["t1", "t0"]
     );
     l.insert(rec("alice", "t3", None), 0).await.unwrap();
-    assert_eq!(ids(&l.list("alice", None, 1, 0).await.unwrap()), ["t3"]);
+    assert_eq!(
+        ids(&l.list(&sc("alice"), None, 1, 0).await.unwrap()),
+        ["t3"]
+    );
     // Expiry is on the shared clock: still due after the restart.
     assert_eq!(l.evict_expired(50).await.unwrap(), 1);
 }
@@ -306,19 +341,32 @@ async fn a_disk_ledger_is_one_process_at_a_time() {
     assert!(DiskLedger::open(&missing_dir, 10).is_err());
 }
 
+/// The start-up sweep drops the scopes that end with their session and
+/// nothing else: not a principal named like one, not a key from before
+/// scopes were typed that merely starts like one.
 #[tokio::test]
 async fn per_process_scopes_can_be_swept() {
     let dir = tempfile::tempdir().unwrap();
     let l = DiskLedger::open(&dir.path().join("l.redb"), 10).unwrap();
-    l.insert(rec("session:abc", "s1", None), 0).await.unwrap();
-    l.insert(rec("session:abd", "s2", None), 0).await.unwrap();
-    l.insert(rec("sessions-of-alice", "a1", None), 0)
-        .await
-        .unwrap();
-    l.insert(rec("alice", "a2", None), 0).await.unwrap();
-    assert_eq!(l.drop_scopes_with_prefix("session:").unwrap(), 2);
-    assert_eq!(l.len().await.unwrap(), 2);
-    assert!(l.get("sessions-of-alice", "a1", 0).await.unwrap().is_some());
+    let kept = [
+        sc("session:abc"),
+        Scope::from_key("sessions-of-alice"),
+        Scope::anonymous(),
+    ];
+    let swept = [Scope::session("abc"), Scope::session("abd"), Scope::stdio()];
+    for (i, scope) in kept.iter().chain(&swept).enumerate() {
+        let record = TaskRecord {
+            scope: scope.clone(),
+            ..rec("x", &format!("t{i}"), None)
+        };
+        l.insert(record, 0).await.unwrap();
+    }
+    assert_eq!(l.drop_session_scopes().unwrap(), 3);
+    assert_eq!(l.len().await.unwrap(), 3);
+    for (i, scope) in kept.iter().enumerate() {
+        let id = format!("t{i}");
+        assert_eq!(l.get(scope, &id, 0).await.unwrap().unwrap().scope, *scope);
+    }
 }
 
 #[path = "../../tests/support/redis.rs"]
@@ -355,34 +403,34 @@ async fn redis_ledgers_on_one_server_share_tasks_and_the_cap() {
         Err(LedgerError::ScopeFull(2))
     );
     assert_eq!(
-        ids(&b.list("alice", None, 10, 0).await.unwrap()),
+        ids(&b.list(&sc("alice"), None, 10, 0).await.unwrap()),
         ["t2", "t1"]
     );
     // A cursor from one instance pages on the other.
     let cursor = a
-        .list("alice", None, 1, 0)
+        .list(&sc("alice"), None, 1, 0)
         .await
         .unwrap()
         .next_cursor
         .unwrap();
     assert_eq!(
-        ids(&b.list("alice", Some(&cursor), 10, 0).await.unwrap()),
+        ids(&b.list(&sc("alice"), Some(&cursor), 10, 0).await.unwrap()),
         ["t1"]
     );
     // A cancel pin set through one is seen through the other.
-    b.update("alice", "t1", 0, &mut |r| r.cancel_pinned = true)
+    b.update(&sc("alice"), "t1", 0, &mut |r| r.cancel_pinned = true)
         .await
         .unwrap();
     assert!(
-        a.get("alice", "t1", 0)
+        a.get(&sc("alice"), "t1", 0)
             .await
             .unwrap()
             .unwrap()
             .cancel_pinned
     );
-    assert_eq!(a.get("bob", "t1", 0).await.unwrap(), None);
+    assert_eq!(a.get(&sc("bob"), "t1", 0).await.unwrap(), None);
     // Another prefix is another ledger.
-    assert_eq!(other.get("alice", "t1", 0).await.unwrap(), None);
+    assert_eq!(other.get(&sc("alice"), "t1", 0).await.unwrap(), None);
     assert_eq!(other.len().await.unwrap(), 0);
     // Either instance's sweeper evicts for both.
     assert_eq!(b.evict_expired(50).await.unwrap(), 1);
@@ -404,7 +452,7 @@ async fn redis_updates_from_many_instances_all_land() {
         writers.spawn(async move {
             let l = RedisLedger::open(&url, "race", 10).await.unwrap();
             for j in 0..25 {
-                l.update("alice", "t", 0, &mut |r| {
+                l.update(&sc("alice"), "t", 0, &mut |r| {
                     let m = r.task.status_message.get_or_insert_with(String::new);
                     m.push_str(&format!("{i}.{j};"));
                 })
@@ -417,7 +465,7 @@ async fn redis_updates_from_many_instances_all_land() {
         done.unwrap();
     }
     let msg = first
-        .get("alice", "t", 0)
+        .get(&sc("alice"), "t", 0)
         .await
         .unwrap()
         .unwrap()
@@ -450,7 +498,7 @@ async fn redis_calls_at_once_share_one_connection_that_survives_a_restart() {
             for j in 0..40 {
                 let id = format!("t{t}-{j}");
                 l.insert(rec("alice", &id, None), 0).await.unwrap();
-                assert!(l.get("alice", &id, 0).await.unwrap().is_some());
+                assert!(l.get(&sc("alice"), &id, 0).await.unwrap().is_some());
             }
         });
     }
@@ -489,14 +537,14 @@ async fn a_dead_redis_is_an_error_not_a_hang() {
         l.insert(rec("alice", "u", None), 0).await,
         Err(LedgerError::Storage(_))
     ));
-    assert!(l.list("alice", None, 10, 0).await.is_err());
+    assert!(l.list(&sc("alice"), None, 10, 0).await.is_err());
     // A failure is never a miss, so the fronts answer -32603, not -32602.
     assert!(matches!(
-        l.get("alice", "t", 0).await,
+        l.get(&sc("alice"), "t", 0).await,
         Err(LedgerError::Storage(_))
     ));
     assert!(matches!(
-        l.update("alice", "t", 0, &mut |r| r.cancel_pinned = true)
+        l.update(&sc("alice"), "t", 0, &mut |r| r.cancel_pinned = true)
             .await,
         Err(LedgerError::Storage(_))
     ));
@@ -527,21 +575,29 @@ async fn a_change_redis_did_not_take_is_stored_when_it_is_back() {
         change
     };
     for id in ["read-here", "read-there"] {
-        let stored = here.update_kept("alice", id, 0, finish(id)).await;
+        let stored = here.update_kept(&sc("alice"), id, 0, finish(id)).await;
         assert!(
             matches!(stored, Err(LedgerError::TimedOut { .. })),
             "{stored:?}"
         );
     }
     server.thaw();
-    let got = here.get("alice", "read-here", 0).await.unwrap().unwrap();
+    let got = here
+        .get(&sc("alice"), "read-here", 0)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(got.task.status, TaskStatus::Completed);
     assert!(matches!(got.payload, Payload::Result(_)));
     // Nothing reads "read-there" here: the background retry stores it.
     // (It is scheduled on a timer, so this polls, bounded.)
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     loop {
-        let seen = there.get("alice", "read-there", 0).await.unwrap().unwrap();
+        let seen = there
+            .get(&sc("alice"), "read-there", 0)
+            .await
+            .unwrap()
+            .unwrap();
         if seen.task.status == TaskStatus::Completed {
             break;
         }
@@ -562,12 +618,12 @@ async fn a_read_during_the_outage_fails_and_the_change_stays_kept() {
     l.insert(rec("alice", "t", None), 0).await.unwrap();
     server.freeze();
     let pin: KeptChange = std::sync::Arc::new(|r| r.cancel_pinned = true);
-    assert!(l.update_kept("alice", "t", 0, pin).await.is_err());
+    assert!(l.update_kept(&sc("alice"), "t", 0, pin).await.is_err());
     assert!(matches!(
-        l.get_task("alice", "t", 0).await,
+        l.get_task(&sc("alice"), "t", 0).await,
         Err(LedgerError::TimedOut { .. })
     ));
-    assert!(l.list("alice", None, 10, 0).await.is_err());
+    assert!(l.list(&sc("alice"), None, 10, 0).await.is_err());
     server.thaw();
-    assert!(l.list("alice", None, 10, 0).await.unwrap().records[0].cancel_pinned);
+    assert!(l.list(&sc("alice"), None, 10, 0).await.unwrap().records[0].cancel_pinned);
 }

@@ -34,7 +34,10 @@ use redb::{
 };
 
 use super::stored::{Stored, apply_change};
-use super::{Change, LedgerError, Millis, Page, TaskLedger, TaskRecord};
+use super::{
+    Change, Detail, Found, LedgerError, Listed, Millis, PageBuilder, TaskLedger, TaskRecord,
+};
+use crate::scope::Scope;
 
 const RECORDS: TableDefinition<&str, &[u8]> = TableDefinition::new("records");
 const BY_SCOPE: TableDefinition<(&str, u64), &str> = TableDefinition::new("by_scope");
@@ -156,6 +159,18 @@ impl<'t> Tables<'t> {
             .map_or(0, |g| g.value()))
     }
 
+    /// Drops every record expired at `now`, then answers (as the inner
+    /// result) whether `scope` has room for one more under `cap`.
+    fn room_after_evicting(
+        &mut self,
+        scope: &Scope,
+        now: Millis,
+        cap: usize,
+    ) -> Result<Result<(), LedgerError>, LedgerError> {
+        self.evict(now)?;
+        Ok(super::room(self.count(scope.key())? as usize, cap))
+    }
+
     fn next_seq(&mut self) -> Result<u64, LedgerError> {
         let seq = self
             .meta
@@ -275,12 +290,24 @@ impl DiskLedger {
         &self.disk.path
     }
 
-    /// Forgets every scope whose name starts with `prefix`; returns how
-    /// many records went. For scopes that die with the process (a stdio
-    /// client, an HTTP session id): after a restart nobody can reach them.
-    /// Synchronous: it is meant for start-up, before any runtime runs.
-    pub fn drop_scopes_with_prefix(&self, prefix: &str) -> Result<usize, LedgerError> {
-        self.disk.drop_scopes_with_prefix(prefix)
+    /// Forgets every scope that ends with its session (a stdio client's,
+    /// an anonymous HTTP session's: [`Scope::ends_with_session`]) and
+    /// nothing else; returns how many records went. After a restart nobody
+    /// can reach those. Synchronous: it is meant for start-up, before any
+    /// runtime runs.
+    pub fn drop_session_scopes(&self) -> Result<usize, LedgerError> {
+        let mut dropped = 0;
+        for prefix in Scope::session_key_prefixes() {
+            dropped += self.disk.drop_scopes_with_prefix(prefix)?;
+        }
+        Ok(dropped)
+    }
+
+    /// The stored record of `id`, whatever its scope or expiry, as much
+    /// of it as `detail` asks.
+    async fn read(&self, id: &str, detail: Detail) -> Result<Option<Stored>, LedgerError> {
+        let id = id.to_owned();
+        self.blocking(move |d| d.read(&id, detail)).await
     }
 
     /// Runs `f` on the file on tokio's blocking pool: a transaction reads
@@ -361,17 +388,6 @@ impl Disk {
         })
     }
 
-    /// See [`Self::fetch_in`].
-    fn fetch(
-        &self,
-        scope: &str,
-        id: &str,
-        now: Millis,
-        decode: fn(&[u8]) -> Result<Stored, LedgerError>,
-    ) -> Result<Option<Stored>, LedgerError> {
-        self.with_db(|db| Self::fetch_in(db, scope, id, now, decode))
-    }
-
     /// Runs `f` in one write transaction, committed if `f` succeeds.
     fn write<T>(
         &self,
@@ -388,25 +404,13 @@ impl Disk {
         })
     }
 
-    /// The record of `id` if it is `scope`'s and alive, read with `decode`
-    /// ([`Stored::decode`], or [`Stored::decode_without_payload`]).
-    fn fetch_in(
-        db: &Database,
-        scope: &str,
-        id: &str,
-        now: Millis,
-        decode: fn(&[u8]) -> Result<Stored, LedgerError>,
-    ) -> Result<Option<Stored>, LedgerError> {
-        let s = Self::read_in(db, id, decode)?;
-        Ok(s.filter(|s| s.scope == scope && !s.expired(now)))
+    /// The record of `id`, whatever its scope or expiry, as much of it as
+    /// `detail` asks.
+    fn read(&self, id: &str, detail: Detail) -> Result<Option<Stored>, LedgerError> {
+        self.with_db(|db| Self::read_in(db, id, detail))
     }
 
-    /// The record of `id`, whatever its scope or expiry.
-    fn read_in(
-        db: &Database,
-        id: &str,
-        decode: fn(&[u8]) -> Result<Stored, LedgerError>,
-    ) -> Result<Option<Stored>, LedgerError> {
+    fn read_in(db: &Database, id: &str, detail: Detail) -> Result<Option<Stored>, LedgerError> {
         let txn = db.begin_read().map_err(storage)?;
         let records = match txn.open_table(RECORDS) {
             Ok(t) => t,
@@ -416,36 +420,21 @@ impl Disk {
         let Some(g) = records.get(id).map_err(storage)? else {
             return Ok(None);
         };
-        decode(g.value()).map(Some)
+        Stored::decode_for(g.value(), detail).map(Some)
     }
 
-    fn try_list_in(
-        db: &Database,
-        scope: &str,
-        before: Option<u64>,
-        limit: usize,
-        now: Millis,
-    ) -> Result<Page, LedgerError> {
-        let empty = Page {
-            records: vec![],
-            next_cursor: None,
-        };
+    /// `page` filled from `scope`'s records below position `before`.
+    fn list_in(db: &Database, mut page: PageBuilder, before: Option<u64>, now: Millis) -> Listed {
         let txn = db.begin_read().map_err(storage)?;
         let (by_scope, records) = match (txn.open_table(BY_SCOPE), txn.open_table(RECORDS)) {
             (Ok(a), Ok(b)) => (a, b),
             (Err(redb::TableError::TableDoesNotExist(_)), _)
-            | (_, Err(redb::TableError::TableDoesNotExist(_))) => return Ok(empty),
+            | (_, Err(redb::TableError::TableDoesNotExist(_))) => return Ok(page.finish(false)),
             (Err(e), _) | (_, Err(e)) => return Err(storage(e)),
         };
-        let upper = before.unwrap_or(u64::MAX);
-        let mut page = Vec::with_capacity(limit.min(256));
-        let mut last_seq = None;
-        let mut more = false;
-        for entry in by_scope
-            .range((scope, 0)..(scope, upper))
-            .map_err(storage)?
-            .rev()
-        {
+        let scope = page.scope.key();
+        let range = (scope, 0)..(scope, before.unwrap_or(u64::MAX));
+        for entry in by_scope.range(range).map_err(storage)?.rev() {
             let (k, v) = entry.map_err(storage)?;
             let Some(g) = records.get(v.value()).map_err(storage)? else {
                 continue;
@@ -454,69 +443,49 @@ impl Disk {
             if s.expired(now) {
                 continue;
             }
-            if page.len() == limit {
-                more = true;
-                break;
+            if !page.has_room() {
+                return Ok(page.finish(true));
             }
-            last_seq = Some(k.value().1);
-            page.push(s.into_record());
+            page.push(k.value().1, s.into_record());
         }
-        let next_cursor = match (more, last_seq) {
-            (true, Some(seq)) => Some(super::encode_cursor("d1", scope, seq)),
-            _ => None,
-        };
-        Ok(Page {
-            records: page,
-            next_cursor,
-        })
+        Ok(page.finish(false))
     }
 }
 
 impl Disk {
-    fn check_room(&self, scope: &str, now: Millis) -> Result<(), LedgerError> {
-        let cap = self.per_scope_cap as u64;
+    fn check_room(&self, scope: &Scope, now: Millis) -> Result<(), LedgerError> {
         // The stored count includes expired records not yet swept: below
         // the cap it settles the question with a read; at the cap, a
         // write evicts before counting again (as insert does).
         let held = self.with_db(|db| {
             let txn = db.begin_read().map_err(storage)?;
             match txn.open_table(COUNTS) {
-                Ok(t) => Ok(t.get(scope).map_err(storage)?.map_or(0, |g| g.value())),
+                Ok(t) => Ok(t
+                    .get(scope.key())
+                    .map_err(storage)?
+                    .map_or(0, |g| g.value())),
                 Err(redb::TableError::TableDoesNotExist(_)) => Ok(0),
                 Err(e) => Err(storage(e)),
             }
         })?;
-        if held < cap {
+        if super::room(held as usize, self.per_scope_cap).is_ok() {
             return Ok(());
         }
-        let held = self.write(|t| {
-            t.evict(now)?;
-            t.count(scope)
-        })?;
-        if held >= cap {
-            return Err(LedgerError::ScopeFull(self.per_scope_cap));
-        }
-        Ok(())
+        self.write(|t| t.room_after_evicting(scope, now, self.per_scope_cap))?
     }
 
     fn insert(&self, record: TaskRecord, now: Millis) -> Result<(), LedgerError> {
-        let cap = self.per_scope_cap;
-        let full = self.write(|t| {
-            t.evict(now)?;
-            if t.count(&record.scope)? >= cap as u64 {
-                return Ok(true);
+        self.write(|t| {
+            if let Err(full) = t.room_after_evicting(&record.scope, now, self.per_scope_cap)? {
+                return Ok(Err(full));
             }
             // Same id again replaces the old record.
             let id = record.id().to_owned();
             t.remove(&id)?;
             let seq = t.next_seq()?;
             t.put(&id, &Stored::new(seq, record))?;
-            Ok(false)
-        })?;
-        if full {
-            return Err(LedgerError::ScopeFull(cap));
-        }
-        Ok(())
+            Ok(Ok(()))
+        })?
     }
 
     /// Stores `after` in place of the record of `id` if that still reads
@@ -525,14 +494,14 @@ impl Disk {
     /// meanwhile, or went.
     fn replace(
         &self,
-        scope: &str,
+        scope: &Scope,
         id: &str,
         now: Millis,
         before: &TaskRecord,
         after: TaskRecord,
     ) -> Result<bool, LedgerError> {
         self.write(|t| match t.read(id)? {
-            Some(s) if s.scope == scope && !s.expired(now) => {
+            Some(s) if s.alive_in(scope, now) => {
                 let seq = s.seq;
                 if s.into_record() != *before {
                     return Ok(false);
@@ -545,19 +514,9 @@ impl Disk {
         })
     }
 
-    fn list(
-        &self,
-        scope: &str,
-        before: Option<u64>,
-        limit: usize,
-        now: Millis,
-    ) -> Result<Page, LedgerError> {
-        self.with_db(|db| Self::try_list_in(db, scope, before, limit, now))
-    }
-
-    fn drop_scope(&self, scope: &str) -> Result<(), LedgerError> {
+    fn drop_scope(&self, scope: &Scope) -> Result<(), LedgerError> {
         self.write(|t| {
-            for id in t.ids_of_scope(scope)? {
+            for id in t.ids_of_scope(scope.key())? {
                 t.remove(&id)?;
             }
             Ok(())
@@ -587,8 +546,8 @@ impl TaskLedger for DiskLedger {
         "disk"
     }
 
-    async fn check_room(&self, scope: &str, now: Millis) -> Result<(), LedgerError> {
-        let scope = scope.to_owned();
+    async fn check_room(&self, scope: &Scope, now: Millis) -> Result<(), LedgerError> {
+        let scope = scope.clone();
         self.blocking(move |d| d.check_room(&scope, now)).await
     }
 
@@ -596,51 +555,19 @@ impl TaskLedger for DiskLedger {
         self.blocking(move |d| d.insert(record, now)).await
     }
 
-    async fn get(
-        &self,
-        scope: &str,
-        task_id: &str,
-        now: Millis,
-    ) -> Result<Option<TaskRecord>, LedgerError> {
-        let (scope, id) = (scope.to_owned(), task_id.to_owned());
-        self.blocking(move |d| {
-            Ok(d.fetch(&scope, &id, now, Stored::decode)?
-                .map(Stored::into_record))
-        })
-        .await
+    async fn fetch(&self, scope: &Scope, task_id: &str, now: Millis, detail: Detail) -> Found {
+        let s = self.read(task_id, detail).await?;
+        Ok(s.filter(|s| s.alive_in(scope, now))
+            .map(Stored::into_record))
     }
 
-    async fn scope_of(&self, task_id: &str, now: Millis) -> Result<Option<String>, LedgerError> {
-        let id = task_id.to_owned();
-        let s = self
-            .blocking(move |d| {
-                d.with_db(|db| Disk::read_in(db, &id, Stored::decode_without_payload))
-            })
-            .await?;
-        Ok(s.filter(|s| !s.expired(now)).map(|s| s.scope))
+    async fn scope_of(&self, task_id: &str, now: Millis) -> Result<Option<Scope>, LedgerError> {
+        let s = self.read(task_id, Detail::TaskOnly).await?;
+        Ok(s.filter(|s| !s.expired(now))
+            .map(|s| Scope::from_key(&s.scope)))
     }
 
-    async fn get_task(
-        &self,
-        scope: &str,
-        task_id: &str,
-        now: Millis,
-    ) -> Result<Option<TaskRecord>, LedgerError> {
-        let (scope, id) = (scope.to_owned(), task_id.to_owned());
-        self.blocking(move |d| {
-            Ok(d.fetch(&scope, &id, now, Stored::decode_without_payload)?
-                .map(Stored::into_record))
-        })
-        .await
-    }
-
-    async fn update(
-        &self,
-        scope: &str,
-        task_id: &str,
-        now: Millis,
-        change: Change<'_>,
-    ) -> Result<Option<TaskRecord>, LedgerError> {
+    async fn update(&self, scope: &Scope, task_id: &str, now: Millis, change: Change<'_>) -> Found {
         for _ in 0..UPDATE_RETRIES {
             let Some(before) = self.get(scope, task_id, now).await? else {
                 return Ok(None);
@@ -649,7 +576,7 @@ impl TaskLedger for DiskLedger {
             if !changed {
                 return Ok(Some(after));
             }
-            let (scope, id, stored) = (scope.to_owned(), task_id.to_owned(), after.clone());
+            let (scope, id, stored) = (scope.clone(), task_id.to_owned(), after.clone());
             if self
                 .blocking(move |d| d.replace(&scope, &id, now, &before, stored))
                 .await?
@@ -662,23 +589,14 @@ impl TaskLedger for DiskLedger {
         )))
     }
 
-    async fn list(
-        &self,
-        scope: &str,
-        cursor: Option<&str>,
-        limit: usize,
-        now: Millis,
-    ) -> Result<Page, LedgerError> {
-        let before = cursor
-            .map(|c| super::decode_cursor("d1", scope, c))
-            .transpose()?;
-        let scope = scope.to_owned();
-        self.blocking(move |d| d.list(&scope, before, limit, now))
+    async fn list(&self, scope: &Scope, cursor: Option<&str>, limit: usize, now: Millis) -> Listed {
+        let (page, before) = PageBuilder::start("d1", scope, cursor, limit)?;
+        self.blocking(move |d| d.with_db(|db| Disk::list_in(db, page, before, now)))
             .await
     }
 
-    async fn drop_scope(&self, scope: &str) -> Result<(), LedgerError> {
-        let scope = scope.to_owned();
+    async fn drop_scope(&self, scope: &Scope) -> Result<(), LedgerError> {
+        let scope = scope.clone();
         self.blocking(move |d| d.drop_scope(&scope)).await
     }
 

@@ -16,7 +16,10 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::Map;
 
-use super::{Change, LedgerError, Millis, Page, TaskLedger, TaskRecord};
+use super::{
+    Change, Detail, Found, LedgerError, Listed, Millis, PageBuilder, TaskLedger, TaskRecord,
+};
+use crate::scope::Scope;
 use crate::wire::modern::Payload;
 use crate::wire::{Extra, TaskStatus, legacy};
 
@@ -128,16 +131,20 @@ impl Stored {
         self.expires_at = r.expires_at;
     }
 
-    fn to_record(&self, id: &str) -> TaskRecord {
+    /// The record, its cached outcome as `detail` asks: for
+    /// [`Detail::TaskOnly`] a cached result is left as text.
+    fn to_record(&self, id: &str, detail: Detail) -> TaskRecord {
         let mut r = self.to_record_without_payload(id);
-        r.payload = self.payload.to_payload();
+        if detail == Detail::Full {
+            r.payload = self.payload.to_payload();
+        }
         r
     }
 
-    /// The record with [`Payload::None`]: a cached result is left as text.
+    /// The record with [`Payload::None`].
     fn to_record_without_payload(&self, id: &str) -> TaskRecord {
         TaskRecord {
-            scope: self.scope.to_string(),
+            scope: Scope::from_key(&self.scope),
             task: legacy::Task {
                 task_id: id.to_owned(),
                 status: self.status,
@@ -156,7 +163,7 @@ impl Stored {
     }
 
     fn expired(&self, now: Millis) -> bool {
-        self.expires_at.is_some_and(|t| t <= now)
+        super::expired(self.expires_at, now)
     }
 }
 
@@ -181,11 +188,11 @@ impl Default for MemoryLedger {
 }
 
 impl Inner {
-    fn live(&self, scope: &str, task_id: &str, now: Millis) -> Option<&Stored> {
+    fn live(&self, scope: &Scope, task_id: &str, now: Millis) -> Option<&Stored> {
         self.records
             .get(task_id)
             .map(Box::as_ref)
-            .filter(|r| &*r.scope == scope && !r.expired(now))
+            .filter(|r| &*r.scope == scope.key() && !r.expired(now))
     }
 
     fn remove(&mut self, task_id: &str) {
@@ -199,10 +206,17 @@ impl Inner {
         }
     }
 
-    fn evict_scope(&mut self, scope: &str, now: Millis) {
+    /// Drops `scope`'s expired records, then answers whether it has room
+    /// for one more under `cap`.
+    fn room_in(&mut self, scope: &Scope, now: Millis, cap: usize) -> Result<(), LedgerError> {
+        self.evict_scope(scope, now);
+        super::room(self.scopes.get(scope.key()).map_or(0, BTreeMap::len), cap)
+    }
+
+    fn evict_scope(&mut self, scope: &Scope, now: Millis) {
         let dead: Vec<Arc<str>> = self
             .scopes
-            .get(scope)
+            .get(scope.key())
             .into_iter()
             .flat_map(|idx| idx.values())
             .filter(|id| self.records.get(&***id).is_some_and(|r| r.expired(now)))
@@ -214,8 +228,10 @@ impl Inner {
     }
 
     /// The shared copy of `scope`, if the scope holds any record.
-    fn shared_scope(&self, scope: &str) -> Option<Arc<str>> {
-        self.scopes.get_key_value(scope).map(|(k, _)| k.clone())
+    fn shared_scope(&self, scope: &Scope) -> Arc<str> {
+        self.scopes
+            .get_key_value(scope.key())
+            .map_or_else(|| Arc::from(scope.key()), |(k, _)| k.clone())
     }
 }
 
@@ -225,33 +241,18 @@ impl TaskLedger for MemoryLedger {
         "memory"
     }
 
-    async fn check_room(&self, scope: &str, now: Millis) -> Result<(), LedgerError> {
-        let mut inner = self.lock();
-        inner.evict_scope(scope, now);
-        let held = inner.scopes.get(scope).map_or(0, BTreeMap::len);
-        if held >= self.per_scope_cap {
-            return Err(LedgerError::ScopeFull(self.per_scope_cap));
-        }
-        Ok(())
+    async fn check_room(&self, scope: &Scope, now: Millis) -> Result<(), LedgerError> {
+        self.lock().room_in(scope, now, self.per_scope_cap)
     }
 
     async fn insert(&self, record: TaskRecord, now: Millis) -> Result<(), LedgerError> {
         let mut inner = self.lock();
-        inner.evict_scope(&record.scope, now);
-        let held = inner
-            .scopes
-            .get(record.scope.as_str())
-            .map_or(0, BTreeMap::len);
-        if held >= self.per_scope_cap {
-            return Err(LedgerError::ScopeFull(self.per_scope_cap));
-        }
+        inner.room_in(&record.scope, now, self.per_scope_cap)?;
         inner.seq += 1;
         let seq = inner.seq;
         inner.remove(record.id());
         let id: Arc<str> = Arc::from(record.id());
-        let scope = inner
-            .shared_scope(&record.scope)
-            .unwrap_or_else(|| Arc::from(record.scope.as_str()));
+        let scope = inner.shared_scope(&record.scope);
         inner
             .scopes
             .entry(scope.clone())
@@ -263,52 +264,29 @@ impl TaskLedger for MemoryLedger {
         Ok(())
     }
 
-    async fn get(
-        &self,
-        scope: &str,
-        task_id: &str,
-        now: Millis,
-    ) -> Result<Option<TaskRecord>, LedgerError> {
+    async fn fetch(&self, scope: &Scope, task_id: &str, now: Millis, detail: Detail) -> Found {
         Ok(self
             .lock()
             .live(scope, task_id, now)
-            .map(|r| r.to_record(task_id)))
+            .map(|r| r.to_record(task_id, detail)))
     }
 
-    async fn scope_of(&self, task_id: &str, now: Millis) -> Result<Option<String>, LedgerError> {
+    async fn scope_of(&self, task_id: &str, now: Millis) -> Result<Option<Scope>, LedgerError> {
         Ok(self
             .lock()
             .records
             .get(task_id)
             .filter(|r| !r.expired(now))
-            .map(|r| r.scope.to_string()))
-    }
-
-    async fn get_task(
-        &self,
-        scope: &str,
-        task_id: &str,
-        now: Millis,
-    ) -> Result<Option<TaskRecord>, LedgerError> {
-        Ok(self
-            .lock()
-            .live(scope, task_id, now)
-            .map(|r| r.to_record_without_payload(task_id)))
+            .map(|r| Scope::from_key(&r.scope)))
     }
 
     /// `change` may not move a record: edits to its id or scope are dropped.
-    async fn update(
-        &self,
-        scope: &str,
-        task_id: &str,
-        now: Millis,
-        change: Change<'_>,
-    ) -> Result<Option<TaskRecord>, LedgerError> {
+    async fn update(&self, scope: &Scope, task_id: &str, now: Millis, change: Change<'_>) -> Found {
         let mut inner = self.lock();
         let Some(live) = inner.live(scope, task_id, now) else {
             return Ok(None);
         };
-        let mut rec = live.to_record(task_id);
+        let mut rec = live.to_record(task_id, Detail::Full);
         change(&mut rec);
         let Some(stored) = inner.records.get_mut(task_id) else {
             return Ok(None);
@@ -319,60 +297,33 @@ impl TaskLedger for MemoryLedger {
         if rec.task.task_id != task_id {
             rec.task.task_id = task_id.to_owned();
         }
-        if *rec.scope != *stored.scope {
-            rec.scope = stored.scope.to_string();
+        if rec.scope != *scope {
+            rec.scope = scope.clone();
         }
         Ok(Some(rec))
     }
 
-    async fn list(
-        &self,
-        scope: &str,
-        cursor: Option<&str>,
-        limit: usize,
-        now: Millis,
-    ) -> Result<Page, LedgerError> {
-        let before = cursor
-            .map(|c| super::decode_cursor("v1", scope, c))
-            .transpose()?;
+    async fn list(&self, scope: &Scope, cursor: Option<&str>, limit: usize, now: Millis) -> Listed {
+        let (mut page, before) = PageBuilder::start("v1", scope, cursor, limit)?;
         let inner = self.lock();
-        let Some(idx) = inner.scopes.get(scope) else {
-            return Ok(Page {
-                records: vec![],
-                next_cursor: None,
-            });
+        let Some(idx) = inner.scopes.get(scope.key()) else {
+            return Ok(page.finish(false));
         };
-        let upper = before.unwrap_or(u64::MAX);
-        let mut records = Vec::with_capacity(limit.min(256));
-        let mut last_seq = None;
-        let mut more = false;
-        for (seq, id) in idx.range(..upper).rev() {
-            let Some(r) = inner.records.get(&**id) else {
+        for (seq, id) in idx.range(..before.unwrap_or(u64::MAX)).rev() {
+            let Some(r) = inner.records.get(&**id).filter(|r| !r.expired(now)) else {
                 continue;
             };
-            if r.expired(now) {
-                continue;
+            if !page.has_room() {
+                return Ok(page.finish(true));
             }
-            if records.len() == limit {
-                more = true;
-                break;
-            }
-            records.push(r.to_record_without_payload(id));
-            last_seq = Some(*seq);
+            page.push(*seq, r.to_record_without_payload(id));
         }
-        let next_cursor = match (more, last_seq) {
-            (true, Some(seq)) => Some(super::encode_cursor("v1", scope, seq)),
-            _ => None,
-        };
-        Ok(Page {
-            records,
-            next_cursor,
-        })
+        Ok(page.finish(false))
     }
 
-    async fn drop_scope(&self, scope: &str) -> Result<(), LedgerError> {
+    async fn drop_scope(&self, scope: &Scope) -> Result<(), LedgerError> {
         let mut inner = self.lock();
-        if let Some(idx) = inner.scopes.remove(scope) {
+        if let Some(idx) = inner.scopes.remove(scope.key()) {
             for id in idx.values() {
                 inner.records.remove(id);
             }
@@ -402,80 +353,14 @@ impl TaskLedger for MemoryLedger {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::modern::Payload;
-    use crate::wire::{TaskStatus, legacy};
+    use crate::ledger::contract::rec;
 
-    fn rec(scope: &str, id: &str, expires_at: Option<Millis>) -> TaskRecord {
-        TaskRecord {
-            scope: scope.into(),
-            task: legacy::Task {
-                task_id: id.into(),
-                status: TaskStatus::Working,
-                status_message: None,
-                created_at: "a".into(),
-                last_updated_at: "a".into(),
-                ttl: None,
-                poll_interval: None,
-                extra: Default::default(),
-            },
-            payload: Payload::None,
-            cancel_pinned: false,
-            synthetic: false,
-            expires_at,
-        }
-    }
-
-    #[tokio::test]
-    async fn scopes_never_see_each_other() {
-        let l = MemoryLedger::default();
-        l.insert(rec("alice", "t1", None), 0).await.unwrap();
-        assert!(l.get("alice", "t1", 0).await.unwrap().is_some());
-        assert_eq!(l.get("bob", "t1", 0).await.unwrap(), None);
-        assert_eq!(l.get("bob", "nope", 0).await.unwrap(), None);
-        assert!(
-            l.update("bob", "t1", 0, &mut |r| r.cancel_pinned = true)
-                .await
-                .unwrap()
-                .is_none()
-        );
-        assert!(
-            !l.get("alice", "t1", 0)
-                .await
-                .unwrap()
-                .unwrap()
-                .cancel_pinned
-        );
-        assert!(l.list("bob", None, 10, 0).await.unwrap().records.is_empty());
-    }
-
-    #[tokio::test]
-    async fn pages_are_newest_first_with_scope_bound_cursors() {
-        let l = MemoryLedger::default();
-        for i in 0..5 {
-            l.insert(rec("a", &format!("t{i}"), None), 0).await.unwrap();
-        }
-        let p1 = l.list("a", None, 2, 0).await.unwrap();
-        let ids: Vec<_> = p1.records.iter().map(|r| r.id().to_owned()).collect();
-        assert_eq!(ids, ["t4", "t3"]);
-        let c = p1.next_cursor.unwrap();
-        let p2 = l.list("a", Some(&c), 2, 0).await.unwrap();
-        assert_eq!(p2.records[0].id(), "t2");
-        let p3 = l.list("a", p2.next_cursor.as_deref(), 2, 0).await.unwrap();
-        assert_eq!(p3.records.len(), 1);
-        assert_eq!(p3.next_cursor, None);
-        assert_eq!(
-            l.list("b", Some(&c), 2, 0).await,
-            Err(LedgerError::BadCursor)
-        );
-        assert_eq!(
-            l.list("a", Some("garbage!"), 2, 0).await,
-            Err(LedgerError::BadCursor)
-        );
-    }
-
+    /// The compact form gives back every field as stored (the contract
+    /// checks isolation, paging, expiry and caps on every ledger).
     #[tokio::test]
     async fn records_come_back_as_stored() {
         let l = MemoryLedger::default();
+        let a = rec("a", "t1", Some(99)).scope;
         let mut r = rec("a", "t1", Some(99));
         r.task.status_message = Some("half way".into());
         r.task
@@ -484,33 +369,15 @@ mod tests {
         r.payload = Payload::Result(serde_json::json!({"content": [{"type": "text",
             "text": "ünïcode \u{1F600}"}], "isError": false, "z": 1, "a": -0.0}));
         l.insert(r.clone(), 0).await.unwrap();
-        assert_eq!(l.get("a", "t1", 0).await.unwrap(), Some(r.clone()));
+        assert_eq!(l.get(&a, "t1", 0).await.unwrap(), Some(r.clone()));
         r.payload = Payload::Error(crate::jsonrpc::ErrorObject::new(-32603, "boom"));
         let stored = l
-            .update("a", "t1", 0, &mut |x| x.payload = r.payload.clone())
+            .update(&a, "t1", 0, &mut |x| x.payload = r.payload.clone())
             .await
             .unwrap();
         assert_eq!(stored, Some(r.clone()));
         // Listed without the payload (see `TaskLedger::list`).
         r.payload = Payload::None;
-        assert_eq!(l.list("a", None, 5, 0).await.unwrap().records, vec![r]);
-    }
-
-    #[tokio::test]
-    async fn expiry_and_caps() {
-        let l = MemoryLedger::new(2);
-        l.insert(rec("a", "t1", Some(10)), 0).await.unwrap();
-        l.insert(rec("a", "t2", None), 0).await.unwrap();
-        assert_eq!(
-            l.insert(rec("a", "t3", None), 5).await,
-            Err(LedgerError::ScopeFull(2))
-        );
-        assert!(l.get("a", "t1", 10).await.unwrap().is_none());
-        l.insert(rec("a", "t3", None), 10).await.unwrap();
-        assert_eq!(l.len().await.unwrap(), 2);
-        l.insert(rec("b", "u1", Some(1)), 0).await.unwrap();
-        assert_eq!(l.evict_expired(100).await.unwrap(), 1);
-        l.drop_scope("a").await.unwrap();
-        assert!(l.is_empty().await.unwrap());
+        assert_eq!(l.list(&a, None, 5, 0).await.unwrap().records, vec![r]);
     }
 }

@@ -30,6 +30,7 @@ pub use disk::DiskLedger;
 pub use memory::MemoryLedger;
 pub use shared::RedisLedger;
 
+use crate::scope::Scope;
 use crate::wire::legacy;
 use crate::wire::modern::Payload;
 
@@ -46,7 +47,7 @@ pub type Millis = u64;
 #[derive(Debug, Clone, PartialEq)]
 pub struct TaskRecord {
     /// Who may see the task.
-    pub scope: String,
+    pub scope: Scope,
     /// The task as last seen, in legacy form (the pinned cancel applied).
     pub task: legacy::Task,
     /// The cached outcome (result, error) once terminal, or pending input.
@@ -62,7 +63,7 @@ pub struct TaskRecord {
 impl TaskRecord {
     /// A task a server has just created, as the shim first records it for
     /// `scope`: no outcome yet, no cancel pinned, not synthetic.
-    pub fn new(scope: String, task: legacy::Task, expires_at: Option<Millis>) -> Self {
+    pub fn new(scope: Scope, task: legacy::Task, expires_at: Option<Millis>) -> Self {
         TaskRecord {
             scope,
             task,
@@ -83,6 +84,29 @@ impl TaskRecord {
         self.cancel_pinned || self.task.status.is_terminal()
     }
 }
+
+/// Whether a record that expires at `expires_at` is gone at `now`: every
+/// store's one rule.
+fn expired(expires_at: Option<Millis>, now: Millis) -> bool {
+    expires_at.is_some_and(|t| t <= now)
+}
+
+/// How much of a record [`TaskLedger::fetch`] brings back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Detail {
+    /// The whole record, its cached outcome included ([`TaskLedger::get`]).
+    Full,
+    /// The task and its flags, with [`Payload::None`] whatever is cached
+    /// ([`TaskLedger::get_task`]).
+    TaskOnly,
+}
+
+/// What a lookup of one record answers: the record, `Ok(None)` for a
+/// miss, or the store's failure (never a miss).
+pub type Found = Result<Option<TaskRecord>, LedgerError>;
+
+/// What [`TaskLedger::list`] answers: a page, or why there is none.
+pub type Listed = Result<Page, LedgerError>;
 
 /// One page of a scope's tasks, newest first.
 #[derive(Debug, Clone, PartialEq)]
@@ -162,38 +186,25 @@ pub trait TaskLedger: Send + Sync + std::fmt::Debug {
     /// create a task goes upstream, so a client at its cap is refused
     /// before the server starts work. Advisory: two calls may both pass,
     /// and [`TaskLedger::insert`] still enforces the cap.
-    async fn check_room(&self, scope: &str, now: Millis) -> Result<(), LedgerError> {
-        let _ = (scope, now);
-        Ok(())
-    }
+    async fn check_room(&self, scope: &Scope, now: Millis) -> Result<(), LedgerError>;
 
     /// The record of `task_id` if it exists, belongs to `scope` and has not
-    /// expired (`Ok(None)` for anything else, indistinguishably), with its
-    /// cached outcome.
-    async fn get(
-        &self,
-        scope: &str,
-        task_id: &str,
-        now: Millis,
-    ) -> Result<Option<TaskRecord>, LedgerError>;
+    /// expired (`Ok(None)` for anything else, indistinguishably), as much
+    /// of it as `detail` asks. [`Detail::TaskOnly`] is for callers that
+    /// need the task and its flags, not its cached outcome: a `tasks/get`
+    /// of a task that finished with a 1 MiB result must not copy (or,
+    /// where stored as text, parse) that result.
+    async fn fetch(&self, scope: &Scope, task_id: &str, now: Millis, detail: Detail) -> Found;
 
-    /// [`TaskLedger::get`] for callers that need the task and its flags,
-    /// not its cached outcome: the record comes back with
-    /// [`Payload::None`] whatever is cached, so a `tasks/get` of a task
-    /// that finished with a 1 MiB result does not copy (or, where stored
-    /// as text, parse) that result. Stores that keep the payload apart
-    /// override this; the default reads the whole record and drops the
-    /// payload.
-    async fn get_task(
-        &self,
-        scope: &str,
-        task_id: &str,
-        now: Millis,
-    ) -> Result<Option<TaskRecord>, LedgerError> {
-        Ok(self.get(scope, task_id, now).await?.map(|mut r| {
-            r.payload = Payload::None;
-            r
-        }))
+    /// The whole record of `task_id` ([`TaskLedger::fetch`], [`Detail::Full`]).
+    async fn get(&self, scope: &Scope, task_id: &str, now: Millis) -> Found {
+        self.fetch(scope, task_id, now, Detail::Full).await
+    }
+
+    /// The record of `task_id` without its cached outcome
+    /// ([`TaskLedger::fetch`], [`Detail::TaskOnly`]).
+    async fn get_task(&self, scope: &Scope, task_id: &str, now: Millis) -> Found {
+        self.fetch(scope, task_id, now, Detail::TaskOnly).await
     }
 
     /// Applies `change` to the record if [`TaskLedger::get`] would return
@@ -204,13 +215,7 @@ pub trait TaskLedger: Send + Sync + std::fmt::Debug {
     /// can know, except where the store says otherwise (the Redis ledger
     /// keeps a change it could not store and stores it when the server is
     /// back, see [`RedisLedger`]).
-    async fn update(
-        &self,
-        scope: &str,
-        task_id: &str,
-        now: Millis,
-        change: Change<'_>,
-    ) -> Result<Option<TaskRecord>, LedgerError>;
+    async fn update(&self, scope: &Scope, task_id: &str, now: Millis, change: Change<'_>) -> Found;
 
     /// [`TaskLedger::update`] for a change that must not be lost to a
     /// store outage: what the upstream said of a task (its new status, its
@@ -218,37 +223,25 @@ pub trait TaskLedger: Send + Sync + std::fmt::Debug {
     /// change (the Redis ledger) keeps one it could not store, stores it
     /// when it can, and applies it before any later call on the task, so
     /// a read once the store is back shows it. The default is `update`.
-    async fn update_kept(
-        &self,
-        scope: &str,
-        task_id: &str,
-        now: Millis,
-        change: KeptChange,
-    ) -> Result<Option<TaskRecord>, LedgerError> {
-        self.update(scope, task_id, now, &mut |r| change(r)).await
+    async fn update_kept(&self, scope: &Scope, id: &str, now: Millis, change: KeptChange) -> Found {
+        self.update(scope, id, now, &mut |r| change(r)).await
     }
 
     /// A page of `scope`'s records, newest first, `limit` at most, each
     /// without its payload, as [`TaskLedger::get_task`] reads it: a page
     /// lists tasks, and decoding fifty cached results to list them cost
     /// more than the rest of the page.
-    async fn list(
-        &self,
-        scope: &str,
-        cursor: Option<&str>,
-        limit: usize,
-        now: Millis,
-    ) -> Result<Page, LedgerError>;
+    async fn list(&self, scope: &Scope, cursor: Option<&str>, limit: usize, now: Millis) -> Listed;
 
     /// Whose task `task_id` is: its scope, if the record is alive. For
     /// the shim's own checks, never for a client's eyes: the HTTP front
     /// asks it on the same-revision path, where requests bypass the
     /// ledger, so that one scope's task id never reaches the upstream on
     /// another scope's behalf.
-    async fn scope_of(&self, task_id: &str, now: Millis) -> Result<Option<String>, LedgerError>;
+    async fn scope_of(&self, task_id: &str, now: Millis) -> Result<Option<Scope>, LedgerError>;
 
     /// Forgets every record of `scope` (session deleted).
-    async fn drop_scope(&self, scope: &str) -> Result<(), LedgerError>;
+    async fn drop_scope(&self, scope: &Scope) -> Result<(), LedgerError>;
 
     /// Drops expired records; returns how many.
     async fn evict_expired(&self, now: Millis) -> Result<usize, LedgerError>;
@@ -277,13 +270,83 @@ pub trait TaskLedger: Send + Sync + std::fmt::Debug {
     }
 }
 
+/// [`LedgerError::ScopeFull`] when a scope that holds `held` live records
+/// is at `cap`: the one cap rule of every store, before an insert and in
+/// [`TaskLedger::check_room`].
+fn room(held: usize, cap: usize) -> Result<(), LedgerError> {
+    if held >= cap {
+        return Err(LedgerError::ScopeFull(cap));
+    }
+    Ok(())
+}
+
+/// One page of a `tasks/list` being filled, newest first: every store
+/// walks its scope index from the cursor's position down and offers each
+/// live record here, until the page says it is full.
+struct PageBuilder {
+    /// The store's cursor tag (see [`encode_cursor`]).
+    tag: &'static str,
+    scope: Scope,
+    limit: usize,
+    records: Vec<TaskRecord>,
+    /// The sequence number of the last record taken: the next page starts
+    /// below it.
+    last_seq: Option<u64>,
+}
+
+impl PageBuilder {
+    /// A page of at most `limit` records of `scope`; the position of
+    /// `cursor` (one made by the store of `tag` for `scope`), if any, is
+    /// where the walk starts (below it).
+    fn start(
+        tag: &'static str,
+        scope: &Scope,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> Result<(Self, Option<u64>), LedgerError> {
+        let before = cursor.map(|c| decode_cursor(tag, scope, c)).transpose()?;
+        let page = PageBuilder {
+            tag,
+            scope: scope.clone(),
+            limit,
+            records: Vec::with_capacity(limit.min(256)),
+            last_seq: None,
+        };
+        Ok((page, before))
+    }
+
+    /// Whether another record fits: false once the page is full, when a
+    /// live record still offered means there is a next page.
+    fn has_room(&self) -> bool {
+        self.records.len() < self.limit
+    }
+
+    /// Takes the record at `seq` (the caller asked [`Self::has_room`]).
+    fn push(&mut self, seq: u64, record: TaskRecord) {
+        self.last_seq = Some(seq);
+        self.records.push(record);
+    }
+
+    /// The page; `more`: a live record was left over, so it gets a cursor.
+    fn finish(self, more: bool) -> Page {
+        let next_cursor = match (more, self.last_seq) {
+            (true, Some(seq)) => Some(encode_cursor(self.tag, &self.scope, seq)),
+            _ => None,
+        };
+        Page {
+            records: self.records,
+            next_cursor,
+        }
+    }
+}
+
 /// An opaque `tasks/list` cursor: the position `seq` in `scope`, tagged with
 /// the ledger kind that made it. Binding it to its scope makes one client's
 /// cursor useless to another; the tag keeps one ledger from reading
 /// another's positions. The scope goes in as a digest: an anonymous HTTP
 /// session's scope is its session id, the one thing that admits its
 /// requests, and a cursor seen in a log or a trace must not hand it out.
-fn encode_cursor(tag: &str, scope: &str, seq: u64) -> String {
+fn encode_cursor(tag: &str, scope: &Scope, seq: u64) -> String {
     use base64::Engine;
     base64::engine::general_purpose::URL_SAFE_NO_PAD
         .encode(format!("{tag}:{seq}:{}", scope_digest(scope)))
@@ -291,15 +354,15 @@ fn encode_cursor(tag: &str, scope: &str, seq: u64) -> String {
 
 /// 128 bits of SHA-256 of `scope`, in hex: enough to tell scopes apart,
 /// and nothing to read a scope (a 128-bit random session id) back from.
-fn scope_digest(scope: &str) -> String {
+fn scope_digest(scope: &Scope) -> String {
     use sha2::Digest;
-    let hash = sha2::Sha256::digest(scope.as_bytes());
+    let hash = sha2::Sha256::digest(scope.key().as_bytes());
     hash[..16].iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The position in a cursor made by [`encode_cursor`] with the same `tag`
 /// and `scope`; anything else is [`LedgerError::BadCursor`].
-fn decode_cursor(tag: &str, scope: &str, cursor: &str) -> Result<u64, LedgerError> {
+fn decode_cursor(tag: &str, scope: &Scope, cursor: &str) -> Result<u64, LedgerError> {
     use base64::Engine;
     let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .decode(cursor)
@@ -325,7 +388,7 @@ mod cursor_tests {
     #[test]
     fn a_cursor_does_not_reveal_its_scope() {
         use base64::Engine;
-        let scope = "session:8d2f0c3a9b7e41d6a5c0f1e2d3b4a596";
+        let scope = &Scope::session("8d2f0c3a9b7e41d6a5c0f1e2d3b4a596");
         let cursor = encode_cursor("v1", scope, 42);
         let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
             .decode(&cursor)
@@ -333,7 +396,7 @@ mod cursor_tests {
         let text = String::from_utf8(raw).unwrap();
         assert!(!text.contains("8d2f0c3a9b7e41d6"), "{text}");
         assert_eq!(decode_cursor("v1", scope, &cursor).unwrap(), 42);
-        for (tag, other) in [("v1", "session:other"), ("d1", scope)] {
+        for (tag, other) in [("v1", &Scope::session("other")), ("d1", scope)] {
             assert!(matches!(
                 decode_cursor(tag, other, &cursor),
                 Err(LedgerError::BadCursor)

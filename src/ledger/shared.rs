@@ -58,7 +58,11 @@ use redis::Script;
 use redis::aio::MultiplexedConnection;
 
 use super::stored::{Stored, apply_change};
-use super::{Change, KeptChange, LedgerError, Millis, Page, TaskLedger, TaskRecord};
+use super::{
+    Change, Detail, Found, KeptChange, LedgerError, Listed, Millis, PageBuilder, TaskLedger,
+    TaskRecord,
+};
+use crate::scope::Scope;
 
 /// Bound on every Redis call (and on opening a connection).
 pub const IO_TIMEOUT: Duration = Duration::from_secs(2);
@@ -187,7 +191,7 @@ struct Redis {
     drop_scope: Script,
     replace: Script,
     /// Changes that could not be stored, by (scope, task id), in order.
-    unflushed: Mutex<HashMap<(String, String), Kept>>,
+    unflushed: Mutex<HashMap<TaskKey, Kept>>,
     /// Held while kept changes are being stored, so a read waits for a
     /// store in flight instead of reading around it.
     flushing: tokio::sync::Mutex<()>,
@@ -379,8 +383,8 @@ impl Redis {
         format!("{}:rec:{id}", self.prefix)
     }
 
-    fn scope_key(&self, scope: &str) -> String {
-        format!("{}:scope:{scope}", self.prefix)
+    fn scope_key(&self, scope: &Scope) -> String {
+        format!("{}:scope:{}", self.prefix, scope.key())
     }
 
     /// The stored bytes of `id`'s record, whatever its scope or expiry.
@@ -390,30 +394,18 @@ impl Redis {
             .await
     }
 
-    /// The record of `id` if it is `scope`'s and alive, read with `decode`
-    /// ([`Stored::decode`], or [`Stored::decode_without_payload`]).
-    async fn fetch(
-        &self,
-        scope: &str,
-        id: &str,
-        now: Millis,
-        decode: fn(&[u8]) -> Result<Stored, LedgerError>,
-    ) -> Result<Option<Stored>, LedgerError> {
-        let s = self
-            .read_raw(id)
+    /// The stored record of `id`, whatever its scope or expiry, as much of
+    /// it as `detail` asks.
+    async fn read(&self, id: &str, detail: Detail) -> Result<Option<Stored>, LedgerError> {
+        self.read_raw(id)
             .await?
-            .map(|raw| decode(&raw))
-            .transpose()?;
-        Ok(s.filter(|s| s.scope == scope && !s.expired(now)))
+            .map(|raw| Stored::decode_for(&raw, detail))
+            .transpose()
     }
 
-    async fn apply_update(
-        &self,
-        scope: &str,
-        id: &str,
-        now: Millis,
-        change: Change<'_>,
-    ) -> Result<Option<TaskRecord>, LedgerError> {
+    /// [`TaskLedger::update`], without storing kept changes first (this is
+    /// what stores them).
+    async fn update(&self, scope: &Scope, id: &str, now: Millis, change: Change<'_>) -> Found {
         let key = self.rec_key(id);
         let exp_key = format!("{}:exp", self.prefix);
         for attempt in 0..UPDATE_RETRIES {
@@ -425,7 +417,7 @@ impl Redis {
                 return Ok(None);
             };
             let stored = Stored::decode(&raw)?;
-            if stored.scope != scope || stored.expired(now) {
+            if !stored.alive_in(scope, now) {
                 return Ok(None);
             }
             let seq = stored.seq;
@@ -458,72 +450,63 @@ impl Redis {
         )))
     }
 
-    async fn try_list(
-        &self,
-        scope: &str,
-        before: Option<u64>,
-        limit: usize,
-        now: Millis,
-    ) -> Result<Page, LedgerError> {
-        let key = self.scope_key(scope);
+    /// `page` filled from its scope's records below position `before`.
+    async fn list(&self, mut page: PageBuilder, before: Option<u64>, now: Millis) -> Listed {
+        let key = self.scope_key(&page.scope);
         let mut upper = before.map_or_else(|| "+inf".to_owned(), |s| format!("({s}"));
-        let mut page = Vec::with_capacity(limit.min(256));
-        let mut last_seq = None;
         // One batch is usually enough; expired records still indexed (not
         // swept yet) make the loop fetch more.
-        let batch = limit.saturating_add(1).clamp(1, 1000);
+        let batch = page.limit.saturating_add(1).clamp(1, 1000);
         loop {
-            let mut c = self.conn().await?;
-            let entries: Vec<(String, u64)> = self
-                .run(
-                    redis::cmd("ZREVRANGEBYSCORE")
-                        .arg(&key)
-                        .arg(&upper)
-                        .arg("-inf")
-                        .arg("WITHSCORES")
-                        .arg("LIMIT")
-                        .arg(0)
-                        .arg(batch)
-                        .query_async(&mut c),
-                )
-                .await?;
-            if entries.is_empty() {
-                return Ok(Page {
-                    records: page,
-                    next_cursor: None,
-                });
-            }
+            let entries = self.index_below(&key, &upper, batch).await?;
             let keys: Vec<String> = entries.iter().map(|(id, _)| self.rec_key(id)).collect();
-            let bodies: Vec<Option<Vec<u8>>> = self
-                .run(redis::cmd("MGET").arg(&keys).query_async(&mut c))
-                .await?;
+            let bodies: Vec<Option<Vec<u8>>> = match keys.is_empty() {
+                true => Vec::new(),
+                false => {
+                    let mut c = self.conn().await?;
+                    self.run(redis::cmd("MGET").arg(&keys).query_async(&mut c))
+                        .await?
+                }
+            };
             for ((_, seq), body) in entries.iter().zip(bodies) {
                 let Some(body) = body else { continue };
                 let s = Stored::decode_without_payload(&body)?;
-                if s.expired(now) || s.scope != scope {
+                if !s.alive_in(&page.scope, now) {
                     continue;
                 }
-                if page.len() == limit {
-                    let next_cursor = last_seq.map(|seq| super::encode_cursor("r1", scope, seq));
-                    return Ok(Page {
-                        records: page,
-                        next_cursor,
-                    });
+                if !page.has_room() {
+                    return Ok(page.finish(true));
                 }
-                last_seq = Some(*seq);
-                page.push(s.into_record());
+                page.push(*seq, s.into_record());
             }
-            let Some((_, oldest)) = entries.last() else {
-                unreachable!("entries is not empty")
-            };
-            upper = format!("({oldest}");
-            if entries.len() < batch {
-                return Ok(Page {
-                    records: page,
-                    next_cursor: None,
-                });
+            match entries.last() {
+                Some((_, oldest)) if entries.len() == batch => upper = format!("({oldest}"),
+                _ => return Ok(page.finish(false)),
             }
         }
+    }
+
+    /// Up to `batch` (id, seq) entries of the scope index `key` below
+    /// `upper`, newest first.
+    async fn index_below(
+        &self,
+        key: &str,
+        upper: &str,
+        batch: usize,
+    ) -> Result<Vec<(String, u64)>, LedgerError> {
+        let mut c = self.conn().await?;
+        self.run(
+            redis::cmd("ZREVRANGEBYSCORE")
+                .arg(key)
+                .arg(upper)
+                .arg("-inf")
+                .arg("WITHSCORES")
+                .arg("LIMIT")
+                .arg(0)
+                .arg(batch)
+                .query_async(&mut c),
+        )
+        .await
     }
 
     async fn zcard(&self, key: &str) -> Result<usize, LedgerError> {
@@ -537,23 +520,6 @@ impl Redis {
         self.run(self.evict.arg(&self.prefix).arg(now).invoke_async(&mut c))
             .await
     }
-}
-
-impl Redis {
-    async fn check_room(&self, scope: &str, now: Millis) -> Result<(), LedgerError> {
-        let key = self.scope_key(scope);
-        // The scope's set keeps expired ids until a sweep or an insert
-        // evicts them: at the cap, evict and count again.
-        let mut held = self.zcard(&key).await?;
-        if held >= self.per_scope_cap {
-            self.evict_at(now).await?;
-            held = self.zcard(&key).await?;
-        }
-        if held >= self.per_scope_cap {
-            return Err(LedgerError::ScopeFull(self.per_scope_cap));
-        }
-        Ok(())
-    }
 
     async fn insert(&self, record: TaskRecord, now: Millis) -> Result<(), LedgerError> {
         let mut c = self.conn().await?;
@@ -564,7 +530,7 @@ impl Redis {
                     .query_async(&mut c),
             )
             .await?;
-        let scope = record.scope.clone();
+        let scope = record.scope.key().to_owned();
         let id = record.id().to_owned();
         let expires = record.expires_at.map(|t| t.to_string()).unwrap_or_default();
         let body = Stored::new(seq, record).encode()?;
@@ -587,98 +553,18 @@ impl Redis {
         }
         Ok(())
     }
-
-    async fn get(
-        &self,
-        scope: &str,
-        task_id: &str,
-        now: Millis,
-    ) -> Result<Option<TaskRecord>, LedgerError> {
-        Ok(self
-            .fetch(scope, task_id, now, Stored::decode)
-            .await?
-            .map(Stored::into_record))
-    }
-
-    async fn scope_of(&self, task_id: &str, now: Millis) -> Result<Option<String>, LedgerError> {
-        let s = self
-            .read_raw(task_id)
-            .await?
-            .map(|raw| Stored::decode_without_payload(&raw))
-            .transpose()?;
-        Ok(s.filter(|s| !s.expired(now)).map(|s| s.scope))
-    }
-
-    async fn get_task(
-        &self,
-        scope: &str,
-        task_id: &str,
-        now: Millis,
-    ) -> Result<Option<TaskRecord>, LedgerError> {
-        Ok(self
-            .fetch(scope, task_id, now, Stored::decode_without_payload)
-            .await?
-            .map(Stored::into_record))
-    }
-
-    async fn update(
-        &self,
-        scope: &str,
-        task_id: &str,
-        now: Millis,
-        change: Change<'_>,
-    ) -> Result<Option<TaskRecord>, LedgerError> {
-        self.apply_update(scope, task_id, now, change).await
-    }
-
-    async fn list(
-        &self,
-        scope: &str,
-        cursor: Option<&str>,
-        limit: usize,
-        now: Millis,
-    ) -> Result<Page, LedgerError> {
-        let before = cursor
-            .map(|c| super::decode_cursor("r1", scope, c))
-            .transpose()?;
-        self.try_list(scope, before, limit, now).await
-    }
-
-    async fn drop_scope(&self, scope: &str) -> Result<(), LedgerError> {
-        let mut c = self.conn().await?;
-        let _: i64 = self
-            .run(
-                self.drop_scope
-                    .arg(&self.prefix)
-                    .arg(scope)
-                    .invoke_async(&mut c),
-            )
-            .await?;
-        Ok(())
-    }
-
-    async fn evict_expired(&self, now: Millis) -> Result<usize, LedgerError> {
-        Ok(self.evict_at(now).await?.max(0) as usize)
-    }
-
-    async fn len(&self) -> Result<usize, LedgerError> {
-        let mut c = self.conn().await?;
-        self.run(
-            redis::cmd("SCARD")
-                .arg(format!("{}:ids", self.prefix))
-                .query_async(&mut c),
-        )
-        .await
-    }
 }
 
+/// A kept change's task: its scope and id.
+type TaskKey = (Scope, String);
+
 impl Redis {
-    fn kept(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), Kept>> {
+    fn kept(&self) -> std::sync::MutexGuard<'_, HashMap<TaskKey, Kept>> {
         self.unflushed.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// [`Self::flush`] for the one task a call reads or changes.
-    async fn flush_task(&self, scope: &str, task_id: &str) -> Result<(), LedgerError> {
+    async fn flush_task(&self, scope: &Scope, task_id: &str) -> Result<(), LedgerError> {
         self.flush(|(s, i)| s == scope && i == task_id).await
     }
 
@@ -686,13 +572,12 @@ impl Redis {
     /// before a call that reads or changes them: a read after Redis is
     /// back shows them, never the record as it was before them. Fails
     /// (the changes still kept) while Redis does.
-    async fn flush(&self, wanted: impl Fn(&(String, String)) -> bool) -> Result<(), LedgerError> {
+    async fn flush(&self, wanted: impl Fn(&TaskKey) -> bool) -> Result<(), LedgerError> {
         if !self.kept().keys().any(&wanted) {
             return Ok(());
         }
         let _flushing = self.flushing.lock().await;
-        let keys: Vec<(String, String)> =
-            self.kept().keys().filter(|k| wanted(k)).cloned().collect();
+        let keys: Vec<TaskKey> = self.kept().keys().filter(|k| wanted(k)).cloned().collect();
         for key in keys {
             let Some((changes, now)) = self.kept().get(&key).map(|k| (k.changes.clone(), k.now))
             else {
@@ -728,9 +613,9 @@ impl Redis {
 
     /// Keeps `change` of `scope`'s task `id` to store later (see
     /// [`TaskLedger::update_kept`]), and makes sure something retries.
-    fn keep(self: &Arc<Self>, scope: &str, id: &str, now: Millis, change: KeptChange) {
+    fn keep(self: &Arc<Self>, scope: &Scope, id: &str, now: Millis, change: KeptChange) {
         let mut kept = self.kept();
-        let key = (scope.to_owned(), id.to_owned());
+        let key = (scope.clone(), id.to_owned());
         if !kept.contains_key(&key) && kept.len() >= MAX_UNFLUSHED {
             tracing::error!(task = %id, held = kept.len(), "shared ledger: too many changes wait for redis; this one is lost");
             return;
@@ -789,8 +674,15 @@ impl TaskLedger for RedisLedger {
         true
     }
 
-    async fn check_room(&self, scope: &str, now: Millis) -> Result<(), LedgerError> {
-        self.redis.check_room(scope, now).await
+    async fn check_room(&self, scope: &Scope, now: Millis) -> Result<(), LedgerError> {
+        let (r, key) = (&self.redis, self.redis.scope_key(scope));
+        // The scope's set keeps expired ids until a sweep or an insert
+        // evicts them: at the cap, evict and count again.
+        if super::room(r.zcard(&key).await?, r.per_scope_cap).is_ok() {
+            return Ok(());
+        }
+        r.evict_at(now).await?;
+        super::room(r.zcard(&key).await?, r.per_scope_cap)
     }
 
     async fn insert(&self, record: TaskRecord, now: Millis) -> Result<(), LedgerError> {
@@ -801,33 +693,14 @@ impl TaskLedger for RedisLedger {
         self.redis.insert(record, now).await
     }
 
-    async fn get(
-        &self,
-        scope: &str,
-        task_id: &str,
-        now: Millis,
-    ) -> Result<Option<TaskRecord>, LedgerError> {
+    async fn fetch(&self, scope: &Scope, task_id: &str, now: Millis, detail: Detail) -> Found {
         self.redis.flush_task(scope, task_id).await?;
-        self.redis.get(scope, task_id, now).await
+        let s = self.redis.read(task_id, detail).await?;
+        Ok(s.filter(|s| s.alive_in(scope, now))
+            .map(Stored::into_record))
     }
 
-    async fn get_task(
-        &self,
-        scope: &str,
-        task_id: &str,
-        now: Millis,
-    ) -> Result<Option<TaskRecord>, LedgerError> {
-        self.redis.flush_task(scope, task_id).await?;
-        self.redis.get_task(scope, task_id, now).await
-    }
-
-    async fn update(
-        &self,
-        scope: &str,
-        task_id: &str,
-        now: Millis,
-        change: Change<'_>,
-    ) -> Result<Option<TaskRecord>, LedgerError> {
+    async fn update(&self, scope: &Scope, task_id: &str, now: Millis, change: Change<'_>) -> Found {
         self.redis.flush_task(scope, task_id).await?;
         self.redis.update(scope, task_id, now, change).await
     }
@@ -836,58 +709,53 @@ impl TaskLedger for RedisLedger {
     /// task stores it once Redis answers again, and every later call on
     /// the task stores it first. At most 10,000 tasks' changes (`MAX_UNFLUSHED`)
     /// are kept; a shim that stops before Redis is back loses them.
-    async fn update_kept(
-        &self,
-        scope: &str,
-        task_id: &str,
-        now: Millis,
-        change: KeptChange,
-    ) -> Result<Option<TaskRecord>, LedgerError> {
-        let stored = match self.redis.flush_task(scope, task_id).await {
-            Ok(()) => {
-                self.redis
-                    .update(scope, task_id, now, &mut |r| change(r))
-                    .await
-            }
+    async fn update_kept(&self, scope: &Scope, id: &str, now: Millis, change: KeptChange) -> Found {
+        let stored = match self.redis.flush_task(scope, id).await {
+            Ok(()) => self.redis.update(scope, id, now, &mut |r| change(r)).await,
             Err(e) => Err(e),
         };
         match stored {
             Err(e) if store_failed(&e) => {
-                self.redis.keep(scope, task_id, now, change);
+                self.redis.keep(scope, id, now, change);
                 Err(e)
             }
             other => other,
         }
     }
 
-    async fn list(
-        &self,
-        scope: &str,
-        cursor: Option<&str>,
-        limit: usize,
-        now: Millis,
-    ) -> Result<Page, LedgerError> {
+    async fn list(&self, scope: &Scope, cursor: Option<&str>, limit: usize, now: Millis) -> Listed {
+        let (page, before) = PageBuilder::start("r1", scope, cursor, limit)?;
         self.redis.flush(|(s, _)| s == scope).await?;
-        self.redis.list(scope, cursor, limit, now).await
+        self.redis.list(page, before, now).await
     }
 
-    async fn scope_of(&self, task_id: &str, now: Millis) -> Result<Option<String>, LedgerError> {
+    async fn scope_of(&self, task_id: &str, now: Millis) -> Result<Option<Scope>, LedgerError> {
         self.redis.flush(|(_, i)| i == task_id).await?;
-        self.redis.scope_of(task_id, now).await
+        let s = self.redis.read(task_id, Detail::TaskOnly).await?;
+        Ok(s.filter(|s| !s.expired(now))
+            .map(|s| Scope::from_key(&s.scope)))
     }
 
-    async fn drop_scope(&self, scope: &str) -> Result<(), LedgerError> {
-        self.redis.drop_scope(scope).await?;
-        self.redis.kept().retain(|(s, _), _| s != scope);
+    async fn drop_scope(&self, scope: &Scope) -> Result<(), LedgerError> {
+        let r = &self.redis;
+        let mut c = r.conn().await?;
+        let mut script = r.drop_scope.prepare_invoke();
+        script.arg(&r.prefix).arg(scope.key());
+        let _: i64 = r.run(script.invoke_async(&mut c)).await?;
+        r.kept().retain(|(s, _), _| s != scope);
         Ok(())
     }
 
     async fn evict_expired(&self, now: Millis) -> Result<usize, LedgerError> {
-        self.redis.evict_expired(now).await
+        Ok(self.redis.evict_at(now).await?.max(0) as usize)
     }
 
     async fn len(&self) -> Result<usize, LedgerError> {
-        self.redis.len().await
+        let r = &self.redis;
+        let mut c = r.conn().await?;
+        let mut ids = redis::cmd("SCARD");
+        ids.arg(format!("{}:ids", r.prefix));
+        r.run(ids.query_async(&mut c)).await
     }
 }
 

@@ -6,8 +6,9 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::{LedgerError, Millis, TaskRecord};
+use super::{Detail, LedgerError, Millis, TaskRecord};
 use crate::jsonrpc::ErrorObject;
+use crate::scope::Scope;
 use crate::wire::legacy;
 use crate::wire::modern::Payload;
 
@@ -25,9 +26,10 @@ pub(super) fn apply_change(
     (after, changed)
 }
 
-/// A record as stored: the [`TaskRecord`] plus its insertion sequence.
-/// Its own type (not a serde derive on the engines' types) so the file
-/// format changes only on purpose.
+/// A record as stored: the [`TaskRecord`] plus its insertion sequence,
+/// the scope as its key ([`Scope::key`], rebuilt on reading). Its own type
+/// (not a serde derive on the engines' types) so the file format changes
+/// only on purpose.
 #[derive(Debug, Serialize, Deserialize)]
 pub(super) struct Stored {
     pub(super) seq: u64,
@@ -55,7 +57,7 @@ impl Stored {
     pub(super) fn new(seq: u64, r: TaskRecord) -> Stored {
         Stored {
             seq,
-            scope: r.scope,
+            scope: r.scope.into_key(),
             task: r.task,
             payload: match r.payload {
                 Payload::None => StoredPayload::None,
@@ -71,7 +73,7 @@ impl Stored {
 
     pub(super) fn into_record(self) -> TaskRecord {
         TaskRecord {
-            scope: self.scope,
+            scope: Scope::from_key(&self.scope),
             task: self.task,
             payload: match self.payload {
                 StoredPayload::None => Payload::None,
@@ -118,13 +120,28 @@ impl Stored {
         read_json(bytes)
     }
 
+    /// [`Stored::decode`], or [`Stored::decode_without_payload`] for
+    /// [`Detail::TaskOnly`].
+    pub(super) fn decode_for(bytes: &[u8], detail: Detail) -> Result<Stored, LedgerError> {
+        match detail {
+            Detail::Full => Stored::decode(bytes),
+            Detail::TaskOnly => Stored::decode_without_payload(bytes),
+        }
+    }
+
     pub(super) fn encode(&self) -> Result<Vec<u8>, LedgerError> {
         serde_json::to_vec(self)
             .map_err(|e| LedgerError::Storage(format!("cannot encode ledger record: {e}")))
     }
 
     pub(super) fn expired(&self, now: Millis) -> bool {
-        self.expires_at.is_some_and(|t| t <= now)
+        super::expired(self.expires_at, now)
+    }
+
+    /// Whether the record is `scope`'s and alive at `now`: what every read
+    /// for a scope asks of it.
+    pub(super) fn alive_in(&self, scope: &Scope, now: Millis) -> bool {
+        self.scope == scope.key() && !self.expired(now)
     }
 }
 

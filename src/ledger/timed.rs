@@ -5,7 +5,10 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::{Change, KeptChange, LedgerError, Millis, Page, TaskLedger, TaskRecord};
+use super::{
+    Change, Detail, Found, KeptChange, LedgerError, Listed, Millis, TaskLedger, TaskRecord,
+};
+use crate::scope::Scope;
 use crate::telemetry::Telemetry;
 
 /// `inner`, timed.
@@ -39,84 +42,55 @@ impl TimedLedger {
     }
 }
 
+/// Each call goes to `inner` as is, timed under its own name; `get` and
+/// `get_task` are `fetch` by [`Detail`], timed under those names.
 #[async_trait::async_trait]
 impl TaskLedger for TimedLedger {
     async fn insert(&self, record: TaskRecord, now: Millis) -> Result<(), LedgerError> {
         self.timed("insert", self.inner.insert(record, now)).await
     }
 
-    async fn check_room(&self, scope: &str, now: Millis) -> Result<(), LedgerError> {
-        self.timed("check_room", self.inner.check_room(scope, now))
+    async fn check_room(&self, scope: &Scope, now: Millis) -> Result<(), LedgerError> {
+        let call = self.inner.check_room(scope, now);
+        self.timed("check_room", call).await
+    }
+
+    async fn fetch(&self, scope: &Scope, task_id: &str, now: Millis, detail: Detail) -> Found {
+        let op = match detail {
+            Detail::Full => "get",
+            Detail::TaskOnly => "get_task",
+        };
+        self.timed(op, self.inner.fetch(scope, task_id, now, detail))
             .await
     }
 
-    async fn get(
-        &self,
-        scope: &str,
-        task_id: &str,
-        now: Millis,
-    ) -> Result<Option<TaskRecord>, LedgerError> {
-        self.timed("get", self.inner.get(scope, task_id, now)).await
+    async fn update(&self, scope: &Scope, task_id: &str, now: Millis, change: Change<'_>) -> Found {
+        let call = self.inner.update(scope, task_id, now, change);
+        self.timed("update", call).await
     }
 
-    async fn get_task(
-        &self,
-        scope: &str,
-        task_id: &str,
-        now: Millis,
-    ) -> Result<Option<TaskRecord>, LedgerError> {
-        self.timed("get_task", self.inner.get_task(scope, task_id, now))
-            .await
+    async fn update_kept(&self, scope: &Scope, id: &str, now: Millis, change: KeptChange) -> Found {
+        let call = self.inner.update_kept(scope, id, now, change);
+        self.timed("update_kept", call).await
     }
 
-    async fn update(
-        &self,
-        scope: &str,
-        task_id: &str,
-        now: Millis,
-        change: Change<'_>,
-    ) -> Result<Option<TaskRecord>, LedgerError> {
-        self.timed("update", self.inner.update(scope, task_id, now, change))
-            .await
+    async fn list(&self, scope: &Scope, cursor: Option<&str>, limit: usize, now: Millis) -> Listed {
+        let call = self.inner.list(scope, cursor, limit, now);
+        self.timed("list", call).await
     }
 
-    async fn update_kept(
-        &self,
-        scope: &str,
-        task_id: &str,
-        now: Millis,
-        change: KeptChange,
-    ) -> Result<Option<TaskRecord>, LedgerError> {
-        self.timed(
-            "update_kept",
-            self.inner.update_kept(scope, task_id, now, change),
-        )
-        .await
+    async fn scope_of(&self, task_id: &str, now: Millis) -> Result<Option<Scope>, LedgerError> {
+        let call = self.inner.scope_of(task_id, now);
+        self.timed("scope_of", call).await
     }
 
-    async fn list(
-        &self,
-        scope: &str,
-        cursor: Option<&str>,
-        limit: usize,
-        now: Millis,
-    ) -> Result<Page, LedgerError> {
-        self.timed("list", self.inner.list(scope, cursor, limit, now))
-            .await
-    }
-
-    async fn scope_of(&self, task_id: &str, now: Millis) -> Result<Option<String>, LedgerError> {
-        self.timed("scope_of", self.inner.scope_of(task_id, now))
-            .await
-    }
-
-    async fn drop_scope(&self, scope: &str) -> Result<(), LedgerError> {
+    async fn drop_scope(&self, scope: &Scope) -> Result<(), LedgerError> {
         self.timed("drop_scope", self.inner.drop_scope(scope)).await
     }
 
     async fn evict_expired(&self, now: Millis) -> Result<usize, LedgerError> {
-        self.timed("evict_expired", self.inner.evict_expired(now))
-            .await
+        let call = self.inner.evict_expired(now);
+        self.timed("evict_expired", call).await
     }
 
     async fn len(&self) -> Result<usize, LedgerError> {

@@ -135,7 +135,7 @@ impl LegacySession {
         let mut task = ttask::detailed_to_legacy_record(&d);
         crate::bridge::bounded_ttl(&mut task.ttl, max_ttl);
         let record = TaskRecord::new(
-            self.scope.key().to_owned(),
+            self.scope.clone(),
             task,
             Some(
                 self.front
@@ -197,7 +197,7 @@ impl LegacySession {
             TaskStatus::Completed
         };
         let record = TaskRecord {
-            scope: self.scope.key().to_owned(),
+            scope: self.scope.clone(),
             task: ended,
             payload: Payload::Result(result),
             cancel_pinned: false,

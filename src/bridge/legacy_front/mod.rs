@@ -532,7 +532,7 @@ impl LegacySession {
                 // Checked against the ledger, then forwarded: here and now
                 // when the ledger answers at once (memory), else as a task.
                 let (ledger, upstream) = (self.front.ledger.clone(), self.front.upstream.clone());
-                let (scope, now) = (self.scope.key().to_owned(), self.front.clock.now_ms());
+                let (scope, now) = (self.scope.clone(), self.front.clock.now_ms());
                 crate::inline::start_here(async move {
                     if !super::may_forward_notification(&*ledger, &scope, now, &n).await {
                         return;

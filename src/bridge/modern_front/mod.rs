@@ -66,7 +66,7 @@ pub struct ModernFront {
 /// What the shim tracks of a task it created, beyond the ledger record.
 #[derive(Debug)]
 struct LiveTask {
-    scope: String,
+    scope: Scope,
     /// Outstanding input: key → (upstream request id, modern input request).
     inputs: BTreeMap<String, (Id, Value)>,
     /// Keys handed out so far (never reused for the task's life).
@@ -89,7 +89,7 @@ struct LiveTask {
 }
 
 impl LiveTask {
-    fn new(scope: String, driven: bool) -> Self {
+    fn new(scope: Scope, driven: bool) -> Self {
         LiveTask {
             scope,
             inputs: BTreeMap::new(),
@@ -276,7 +276,7 @@ impl ModernFront {
             0
         });
         // The ledger is asked with no engine lock held (its contract).
-        let tracked: Vec<(String, String)> = lock(&self.tasks)
+        let tracked: Vec<(String, Scope)> = lock(&self.tasks)
             .iter()
             .filter(|(_, live)| !live.driven)
             .map(|(id, live)| (id.clone(), live.scope.clone()))
@@ -343,7 +343,7 @@ impl ModernFront {
     /// is marked failed now, naming why, and its listen streams are told,
     /// instead of reading `working` until someone asks `tasks/get`.
     async fn tasks_died_with_the_child(&self, reason: &str) {
-        let followed: Vec<(String, String)> = lock(&self.tasks)
+        let followed: Vec<(String, Scope)> = lock(&self.tasks)
             .iter()
             .filter(|(_, t)| !t.driven)
             .map(|(id, t)| (id.clone(), t.scope.clone()))
@@ -579,7 +579,7 @@ impl ModernSession {
                 // Checked against the ledger, then forwarded: here and now
                 // when the ledger answers at once (memory), else as a task.
                 let (ledger, upstream) = (self.front.ledger.clone(), self.front.upstream.clone());
-                let (scope, now) = (self.scope.key().to_owned(), self.front.clock.now_ms());
+                let (scope, now) = (self.scope.clone(), self.front.clock.now_ms());
                 crate::inline::start_here(async move {
                     if !super::may_forward_notification(&*ledger, &scope, now, &n).await {
                         return;

@@ -12,6 +12,7 @@
 //! persisted key would only be one more secret on disk. The client starts
 //! the call again (MRTR allows a retry without `requestState`).
 
+use crate::scope::Scope;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use hmac::{Hmac, Mac};
@@ -48,8 +49,8 @@ impl StateSigner {
     }
 
     /// A token naming held call `held_id` of ledger scope `scope`.
-    pub(crate) fn sign(&self, held_id: &str, scope: &str) -> String {
-        let payload = format!("{held_id}|{scope}");
+    pub(crate) fn sign(&self, held_id: &str, scope: &Scope) -> String {
+        let payload = format!("{held_id}|{}", scope.key());
         let tag = self.mac(&payload).finalize().into_bytes();
         format!(
             "{}.{}",
@@ -60,7 +61,7 @@ impl StateSigner {
 
     /// The held call id inside a token, if the token is ours, untampered and
     /// issued to `scope`.
-    pub(crate) fn verify(&self, token: &str, scope: &str) -> Result<String, ShimError> {
+    pub(crate) fn verify(&self, token: &str, scope: &Scope) -> Result<String, ShimError> {
         let bad = || ShimError::InvalidParams("invalid or expired requestState".into());
         let (payload_b64, tag_b64) = token.split_once('.').ok_or_else(bad)?;
         let payload = URL_SAFE_NO_PAD.decode(payload_b64).map_err(|_| bad())?;
@@ -68,7 +69,7 @@ impl StateSigner {
         let payload = String::from_utf8(payload).map_err(|_| bad())?;
         self.mac(&payload).verify_slice(&tag).map_err(|_| bad())?;
         let (held_id, token_scope) = payload.split_once('|').ok_or_else(bad)?;
-        if token_scope != scope {
+        if token_scope != scope.key() {
             return Err(bad());
         }
         Ok(held_id.to_owned())
@@ -82,17 +83,18 @@ mod tests {
     #[test]
     fn tokens_verify_and_forgeries_fail() {
         let s = StateSigner::new();
-        let t = s.sign("h1", "scope");
-        assert_eq!(s.verify(&t, "scope").unwrap(), "h1");
-        assert!(s.verify(&t, "other").is_err());
+        let scope = Scope::from(crate::scope::Principal::new("alice"));
+        let t = s.sign("h1", &scope);
+        assert_eq!(s.verify(&t, &scope).unwrap(), "h1");
+        assert!(s.verify(&t, &Scope::anonymous()).is_err());
         let other = StateSigner::new();
-        assert!(other.verify(&t, "scope").is_err());
+        assert!(other.verify(&t, &scope).is_err());
         let forged = format!(
             "{}.{}",
-            URL_SAFE_NO_PAD.encode("h2|scope"),
+            URL_SAFE_NO_PAD.encode("h2|principal:alice"),
             t.split_once('.').unwrap().1
         );
-        assert_eq!(s.verify(&forged, "scope").unwrap_err().code(), -32602);
-        assert!(s.verify("garbage", "scope").is_err());
+        assert_eq!(s.verify(&forged, &scope).unwrap_err().code(), -32602);
+        assert!(s.verify("garbage", &scope).is_err());
     }
 }

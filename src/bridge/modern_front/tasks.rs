@@ -20,6 +20,7 @@ use crate::error::ShimError;
 use crate::jsonrpc::{ErrorObject, Id, Message, Request};
 use crate::ledger::TaskRecord;
 use crate::revision::META_SUBSCRIPTION_ID;
+use crate::scope::Scope;
 use crate::translate::{input, notify, session as tsession, task as ttask};
 use crate::upstream::RpcResult;
 use crate::wire::modern::{Payload, RequestMeta, result_type};
@@ -150,11 +151,7 @@ impl ModernFront {
     /// Stores an upstream task input request; `None` if the task is not
     /// ours, else the scope whose listen streams are to hear of it (told
     /// by the caller, with no lock held: that reads the ledger), if any.
-    pub(super) fn capture_task_input(
-        &self,
-        task_id: &str,
-        req: &Request,
-    ) -> Option<Option<String>> {
+    pub(super) fn capture_task_input(&self, task_id: &str, req: &Request) -> Option<Option<Scope>> {
         let mut tasks = lock(&self.tasks);
         let live = tasks.get_mut(task_id)?;
         live.seq += 1;
@@ -246,7 +243,7 @@ impl ModernFront {
 
     /// Starts the background `tasks/result` call of a tracked task; its
     /// answer is cached in the ledger as the task's payload.
-    fn watch_outcome(self: &Arc<Self>, scope: String, id: String) {
+    fn watch_outcome(self: &Arc<Self>, scope: Scope, id: String) {
         let front = self.clone();
         tokio::spawn(async move {
             let outcome = front.await_outcome(&id).await;
@@ -404,7 +401,7 @@ impl ModernFront {
     /// follow `task_id`.
     pub(super) async fn notify_subscribers(
         &self,
-        scope: &str,
+        scope: &Scope,
         task_id: &str,
         task: Option<legacy::Task>,
     ) {
@@ -414,7 +411,7 @@ impl ModernFront {
         for s in self
             .live_sessions()
             .into_iter()
-            .filter(|s| s.scope.key() == scope)
+            .filter(|s| s.scope == *scope)
         {
             for sub in lock(&s.subscriptions)
                 .iter_mut()
@@ -436,7 +433,7 @@ impl ModernFront {
     /// leaves out what only the record holds (logged).
     async fn view(
         &self,
-        scope: &str,
+        scope: &Scope,
         task_id: &str,
         task: Option<legacy::Task>,
     ) -> Option<(legacy::Task, Payload)> {
@@ -501,7 +498,7 @@ impl ModernSession {
                 .clock
                 .record_expiry(task.ttl, self.front.config.max_task_ttl_ms),
         );
-        let record = TaskRecord::new(self.scope.key().to_owned(), task, expires_at);
+        let record = TaskRecord::new(self.scope.clone(), task, expires_at);
         if !driven
             && let Err(e) = self
                 .front
@@ -519,10 +516,7 @@ impl ModernSession {
         }
         let mine = {
             let mut early = lock(&self.front.early);
-            lock(&self.front.tasks).insert(
-                id.clone(),
-                LiveTask::new(self.scope.key().to_owned(), driven),
-            );
+            lock(&self.front.tasks).insert(id.clone(), LiveTask::new(self.scope.clone(), driven));
             // Input the server asked for before the task was known here.
             let (mine, rest): (Vec<_>, Vec<_>) = early.drain(..).partition(|(t, _)| *t == id);
             *early = rest;
@@ -533,7 +527,7 @@ impl ModernSession {
                 self.front.notify_subscribers(&scope, &id, None).await;
             }
         }
-        self.front.watch_outcome(self.scope.key().to_owned(), id);
+        self.front.watch_outcome(self.scope.clone(), id);
         Ok(())
     }
 
@@ -546,14 +540,11 @@ impl ModernSession {
             if tasks.contains_key(task_id) {
                 return;
             }
-            tasks.insert(
-                task_id.to_owned(),
-                LiveTask::new(self.scope.key().to_owned(), false),
-            );
+            tasks.insert(task_id.to_owned(), LiveTask::new(self.scope.clone(), false));
         }
         tracing::info!(task = %task_id, "following a task made before a restart");
         self.front
-            .watch_outcome(self.scope.key().to_owned(), task_id.to_owned());
+            .watch_outcome(self.scope.clone(), task_id.to_owned());
     }
 
     /// Waits for a tracked task's payload.

@@ -604,7 +604,7 @@ async fn end(app: &App, s: &HttpSession, why: &str) {
     s.engine.end(why);
     // Session-scoped tasks go with the session; principal-scoped ones stay.
     if s.engine.scope().ends_with_session()
-        && let Err(e) = app.ledger.drop_scope(s.engine.scope().key()).await
+        && let Err(e) = app.ledger.drop_scope(s.engine.scope()).await
     {
         tracing::error!(error = %e, "could not drop the tasks of an ended session");
     }

@@ -89,8 +89,7 @@ async fn relay(
     principal: Option<Principal>,
     listen: bool,
 ) -> Response {
-    let scope = principal.map_or_else(Scope::anonymous, Scope::from);
-    let scope = scope.key();
+    let scope = &principal.map_or_else(Scope::anonymous, Scope::from);
     if listen {
         return relay_listen(app, up, req, scope).await;
     }
@@ -248,7 +247,12 @@ where
 /// dropped, as a server drops ids it does not know); its events go back to
 /// the client as SSE under the client's request id, until the client goes
 /// (dropping the stream closes the upstream one) or the upstream ends it.
-async fn relay_listen(app: &App, up: &dyn ModernUpstream, req: &Request, scope: &str) -> Response {
+async fn relay_listen(
+    app: &App,
+    up: &dyn ModernUpstream,
+    req: &Request,
+    scope: &Scope,
+) -> Response {
     let id = req.id.clone();
     let mut params = req.params.clone().unwrap_or_default();
     let own = match own_task_filter(app, &mut params, scope).await {
@@ -315,7 +319,7 @@ async fn relay_listen(app: &App, up: &dyn ModernUpstream, req: &Request, scope: 
 async fn own_task_filter(
     app: &App,
     params: &mut serde_json::Value,
-    scope: &str,
+    scope: &Scope,
 ) -> Result<std::collections::HashSet<String>, ShimError> {
     let mut own = std::collections::HashSet::new();
     let Some(ids) = params
@@ -327,7 +331,7 @@ async fn own_task_filter(
     };
     let now = app.clock.now_ms();
     for task_id in ids.iter().filter_map(serde_json::Value::as_str) {
-        if app.ledger.scope_of(task_id, now).await?.as_deref() == Some(scope) {
+        if app.ledger.scope_of(task_id, now).await?.as_ref() == Some(scope) {
             own.insert(task_id.to_owned());
         }
     }
@@ -388,7 +392,7 @@ fn stream_end(end: Result<crate::upstream::RpcResult, ShimError>, id: &Id) -> Me
 async fn not_the_callers_task<'r>(
     app: &App,
     req: &'r Request,
-    scope: &str,
+    scope: &Scope,
 ) -> Result<Option<&'r str>, ShimError> {
     if !matches!(
         req.method.as_str(),
@@ -405,7 +409,7 @@ async fn not_the_callers_task<'r>(
         return Ok(None);
     };
     let owner = app.ledger.scope_of(task_id, app.clock.now_ms()).await?;
-    Ok((owner.as_deref() != Some(scope)).then_some(task_id))
+    Ok((owner.as_ref() != Some(scope)).then_some(task_id))
 }
 
 /// Another scope's task, asked for through the relay: the upstream is
@@ -429,7 +433,7 @@ async fn relay_as_unknown(
     };
     let body = Bytes::from(Message::Request(asked.clone()).to_json());
     // The ledger's scope does not matter here: the stand-in is no one's.
-    let resp = relay_inline(app, up, &asked, body, Scope::anonymous().key()).await;
+    let resp = relay_inline(app, up, &asked, body, &Scope::anonymous()).await;
     let (parts, body) = resp.into_parts();
     let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
         let e = ShimError::Upstream("the upstream's answer could not be read".into());
@@ -474,7 +478,7 @@ fn stand_in_for(id: &str) -> String {
 async fn record_created(
     app: &App,
     req: &Request,
-    scope: &str,
+    scope: &Scope,
     result: &serde_json::Value,
 ) -> Result<(), crate::jsonrpc::ErrorObject> {
     if crate::wire::modern::result_type_of(result) != crate::wire::modern::result_type::TASK {
@@ -489,7 +493,7 @@ async fn record_created(
     };
     let task_id = d.task.task_id.clone();
     let record = crate::ledger::TaskRecord::new(
-        scope.to_owned(),
+        scope.clone(),
         crate::translate::task::detailed_to_legacy_record(&d),
         Some(
             app.clock
@@ -515,7 +519,7 @@ async fn record_created(
 async fn relayed_answer(
     app: &App,
     req: &Request,
-    scope: &str,
+    scope: &Scope,
     result: serde_json::Value,
 ) -> Message {
     let recorded = if req.method == "tools/call" {
@@ -539,7 +543,7 @@ async fn relay_inline(
     up: &dyn ModernUpstream,
     req: &Request,
     body: Bytes,
-    scope: &str,
+    scope: &Scope,
 ) -> Response {
     let name = headers::name_source(&req.method, req.params.as_ref());
     let creates = req.method == "tools/call";
