@@ -48,9 +48,9 @@
 //! revision's are served by the shim's front, with the service called
 //! in-process as its upstream. A stdio server in the process: serve it on
 //! a [`tokio::io::duplex`] pair, [`upstream::io::connect`] to it, and
-//! [`proxy::serve_stdio`] the process's stdin and stdout.
+//! [`driver::stdio::serve_stdio`] the process's stdin and stdout.
 //!
-//! To embed otherwise: [`transport::http::HttpShim`] is the Streamable HTTP front as
+//! To embed otherwise: [`driver::http::HttpShim`] is the Streamable HTTP front as
 //! axum routes to merge into your own server, over an upstream
 //! [`upstream::Link`] (a child process, an HTTP server, or one in your
 //! process: [`upstream::channel`] and [`upstream::Link::probe`]). The bare

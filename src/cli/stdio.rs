@@ -87,7 +87,7 @@ type Named = (&'static str, i32);
 const SIGTERM: Named = ("SIGTERM", libc::SIGTERM);
 const SIGINT: Named = ("SIGINT", libc::SIGINT);
 
-/// Tells the session of each SIGTERM or SIGINT (see [`proxy::Stops`]):
+/// Tells the session of each SIGTERM or SIGINT (see [`crate::driver::stdio::Stops`]):
 /// the first stops it, another kills the upstream at once. The first
 /// decides the exit status.
 async fn forward_signals(

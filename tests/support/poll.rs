@@ -33,11 +33,7 @@ where
         if let Some(v) = look().await {
             return v;
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(EVERY).await;
+        next_look(what, deadline).await;
     }
 }
 
@@ -57,10 +53,16 @@ pub async fn until_with<S, T>(
         if let Some(v) = look(state).await {
             return v;
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(EVERY).await;
+        next_look(what, deadline).await;
     }
+}
+
+/// Between two async looks: fails once `deadline` has passed, else waits
+/// [`EVERY`] (on tokio's clock, so paused tests advance through it).
+async fn next_look(what: &str, deadline: tokio::time::Instant) {
+    assert!(
+        tokio::time::Instant::now() < deadline,
+        "timed out waiting for {what}"
+    );
+    tokio::time::sleep(EVERY).await;
 }
