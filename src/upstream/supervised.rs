@@ -339,6 +339,22 @@ impl Started {
 }
 
 impl Supervised {
+    /// The state a fault of the live generation leads to: restarting when
+    /// restarts are on, else down (saying why it stays down, unless the
+    /// shim itself is stopping).
+    fn after_fault(&self, reason: &str) -> Readiness {
+        let stopping = self.stopping.load(Ordering::SeqCst);
+        if self.opts.restart && !stopping {
+            Readiness::Restarting(reason.to_owned())
+        } else if stopping {
+            Readiness::Down(reason.to_owned())
+        } else {
+            Readiness::Down(format!(
+                "{reason}; it was not restarted (see --restart-upstream)"
+            ))
+        }
+    }
+
     /// Relays a client message unchanged (pass-through). Requests are
     /// remembered so their answers come back as [`UpstreamEvent::Relayed`].
     /// While a successor starts, waits for it (bounded); fails at once when
@@ -899,14 +915,9 @@ impl Supervised {
         // once, and that one must wait for the successor (or fail with
         // this reason), not reach the dead connection.
         if was_live {
-            let state = if restart {
-                State::Restarting(reason.clone())
-            } else if stopping {
-                State::Down(reason.clone())
-            } else {
-                State::Down(format!(
-                    "{reason}; it was not restarted (see --restart-upstream)"
-                ))
+            let state = match self.after_fault(&reason) {
+                Readiness::Restarting(why) => State::Restarting(why),
+                other => State::Down(other.why_not().unwrap_or(&reason).to_owned()),
             };
             self.state.send_replace(state);
         }
@@ -1096,13 +1107,12 @@ impl Upstream for Supervised {
     fn readiness(&self) -> Readiness {
         match &*self.state.borrow() {
             State::Up(generation) if !generation.is_dead() => Readiness::Up,
-            State::Up(generation) => Readiness::Down(
-                generation
-                    .dead
-                    .borrow()
-                    .clone()
-                    .unwrap_or_else(|| "the upstream failed".into()),
-            ),
+            // Dead, and the fault not handled yet: what the handler is
+            // about to say, so that no reader sees a state in between.
+            State::Up(generation) => {
+                let reason = generation.dead.borrow().clone();
+                self.after_fault(&reason.unwrap_or_else(|| "the upstream failed".into()))
+            }
             State::Restarting(why) => Readiness::Restarting(why.clone()),
             State::Down(why) => Readiness::Down(why.clone()),
         }
