@@ -258,6 +258,19 @@ impl ModernFront {
                 Ok(r) => Payload::Result(ttask::strip_related_task(r)),
                 Err(e) => Payload::Error(e),
             };
+            // The status the payload ends in, as tasks/get would say:
+            // asked first, so that the outcome and its status are stored
+            // in one write. Two writes left a window in which a client was
+            // told `completed` while the ledger still said `working`, and a
+            // shim stopped then lost the task's end to its successor.
+            let ended = match front
+                .upstream
+                .request("tasks/get", json!({"taskId": id}))
+                .await
+            {
+                Ok(Ok(v)) => from_value::<legacy::Task>("task", &v).ok(),
+                _ => None,
+            };
             let now = front.clock.now_ms();
             // No record: a driven task (see `LiveTask::driven`), or one
             // already expired; nobody will read its status then.
@@ -273,20 +286,15 @@ impl ModernFront {
                     flag.store(true, std::sync::atomic::Ordering::Relaxed);
                 } else {
                     r.payload = outcome.clone();
+                    if let Some(t) = &ended {
+                        r.task = t.clone();
+                    }
                 }
             });
-            let recorded = front
-                .ledger
-                .update_kept(&scope, &id, now, change)
-                .await
-                .map_or_else(
-                    |e| {
-                        // Kept, where the store can: its status follows it.
-                        tracing::error!(task = %id, error = %e, "could not store a task's outcome");
-                        true
-                    },
-                    |rec| rec.is_some(),
-                );
+            if let Err(e) = front.ledger.update_kept(&scope, &id, now, change).await {
+                // Kept, where the store can, status and all.
+                tracing::error!(task = %id, error = %e, "could not store a task's outcome");
+            }
             // The task has ended (a cancel's error can come before the
             // cancel's own answer): nobody will answer what it asked.
             front.close_inputs(&id, "the task has ended");
@@ -297,22 +305,6 @@ impl ModernFront {
             }
             if settled.load(std::sync::atomic::Ordering::Relaxed) {
                 return;
-            }
-            // The status the payload ends in, as tasks/get would say.
-            if recorded
-                && let Ok(Ok(v)) = front
-                    .upstream
-                    .request("tasks/get", json!({"taskId": id}))
-                    .await
-                && let Ok(t) = from_value::<legacy::Task>("task", &v)
-            {
-                let stored = front
-                    .ledger
-                    .update_kept(&scope, &id, now, Arc::new(move |r| r.task = t.clone()))
-                    .await;
-                if let Err(e) = stored {
-                    tracing::error!(task = %id, error = %e, "could not store a task's end");
-                }
             }
             front.notify_subscribers(&scope, &id, None).await;
         });
