@@ -9,7 +9,7 @@
 //!
 //! ```no_run
 //! # async fn run(server: impl ::rmcp::ServerHandler) -> std::io::Result<()> {
-//! use mcp_tasks_shim::{ledger::MemoryLedger, proxy::ProxyOptions};
+//! use mcp_tasks_shim::{ledger::MemoryLedger, driver::stdio::ProxyOptions};
 //! let ledger = std::sync::Arc::new(MemoryLedger::default());
 //! mcp_tasks_shim::rmcp::serve_stdio(server, ledger, ProxyOptions::default()).await?;
 //! # Ok(()) }

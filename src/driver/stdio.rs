@@ -199,7 +199,7 @@ where
 ///     opts.max_message_bytes,
 /// )
 /// .await;
-/// let ending = proxy::serve_stdio(
+/// let ending = stdio::serve_stdio(
 ///     tokio::io::stdin(),
 ///     tokio::io::stdout(),
 ///     link,
