@@ -263,13 +263,20 @@ impl ModernFront {
             // in one write. Two writes left a window in which a client was
             // told `completed` while the ledger still said `working`, and a
             // shim stopped then lost the task's end to its successor.
-            let ended = match front
-                .upstream
-                .request("tasks/get", json!({"taskId": id}))
-                .await
-            {
-                Ok(Ok(v)) => from_value::<legacy::Task>("task", &v).ok(),
-                _ => None,
+            // A driven task has no record to store it in, and its caller
+            // waits on the outcome: no extra round trip for it.
+            let driven = lock(&front.tasks).get(&id).is_some_and(|l| l.driven);
+            let ended = if driven {
+                None
+            } else {
+                match front
+                    .upstream
+                    .request("tasks/get", json!({"taskId": id}))
+                    .await
+                {
+                    Ok(Ok(v)) => from_value::<legacy::Task>("task", &v).ok(),
+                    _ => None,
+                }
             };
             let now = front.clock.now_ms();
             // No record: a driven task (see `LiveTask::driven`), or one
