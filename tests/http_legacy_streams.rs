@@ -234,7 +234,12 @@ async fn an_answer_whose_stream_closed_stays_off_the_get_stream() {
 /// (it waited for good).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn questions_lost_with_a_closed_stream_come_again() {
-    let shim = HttpShim::spawn(&[], &modern_reference());
+    // What the shim sends upstream shows when the answer has gone on.
+    let sent = support::wire::temp_path("closed-stream-upstream.jsonl");
+    let shim = HttpShim::spawn(
+        &["--record-upstream", sent.to_str().unwrap()],
+        &modern_reference(),
+    );
     let c = client();
     let url = shim.url.as_str();
     let (sid, _) = initialize(&c, url, None).await;
@@ -255,8 +260,12 @@ async fn questions_lost_with_a_closed_stream_come_again() {
     };
     let (s, _, _) = send(legacy(&c, url, Some(&sid), &answer(&q1))).await;
     assert_eq!(s, StatusCode::ACCEPTED);
-    // Stays real: the answer must have reached the child server; nothing shows it.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The answer must have reached the child server before the next wait.
+    support::poll::until_async("the answer sent upstream", Duration::from_secs(10), || {
+        let sent = sent.clone();
+        async move { (updates_sent(&sent) > 0).then_some(()) }
+    })
+    .await;
     // Again: every question not yet answered comes on the new stream.
     let mut again = stream(
         &c,
@@ -279,6 +288,7 @@ async fn questions_lost_with_a_closed_stream_come_again() {
     };
     assert_valid(Revision::Legacy, &result, Some("tasks/result"));
     assert!(result["result"]["content"].is_array(), "{result}");
+    let _ = std::fs::remove_file(&sent);
 }
 
 /// A client that takes JSON only and has no GET stream cannot be asked
@@ -485,4 +495,15 @@ async fn a_tasks_question_no_stream_can_carry_is_refused() {
             .unwrap_or_default();
         assert!(t.contains("j.txt"), "round {n}: {answer}");
     }
+}
+
+/// How many `tasks/update` requests an upstream recording holds (0 before
+/// the file exists).
+fn updates_sent(recording: &std::path::Path) -> usize {
+    std::fs::read_to_string(recording)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|r| r["dir"] == "c2s" && r["msg"]["method"] == "tasks/update")
+        .count()
 }

@@ -84,6 +84,16 @@ fn assert_listen_for(listen: &Value, task: &str) {
     );
 }
 
+/// How many reads of a task's state (`tasks/get`, `subscriptions/listen`)
+/// an upstream recording holds; 0 before the file exists.
+fn waits_sent(recording: &std::path::Path) -> usize {
+    let bytes = std::fs::read(recording).unwrap_or_default();
+    messages_in(&bytes)
+        .iter()
+        .filter(|m| m["method"] == "tasks/get" || m["method"] == "subscriptions/listen")
+        .count()
+}
+
 /// Waits (bounded) until `read` finds what it looks for.
 #[track_caller]
 fn eventually<T>(what: &str, read: impl FnMut() -> Option<T>) -> T {
@@ -188,17 +198,28 @@ fn stdio_listen_after_an_upstream_restart_is_a_fresh_one() {
         "--poll-interval-ms".into(),
         LONG_POLL_MS.into(),
     ];
-    let mut shim = Wire::spawn(&["--restart-upstream"], &upstream);
+    // What the shim sends upstream shows when the wait is in flight.
+    let sent = temp_path("listen-restart-upstream.jsonl");
+    let mut shim = Wire::spawn(
+        &[
+            "--restart-upstream",
+            "--record-upstream",
+            sent.to_str().unwrap(),
+        ],
+        &upstream,
+    );
     shim.initialize();
 
     // A wait in flight when the upstream dies fails with it.
     let task = create(&mut shim, "lost");
-    let id = shim.request("tasks/result", json!({"taskId": task}));
     let child = eventually("the upstream child", || {
         h::children_of(shim.pid()).into_iter().next()
     });
-    // Stays real: the wait must reach the child before it is killed; nothing shows it.
-    std::thread::sleep(Duration::from_millis(200));
+    let waits_before = waits_sent(&sent);
+    let id = shim.request("tasks/result", json!({"taskId": task}));
+    eventually("the wait sent upstream", || {
+        (waits_sent(&sent) > waits_before).then_some(())
+    });
     let killed = std::process::Command::new("kill")
         .args(["-KILL", &child.to_string()])
         .status()
@@ -221,6 +242,7 @@ fn stdio_listen_after_an_upstream_restart_is_a_fresh_one() {
     let r = shim.ok("tasks/result", json!({"taskId": task}));
     assert_eq!(text_of(&r), done("again"), "{r}");
     assert!(asked.elapsed() < WAIT, "took {:?}", asked.elapsed());
+    let _ = std::fs::remove_file(&sent);
 }
 
 /// One legacy HTTP session; every answer is checked against 2025-11-25.
