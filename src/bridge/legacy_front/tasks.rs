@@ -96,6 +96,13 @@ impl LegacySession {
                 return Err(ShimError::Upstream(format!("tasks/get: {}", e.message)).into());
             }
         };
+        // The common poll of a working task brings no news: the record
+        // read before asking already says it, and storing it again would
+        // be a store write (an fsync on disk, a round trip to Redis) for
+        // nothing. A record changed meanwhile keeps its newer state.
+        if self.tells_nothing_new(&rec, &d) {
+            return Ok(rec);
+        }
         // No record back: the store failed to take it (logged); what the
         // upstream just said is still the task's news.
         let seen = self.record_seen(&d).await;
@@ -138,6 +145,15 @@ impl LegacySession {
     }
 
     /// An upstream snapshot as this session's client sees the task.
+    /// True when storing `d` would leave `rec` as it is: a running task,
+    /// no cancel pinned, no outcome or input to cache, the same fields.
+    fn tells_nothing_new(&self, rec: &TaskRecord, d: &DetailedTask) -> bool {
+        !rec.cancel_pinned
+            && !rec.is_terminal()
+            && matches!(d.payload, Payload::None)
+            && self.seen_task(d) == rec.task
+    }
+
     fn seen_task(&self, d: &DetailedTask) -> crate::wire::legacy::Task {
         let mut task = ttask::detailed_to_legacy_record(d);
         crate::bridge::bounded_ttl(&mut task.ttl, self.front.config.max_task_ttl_ms);
