@@ -23,7 +23,7 @@ pub use stream::{StreamEvent, UpstreamStream};
 pub use async_trait::async_trait;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -453,6 +453,54 @@ impl std::fmt::Debug for dyn ModernUpstream {
 /// Open long-lived requests by id, and where their traffic goes.
 type Streams = Arc<Mutex<HashMap<Id, mpsc::UnboundedSender<StreamEvent>>>>;
 
+/// Who waits for an answer, and in which form.
+#[derive(Debug)]
+enum Waiter {
+    /// The answer read as an outcome.
+    Outcome(oneshot::Sender<Result<RpcResult, ShimError>>),
+    /// The answer read as a task ([`ModernUpstream::get_task`]); counted
+    /// while it waits, so that readers try the task reader only then (see
+    /// [`Connection::take_task_answer`]).
+    Task {
+        tx: oneshot::Sender<Result<TaskAnswer, ShimError>>,
+        _counted: Counted,
+    },
+}
+
+/// What [`ModernUpstream::get_task`] reads an answer as.
+type TaskAnswer = Result<DetailedTask, ErrorObject>;
+
+impl Waiter {
+    /// Hands `outcome`, the answer to its request, to the waiter.
+    fn answer(self, outcome: Result<RpcResult, ShimError>) {
+        match self {
+            Waiter::Outcome(tx) => {
+                let _ = tx.send(outcome);
+            }
+            Waiter::Task { tx, .. } => {
+                let _ = tx.send(outcome.and_then(task_of));
+            }
+        }
+    }
+}
+
+/// One waiter counted in a shared count, for as long as it lives.
+#[derive(Debug)]
+struct Counted(Arc<AtomicUsize>);
+
+impl Counted {
+    fn new(count: &Arc<AtomicUsize>) -> Counted {
+        count.fetch_add(1, Ordering::SeqCst);
+        Counted(count.clone())
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 /// An [`Upstream`] over a message channel: ids are the shim's own, answers
 /// are matched to waiting requests by id.
 #[derive(Debug)]
@@ -462,7 +510,9 @@ pub struct Connection {
     /// `out` only stays open until [`Connection::close`] (its closing is
     /// what ends the writer, and with it the upstream's input).
     lines: Option<Arc<dyn LineSink>>,
-    pending: Mutex<HashMap<Id, oneshot::Sender<Result<RpcResult, ShimError>>>>,
+    pending: Mutex<HashMap<Id, Waiter>>,
+    /// How many of `pending` wait for a task ([`Waiter::Task`]).
+    task_waiters: Arc<AtomicUsize>,
     streams: Streams,
     next_id: AtomicI64,
     id_prefix: Option<String>,
@@ -478,6 +528,7 @@ impl Connection {
             out: Mutex::new(Some(out)),
             lines: None,
             pending: Mutex::new(HashMap::new()),
+            task_waiters: Arc::default(),
             streams: Arc::default(),
             next_id: AtomicI64::new(1),
             id_prefix: None,
@@ -539,6 +590,36 @@ impl Connection {
         }
     }
 
+    /// While a request waits for a task ([`ModernUpstream::get_task`]):
+    /// hands `line`, read from the upstream, to it if the line is its
+    /// answer and a task, read straight from the bytes into one (as an
+    /// HTTP upstream reads it from its body); true then. Otherwise false,
+    /// and the reader parses the line as any other. A reader that never
+    /// calls this loses nothing: [`Connection::on_inbound`] reads the
+    /// parsed answer into the task.
+    pub fn take_task_answer(&self, line: &[u8]) -> bool {
+        if self.task_waiters.load(Ordering::SeqCst) == 0 {
+            return false;
+        }
+        let Some((id, task)) = crate::wire::modern::detailed_task_answer_with_id(line) else {
+            return false;
+        };
+        let waiter = {
+            let mut pending = self.lock();
+            match pending.get(&id) {
+                Some(Waiter::Task { .. }) => pending.remove(&id),
+                _ => None,
+            }
+        };
+        match waiter {
+            Some(Waiter::Task { tx, .. }) => {
+                let _ = tx.send(Ok(Ok(task)));
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// Routes a notification tagged with an open stream's id to it.
     fn stream_notification(&self, n: Notification) -> Option<UpstreamEvent> {
         let mut streams = lock(&self.streams);
@@ -565,8 +646,8 @@ impl Connection {
         let reason = self.close_input(reason);
         let reason = reason.as_str();
         let waiters: Vec<_> = self.lock().drain().collect();
-        for (_, tx) in waiters {
-            let _ = tx.send(Err(ShimError::Upstream(reason.to_owned())));
+        for (_, waiter) in waiters {
+            waiter.answer(Err(ShimError::Upstream(reason.to_owned())));
         }
         let streams: Vec<_> = lock(&self.streams).drain().collect();
         for (_, tx) in streams {
@@ -598,8 +679,8 @@ impl Connection {
     }
 
     fn resolve(&self, id: &Id, outcome: Result<RpcResult, ShimError>) {
-        if let Some(tx) = self.lock().remove(id) {
-            let _ = tx.send(outcome);
+        if let Some(waiter) = self.lock().remove(id) {
+            waiter.answer(outcome);
             return;
         }
         match lock(&self.streams).remove(id) {
@@ -610,9 +691,7 @@ impl Connection {
         }
     }
 
-    fn lock(
-        &self,
-    ) -> std::sync::MutexGuard<'_, HashMap<Id, oneshot::Sender<Result<RpcResult, ShimError>>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Id, Waiter>> {
         // A poisoned map only means a panic elsewhere; the data is still usable.
         self.pending.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -659,9 +738,20 @@ impl Connection {
         method: &str,
         send: impl FnOnce(&Connection, &Id) -> Result<(), ShimError>,
     ) -> Result<RpcResult, ShimError> {
+        self.exchange_as(method, send, Waiter::Outcome).await
+    }
+
+    /// [`Connection::exchange`], the answer handed over in the form
+    /// `waiter` takes.
+    async fn exchange_as<T>(
+        &self,
+        method: &str,
+        send: impl FnOnce(&Connection, &Id) -> Result<(), ShimError>,
+        waiter: impl FnOnce(oneshot::Sender<Result<T, ShimError>>) -> Waiter,
+    ) -> Result<T, ShimError> {
         let id = self.next_request_id();
         let (tx, rx) = oneshot::channel();
-        self.lock().insert(id.clone(), tx);
+        self.lock().insert(id.clone(), waiter(tx));
         if let Err(e) = send(self, &id) {
             self.lock().remove(&id);
             return Err(e);
@@ -746,6 +836,31 @@ impl ModernUpstream for Connection {
             line.push(b'\n');
             conn.send_line(&line)
         })
+        .await
+    }
+
+    /// On a connection that writes its own lines, a reader that hands
+    /// it the answer's line ([`Connection::take_task_answer`]) saves
+    /// building the answer as a JSON tree.
+    async fn get_task(&self, task_id: &str, meta: &ModernMeta) -> Result<TaskAnswer, ShimError> {
+        if self.lines.is_none() {
+            return read_task(self, task_id, meta).await;
+        }
+        let params = serde_json::json!({ "taskId": task_id });
+        let count = &self.task_waiters;
+        self.exchange_as(
+            "tasks/get",
+            |conn, id| {
+                let mut line = Vec::with_capacity(256);
+                meta.write_request(&mut line, id, "tasks/get", Some(&params));
+                line.push(b'\n');
+                conn.send_line(&line)
+            },
+            |tx| Waiter::Task {
+                tx,
+                _counted: Counted::new(count),
+            },
+        )
         .await
     }
 
@@ -876,6 +991,91 @@ mod tests {
             Some(StreamEvent::Ended(Err(e))) => assert!(e.to_string().contains("exited")),
             other => panic!("{other:?}"),
         }
+    }
+
+    /// The lines a connection writes itself, kept for the test to read.
+    #[derive(Debug, Default)]
+    struct Written(Mutex<Vec<Vec<u8>>>);
+
+    impl LineSink for Written {
+        fn write_line(&self, line: &[u8]) -> std::io::Result<()> {
+            lock(&self.0).push(line.to_vec());
+            Ok(())
+        }
+    }
+
+    /// Lets a spawned request run (this test's runtime has one thread)
+    /// until it waits for its answer.
+    async fn sent(conn: &Connection) {
+        for _ in 0..100 {
+            if !conn.lock().is_empty() {
+                return;
+            }
+            tokio::task::yield_now().await;
+        }
+        panic!("the request was not sent");
+    }
+
+    /// The id of the request the connection wrote last.
+    fn last_request_id(written: &Written) -> Id {
+        let line = lock(&written.0)
+            .last()
+            .cloned()
+            .expect("a request was written");
+        Message::parse(&line).unwrap().id().cloned().unwrap()
+    }
+
+    /// `tasks/get` on a connection that writes its own lines reads the
+    /// task from the answer's bytes when its reader hands them over, and
+    /// gets the same task, or the upstream's error, when the reader parses
+    /// the answer first.
+    #[tokio::test]
+    async fn get_task_reads_the_answer_however_the_reader_delivers_it() {
+        let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+        let written = Arc::new(Written::default());
+        let conn =
+            Arc::new(Connection::new(tx, Duration::from_secs(5)).writing_lines_to(written.clone()));
+        let meta = ModernMeta::new(serde_json::Map::new());
+        let task = json!({"taskId": "t1", "status": "working",
+            "createdAt": "2026-01-01T00:00:00Z", "lastUpdatedAt": "2026-01-01T00:00:00Z",
+            "ttlMs": 60000, "pollIntervalMs": 100, "resultType": "task",
+            "_meta": {crate::revision::META_SERVER_INFO: {"name": "s", "version": "1"}}});
+        // Nobody waits for a task: the reader keeps every line.
+        let line = Message::response(Id::Num(1), task.clone()).to_line();
+        assert!(!conn.take_task_answer(&line));
+        for from_bytes in [true, false] {
+            let (c, m) = (conn.clone(), meta.clone());
+            let get = tokio::spawn(async move { c.get_task("t1", &m).await });
+            sent(&conn).await;
+            let answer = Message::response(last_request_id(&written), task.clone());
+            // An answer to another request is not taken.
+            let other = Message::response(Id::Str("other".into()), task.clone());
+            assert!(!conn.take_task_answer(&other.to_line()));
+            if from_bytes {
+                assert!(conn.take_task_answer(&answer.to_line()));
+            } else {
+                assert!(conn.on_inbound(answer).is_none());
+            }
+            let d = get.await.unwrap().unwrap().unwrap();
+            assert_eq!(d.task.task_id, "t1");
+            assert_eq!(d.task.status, crate::wire::TaskStatus::Working);
+            // The answer's own `_meta` describes the answer, not the task.
+            assert!(d.task.extra.is_empty(), "{:?}", d.task.extra);
+        }
+        let (c, m) = (conn.clone(), meta.clone());
+        let get = tokio::spawn(async move { c.get_task("gone", &m).await });
+        sent(&conn).await;
+        let refused = Message::error(
+            Some(last_request_id(&written)),
+            ErrorObject::new(-32602, "no such task"),
+        );
+        // An error answer is no task: the reader parses it, as any other.
+        assert!(!conn.take_task_answer(&refused.to_line()));
+        assert!(conn.on_inbound(refused).is_none());
+        let e = get.await.unwrap().unwrap().unwrap_err();
+        assert_eq!((e.code, e.message.as_str()), (-32602, "no such task"));
+        assert!(conn.lock().is_empty());
+        assert_eq!(conn.task_waiters.load(Ordering::SeqCst), 0);
     }
 
     #[tokio::test]

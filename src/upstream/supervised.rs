@@ -41,13 +41,14 @@ use super::{
 };
 use crate::error::ShimError;
 use crate::inline::InlineWakes;
-use crate::jsonrpc::{Id, Message, Peeked};
+use crate::jsonrpc::{ErrorObject, Id, Message, Peeked};
 use crate::revision::{ProbeVerdict, Revision};
 use crate::translate::session::ModernMeta;
 use crate::transport::child::ChildInput;
 use crate::transport::lines::{BlockingLines, LineReader};
 use crate::transport::record::Labelled;
 use crate::transport::{self, Inbound, LineSink};
+use crate::wire::modern::DetailedTask;
 
 /// First delay before a restart; doubled after each failed attempt.
 const BACKOFF_START: Duration = Duration::from_millis(100);
@@ -669,6 +670,11 @@ impl Supervised {
                 forward(&**sink, line);
                 continue;
             }
+            // A task answer its request reads from the bytes itself.
+            if line.len() <= max && generation.conn.take_task_answer(line) {
+                wakes.run();
+                continue;
+            }
             let Some(inbound) = transport::lines::classify(line, max) else {
                 continue;
             };
@@ -1173,6 +1179,14 @@ impl ModernUpstream for Supervised {
             .conn
             .request_with_meta(method, params, meta)
             .await
+    }
+
+    async fn get_task(
+        &self,
+        task_id: &str,
+        meta: &ModernMeta,
+    ) -> Result<Result<DetailedTask, ErrorObject>, ShimError> {
+        self.live().await?.conn.get_task(task_id, meta).await
     }
 
     /// On the live child. Its streams end with it (a fault closes its

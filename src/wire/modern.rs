@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::{Extra, TaskStatus};
-use crate::jsonrpc::ErrorObject;
+use crate::jsonrpc::{ErrorObject, Id};
 
 /// A task as the extension describes it (`ttlMs`, `pollIntervalMs`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -347,12 +347,17 @@ pub struct UpdateTaskParams {
 /// assert!(detailed_task_answer(br#"{"jsonrpc":"2.0","id":7,"error":{"code":-32602,"message":"x"}}"#).is_none());
 /// ```
 pub fn detailed_task_answer(bytes: &[u8]) -> Option<DetailedTask> {
-    let TaskAnswer(task) = serde_json::from_slice(bytes).ok()?;
-    DetailedTask::from_task(task).ok()
+    detailed_task_answer_with_id(bytes).map(|(_, task)| task)
+}
+
+/// [`detailed_task_answer`], with the id of the request it answers.
+pub fn detailed_task_answer_with_id(bytes: &[u8]) -> Option<(Id, DetailedTask)> {
+    let TaskAnswer(id, task) = serde_json::from_slice(bytes).ok()?;
+    Some((id, DetailedTask::from_task(task).ok()?))
 }
 
 /// See [`detailed_task_answer`]; fails on any shape it does not take.
-struct TaskAnswer(Task);
+struct TaskAnswer(Id, Task);
 
 /// A member name of the answer or of its task, read without allocating
 /// for the known ones.
@@ -435,13 +440,13 @@ impl<'de> Deserialize<'de> for TaskAnswer {
                             once(&mut version, ())?;
                         }
                         // Integers and strings only, as the general path.
-                        Member::Id => once(&mut id, map.next_value::<crate::jsonrpc::Id>()?)?,
+                        Member::Id => once(&mut id, map.next_value::<Id>()?)?,
                         Member::Result => once(&mut task, map.next_value::<TaskMembers>()?.0)?,
                         _ => return Err(A::Error::custom("not a plain answer")),
                     }
                 }
                 match (version, id, task) {
-                    (Some(()), Some(_), Some(task)) => Ok(TaskAnswer(task)),
+                    (Some(()), Some(id), Some(task)) => Ok(TaskAnswer(id, task)),
                     _ => Err(A::Error::custom("not a plain answer")),
                 }
             }
