@@ -30,10 +30,10 @@
 //! default 10). Figures are printed (`--nocapture`); measured ones are in
 //! docs/performance.md.
 //!
-//! Why 10 tasks per client prove what 50 did: the load is the 200 clients
-//! at once, every one with a task in flight, and that is unchanged; each
-//! client still runs tasks one after another, the last of its ten asking
-//! for input, so every round has 200 input requests in flight together.
+//! What 10 tasks per client still prove, and what less than 50: the load
+//! is the 200 clients at once, every one with a task in flight, and that
+//! is unchanged; each client still runs tasks one after another, the last
+//! of its ten asking for input, so every round has 200 input requests.
 //! The drain check reads the ledger, task tracking and sessions, which
 //! must be exactly zero whatever the count. The memory check compares two
 //! rounds of 2,000 tasks: a leak outside those gauges trips it from about
