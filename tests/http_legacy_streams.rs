@@ -96,48 +96,62 @@ async fn multi_input_task(c: &reqwest::Client, url: &str, sid: &str) -> String {
 
 /// A plain call that asks a question, and a second call posted at once:
 /// the question goes on the first call's stream (it went to the newest
-/// call's, 28 times in 30). Ten rounds.
+/// call's, 28 times in 30). Ten rounds, each in its own session, all at
+/// once: each waits on its other call's second.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_question_goes_on_the_stream_of_the_call_that_asked() {
     let shim = HttpShim::spawn(&[], &modern_reference());
     let c = client();
-    let url = shim.url.as_str();
+    let mut rounds = tokio::task::JoinSet::new();
     for round in 0..10 {
-        let (sid, _) = initialize(&c, url, None).await;
-        let asking = rpc(
-            1,
-            "tools/call",
-            plain("confirm_delete", json!({"filename": "a.txt"})),
-        );
-        let other = rpc(
-            2,
-            "tools/call",
-            plain("slow_compute", json!({"seconds": 1, "label": "b"})),
-        );
-        let (mut a, b) = tokio::join!(stream(&c, url, &sid, &asking), async {
-            // Stays real: the second call goes out just after the first, on real sockets.
-            tokio::time::sleep(Duration::from_millis(5)).await;
-            legacy(&c, url, Some(&sid), &other).send().await.unwrap()
-        });
-        let question = next_valid(&mut a, "tools/call")
-            .await
-            .expect("a question on the asking call's stream");
-        assert_eq!(
-            question["method"], "elicitation/create",
-            "round {round}: {question}"
-        );
-        confirm(&c, url, &sid, &question).await;
-        let answer = next_valid(&mut a, "tools/call")
-            .await
-            .expect("the asking call's answer");
-        assert_valid(Revision::Legacy, &answer, Some("tools/call"));
-        assert_eq!(answer["id"], 1, "round {round}: {answer}");
-        // The other call's answer comes alone (as JSON, or a stream with
-        // nothing before it).
-        let on_b = messages_of(b, "tools/call").await;
-        assert_eq!(on_b.len(), 1, "round {round}: {on_b:#?}");
-        assert_eq!(on_b[0]["id"], 2, "round {round}: {on_b:#?}");
+        rounds.spawn(question_round(c.clone(), shim.url.clone(), round));
     }
+    while let Some(r) = rounds.join_next().await {
+        if let Err(e) = r {
+            rounds.abort_all();
+            std::panic::resume_unwind(e.into_panic());
+        }
+    }
+}
+
+/// One round of [`a_question_goes_on_the_stream_of_the_call_that_asked`]
+/// in a session of its own.
+async fn question_round(c: reqwest::Client, url: String, round: usize) {
+    let url = url.as_str();
+    let (sid, _) = initialize(&c, url, None).await;
+    let asking = rpc(
+        1,
+        "tools/call",
+        plain("confirm_delete", json!({"filename": "a.txt"})),
+    );
+    let other = rpc(
+        2,
+        "tools/call",
+        plain("slow_compute", json!({"seconds": 1, "label": "b"})),
+    );
+    let (mut a, b) = tokio::join!(stream(&c, url, &sid, &asking), async {
+        // Stays real: the second call goes out just after the first, on real sockets.
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        legacy(&c, url, Some(&sid), &other).send().await.unwrap()
+    });
+    let question = next_valid(&mut a, "tools/call")
+        .await
+        .expect("a question on the asking call's stream");
+    assert_eq!(
+        question["method"], "elicitation/create",
+        "round {round}: {question}"
+    );
+    confirm(&c, url, &sid, &question).await;
+    let answer = next_valid(&mut a, "tools/call")
+        .await
+        .expect("the asking call's answer");
+    assert_valid(Revision::Legacy, &answer, Some("tools/call"));
+    assert_eq!(answer["id"], 1, "round {round}: {answer}");
+    // The other call's answer comes alone (as JSON, or a stream with
+    // nothing before it).
+    let on_b = messages_of(b, "tools/call").await;
+    assert_eq!(on_b.len(), 1, "round {round}: {on_b:#?}");
+    assert_eq!(on_b[0]["id"], 2, "round {round}: {on_b:#?}");
 }
 
 /// A DELETE while a `tasks/result` streams (its question asked): the

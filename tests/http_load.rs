@@ -20,15 +20,26 @@
 //! first create again once its tasks expired.
 //!
 //! Sizes: `MCP_SHIM_LOAD_CLIENTS` (default 200), `MCP_SHIM_LOAD_TASKS`
-//! (tasks per client, default 50: the issue's size, about 5 minutes for
-//! the file on a 2-CPU machine in a debug build; lower it for a quicker
-//! local run), `MCP_SHIM_LOAD_TTL_MS` (task
-//! retention, default 15000: each round waits out the retention of its
-//! last task before the drain check, so this is what a round costs beyond
-//! its work; it must outlive a task's use, which on a 2-CPU machine is
-//! about 0.25 s when quiet and was seen past 10 s under a load of 13),
-//! `MCP_SHIM_LOAD_MINUTES` (overall bound per test, default 10). Figures are printed (`--nocapture`); measured ones
-//! are in docs/performance.md.
+//! (tasks per client, default 10; issue 6 asked for 50, which
+//! `MCP_SHIM_LOAD_TASKS=50` still runs, in about five times the work),
+//! `MCP_SHIM_LOAD_TTL_MS` (task retention, default 15000: each round waits
+//! out the retention of its last task before the drain check, so this is
+//! what a round costs beyond its work; it must outlive a task's use, which
+//! on a 2-CPU machine is about 0.25 s when quiet and was seen past 10 s
+//! under a load of 13), `MCP_SHIM_LOAD_MINUTES` (overall bound per test,
+//! default 10). Figures are printed (`--nocapture`); measured ones are in
+//! docs/performance.md.
+//!
+//! What 10 tasks per client still prove, and what less than 50: the load
+//! is the 200 clients at once, every one with a task in flight, and that
+//! is unchanged; each client still runs tasks one after another, the last
+//! of its ten asking for input, so every round has 200 input requests.
+//! The drain check reads the ledger, task tracking and sessions, which
+//! must be exactly zero whatever the count. The memory check compares two
+//! rounds of 2,000 tasks: a leak outside those gauges trips it from about
+//! 4 KB per task (20 % of the 36–46 MB the shim holds after a round),
+//! where 10,000 tasks tripped it from under 1 KB: that guard is five times
+//! coarser, the rest is not.
 
 mod support;
 
@@ -71,7 +82,7 @@ struct Sizes {
 fn sizes() -> Sizes {
     Sizes {
         clients: env_or("MCP_SHIM_LOAD_CLIENTS", 200) as usize,
-        tasks: env_or("MCP_SHIM_LOAD_TASKS", 50) as usize,
+        tasks: env_or("MCP_SHIM_LOAD_TASKS", 10) as usize,
         ttl_ms: env_or("MCP_SHIM_LOAD_TTL_MS", 15_000),
         bound: Duration::from_secs(60 * env_or("MCP_SHIM_LOAD_MINUTES", 10)),
     }
@@ -429,20 +440,19 @@ const DRAINED: [&str; 3] = [
 ];
 
 /// Waits (bounded: the retention plus 30 s) until the `names` gauges are
-/// all zero; returns them as last read.
+/// all zero; returns them as read.
 async fn drained<const N: usize>(shim: &HttpShim, ttl_ms: u64, names: [&str; N]) -> [u64; N] {
-    let deadline = Instant::now() + Duration::from_millis(ttl_ms) + Duration::from_secs(30);
-    loop {
+    let within = Duration::from_millis(ttl_ms) + Duration::from_secs(30);
+    // No event tells of an expiry: the gauges are all there is to watch.
+    let what = format!("{names:?} all zero on /metrics");
+    support::poll::until_async(&what, within, || async {
         let mut now = [0; N];
         for (i, n) in names.iter().enumerate() {
             now[i] = gauge(shim, n).await;
         }
-        if now == [0; N] || Instant::now() > deadline {
-            return now;
-        }
-        // No event tells of an expiry: the gauges are all there is to watch.
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+        (now == [0; N]).then_some(now)
+    })
+    .await
 }
 
 /// The shim's resident set size in KiB.

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use support::forwarder::{Forwarder, shim_through};
+use support::forwarder::{Forwarder, messages_in, shim_through};
 use support::http::{self as h, HttpShim, block_on};
 use support::schema::{Revision, SchemaFile, assert_valid, validate_def};
 use support::wire::{Wire, shim_bin, temp_path, text_of};
@@ -25,6 +25,8 @@ use support::wire::{Wire, shim_bin, temp_path, text_of};
 const LONG_POLL_MS: &str = "60000";
 /// Every wait for a result; far below [`LONG_POLL_MS`].
 const WAIT: Duration = Duration::from_secs(20);
+/// The upstream's first message on a listen stream.
+const ACKNOWLEDGED: &[u8] = b"notifications/subscriptions/acknowledged";
 
 /// The modern reference server on stdio with `flags`, its input copied to
 /// `log` on the way.
@@ -35,25 +37,6 @@ fn teed_reference(log: &std::path::Path, flags: &str) -> Vec<String> {
         shim_bin()
     );
     vec!["sh".into(), "-c".into(), script]
-}
-
-/// The messages a capture holds (one JSON value after another, whatever
-/// surrounds them: JSON lines, or HTTP requests with their headers).
-fn messages_in(bytes: &[u8]) -> Vec<Value> {
-    let mut out = Vec::new();
-    let mut i = 0;
-    while let Some(at) = find(&bytes[i..], b"{\"jsonrpc\"") {
-        let start = i + at;
-        let mut de = serde_json::Deserializer::from_slice(&bytes[start..]).into_iter::<Value>();
-        match de.next() {
-            Some(Ok(v)) => {
-                out.push(v);
-                i = start + de.byte_offset();
-            }
-            _ => i = start + 1,
-        }
-    }
-    out
 }
 
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
@@ -366,12 +349,13 @@ fn http_listen_lost_mid_wait_is_opened_again() {
             json!({"taskId": task}),
         );
         let cutter = async {
-            support::poll::until_async("a listen", WAIT, || async {
-                (listens() > 0).then_some(())
+            // Cut once the stream works: its acknowledgement was handed
+            // to the shim.
+            support::poll::until_async("an acknowledged listen", WAIT, || async {
+                let received = fwd.received.lock().unwrap();
+                (listens() > 0 && find(&received, ACKNOWLEDGED).is_some()).then_some(())
             })
             .await;
-            // Past the read that follows the acknowledgement.
-            tokio::time::sleep(Duration::from_millis(300)).await;
             fwd.cut_all();
         };
         let (r, ()) = tokio::join!(wait, cutter);

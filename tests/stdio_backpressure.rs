@@ -37,6 +37,29 @@ impl Drop for KillOnDrop {
     }
 }
 
+/// Whether process `pid`'s stdout is a pipe with no room left: its next
+/// write would block (or, written without waiting, queue). Asked through
+/// a write end of the same pipe opened from `/proc`, polled for
+/// `POLLOUT` without waiting, and closed at once.
+fn pipe_full(pid: u32) -> bool {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    let end = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(format!("/proc/{pid}/fd/1"))
+        .expect("the shim's stdout, opened for writing");
+    let mut probe = libc::pollfd {
+        fd: end.as_raw_fd(),
+        events: libc::POLLOUT,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, a zero timeout; no memory of ours is kept.
+    let ready = unsafe { libc::poll(&mut probe, 1, 0) };
+    assert!(ready >= 0, "poll: {}", std::io::Error::last_os_error());
+    ready == 0
+}
+
 fn stalled_reader_gets_every_answer(client: Revision) {
     let mut cmd = Command::new(shim_bin());
     cmd.arg("stdio").arg("--").args(modern_reference());
@@ -123,8 +146,12 @@ fn stalled_reader_gets_every_answer(client: Revision) {
         .recv_timeout(Duration::from_secs(60))
         .unwrap_or_else(|_| panic!("{client:?}: the shim stopped reading its stdin"));
     let stdin = writer.join().expect("writer").expect("all calls written");
-    // Give the answers time to pile up behind the full pipe.
-    std::thread::sleep(Duration::from_millis(300));
+    // The answers pile up behind the full pipe: wait until it is full.
+    support::poll::until(
+        "the shim's stdout pipe full",
+        Duration::from_secs(60),
+        || pipe_full(shim.0.id()).then_some(()),
+    );
     go_tx.send(()).expect("reader alive");
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut seen = HashSet::new();

@@ -208,25 +208,37 @@ fn sigterm_answers_a_modern_clients_pending_call() {
 }
 
 /// Answers the shim's `server/discover` probe as a 2026-07-28 server,
-/// then reads nothing more and ignores SIGTERM: it never exits by itself.
+/// copies what comes next to `asked` up to the first `tools/list`, then
+/// reads nothing more and ignores SIGTERM: it never exits by itself.
 /// (The shim's upstream ids are strings, `mcp-tasks-shim-1-1`.)
-fn stubborn_script() -> &'static str {
-    r#"trap '' TERM
+fn stubborn_script(asked: &std::path::Path) -> String {
+    let script = r#"trap '' TERM
 read -r line
 id=$(printf '%s' "$line" | sed -n 's/^{"jsonrpc":"2.0","id":\("[^"]*"\|[0-9]*\),.*/\1/p')
 printf '{"jsonrpc":"2.0","id":%s,"result":{"supportedVersions":["2026-07-28"],"capabilities":{"tools":{},"extensions":{"io.modelcontextprotocol/tasks":{}}},"resultType":"complete","ttlMs":0,"cacheScope":"public"}}\n' "$id"
-while :; do sleep 1; done"#
+while read -r line; do
+  printf '%s\n' "$line" >> 'ASKED'
+  case $line in *'"tools/list"'*) break;; esac
+done
+while :; do sleep 1; done"#;
+    script.replace("ASKED", &asked.display().to_string())
 }
 
 /// A shim in front of [`stubborn_script`], initialized, with a
-/// `tools/list` the child will never answer; returns the request's id.
+/// `tools/list` the child will never answer (and has read); returns the
+/// request's id.
 fn stubborn_session(upstream: &mut Upstream) -> (Wire, Value) {
-    let mut shim = Wire::spawn(&[], &upstream.command(stubborn_script()));
+    let asked = temp_path("stubborn-asked.jsonl");
+    let mut shim = Wire::spawn(&[], &upstream.command(&stubborn_script(&asked)));
     shim.initialize();
     upstream.pid();
     let list = shim.request("tools/list", json!({}));
-    // Nothing to wait for: the child never answers. Let the request go.
-    std::thread::sleep(Duration::from_millis(200));
+    // The child never answers; what it read says the request went.
+    support::poll::until("the tools/list at the child", EXIT, || {
+        let read = std::fs::read_to_string(&asked).unwrap_or_default();
+        read.contains("\"tools/list\"").then_some(())
+    });
+    let _ = std::fs::remove_file(&asked);
     (shim, list)
 }
 

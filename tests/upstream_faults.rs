@@ -16,7 +16,7 @@ use std::process::Command;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
-use support::forwarder::shim_through;
+use support::forwarder::{Forwarder, shim_through};
 use support::http::{self as h, HttpShim, block_on};
 use support::schema::Revision;
 use support::wire::{Wire, shim_bin, temp_path, text_of};
@@ -809,7 +809,15 @@ fn http_legacy_upstream_session_comes_from_initialize_only() {
 fn http_upstream_questions_go_to_the_call_whose_stream_carried_them() {
     block_on(async {
         let upstream = h::HttpReference::start("2025-11-25", &[]);
-        let shim = HttpShim::spawn(&["--upstream-url", &upstream.url], &[] as &[&str]);
+        // Through a forwarder: what the shim sent upstream shows when the
+        // other call is open there.
+        let (fwd, shim) = shim_through(upstream.addr, &[]).await;
+        let others_sent = || {
+            fwd.sent_messages()
+                .iter()
+                .filter(|m| m["params"]["arguments"]["label"] == "other")
+                .count()
+        };
         let c = h::client();
         for round in 0..5 {
             // Another client's call, open all along.
@@ -825,8 +833,10 @@ fn http_upstream_questions_go_to_the_call_whose_stream_carried_them() {
                 )
                 .send(),
             );
-            // Stays real: the plain call must be open upstream; nothing observable says so.
-            tokio::time::sleep(Duration::from_millis(300)).await;
+            support::poll::until_async("the other call sent upstream", h::STEP, || async {
+                (others_sent() > round).then_some(())
+            })
+            .await;
             let mut ask = json!({"name": "test_tool_with_task", "arguments": {}});
             ask["_meta"] = h::modern_meta(true);
             ask["_meta"]["io.modelcontextprotocol/clientCapabilities"]["elicitation"] =
@@ -996,21 +1006,38 @@ fn http_listen_stream_ends_when_the_upstream_is_gone() {
     });
 }
 
-/// A `slow_compute` call of `seconds` made both ways at once, with
-/// `fault.1` striking `fault.0` after they start: relayed for a modern
-/// client (id 1) and bridged in the legacy session `sid` (id 2). Each
-/// answer comes with when it came, and the fault with when it struck.
+/// A `slow_compute` call of `seconds` made both ways at once through the
+/// shim in front of `fwd`, with `fault` striking once both are under way
+/// upstream: relayed for a modern client (id 1) and bridged in the legacy
+/// session `sid` (id 2). Each answer comes with when it came, and the
+/// fault with when it struck.
 async fn slow_calls_both_ways(
     c: &reqwest::Client,
     url: &str,
     sid: &str,
     seconds: u64,
-    fault: (Duration, impl FnOnce()),
+    fwd: &Forwarder,
+    fault: impl FnOnce(),
 ) -> ((Value, Instant), (Value, Instant), Instant) {
     let fault = async {
-        // Stays real: the fault strikes real processes mid-call, at this offset.
-        tokio::time::sleep(fault.0).await;
-        (fault.1)();
+        // Under way: both calls went upstream, and the bridged one's task
+        // is being waited on (a read of it went too).
+        support::poll::until_async("both calls under way upstream", h::STEP, || async {
+            let sent = fwd.sent_messages();
+            let calls = sent
+                .iter()
+                .filter(|m| m["params"]["arguments"]["label"] == "fault")
+                .count();
+            let waits = sent.iter().any(|m| {
+                matches!(
+                    m["method"].as_str(),
+                    Some("tasks/get" | "tasks/result" | "subscriptions/listen")
+                )
+            });
+            (calls == 2 && waits).then_some(())
+        })
+        .await;
+        fault();
         Instant::now()
     };
     let slow = json!({"name": "slow_compute", "arguments": {"seconds": seconds, "label": "fault"}});
@@ -1045,9 +1072,8 @@ fn http_upstream_that_stops_answering_fails_waiting_requests() {
         let (fwd, shim) = shim_through(target, &ping).await;
         let c = h::client();
         let (sid, _) = h::initialize(&c, &shim.url, None).await;
-        let freeze = (Duration::from_millis(500), || fwd.freeze());
         let ((m, m_at), (l, l_at), frozen_at) =
-            slow_calls_both_ways(&c, &shim.url, &sid, 30, freeze).await;
+            slow_calls_both_ways(&c, &shim.url, &sid, 30, &fwd, || fwd.freeze()).await;
         for (label, answer, at) in [("modern, relayed", &m, m_at), ("legacy, bridged", &l, l_at)] {
             let after = at.saturating_duration_since(frozen_at);
             eprintln!(
@@ -1081,8 +1107,8 @@ fn http_upstream_connection_drop_fails_the_request_then_recovers() {
         // A modern client (relayed) and a legacy session (bridged): both
         // wait on a long inline call when the connections are cut.
         let (sid, _) = h::initialize(&c, &shim.url, None).await;
-        let cut = (Duration::from_millis(700), || fwd.cut_all());
-        let ((m, m_at), (l, _), cut_at) = slow_calls_both_ways(&c, &shim.url, &sid, 5, cut).await;
+        let ((m, m_at), (l, _), cut_at) =
+            slow_calls_both_ways(&c, &shim.url, &sid, 5, &fwd, || fwd.cut_all()).await;
         eprintln!(
             "LATENCY http upstream drop (modern, relayed): cut→error {} ms",
             m_at.saturating_duration_since(cut_at).as_millis()
@@ -1388,14 +1414,15 @@ fn an_mrtr_round_lost_with_the_upstream_says_so() {
 /// client in front of a 2025-11-25 server) as for the shim's own: the
 /// client gets `-32603` naming the timeout, the session goes on, and the
 /// server's late answer is dropped rather than sent as a second answer.
-/// The server's answer is held back (`fault_relay.py slowcreate`) long past
-/// the timeout, so every step waits on an event, not on the clock.
+/// The server's answer is held back (`fault_relay.py slowcreate`) until
+/// the shim cancels the call, so every step waits on an event, not on the
+/// clock: the late answer crosses the cancel.
 #[test]
 fn pass_through_requests_time_out_too() {
-    // Far beyond the 3 s timeout, so the timeout answers first however
-    // busy the machine. (The timeout holds for every request of the
-    // session: 3 s, not 1, lets the others through on a loaded machine.)
-    const HELD_MS: u64 = 15_000;
+    // Only a failure guard: the relay lets the answer go on the cancel.
+    // (The timeout holds for every request of the session: 3 s, not 1,
+    // lets the others through on a loaded machine.)
+    const HELD_MS: u64 = 30_000;
     let (sent, got) = (
         temp_path("timeout-sent.jsonl"),
         temp_path("timeout-got.jsonl"),
@@ -1410,23 +1437,19 @@ fn pass_through_requests_time_out_too() {
     support::wire::recorded(&got, Instant::now() + Duration::from_secs(60), |_| true);
     shim.initialize();
     let started = Instant::now();
-    // Done at once by the server; the relay holds its answer back.
+    // Done at once by the server; the relay holds its answer back until
+    // the call is cancelled, so what answers the client is the timeout.
     let slow = json!({"name": "slow_compute", "arguments": {"seconds": 0, "label": "FAULT"}});
     let r = shim.call("tools/call", slow);
     assert_upstream_error(&r, "no answer within 3 s");
     let answers_to_it = |m: &Value| m["id"] == r["id"] && m.get("result").is_some();
-    // The timeout answered, not the server: its answer is still held.
-    let so_far = support::wire::read_jsonl(&got);
-    assert!(
-        !so_far.iter().any(answers_to_it),
-        "the client was answered only after the server: {so_far:#?}"
-    );
-    let guard = started + Duration::from_millis(HELD_MS) + Duration::from_secs(30);
-    support::wire::recorded(&got, guard, answers_to_it);
-    // The server is told to stop, as for the shim's own requests.
+    // The server is told to stop, as for the shim's own requests; its
+    // answer, let go then, comes late.
+    let guard = started + Duration::from_millis(HELD_MS);
     let cancelled =
         support::wire::recorded(&sent, guard, |m| m["method"] == "notifications/cancelled");
     assert_eq!(cancelled["params"]["requestId"], r["id"], "{cancelled}");
+    support::wire::recorded(&got, guard, answers_to_it);
     // The late answer reached the shim before this call's (one pipe, in
     // order): had the shim relayed it, it would come first.
     let hello = shim.call(

@@ -295,10 +295,9 @@ pub fn start(program: &str, args: &[String], opts: SuperviseOptions) -> std::io:
         probe_failures: AtomicU64::new(0),
         threaded: watch::Sender::new(None),
     });
-    let generation = sup.launch()?;
     // Current from the start, so a death during the probe is a fault like
     // any other (restarted or reported).
-    sup.make_current(&generation);
+    let generation = sup.launch(true)?;
     Ok(Started {
         sup,
         events,
@@ -532,8 +531,11 @@ impl Supervised {
         }
     }
 
-    /// Spawns the child and its reader, monitor and liveness tasks.
-    fn launch(self: &Arc<Self>) -> std::io::Result<Arc<Generation>> {
+    /// Spawns the child and its reader, monitor and liveness tasks; a
+    /// `current` generation is made current before any of them runs (a
+    /// child that exits at once is then a fault of the current upstream,
+    /// restarted or reported, not a retired one's end).
+    fn launch(self: &Arc<Self>, current: bool) -> std::io::Result<Arc<Generation>> {
         let spawned = transport::child::spawn(&self.program, &self.args)?;
         let n = self.generations.fetch_add(1, Ordering::Relaxed) + 1;
         let (out, out_rx) = mpsc::unbounded_channel();
@@ -560,6 +562,9 @@ impl Supervised {
             kill: Notify::new(),
             monitor: Mutex::new(None),
         });
+        if current {
+            self.make_current(&generation);
+        }
         tokio::spawn(self.clone().read(generation.clone(), spawned.stdout));
         tokio::spawn(self.clone().time_out_relayed(generation.clone()));
         let monitor = tokio::spawn(self.clone().monitor(generation.clone(), spawned.child));
@@ -1007,7 +1012,7 @@ impl Supervised {
     /// A new generation that answered its probe with the same revision and
     /// has seen the client's handshake again.
     async fn bring_up(self: &Arc<Self>) -> Result<Arc<Generation>, String> {
-        let generation = self.launch().map_err(|e| e.to_string())?;
+        let generation = self.launch(false).map_err(|e| e.to_string())?;
         let result = self.prepare(&generation).await;
         if let Err(e) = &result {
             self.fault(&generation, e.clone());

@@ -26,8 +26,10 @@ the call is relayed and, --delay-ms later (default 300), the fault happens:
              order a server can give), then go on relaying; on every such
              call
     slowcreate
-             hold the server's answer to the call back for --delay-ms (a
-             server slow to create the task), on every such call; other
+             hold the server's answer to the call back until the client
+             cancels the call (a `notifications/cancelled` naming it: the
+             answer then crosses the cancel, as a late answer does), at
+             most --delay-ms (a failure guard), on every such call; other
              lines flow meanwhile
     drain    no fault: when its input ends, the server still answers every
              request relayed to it before its own input is closed (a server
@@ -80,6 +82,9 @@ def main() -> None:
     # tight: FAULT calls relayed and not yet answered, id -> progressToken.
     tight = {}
     tight_lock = threading.Lock()
+    # slowcreate: answers held back, id -> line, and the ids cancelled.
+    held = {}
+    cancelled = set()
     # drain: ids of requests relayed to the server and not yet answered.
     pending = set()
     pending_lock = threading.Condition()
@@ -144,6 +149,16 @@ def main() -> None:
                 sys.stdout.buffer.write(b"this is not JSON-RPC {\n")
                 sys.stdout.buffer.flush()
 
+    def release(key: str, cancel: bool) -> None:
+        """slowcreate: lets the held answer to `key` go (`cancel`: the
+        client cancelled it, whether or not the answer came yet)."""
+        with tight_lock:
+            if cancel:
+                cancelled.add(key)
+            line = held.pop(key, None)
+        if line is not None:
+            write_out(line)
+
     def noted_answer(line: bytes):
         """What was noted for the FAULT call `line` answers (tight: its
         progressToken; slowcreate: True), taken; None for any other line."""
@@ -169,7 +184,14 @@ def main() -> None:
                     write_out(notes + line)
                     continue
             if mode == "slowcreate" and noted_answer(line) is not None:
-                threading.Timer(delay, write_out, args=(line,)).start()
+                key = json.dumps(json.loads(line).get("id"))
+                with tight_lock:
+                    held[key] = line
+                    now = key in cancelled
+                if now:
+                    release(key, False)
+                else:
+                    threading.Timer(delay, release, args=(key, False)).start()
                 continue
             write_out(line)
             if mode == "drain":
@@ -207,6 +229,11 @@ def main() -> None:
                     with tight_lock:
                         tight[json.dumps(asked.get("id"))] = (params.get("_meta") or {}).get(
                             "progressToken")
+            if (mode == "slowcreate" and isinstance(asked, dict)
+                    and asked.get("method") == "notifications/cancelled"):
+                params = asked.get("params") or {}
+                if isinstance(params, dict):
+                    release(json.dumps(params.get("requestId")), True)
         try:
             child.stdin.write(line)
             child.stdin.flush()

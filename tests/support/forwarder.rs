@@ -13,6 +13,9 @@ pub struct Forwarder {
     pub addr: std::net::SocketAddr,
     /// Every byte sent toward the target, in order.
     pub sent: Arc<Mutex<Vec<u8>>>,
+    /// Every byte the target sent back, in order, each recorded once it
+    /// was handed on to the shim.
+    pub received: Arc<Mutex<Vec<u8>>>,
     cut: tokio::sync::watch::Sender<u64>,
     /// Set while bytes are held back; pumps wait on it, not on a timer.
     frozen: tokio::sync::watch::Sender<bool>,
@@ -27,14 +30,17 @@ impl Forwarder {
         let fwd = Forwarder {
             addr,
             sent: Arc::default(),
+            received: Arc::default(),
             cut,
             frozen: tokio::sync::watch::Sender::new(false),
         };
-        let (cuts, frozen, sent) = (fwd.cut.clone(), fwd.frozen.clone(), fwd.sent.clone());
+        let (cuts, frozen) = (fwd.cut.clone(), fwd.frozen.clone());
+        let (sent, received) = (fwd.sent.clone(), fwd.received.clone());
         tokio::spawn(async move {
             while let Ok((inbound, _)) = listener.accept().await {
                 let mut cut_rx = cuts.subscribe();
-                let (frozen, sent) = (frozen.subscribe(), sent.clone());
+                let frozen = frozen.subscribe();
+                let (sent, received) = (sent.clone(), received.clone());
                 tokio::spawn(async move {
                     let Ok(outbound) = tokio::net::TcpStream::connect(target).await else {
                         return;
@@ -44,8 +50,8 @@ impl Forwarder {
                     tokio::select! {
                         _ = async {
                             tokio::join!(
-                                pump(in_r, out_w, frozen.clone(), Some(sent)),
-                                pump(out_r, in_w, frozen, None),
+                                pump(in_r, out_w, frozen.clone(), Record::Read(sent)),
+                                pump(out_r, in_w, frozen, Record::Written(received)),
                             )
                         } => {}
                         // Dropping both sockets mid-exchange is the fault.
@@ -74,27 +80,66 @@ impl Forwarder {
     }
 }
 
-/// Copies `from` to `to` (recording into `sent`), holding bytes back while
-/// `frozen`; passes the end of input on.
+/// The messages a capture holds (one JSON value after another, whatever
+/// surrounds them: JSON lines, or HTTP requests with their headers).
+pub fn messages_in(bytes: &[u8]) -> Vec<serde_json::Value> {
+    let needle = b"{\"jsonrpc\"";
+    let mut out = Vec::new();
+    let mut i = 0;
+    while let Some(at) = bytes[i..].windows(needle.len()).position(|w| w == needle) {
+        let start = i + at;
+        let mut de =
+            serde_json::Deserializer::from_slice(&bytes[start..]).into_iter::<serde_json::Value>();
+        match de.next() {
+            Some(Ok(v)) => {
+                out.push(v);
+                i = start + de.byte_offset();
+            }
+            _ => i = start + 1,
+        }
+    }
+    out
+}
+
+impl Forwarder {
+    /// The messages sent toward the target so far.
+    pub fn sent_messages(&self) -> Vec<serde_json::Value> {
+        messages_in(&self.sent.lock().unwrap())
+    }
+}
+
+/// When a [`pump`] records the bytes it copies.
+enum Record {
+    /// As soon as they are read (what the shim sent, frozen or not).
+    Read(Arc<Mutex<Vec<u8>>>),
+    /// Once they are written on (what the shim was handed).
+    Written(Arc<Mutex<Vec<u8>>>),
+}
+
+/// Copies `from` to `to`, recording as `record` says, holding bytes back
+/// while `frozen`; passes the end of input on.
 async fn pump(
     mut from: OwnedReadHalf,
     mut to: OwnedWriteHalf,
     mut frozen: tokio::sync::watch::Receiver<bool>,
-    sent: Option<Arc<Mutex<Vec<u8>>>>,
+    record: Record,
 ) {
     let mut buf = vec![0u8; 16 * 1024];
     while let Ok(n) = from.read(&mut buf).await {
         if n == 0 {
             break;
         }
-        if let Some(sent) = &sent {
-            sent.lock().unwrap().extend_from_slice(&buf[..n]);
+        if let Record::Read(log) = &record {
+            log.lock().unwrap().extend_from_slice(&buf[..n]);
         }
         if frozen.wait_for(|f| !*f).await.is_err() {
             break;
         }
         if to.write_all(&buf[..n]).await.is_err() {
             break;
+        }
+        if let Record::Written(log) = &record {
+            log.lock().unwrap().extend_from_slice(&buf[..n]);
         }
     }
     let _ = to.shutdown().await;
