@@ -779,12 +779,7 @@ impl Declared {
 }
 
 fn default_client() -> LegacyClient {
-    LegacyClient {
-        protocol_version: crate::revision::LEGACY_VERSION.into(),
-        capabilities: json!({}),
-        client_info: json!({"name": "unknown-legacy-client", "version": "0"}),
-        log_level: None,
-    }
+    LegacyClient::undeclared("unknown-legacy-client")
 }
 
 /// A question sent to the client and not answered yet; see
