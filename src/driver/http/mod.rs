@@ -1106,12 +1106,9 @@ fn forbidden_origin() -> Response {
 /// 401 for credentials the resolver refuses.
 fn unauthorized(why: String) -> Response {
     tracing::info!(%why, "request refused: 401");
-    let mut resp = error_response(StatusCode::UNAUTHORIZED, None, ShimError::Unauthorized(why));
-    resp.headers_mut().insert(
-        "www-authenticate",
-        axum::http::HeaderValue::from_static("Bearer error=\"invalid_token\""),
-    );
-    resp
+    let resp = error_response(StatusCode::UNAUTHORIZED, None, ShimError::Unauthorized(why));
+    let challenge = [("www-authenticate", "Bearer error=\"invalid_token\"")];
+    (challenge, resp).into_response()
 }
 
 /// A request's whole body, within `--read-timeout` and
