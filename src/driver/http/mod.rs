@@ -485,23 +485,28 @@ impl HttpShim {
 /// The upstream's events (notifications, server requests, its end) fed
 /// to the front that bridges them, on a task of their own.
 fn follow_upstream(app: &Arc<App>, events: tokio::sync::mpsc::UnboundedReceiver<UpstreamEvent>) {
-    let pump = app.clone();
-    let ended = app.clone();
-    crate::bridge::spawn_follower(
-        events,
-        move |ev| {
-            let pump = pump.clone();
-            async move { pump.upstream_event(ev).await }
-        },
-        move || {
-            if let Some(front) = &ended.modern {
-                front.upstream_ended();
-            }
-            if let Some(front) = &ended.legacy {
-                front.upstream_ended();
-            }
-        },
-    );
+    crate::bridge::spawn_follower(app.clone(), events);
+}
+
+impl crate::bridge::FollowsUpstream for App {
+    async fn upstream_event(self: &Arc<Self>, ev: UpstreamEvent) {
+        if let UpstreamEvent::Closed(reason) = &ev {
+            tracing::error!(%reason, "upstream gone");
+        }
+        match (&self.legacy, &self.modern) {
+            (Some(front), _) => front.handle_upstream(ev).await,
+            (_, Some(front)) => front.handle_upstream(ev).await,
+            _ => {}
+        }
+    }
+    fn events_ended(&self) {
+        if let Some(front) = &self.modern {
+            front.upstream_ended();
+        }
+        if let Some(front) = &self.legacy {
+            front.upstream_ended();
+        }
+    }
 }
 
 /// The periodic upkeep [`HttpShim::finish`] stops: metrics, each front's
@@ -1031,17 +1036,6 @@ impl App {
         futures_util::StreamExt::take_until(stream, async move {
             let _ = closing.wait_for(|c| *c).await;
         })
-    }
-
-    async fn upstream_event(&self, ev: UpstreamEvent) {
-        if let UpstreamEvent::Closed(reason) = &ev {
-            tracing::error!(%reason, "upstream gone");
-        }
-        match (&self.legacy, &self.modern) {
-            (Some(front), _) => front.handle_upstream(ev).await,
-            (_, Some(front)) => front.handle_upstream(ev).await,
-            _ => {}
-        }
     }
 
     /// Ledger milliseconds: monotonic, and paused with tokio's time.
