@@ -352,26 +352,20 @@ mod tests {
             .filter(|l| l.starts_with("mcp_shim_requests_total{"))
             .collect();
         assert_eq!(requests.len(), 3, "{text}");
-        assert!(
+        // Whether a series has every label of `labels` and the count `n`.
+        let counted = |labels: &[&str], n: &str| {
             requests
                 .iter()
-                .any(|l| l.contains(r#"method="tools/call""#) && l.ends_with(" 1")),
+                .any(|l| labels.iter().all(|s| l.contains(s)) && l.ends_with(n))
+        };
+        assert!(counted(&[r#"method="tools/call""#], " 1"), "{text}");
+        let other = r#"method="other""#;
+        assert!(
+            counted(&[r#"revision="2025-11-25""#, other], " 1000"),
             "{text}"
         );
         assert!(
-            requests
-                .iter()
-                .any(|l| l.contains(r#"revision="2025-11-25""#)
-                    && l.contains(r#"method="other""#)
-                    && l.ends_with(" 1000")),
-            "{text}"
-        );
-        assert!(
-            requests
-                .iter()
-                .any(|l| l.contains(r#"revision="2026-07-28""#)
-                    && l.contains(r#"method="other""#)
-                    && l.ends_with(" 1")),
+            counted(&[r#"revision="2026-07-28""#, other], " 1"),
             "{text}"
         );
         let errors: Vec<&str> = text

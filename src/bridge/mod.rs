@@ -22,6 +22,8 @@ pub(crate) use cancel::IfDropped;
 pub use clock::Clock;
 pub use outbox::{Deliver, Outbox, PeerGone, Route};
 
+use std::sync::{Arc, Mutex, Weak};
+
 use crate::translate::tools::TaskPolicy;
 
 /// Locks `m`. A poisoned lock only means a panic elsewhere; the data is
@@ -91,24 +93,66 @@ pub(crate) fn cancel_unrecorded(
     error
 }
 
-/// Feeds each upstream event to `handle` until the events end, then calls
-/// `ended` (the upstream is gone for good). Each event is handled to the
-/// end before the next is taken: what one stores in the ledger is stored
-/// before a later one is looked at.
-pub(crate) fn spawn_follower<Handled>(
+/// What an upstream's events are fed to: a front, or the HTTP driver that
+/// hands them to its front.
+pub(crate) trait FollowsUpstream: Send + Sync + 'static {
+    /// One upstream event (a notification, a server request, its close).
+    fn upstream_event(
+        self: &Arc<Self>,
+        event: crate::upstream::UpstreamEvent,
+    ) -> impl std::future::Future<Output = ()> + Send;
+    /// The events ended: the upstream is gone for good.
+    fn events_ended(&self);
+}
+
+/// Feeds each upstream event to `follower` until the events end, then
+/// tells it they did. Each event is handled to the end before the next is
+/// taken: what one stores in the ledger is stored before a later one is
+/// looked at.
+pub(crate) fn spawn_follower<F: FollowsUpstream>(
+    follower: Arc<F>,
     mut events: tokio::sync::mpsc::UnboundedReceiver<crate::upstream::UpstreamEvent>,
-    handle: impl Fn(crate::upstream::UpstreamEvent) -> Handled + Send + 'static,
-    ended: impl FnOnce() + Send + 'static,
-) -> tokio::task::JoinHandle<()>
-where
-    Handled: std::future::Future<Output = ()> + Send,
-{
+) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         while let Some(ev) = events.recv().await {
-            handle(ev).await;
+            follower.upstream_event(ev).await;
         }
-        ended();
+        follower.events_ended();
     })
+}
+
+/// The client sessions a front has opened, held weakly: a session lives
+/// as long as its client's requests and streams use it, not as long as
+/// the front.
+#[derive(Debug)]
+pub(crate) struct Sessions<S>(Mutex<Vec<Weak<S>>>);
+
+impl<S> Default for Sessions<S> {
+    fn default() -> Self {
+        Sessions(Mutex::new(Vec::new()))
+    }
+}
+
+impl<S> Sessions<S> {
+    /// Keeps `s`, forgetting the sessions gone meanwhile.
+    pub(crate) fn add(&self, s: &Arc<S>) {
+        let mut sessions = lock(&self.0);
+        sessions.retain(|w| w.strong_count() > 0);
+        sessions.push(Arc::downgrade(s));
+    }
+
+    /// How many are still in memory.
+    pub(crate) fn in_memory(&self) -> usize {
+        lock(&self.0)
+            .iter()
+            .filter(|w| w.strong_count() > 0)
+            .count()
+    }
+
+    /// The ones still in memory.
+    pub(crate) fn live(&self) -> Vec<Arc<S>> {
+        lock(&self.0).iter().filter_map(Weak::upgrade).collect()
+    }
 }
 
 /// Calls `sweep` on `front` every [`SWEEP_EVERY`] until the front is gone.

@@ -68,12 +68,7 @@ pub async fn log_startup_summary(
 
 /// The names of the upstream's tools, every page.
 async fn tool_names(upstream: &dyn ModernUpstream) -> Result<Vec<String>, String> {
-    let meta = ModernMeta::for_client(&LegacyClient {
-        protocol_version: crate::revision::LEGACY_VERSION.into(),
-        capabilities: json!({}),
-        client_info: json!({"name": "mcp-tasks-shim-startup-summary", "version": "0"}),
-        log_level: None,
-    });
+    let meta = ModernMeta::for_client(&LegacyClient::undeclared("mcp-tasks-shim-startup-summary"));
     let mut names = Vec::new();
     let mut params = json!({});
     for _ in 0..MAX_PAGES {

@@ -148,13 +148,7 @@ where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    let (client_tx, client_rx) = mpsc::unbounded_channel();
-    tokio::spawn(transport::read_lines(
-        client_in,
-        client_tx,
-        opts.max_message_bytes,
-    ));
-    let to_client = spawn_client_writer(opts.record.clone(), ClientSide::Stream(client_out))?;
+    let (client_rx, to_client) = open_client_stream(client_in, client_out, &opts)?;
     // Nothing stops this session but its ends.
     let (_, stops) = mpsc::unbounded_channel();
     drive(
@@ -221,13 +215,7 @@ where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    let (client_tx, mut client_rx) = mpsc::unbounded_channel();
-    tokio::spawn(transport::read_lines(
-        client_in,
-        client_tx,
-        opts.max_message_bytes,
-    ));
-    let to_client = spawn_client_writer(opts.record.clone(), ClientSide::Stream(client_out))?;
+    let (mut client_rx, to_client) = open_client_stream(client_in, client_out, &opts)?;
     let recorder = to_client.recorder.clone();
     let Link {
         upstream,
@@ -1031,6 +1019,28 @@ enum ClientSide<W> {
     /// The shim's own stdout, written by whoever has a line (see
     /// [`SharedStdout`]); its writer thread takes what the pipe did not.
     Stdout(Arc<SharedStdout>),
+}
+
+/// A client on a byte-stream pair (not the shim's own stdio): its lines
+/// read on a task of their own, and its writer (with the transcript,
+/// when `--record` asks for one).
+fn open_client_stream<R, W>(
+    client_in: R,
+    client_out: W,
+    opts: &ProxyOptions,
+) -> std::io::Result<(mpsc::UnboundedReceiver<Inbound>, ClientWriter)>
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let (client_tx, client_rx) = mpsc::unbounded_channel();
+    tokio::spawn(transport::read_lines(
+        client_in,
+        client_tx,
+        opts.max_message_bytes,
+    ));
+    let to_client = spawn_client_writer(opts.record.clone(), ClientSide::Stream(client_out))?;
+    Ok((client_rx, to_client))
 }
 
 fn spawn_client_writer<W>(

@@ -13,7 +13,7 @@ use tokio::task::AbortHandle;
 use super::legacy_wire::{final_result, initialize, task_json};
 use super::lock;
 use super::peer::{Outbox, Peer, param_str};
-use super::tasks::{CancelError, Outcome, TaskCtx, TaskStore, TaskView};
+use super::tasks::{CancelError, Outcome, TaskStore, TaskView};
 use super::tools::{self, Call};
 use crate::error::ShimError;
 use crate::jsonrpc::{Id, Message, Notification, Request};
@@ -257,28 +257,9 @@ impl LegacyServer {
         });
     }
 
-    /// Starts a task's worker (after its CreateTaskResult is queued, so no
-    /// status notification can overtake it).
+    /// Starts a task's worker once its CreateTaskResult is queued.
     fn start(&self, task_id: String, call: Call) {
-        let store = self.s.store.clone();
-        let ctx = TaskCtx {
-            store: store.clone(),
-            task_id: task_id.clone(),
-        };
-        let id = task_id.clone();
-        let h = tokio::spawn(async move {
-            let out = tools::run(call, Some(ctx)).await;
-            // 2025-11-25: a tool result with isError also means `failed`.
-            let (status, msg) = match &out {
-                Ok(v) if v.get("isError") == Some(&Value::Bool(true)) => {
-                    (TaskStatus::Failed, "The tool reported an error.".to_owned())
-                }
-                Ok(_) => (TaskStatus::Completed, "The task completed.".to_owned()),
-                Err(e) => (TaskStatus::Failed, e.message.clone()),
-            };
-            store.finish(&id, status, Some(&msg), out);
-        });
-        self.s.store.set_abort(&task_id, h.abort_handle());
+        self.s.store.start(task_id, call, ending);
     }
 
     fn task(&self, p: Option<&Value>) -> Result<TaskView, ShimError> {
@@ -385,6 +366,19 @@ fn resource_uri(p: Option<&Value>) -> Result<&str, ShimError> {
     } else {
         Err(ShimError::ResourceNotFound(uri.to_owned()))
     }
+}
+
+/// How a tool's outcome ends its task in 2025-11-25: a tool result with
+/// isError also means `failed`.
+fn ending(out: &Outcome) -> (TaskStatus, Option<String>) {
+    let (status, msg) = match out {
+        Ok(v) if v.get("isError") == Some(&Value::Bool(true)) => {
+            (TaskStatus::Failed, "The tool reported an error.".to_owned())
+        }
+        Ok(_) => (TaskStatus::Completed, "The task completed.".to_owned()),
+        Err(e) => (TaskStatus::Failed, e.message.clone()),
+    };
+    (status, Some(msg))
 }
 
 /// Reads `params.task` (schema `TaskMetadata`: an object whose `ttl`, if

@@ -17,7 +17,7 @@ use super::modern_wire::{
 };
 use super::peer::{Outbox, Peer, param_str};
 use super::seeded::id as random_id;
-use super::tasks::{CancelError, TaskCtx, TaskStore, TaskView};
+use super::tasks::{CancelError, Outcome, TaskStore, TaskView};
 use super::tools::{self, Call, USER_NAME_KEY};
 use crate::error::ShimError;
 use crate::jsonrpc::{Id, Message, Request};
@@ -220,25 +220,7 @@ impl ModernServer {
 
     /// Starts a task's worker once its CreateTaskResult is queued.
     fn start(&self, task_id: String, call: Call) {
-        let store = self.s.store.clone();
-        let ctx = TaskCtx {
-            store: store.clone(),
-            task_id: task_id.clone(),
-        };
-        let id = task_id.clone();
-        let h = tokio::spawn(async move {
-            let out = tools::run(call, Some(ctx)).await;
-            // 2026-07-28: `failed` is for JSON-RPC errors only; a tool
-            // result with isError still ends `completed`.
-            match &out {
-                Ok(_) => store.finish(&id, TaskStatus::Completed, None, out),
-                Err(e) => {
-                    let msg = format!("Tool execution failed: {}", e.message);
-                    store.finish(&id, TaskStatus::Failed, Some(&msg), out)
-                }
-            }
-        });
-        self.s.store.set_abort(&task_id, h.abort_handle());
+        self.s.store.start(task_id, call, ending);
     }
 
     fn task(&self, p: Option<&Value>) -> Result<TaskView, ShimError> {
@@ -311,5 +293,18 @@ impl ModernServer {
             self.s.peer.send(task_notification(&sub, &v));
         }
         Ok(())
+    }
+}
+
+/// How a tool's outcome ends its task in 2026-07-28: `failed` is for
+/// JSON-RPC errors only; a tool result with isError still ends
+/// `completed`.
+fn ending(out: &Outcome) -> (TaskStatus, Option<String>) {
+    match out {
+        Ok(_) => (TaskStatus::Completed, None),
+        Err(e) => (
+            TaskStatus::Failed,
+            Some(format!("Tool execution failed: {}", e.message)),
+        ),
     }
 }

@@ -18,6 +18,7 @@ use tokio::sync::{oneshot, watch};
 use tokio::task::AbortHandle;
 
 use super::seeded::{id as random_id, now_iso};
+use super::tools::Call;
 use crate::jsonrpc::ErrorObject;
 use crate::wire::TaskStatus;
 
@@ -217,6 +218,28 @@ impl TaskStore {
             e.view.outcome = Some(out);
             self.transition(e, status, message);
         }
+    }
+
+    /// Starts the worker of task `task_id`, which runs `call` (after the
+    /// task's CreateTaskResult is queued, so no status notification can
+    /// overtake it). `ending` is where the revisions differ: which status
+    /// and message a tool's outcome ends the task with.
+    pub(crate) fn start(
+        self: &Arc<Self>,
+        task_id: String,
+        call: Call,
+        ending: fn(&Outcome) -> (TaskStatus, Option<String>),
+    ) {
+        let ctx = TaskCtx {
+            store: self.clone(),
+            task_id: task_id.clone(),
+        };
+        let h = tokio::spawn(async move {
+            let out = super::tools::run(call, Some(ctx.clone())).await;
+            let (status, msg) = ending(&out);
+            ctx.store.finish(&ctx.task_id, status, msg.as_deref(), out);
+        });
+        self.set_abort(&task_id, h.abort_handle());
     }
 
     /// Registers an input request and parks the task in `input_required`.

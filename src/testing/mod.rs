@@ -77,6 +77,16 @@ use serde_json::{Map, Value};
 pub use crate::translate::transcript::{Dir, Record, RecordError};
 pub use mask::{MaskPath, MaskPathError};
 
+/// A header map of `pairs`, one value each, for the crate's header tests.
+#[cfg(test)]
+pub(crate) fn header_map(pairs: &[(&'static str, &str)]) -> axum::http::HeaderMap {
+    let mut m = axum::http::HeaderMap::new();
+    for (k, v) in pairs {
+        m.insert(*k, v.parse().unwrap());
+    }
+    m
+}
+
 /// Why a transcript could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum TranscriptReadError {

@@ -40,6 +40,17 @@ pub struct LegacyClient {
 }
 
 impl LegacyClient {
+    /// A client that has not said who it is (no `initialize` seen):
+    /// our version, no capabilities, `name` as its `clientInfo`.
+    pub(crate) fn undeclared(name: &str) -> LegacyClient {
+        LegacyClient {
+            protocol_version: LEGACY_VERSION.into(),
+            capabilities: json!({}),
+            client_info: json!({"name": name, "version": "0"}),
+            log_level: None,
+        }
+    }
+
     /// Reads an `initialize` request's params.
     pub fn from_initialize(params: Option<&Value>) -> Result<Self, ShimError> {
         let p = params.ok_or_else(|| ShimError::InvalidParams("initialize needs params".into()))?;

@@ -89,7 +89,9 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
     /// by the next call (or handed over by [`LineReader::into_parts`]).
     pub async fn next(&mut self) -> std::io::Result<Option<Inbound>> {
         loop {
-            let n = read_bounded_line(&mut self.reader, &mut self.line, self.max_bytes).await?;
+            let n = BoundedLine::new(&mut self.line, self.max_bytes)
+                .read(&mut self.reader)
+                .await?;
             let classified = classify(&self.line, self.max_bytes);
             self.line.clear();
             if n == 0 {
@@ -141,7 +143,8 @@ impl<R: std::io::Read> BlockingLines<R> {
                 // One huge message must not pin its buffer for the session.
                 self.line = Vec::with_capacity(4096);
             }
-            let n = read_bounded_line_blocking(&mut self.reader, &mut self.line, self.max_bytes)?;
+            let n =
+                BoundedLine::new(&mut self.line, self.max_bytes).read_blocking(&mut self.reader)?;
             if n == 0 {
                 return Ok(None);
             }
@@ -198,64 +201,68 @@ pub fn classify(line: &[u8], max_bytes: usize) -> Option<Inbound> {
     })
 }
 
-fn read_bounded_line_blocking<R: std::io::BufRead>(
-    reader: &mut R,
-    out: &mut Vec<u8>,
+/// One line being read into `out`, at most `max` bytes of it kept: the
+/// blocking and the async reader differ only in how they fill their
+/// buffer, so what they do with each buffer lives here. Past `max` it
+/// keeps consuming but stops storing, so an oversized line costs no
+/// memory.
+struct BoundedLine<'a> {
+    out: &'a mut Vec<u8>,
     max: usize,
-) -> std::io::Result<usize> {
-    let mut total = 0;
-    loop {
-        let buf = match reader.fill_buf() {
-            Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
+    /// Bytes consumed so far.
+    total: usize,
+}
+
+impl<'a> BoundedLine<'a> {
+    fn new(out: &'a mut Vec<u8>, max: usize) -> Self {
+        BoundedLine { out, max, total: 0 }
+    }
+
+    /// Takes what `buf` (a reader's buffer; empty at EOF) holds of the
+    /// line: returns how many bytes to consume and, once the line ended
+    /// (a newline, or the end of the stream), the bytes consumed in all
+    /// (0 when the stream had already ended).
+    fn take(&mut self, buf: &[u8]) -> (usize, Option<usize>) {
+        if buf.is_empty() {
+            return (0, Some(self.total));
+        }
+        let (chunk, done) = match memchr::memchr(b'\n', buf) {
+            Some(i) => (&buf[..=i], true),
+            None => (buf, false),
         };
-        if buf.is_empty() {
-            return Ok(total);
+        if self.out.len() <= self.max {
+            self.out.extend_from_slice(chunk);
         }
-        let (len, done) = take_line_chunk(buf, out, max);
-        total += len;
-        reader.consume(len);
-        if done {
-            return Ok(total);
-        }
+        self.total += chunk.len();
+        (chunk.len(), done.then_some(self.total))
     }
-}
 
-/// Reads one line; past `max` bytes keeps consuming but stops storing, so an
-/// oversized line costs no memory. Returns bytes consumed (0 at EOF).
-async fn read_bounded_line<R: AsyncBufReadExt + Unpin>(
-    reader: &mut R,
-    out: &mut Vec<u8>,
-    max: usize,
-) -> std::io::Result<usize> {
-    let mut total = 0;
-    loop {
-        let buf = reader.fill_buf().await?;
-        if buf.is_empty() {
-            return Ok(total);
-        }
-        let (len, done) = take_line_chunk(buf, out, max);
-        total += len;
-        reader.consume(len);
-        if done {
-            return Ok(total);
+    fn read_blocking<R: std::io::BufRead>(mut self, reader: &mut R) -> std::io::Result<usize> {
+        loop {
+            let buf = match reader.fill_buf() {
+                Ok(b) => b,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            let (len, ended) = self.take(buf);
+            reader.consume(len);
+            if let Some(total) = ended {
+                return Ok(total);
+            }
         }
     }
-}
 
-/// One buffer's worth of a bounded line, shared by the blocking and the
-/// async reader: stores what fits under `max` into `out`; returns how many
-/// bytes to consume and whether the line ended.
-fn take_line_chunk(buf: &[u8], out: &mut Vec<u8>, max: usize) -> (usize, bool) {
-    let (chunk, done) = match memchr::memchr(b'\n', buf) {
-        Some(i) => (&buf[..=i], true),
-        None => (buf, false),
-    };
-    if out.len() <= max {
-        out.extend_from_slice(chunk);
+    /// Cancel-safe as far as `out` goes: what a dropped call took stays
+    /// in `out`, and the next call goes on with the same line.
+    async fn read<R: AsyncBufReadExt + Unpin>(mut self, reader: &mut R) -> std::io::Result<usize> {
+        loop {
+            let (len, ended) = self.take(reader.fill_buf().await?);
+            reader.consume(len);
+            if let Some(total) = ended {
+                return Ok(total);
+            }
+        }
     }
-    (chunk.len(), done)
 }
 
 fn trim(line: &[u8]) -> &[u8] {

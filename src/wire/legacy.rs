@@ -5,68 +5,10 @@ use serde_json::{Map, Value};
 
 use super::{Extra, TaskStatus};
 
-/// A task as 2025-11-25 describes it (`ttl`, `pollInterval`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Task {
-    /// Unguessable task id.
-    pub task_id: String,
-    /// Current status.
-    pub status: TaskStatus,
-    /// Optional human-readable status text.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status_message: Option<String>,
-    /// ISO 8601 creation time.
-    pub created_at: String,
-    /// ISO 8601 time of the last status change.
-    pub last_updated_at: String,
-    /// Retention in ms; `null` means unlimited. Required on the wire.
-    #[serde(default)]
-    pub ttl: Option<i64>,
-    /// Suggested polling interval in ms.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub poll_interval: Option<i64>,
-    /// Unknown members.
-    #[serde(flatten)]
-    pub extra: Extra,
-}
-
-impl Task {
-    /// Reads a task from an owned object, moving its members (no copy of
-    /// unknown members). The object comes back untouched when serde must
-    /// judge it (a member of an unexpected shape).
-    pub fn try_from_map(m: Map<String, Value>) -> Result<Task, Map<String, Value>> {
-        if !super::task_fields_ok(&m, "ttl", "pollInterval") {
-            return Err(m);
-        }
-        let f = super::take_task_fields(m, "ttl", "pollInterval");
-        Ok(Task {
-            task_id: f.task_id,
-            status: f.status,
-            status_message: f.status_message,
-            created_at: f.created_at,
-            last_updated_at: f.last_updated_at,
-            ttl: f.ttl,
-            poll_interval: f.poll_interval,
-            extra: f.extra,
-        })
-    }
-
-    /// The wire form, equal to [`super::to_value`] of the task, built by
-    /// moving the members instead of serialising them.
-    pub fn into_value(self) -> Value {
-        super::TaskFields {
-            task_id: self.task_id,
-            status: self.status,
-            status_message: self.status_message,
-            created_at: self.created_at,
-            last_updated_at: self.last_updated_at,
-            ttl: self.ttl,
-            poll_interval: self.poll_interval,
-            extra: self.extra,
-        }
-        .into_value("ttl", "pollInterval")
-    }
+revision_task! {
+    /// A task as 2025-11-25 describes it (`ttl`, `pollInterval`).
+    ttl: ttl = "ttl",
+    poll: poll_interval = "pollInterval",
 }
 
 /// `params.task` of a task-augmented request.
@@ -97,7 +39,7 @@ impl CreateTaskResult {
         let fast = v.as_object().is_some_and(|m| {
             m.get("task")
                 .and_then(Value::as_object)
-                .is_some_and(|t| super::task_fields_ok(t, "ttl", "pollInterval"))
+                .is_some_and(|t| super::task_fields_ok(t, Task::TTL_KEY, Task::POLL_KEY))
         });
         let Value::Object(m) = v else {
             return super::from_value("CreateTaskResult", &v);

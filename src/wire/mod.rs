@@ -5,11 +5,91 @@
 //! [`crate::translate`]. Every struct keeps unknown members in `extra`, so a
 //! field the shim does not understand survives a round trip.
 
-pub mod legacy;
-pub mod modern;
-
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+
+/// Declares a revision's `Task` in the module that invokes it. Both specs
+/// define the same task members but for the names of two:
+/// retention and polling interval (`ttl`/`pollInterval` in 2025-11-25,
+/// `ttlMs`/`pollIntervalMs` in 2026-07-28). One list keeps the members
+/// (and the moving reader and writer) from drifting apart, while each
+/// revision still gets a type of its own with its own member names.
+macro_rules! revision_task {
+    ($(#[$doc:meta])* ttl: $ttl:ident = $ttl_key:literal, poll: $poll:ident = $poll_key:literal $(,)?) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        pub struct Task {
+            /// Unguessable task id.
+            pub task_id: String,
+            /// Current status.
+            pub status: TaskStatus,
+            /// Optional human-readable status text.
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub status_message: Option<String>,
+            /// ISO 8601 creation time.
+            pub created_at: String,
+            /// ISO 8601 time of the last status change.
+            pub last_updated_at: String,
+            /// Retention in ms; `null` means unlimited. Required on the wire.
+            #[serde(default)]
+            pub $ttl: Option<i64>,
+            /// Suggested polling interval in ms.
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub $poll: Option<i64>,
+            /// Unknown members.
+            #[serde(flatten)]
+            pub extra: Extra,
+        }
+
+        impl Task {
+            /// The wire name of the retention member.
+            pub(crate) const TTL_KEY: &'static str = $ttl_key;
+            /// The wire name of the polling-interval member.
+            pub(crate) const POLL_KEY: &'static str = $poll_key;
+
+            /// Reads a task from an owned object, moving its members (no
+            /// copy of unknown members such as an inline result). The
+            /// object comes back untouched when serde must judge it (a
+            /// member of an unexpected shape).
+            pub fn try_from_map(m: Map<String, Value>) -> Result<Task, Map<String, Value>> {
+                if !super::task_fields_ok(&m, Self::TTL_KEY, Self::POLL_KEY) {
+                    return Err(m);
+                }
+                let f = super::take_task_fields(m, Self::TTL_KEY, Self::POLL_KEY);
+                Ok(Task {
+                    task_id: f.task_id,
+                    status: f.status,
+                    status_message: f.status_message,
+                    created_at: f.created_at,
+                    last_updated_at: f.last_updated_at,
+                    $ttl: f.ttl,
+                    $poll: f.poll_interval,
+                    extra: f.extra,
+                })
+            }
+
+            /// The wire form, equal to [`super::to_value`] of the task,
+            /// built by moving the members instead of serialising them.
+            pub fn into_value(self) -> Value {
+                super::TaskFields {
+                    task_id: self.task_id,
+                    status: self.status,
+                    status_message: self.status_message,
+                    created_at: self.created_at,
+                    last_updated_at: self.last_updated_at,
+                    ttl: self.$ttl,
+                    poll_interval: self.$poll,
+                    extra: self.extra,
+                }
+                .into_value(Self::TTL_KEY, Self::POLL_KEY)
+            }
+        }
+    };
+}
+
+pub mod legacy;
+pub mod modern;
 
 /// RFC 5424 severities, least severe first: the `LoggingLevel` of both
 /// revisions (`logging/setLevel` in 2025-11-25, the per-request

@@ -7,30 +7,10 @@ use serde_json::{Map, Value};
 use super::{Extra, TaskStatus};
 use crate::jsonrpc::{ErrorObject, Id};
 
-/// A task as the extension describes it (`ttlMs`, `pollIntervalMs`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Task {
-    /// Unguessable task id.
-    pub task_id: String,
-    /// Current status.
-    pub status: TaskStatus,
-    /// Optional human-readable status text.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status_message: Option<String>,
-    /// ISO 8601 creation time.
-    pub created_at: String,
-    /// ISO 8601 time of the last status change.
-    pub last_updated_at: String,
-    /// Retention in ms; `null` means unlimited. Required on the wire.
-    #[serde(default)]
-    pub ttl_ms: Option<i64>,
-    /// Suggested polling interval in ms.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub poll_interval_ms: Option<i64>,
-    /// Unknown members.
-    #[serde(flatten)]
-    pub extra: Extra,
+revision_task! {
+    /// A task as the extension describes it (`ttlMs`, `pollIntervalMs`).
+    ttl: ttl_ms = "ttlMs",
+    poll: poll_interval_ms = "pollIntervalMs",
 }
 
 /// The payload a detailed task carries beside its status.
@@ -59,44 +39,6 @@ pub struct DetailedTask {
     pub task: Task,
     /// The inline payload.
     pub payload: Payload,
-}
-
-impl Task {
-    /// Reads a task from an owned object, moving its members (no copy of
-    /// unknown members such as an inline result). The object comes back
-    /// untouched when serde must judge it (a member of an unexpected shape).
-    pub fn try_from_map(m: Map<String, Value>) -> Result<Task, Map<String, Value>> {
-        if !super::task_fields_ok(&m, "ttlMs", "pollIntervalMs") {
-            return Err(m);
-        }
-        let f = super::take_task_fields(m, "ttlMs", "pollIntervalMs");
-        Ok(Task {
-            task_id: f.task_id,
-            status: f.status,
-            status_message: f.status_message,
-            created_at: f.created_at,
-            last_updated_at: f.last_updated_at,
-            ttl_ms: f.ttl,
-            poll_interval_ms: f.poll_interval,
-            extra: f.extra,
-        })
-    }
-
-    /// The wire form, equal to [`super::to_value`] of the task, built by
-    /// moving the members instead of serialising them.
-    pub fn into_value(self) -> Value {
-        super::TaskFields {
-            task_id: self.task_id,
-            status: self.status,
-            status_message: self.status_message,
-            created_at: self.created_at,
-            last_updated_at: self.last_updated_at,
-            ttl: self.ttl_ms,
-            poll_interval: self.poll_interval_ms,
-            extra: self.extra,
-        }
-        .into_value("ttlMs", "pollIntervalMs")
-    }
 }
 
 impl DetailedTask {

@@ -24,7 +24,7 @@ mod tasks;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
@@ -54,7 +54,7 @@ pub struct LegacyFront {
     policy: TaskPolicy,
     watchers: Arc<Watchers>,
     clock: Clock,
-    sessions: Mutex<Vec<Weak<LegacySession>>>,
+    sessions: crate::bridge::Sessions<LegacySession>,
     /// Where the upstream's progress for each client request goes.
     progress: ProgressRoutes<LegacySession>,
     /// Why the upstream went, and whether for good.
@@ -108,7 +108,7 @@ impl LegacyFront {
             discover,
             policy,
             clock: Clock::new(),
-            sessions: Mutex::new(Vec::new()),
+            sessions: Default::default(),
             progress: ProgressRoutes::default(),
             fate: super::UpstreamFate::default(),
             questions_put: Mutex::new(HashMap::new()),
@@ -157,9 +157,7 @@ impl LegacyFront {
             running: Arc::default(),
             task_progress: Mutex::new(HashMap::new()),
         });
-        let mut sessions = lock(&self.sessions);
-        sessions.retain(|w| w.strong_count() > 0);
-        sessions.push(Arc::downgrade(&s));
+        self.sessions.add(&s);
         s
     }
 
@@ -170,15 +168,7 @@ impl LegacyFront {
         self: &Arc<Self>,
         events: tokio::sync::mpsc::UnboundedReceiver<UpstreamEvent>,
     ) -> tokio::task::JoinHandle<()> {
-        let (front, ended) = (self.clone(), self.clone());
-        crate::bridge::spawn_follower(
-            events,
-            move |ev| {
-                let front = front.clone();
-                async move { front.handle_upstream(ev).await }
-            },
-            move || ended.upstream_ended(),
-        )
+        crate::bridge::spawn_follower(self.clone(), events)
     }
 
     /// Feeds one upstream event: task notifications update the owning
@@ -270,10 +260,7 @@ impl LegacyFront {
     /// How many client sessions are still in memory: open ones, and closed
     /// ones whose last requests are still finishing.
     pub fn sessions_in_memory(&self) -> usize {
-        lock(&self.sessions)
-            .iter()
-            .filter(|w| w.strong_count() > 0)
-            .count()
+        self.sessions.in_memory()
     }
 
     /// How many task pollers are running now.
@@ -293,10 +280,7 @@ impl LegacyFront {
     }
 
     fn live_sessions(&self) -> Vec<Arc<LegacySession>> {
-        lock(&self.sessions)
-            .iter()
-            .filter_map(Weak::upgrade)
-            .collect()
+        self.sessions.live()
     }
 }
 
@@ -779,12 +763,7 @@ impl Declared {
 }
 
 fn default_client() -> LegacyClient {
-    LegacyClient {
-        protocol_version: crate::revision::LEGACY_VERSION.into(),
-        capabilities: json!({}),
-        client_info: json!({"name": "unknown-legacy-client", "version": "0"}),
-        log_level: None,
-    }
+    LegacyClient::undeclared("unknown-legacy-client")
 }
 
 /// A question sent to the client and not answered yet; see
@@ -817,3 +796,12 @@ impl Drop for Unanswered<'_> {
 /// Why the client is told to drop a question of the shim's.
 const WITHDRAWN: &str =
     "no longer needed: the request or task it was asked for was cancelled or has ended";
+
+impl crate::bridge::FollowsUpstream for LegacyFront {
+    async fn upstream_event(self: &Arc<Self>, event: UpstreamEvent) {
+        self.handle_upstream(event).await
+    }
+    fn events_ended(&self) {
+        self.upstream_ended()
+    }
+}

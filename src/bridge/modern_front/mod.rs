@@ -16,7 +16,7 @@ mod tasks;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 use tokio::sync::{OnceCell, watch};
@@ -58,7 +58,7 @@ pub struct ModernFront {
     /// still be on its way): task id → request.
     early: Mutex<Vec<(String, Request)>>,
     signer: StateSigner,
-    sessions: Mutex<Vec<Weak<ModernSession>>>,
+    sessions: crate::bridge::Sessions<ModernSession>,
     progress: ProgressRoutes<ModernSession>,
     next: AtomicU64,
 }
@@ -124,7 +124,7 @@ impl ModernFront {
             fate: super::UpstreamFate::default(),
             early: Mutex::new(Vec::new()),
             signer: StateSigner::new(),
-            sessions: Mutex::new(Vec::new()),
+            sessions: Default::default(),
             progress: ProgressRoutes::default(),
             next: AtomicU64::new(1),
         })
@@ -193,9 +193,7 @@ impl ModernFront {
             subscriptions: Mutex::new(Vec::new()),
             running: Arc::default(),
         });
-        let mut sessions = lock(&self.sessions);
-        sessions.retain(|w| w.strong_count() > 0);
-        sessions.push(Arc::downgrade(&s));
+        self.sessions.add(&s);
         s
     }
 
@@ -300,10 +298,7 @@ impl ModernFront {
     /// How many client sessions are in memory (each request in progress
     /// and each open listen stream has one; for metrics).
     pub fn sessions_in_memory(&self) -> usize {
-        lock(&self.sessions)
-            .iter()
-            .filter(|w| w.strong_count() > 0)
-            .count()
+        self.sessions.in_memory()
     }
 
     /// How many `subscriptions/listen` streams of clients are open (for
@@ -327,15 +322,7 @@ impl ModernFront {
         self: &Arc<Self>,
         events: tokio::sync::mpsc::UnboundedReceiver<UpstreamEvent>,
     ) -> tokio::task::JoinHandle<()> {
-        let (front, ended) = (self.clone(), self.clone());
-        crate::bridge::spawn_follower(
-            events,
-            move |ev| {
-                let front = front.clone();
-                async move { front.handle_upstream(ev).await }
-            },
-            move || ended.upstream_ended(),
-        )
+        crate::bridge::spawn_follower(self.clone(), events)
     }
 
     /// The child process died: the tasks it ran died with it (a restarted
@@ -469,10 +456,7 @@ impl ModernFront {
     }
 
     fn live_sessions(&self) -> Vec<Arc<ModernSession>> {
-        lock(&self.sessions)
-            .iter()
-            .filter_map(Weak::upgrade)
-            .collect()
+        self.sessions.live()
     }
 }
 
@@ -678,6 +662,15 @@ fn require_tasks(meta: &RequestMeta) -> Result<(), ErrorObject> {
         Ok(())
     } else {
         Err(ShimError::TasksExtensionRequired.into())
+    }
+}
+
+impl crate::bridge::FollowsUpstream for ModernFront {
+    async fn upstream_event(self: &Arc<Self>, event: UpstreamEvent) {
+        self.handle_upstream(event).await
+    }
+    fn events_ended(&self) {
+        self.upstream_ended()
     }
 }
 

@@ -280,21 +280,30 @@ fn reason(e: &clap::Error) -> String {
 mod tests {
     use super::*;
 
-    #[test]
-    fn every_proxy_option_has_its_environment_variable() {
+    /// Calls `check` with each option of each proxy subcommand (its
+    /// subcommand's name, the option, its id).
+    fn each_proxy_option(mut check: impl FnMut(&str, &Arg, &str)) {
         let mut cmd = command();
         cmd.build();
         for name in PROXIES {
             let sub = cmd.find_subcommand(name).unwrap();
             for arg in sub.get_arguments().filter(|a| is_option(a)) {
-                let id = arg.get_id().as_str();
-                assert_eq!(
-                    arg.get_env().and_then(|e| e.to_str()),
-                    Some(env_name(id).as_str()),
-                    "{name} --{id}"
-                );
+                check(name, arg, arg.get_id().as_str());
             }
         }
+    }
+
+    #[test]
+    fn every_proxy_option_has_its_environment_variable() {
+        each_proxy_option(|name, arg, id| {
+            assert_eq!(
+                arg.get_env().and_then(|e| e.to_str()),
+                Some(env_name(id).as_str()),
+                "{name} --{id}"
+            );
+        });
+        let mut cmd = command();
+        cmd.build();
         let http = cmd.find_subcommand("http").unwrap();
         let listen = http
             .get_arguments()
@@ -308,27 +317,21 @@ mod tests {
     #[test]
     fn every_proxy_option_has_a_help_section_and_a_row_in_the_guide() {
         let guide = include_str!("../../../docs/guide.md");
-        let mut cmd = command();
-        cmd.build();
-        for name in PROXIES {
-            let sub = cmd.find_subcommand(name).unwrap();
-            for arg in sub.get_arguments().filter(|a| is_option(a)) {
-                let id = arg.get_id().as_str();
-                let long = arg.get_long().unwrap_or(id);
-                let row = format!("| `{}` | `{id}` |", env_name(id));
+        each_proxy_option(|name, arg, id| {
+            let long = arg.get_long().unwrap_or(id);
+            let row = format!("| `{}` | `{id}` |", env_name(id));
+            assert!(
+                guide.contains(&row),
+                "docs/guide.md, Configuration: no row for {name} --{long} ({row})"
+            );
+            if id != "config" {
+                let heading = arg.get_help_heading();
                 assert!(
-                    guide.contains(&row),
-                    "docs/guide.md, Configuration: no row for {name} --{long} ({row})"
+                    heading.is_some_and(|h| print::SECTIONS.contains(&h)),
+                    "{name} --{long}: help_heading {heading:?} is none of {:?}",
+                    print::SECTIONS
                 );
-                if id != "config" {
-                    let heading = arg.get_help_heading();
-                    assert!(
-                        heading.is_some_and(|h| print::SECTIONS.contains(&h)),
-                        "{name} --{long}: help_heading {heading:?} is none of {:?}",
-                        print::SECTIONS
-                    );
-                }
             }
-        }
+        });
     }
 }

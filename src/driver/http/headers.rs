@@ -134,15 +134,8 @@ pub(crate) fn check(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::header_map as h;
     use serde_json::json;
-
-    fn h(pairs: &[(&'static str, &str)]) -> HeaderMap {
-        let mut m = HeaderMap::new();
-        for (k, v) in pairs {
-            m.insert(*k, v.parse().unwrap());
-        }
-        m
-    }
 
     fn call() -> Message {
         Message::request(

@@ -11,16 +11,15 @@
 //! anonymous tasks for the life of the process.
 
 use crate::bridge::{Deliver, PeerGone, Route, lock};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
-use axum::response::sse::{KeepAlive, Sse};
+use axum::response::sse::Sse;
 use axum::response::{IntoResponse, Response};
 use tokio::sync::mpsc;
-use tokio_stream::StreamExt;
-use tokio_stream::wrappers::UnboundedReceiverStream;
 
+use super::legacy_session::{LegacyHttpSession, Usage, keep};
 use super::legacy_streams::{Streams, Tx};
 use super::{App, error_response, json_response};
 use crate::bridge::legacy_front::LegacySession;
@@ -34,14 +33,7 @@ use crate::scope::{Principal, Scope};
 pub(crate) struct HttpSession {
     engine: Arc<LegacySession>,
     streams: Mutex<Streams>,
-    /// Who opened it: every later request must come from the same
-    /// principal (or be anonymous like it), as MCP's security practices
-    /// require; a session id is not a credential.
-    principal: Option<Principal>,
-    /// Requests of this session being answered now.
-    in_flight: AtomicUsize,
-    /// When the session was last in use ([`App::now_ms`]).
-    last_used_ms: AtomicU64,
+    usage: Usage,
 }
 
 /// The engine's outbox of one session: places each message on its
@@ -58,21 +50,6 @@ impl Deliver for Placer {
             s.refuse_question(&q);
         }
         Ok(())
-    }
-}
-
-impl HttpSession {
-    /// Whether a request of `principal` may use this session (`sid`).
-    fn belongs_to(&self, sid: &str, principal: &Option<Principal>) -> bool {
-        let mine = self.principal == *principal;
-        if !mine {
-            tracing::info!(session = %crate::ids::log_prefix(sid), "refused: a request for a session another principal opened");
-        }
-        mine
-    }
-
-    fn touch(&self, now_ms: u64) {
-        self.last_used_ms.store(now_ms, Ordering::Relaxed);
     }
 }
 
@@ -95,27 +72,6 @@ impl HttpSession {
             .to_error_object(),
         );
         self.engine.handle_client(refusal);
-    }
-}
-
-/// Marks a session in use while one of its requests is answered; idle
-/// time counts from when the last one ends.
-struct InUse<'a> {
-    session: &'a HttpSession,
-    app: &'a App,
-}
-
-impl<'a> InUse<'a> {
-    fn new(session: &'a HttpSession, app: &'a App) -> Self {
-        session.in_flight.fetch_add(1, Ordering::AcqRel);
-        InUse { session, app }
-    }
-}
-
-impl Drop for InUse<'_> {
-    fn drop(&mut self) {
-        self.session.touch(self.app.now_ms());
-        self.session.in_flight.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -197,7 +153,7 @@ pub(super) async fn initialize(
     };
     let reached = session_cap_reached(
         &app,
-        lock(&app.sessions).values().map(|s| &s.principal),
+        lock(&app.sessions).values().map(|s| &s.usage.principal),
         &principal,
     );
     if let Some(cap) = reached {
@@ -265,39 +221,9 @@ impl HttpSession {
                 crate::bridge::Outbox::new(Arc::new(Placer(me.clone()))),
             ),
             streams: Mutex::new(Streams::default()),
-            principal,
-            in_flight: AtomicUsize::new(0),
-            last_used_ms: AtomicU64::new(app.now_ms()),
+            usage: Usage::new(principal, app.now_ms()),
         })
     }
-}
-
-/// Makes an initialized `session` known as `sid`, unless a session cap
-/// was reached meanwhile (checked again under the sessions lock: the
-/// check before `initialize` raced with other sessions opening).
-fn keep(app: &App, sid: &str, session: Arc<HttpSession>) -> Result<(), SessionCap> {
-    let mut sessions = lock(&app.sessions);
-    if let Some(cap) = session_cap_reached(
-        app,
-        sessions.values().map(|s| &s.principal),
-        &session.principal,
-    ) {
-        return Err(cap);
-    }
-    session.touch(app.now_ms());
-    sessions.insert(sid.to_owned(), session);
-    Ok(())
-}
-
-/// Looks a session up for a request of `principal` and marks it used,
-/// under the sessions lock: the idle sweep, which decides under the same
-/// lock, cannot end a session a request has just found. A session of
-/// another principal is not found, exactly like an unknown one.
-fn session(app: &App, sid: &str, principal: &Option<Principal>) -> Option<Arc<HttpSession>> {
-    let sessions = lock(&app.sessions);
-    let s = sessions.get(sid).filter(|s| s.belongs_to(sid, principal))?;
-    s.touch(app.now_ms());
-    Some(s.clone())
 }
 
 /// 404 for a session the shim does not know; a POSTed request's answer
@@ -352,24 +278,6 @@ pub(super) fn admit<S>(
         )));
     }
     Ok(s)
-}
-
-pub(super) async fn post(
-    app: Arc<App>,
-    sid: &str,
-    msg: Message,
-    hdrs: &HeaderMap,
-    principal: Option<Principal>,
-) -> Response {
-    app.metrics
-        .count(Revision::Legacy, msg.method().unwrap_or("(response)"));
-    let s = match admit(session(&app, sid, &principal), &app, &msg, hdrs, &principal) {
-        Ok(s) => s,
-        Err(refusal) => return *refusal,
-    };
-    let sse = super::accepts_sse(hdrs);
-    let _in_use = InUse::new(&s, &app);
-    exchange(&s, msg, sse).await
 }
 
 /// Hands a client message to the engine and answers the POST.
@@ -567,49 +475,6 @@ impl Drop for Registered {
     }
 }
 
-pub(super) fn get_stream(app: Arc<App>, sid: &str, principal: Option<Principal>) -> Response {
-    app.metrics.count(Revision::Legacy, "GET");
-    let Some(s) = session(&app, sid, &principal) else {
-        return unknown_session(None);
-    };
-    let (tx, rx) = mpsc::unbounded_channel();
-    lock(&s.streams).open_get(tx);
-    let events = UnboundedReceiverStream::new(rx).map(|m| super::sse_event(&m));
-    Sse::new(app.until_closing(events))
-        .keep_alive(KeepAlive::default())
-        .into_response()
-}
-
-pub(super) async fn delete(app: Arc<App>, sid: &str, principal: Option<Principal>) -> Response {
-    app.metrics.count(Revision::Legacy, "DELETE");
-    let removed = {
-        let mut sessions = lock(&app.sessions);
-        match sessions.get(sid) {
-            Some(s) if s.belongs_to(sid, &principal) => sessions.remove(sid),
-            _ => None,
-        }
-    };
-    let Some(s) = removed else {
-        return unknown_session(None);
-    };
-    end(&app, &s, "the session was deleted").await;
-    tracing::info!(session = %crate::ids::log_prefix(sid), "legacy HTTP session deleted");
-    StatusCode::OK.into_response()
-}
-
-/// What ending a session (removed from the map already) takes with it.
-async fn end(app: &App, s: &HttpSession, why: &str) {
-    // Later questions fail too: nobody is left to answer them, and one
-    // left waiting would keep the session in memory.
-    s.engine.end(why);
-    // Session-scoped tasks go with the session; principal-scoped ones stay.
-    if s.engine.scope().ends_with_session()
-        && let Err(e) = app.ledger.drop_scope(s.engine.scope()).await
-    {
-        tracing::error!(error = %e, "could not drop the tasks of an ended session");
-    }
-}
-
 /// The shim is stopping: every legacy session's waits (a blocking
 /// `tasks/result`, a call whose task the shim drives) end now with
 /// `-32603` naming why, while their HTTP requests can still carry it.
@@ -620,30 +485,33 @@ pub(super) fn end_waits(app: &App, why: &str) {
     }
 }
 
-/// Ends the sessions idle for longer than the configured time; returns
-/// how many. Run by the sweeper every second.
-pub(super) async fn expire_idle(app: &App) -> usize {
-    let Some(idle) = app.opts.session_idle_timeout else {
-        return 0;
-    };
-    let expired = super::take_idle(&app.sessions, app.now_ms(), idle);
-    for (sid, s) in &expired {
-        end(app, s, "the session expired").await;
-        tracing::info!(session = %crate::ids::log_prefix(sid), idle_s = idle.as_secs(), "idle legacy HTTP session expired");
-    }
-    expired.len()
-}
+impl LegacyHttpSession for HttpSession {
+    const ENDING: &'static str = "";
 
-impl super::IdleSession for HttpSession {
-    /// A request being answered, or a stream open to the client (the GET
-    /// stream, an SSE answer in progress), keeps a session from expiring.
-    fn busy(&self) -> bool {
-        if self.in_flight.load(Ordering::Acquire) > 0 {
-            return true;
-        }
+    fn sessions(app: &App) -> &Mutex<HashMap<String, Arc<Self>>> {
+        &app.sessions
+    }
+    fn usage(&self) -> &Usage {
+        &self.usage
+    }
+    fn streaming(&self) -> bool {
         lock(&self.streams).any_open()
     }
-    fn last_used(&self) -> &AtomicU64 {
-        &self.last_used_ms
+    async fn exchange(self: &Arc<Self>, msg: Message, hdrs: &HeaderMap) -> Response {
+        exchange(self, msg, super::accepts_sse(hdrs)).await
+    }
+    fn open_get(&self, tx: Tx) {
+        lock(&self.streams).open_get(tx);
+    }
+    /// Later questions fail too: nobody is left to answer them, and one
+    /// left waiting would keep the session in memory. Session-scoped tasks
+    /// go with the session; principal-scoped ones stay.
+    async fn close(&self, app: &App, why: &str) {
+        self.engine.end(why);
+        if self.engine.scope().ends_with_session()
+            && let Err(e) = app.ledger.drop_scope(self.engine.scope()).await
+        {
+            tracing::error!(error = %e, "could not drop the tasks of an ended session");
+        }
     }
 }

@@ -19,22 +19,18 @@
 
 use crate::bridge::lock;
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
-use axum::response::sse::{KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use tokio::sync::mpsc;
-use tokio_stream::StreamExt;
-use tokio_stream::wrappers::UnboundedReceiverStream;
 
-use super::legacy::{admit, session_cap_reached, too_many_sessions, unknown_session};
+use super::legacy::{session_cap_reached, too_many_sessions, unknown_session};
+use super::legacy_session::{LegacyHttpSession, Usage, keep};
 use super::{App, error_response, json_response};
 use crate::error::ShimError;
 use crate::jsonrpc::{Id, Message};
-use crate::revision::Revision;
 use crate::scope::Principal;
 use crate::transport::Inbound;
 
@@ -62,14 +58,11 @@ type Tx = mpsc::UnboundedSender<Message>;
 /// One 2025-11-25 HTTP session and its upstream process.
 #[derive(Debug)]
 pub(crate) struct RelaySession {
-    /// Who opened it; a later request of anyone else finds no session.
-    principal: Option<Principal>,
     /// Lines for the child's stdin; dropped to close it.
     to_child: Mutex<Option<Tx>>,
     routes: Mutex<Routes>,
     child: Mutex<Option<tokio::process::Child>>,
-    in_flight: AtomicUsize,
-    last_used_ms: AtomicU64,
+    usage: Usage,
 }
 
 #[derive(Debug, Default)]
@@ -88,10 +81,6 @@ struct Routes {
 }
 
 impl RelaySession {
-    fn touch(&self, now_ms: u64) {
-        self.last_used_ms.store(now_ms, Ordering::Relaxed);
-    }
-
     fn send_to_child(&self, msg: Message) -> Result<(), ShimError> {
         match lock(&self.to_child).as_ref() {
             Some(tx) => tx
@@ -205,7 +194,7 @@ pub(super) async fn initialize(
 ) -> Response {
     let reached = session_cap_reached(
         &app,
-        lock(&app.relays).values().map(|s| &s.principal),
+        lock(&app.relays).values().map(|s| &s.usage.principal),
         &principal,
     );
     if let Some(cap) = reached {
@@ -225,19 +214,9 @@ pub(super) async fn initialize(
         session.end("initialize was refused");
         return json_response(StatusCode::OK, &answer);
     }
-    {
-        let mut relays = lock(&app.relays);
-        if let Some(cap) = session_cap_reached(
-            &app,
-            relays.values().map(|s| &s.principal),
-            &session.principal,
-        ) {
-            drop(relays);
-            session.end("too many sessions");
-            return too_many_sessions(cap, Some(id));
-        }
-        session.touch(app.now_ms());
-        relays.insert(sid.clone(), session);
+    if let Err(cap) = keep(&app, &sid, session.clone()) {
+        session.end("too many sessions");
+        return too_many_sessions(cap, Some(id));
     }
     tracing::info!(session = %crate::ids::log_prefix(&sid), "legacy HTTP session opened on its own upstream process");
     let mut resp = json_response(StatusCode::OK, &answer);
@@ -283,12 +262,10 @@ fn start_child(
     )
     .map_err(|e| failed(format!("cannot write to the session's upstream: {e}")))?;
     let session = Arc::new(RelaySession {
-        principal,
         to_child: Mutex::new(Some(to_child)),
         routes: Mutex::new(Routes::default()),
         child: Mutex::new(Some(spawned.child)),
-        in_flight: AtomicUsize::new(0),
-        last_used_ms: AtomicU64::new(app.now_ms()),
+        usage: Usage::new(principal, app.now_ms()),
     });
     spawn_reader(
         spawned.stdout,
@@ -379,33 +356,6 @@ pub(super) fn holds(app: &App, sid: &str) -> bool {
     lock(&app.relays).contains_key(sid)
 }
 
-/// Looks a session up for a request of `principal`, marking it used under
-/// the map's lock (the idle sweep decides under it too). Another
-/// principal's session is not found, like an unknown one.
-fn session(app: &App, sid: &str, principal: &Option<Principal>) -> Option<Arc<RelaySession>> {
-    let relays = lock(&app.relays);
-    let s = relays.get(sid)?;
-    if s.principal != *principal {
-        tracing::info!(session = %crate::ids::log_prefix(sid), "refused: a request for a session another principal opened");
-        return None;
-    }
-    s.touch(app.now_ms());
-    Some(s.clone())
-}
-
-/// Marks a session in use while one of its requests is answered.
-struct InUse<'a> {
-    session: &'a RelaySession,
-    app: &'a App,
-}
-
-impl Drop for InUse<'_> {
-    fn drop(&mut self) {
-        self.session.touch(self.app.now_ms());
-        self.session.in_flight.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
 /// Forgets a POSTed request's routes when its POST ends, answered or not.
 struct Registered {
     session: Arc<RelaySession>,
@@ -427,24 +377,9 @@ impl Drop for Registered {
     }
 }
 
-pub(super) async fn post(
-    app: Arc<App>,
-    sid: &str,
-    msg: Message,
-    hdrs: &HeaderMap,
-    principal: Option<Principal>,
-) -> Response {
-    app.metrics
-        .count(Revision::Legacy, msg.method().unwrap_or("(response)"));
-    let s = match admit(session(&app, sid, &principal), &app, &msg, hdrs, &principal) {
-        Ok(s) => s,
-        Err(refusal) => return *refusal,
-    };
-    s.in_flight.fetch_add(1, Ordering::AcqRel);
-    let _in_use = InUse {
-        session: &s,
-        app: &app,
-    };
+/// Relays a client message to the session's process and answers the POST
+/// with what comes back for it.
+async fn exchange(s: &Arc<RelaySession>, msg: Message, hdrs: &HeaderMap) -> Response {
     let Message::Request(req) = msg else {
         // A client's answer to a server request, or a notification.
         return match s.send_to_child(msg) {
@@ -498,42 +433,6 @@ pub(super) async fn post(
     super::sse_until_answer(&first, rx, id, registered, None)
 }
 
-pub(super) fn get_stream(app: Arc<App>, sid: &str, principal: Option<Principal>) -> Response {
-    app.metrics.count(Revision::Legacy, "GET");
-    let Some(s) = session(&app, sid, &principal) else {
-        return unknown_session(None);
-    };
-    let (tx, rx) = mpsc::unbounded_channel();
-    {
-        let mut r = lock(&s.routes);
-        for m in r.backlog.drain(..) {
-            let _ = tx.send(m);
-        }
-        r.get_stream = Some(tx);
-    }
-    let events = UnboundedReceiverStream::new(rx).map(|m| super::sse_event(&m));
-    Sse::new(app.until_closing(events))
-        .keep_alive(KeepAlive::default())
-        .into_response()
-}
-
-pub(super) fn delete(app: Arc<App>, sid: &str, principal: Option<Principal>) -> Response {
-    app.metrics.count(Revision::Legacy, "DELETE");
-    let removed = {
-        let mut relays = lock(&app.relays);
-        match relays.get(sid) {
-            Some(s) if s.principal == principal => relays.remove(sid),
-            _ => None,
-        }
-    };
-    let Some(s) = removed else {
-        return unknown_session(None);
-    };
-    s.end("the session was deleted");
-    tracing::info!(session = %crate::ids::log_prefix(sid), "legacy HTTP session deleted; its upstream process ends");
-    StatusCode::OK.into_response()
-}
-
 /// Ends every session and its process (the shim is stopping).
 pub(super) fn end_all(app: &App, why: &str) {
     let all: Vec<Arc<RelaySession>> = lock(&app.relays).drain().map(|(_, s)| s).collect();
@@ -542,32 +441,32 @@ pub(super) fn end_all(app: &App, why: &str) {
     }
 }
 
-/// Ends the sessions idle for longer than the configured time, with their
-/// processes; returns how many.
-pub(super) fn expire_idle(app: &App) -> usize {
-    let Some(idle) = app.opts.session_idle_timeout else {
-        return 0;
-    };
-    let expired = super::take_idle(&app.relays, app.now_ms(), idle);
-    for (sid, s) in &expired {
-        s.end("the session expired");
-        tracing::info!(session = %crate::ids::log_prefix(sid), idle_s = idle.as_secs(), "idle legacy HTTP session expired; its upstream process ends");
-    }
-    expired.len()
-}
+impl LegacyHttpSession for RelaySession {
+    const ENDING: &'static str = "; its upstream process ends";
 
-impl super::IdleSession for RelaySession {
-    /// A request being answered, or a stream open to the client (the GET
-    /// stream, an SSE answer in progress), keeps a session from expiring.
-    fn busy(&self) -> bool {
-        if self.in_flight.load(Ordering::Acquire) > 0 {
-            return true;
-        }
+    fn sessions(app: &App) -> &Mutex<HashMap<String, Arc<Self>>> {
+        &app.relays
+    }
+    fn usage(&self) -> &Usage {
+        &self.usage
+    }
+    fn streaming(&self) -> bool {
         let r = lock(&self.routes);
         r.get_stream.as_ref().is_some_and(|tx| !tx.is_closed())
             || r.by_id.values().any(|tx| !tx.is_closed())
     }
-    fn last_used(&self) -> &AtomicU64 {
-        &self.last_used_ms
+    async fn exchange(self: &Arc<Self>, msg: Message, hdrs: &HeaderMap) -> Response {
+        exchange(self, msg, hdrs).await
+    }
+    /// What the process said while no GET stream was open goes out first.
+    fn open_get(&self, tx: Tx) {
+        let mut r = lock(&self.routes);
+        for m in r.backlog.drain(..) {
+            let _ = tx.send(m);
+        }
+        r.get_stream = Some(tx);
+    }
+    async fn close(&self, _app: &App, why: &str) {
+        self.end(why);
     }
 }

@@ -7,6 +7,7 @@
 pub(crate) mod headers;
 mod legacy;
 mod legacy_relay;
+mod legacy_session;
 mod legacy_streams;
 mod modern;
 pub mod principal;
@@ -364,9 +365,9 @@ impl HttpShim {
     pub fn router<S: Clone + Send + Sync + 'static>(&self) -> Router<S> {
         let routes = Router::new().route(
             &self.app.opts.path,
-            get(get_endpoint)
+            get(session_endpoint)
                 .post(post_endpoint)
-                .delete(delete_endpoint),
+                .delete(session_endpoint),
         );
         let routes = match &self.app.opts.record {
             Some(rec) => routes.layer(axum::middleware::from_fn_with_state(
@@ -396,9 +397,8 @@ impl HttpShim {
             axum::http::Method::POST => {
                 post_endpoint(app, parts.headers, parts.extensions, body).await
             }
-            axum::http::Method::GET => get_endpoint(app, parts.headers, parts.extensions).await,
-            axum::http::Method::DELETE => {
-                delete_endpoint(app, parts.headers, parts.extensions).await
+            axum::http::Method::GET | axum::http::Method::DELETE => {
+                session_endpoint(app, parts.method, parts.headers, parts.extensions).await
             }
             _ => method_not_allowed(),
         }
@@ -485,23 +485,28 @@ impl HttpShim {
 /// The upstream's events (notifications, server requests, its end) fed
 /// to the front that bridges them, on a task of their own.
 fn follow_upstream(app: &Arc<App>, events: tokio::sync::mpsc::UnboundedReceiver<UpstreamEvent>) {
-    let pump = app.clone();
-    let ended = app.clone();
-    crate::bridge::spawn_follower(
-        events,
-        move |ev| {
-            let pump = pump.clone();
-            async move { pump.upstream_event(ev).await }
-        },
-        move || {
-            if let Some(front) = &ended.modern {
-                front.upstream_ended();
-            }
-            if let Some(front) = &ended.legacy {
-                front.upstream_ended();
-            }
-        },
-    );
+    crate::bridge::spawn_follower(app.clone(), events);
+}
+
+impl crate::bridge::FollowsUpstream for App {
+    async fn upstream_event(self: &Arc<Self>, ev: UpstreamEvent) {
+        if let UpstreamEvent::Closed(reason) = &ev {
+            tracing::error!(%reason, "upstream gone");
+        }
+        match (&self.legacy, &self.modern) {
+            (Some(front), _) => front.handle_upstream(ev).await,
+            (_, Some(front)) => front.handle_upstream(ev).await,
+            _ => {}
+        }
+    }
+    fn events_ended(&self) {
+        if let Some(front) = &self.modern {
+            front.upstream_ended();
+        }
+        if let Some(front) = &self.legacy {
+            front.upstream_ended();
+        }
+    }
 }
 
 /// The periodic upkeep [`HttpShim::finish`] stops: metrics, each front's
@@ -530,11 +535,15 @@ fn spawn_sweepers(app: &Arc<App>) -> Vec<tokio::task::JoinHandle<()>> {
     if app.opts.session_idle_timeout.is_some() {
         sweepers.push(crate::bridge::spawn_sweeper(
             Arc::downgrade(app),
-            |app: Arc<App>| async move { legacy::expire_idle(&app).await },
+            |app: Arc<App>| async move {
+                legacy_session::expire_idle::<legacy::HttpSession>(&app).await
+            },
         ));
         sweepers.push(crate::bridge::spawn_sweeper(
             Arc::downgrade(app),
-            |app: Arc<App>| async move { legacy_relay::expire_idle(&app) },
+            |app: Arc<App>| async move {
+                legacy_session::expire_idle::<legacy_relay::RelaySession>(&app).await
+            },
         ));
     }
     sweepers
@@ -1033,17 +1042,6 @@ impl App {
         })
     }
 
-    async fn upstream_event(&self, ev: UpstreamEvent) {
-        if let UpstreamEvent::Closed(reason) = &ev {
-            tracing::error!(%reason, "upstream gone");
-        }
-        match (&self.legacy, &self.modern) {
-            (Some(front), _) => front.handle_upstream(ev).await,
-            (_, Some(front)) => front.handle_upstream(ev).await,
-            _ => {}
-        }
-    }
-
     /// Ledger milliseconds: monotonic, and paused with tokio's time.
     fn now_ms(&self) -> u64 {
         self.clock.now_ms()
@@ -1106,12 +1104,9 @@ fn forbidden_origin() -> Response {
 /// 401 for credentials the resolver refuses.
 fn unauthorized(why: String) -> Response {
     tracing::info!(%why, "request refused: 401");
-    let mut resp = error_response(StatusCode::UNAUTHORIZED, None, ShimError::Unauthorized(why));
-    resp.headers_mut().insert(
-        "www-authenticate",
-        axum::http::HeaderValue::from_static("Bearer error=\"invalid_token\""),
-    );
-    resp
+    let resp = error_response(StatusCode::UNAUTHORIZED, None, ShimError::Unauthorized(why));
+    let challenge = [("www-authenticate", "Bearer error=\"invalid_token\"")];
+    (challenge, resp).into_response()
 }
 
 /// A request's whole body, within `--read-timeout` and
@@ -1251,9 +1246,13 @@ async fn post_routed(
         let sid = sid.to_owned();
         seen.saw(Revision::Legacy, &msg);
         if legacy_relay::holds(&app, &sid) {
-            return legacy_relay::post(app, &sid, msg, &headers, principal).await;
+            return legacy_session::post::<legacy_relay::RelaySession>(
+                app, &sid, msg, &headers, principal,
+            )
+            .await;
         }
-        return legacy::post(app, &sid, msg, &headers, principal).await;
+        return legacy_session::post::<legacy::HttpSession>(app, &sid, msg, &headers, principal)
+            .await;
     }
     if msg.method() == Some("initialize") {
         seen.saw(Revision::Legacy, &msg);
@@ -1340,33 +1339,24 @@ fn admit_session_request(
     Ok((principal, sid))
 }
 
-async fn get_endpoint(
+/// GET (the session's stream) or DELETE (its end) of the 2025-11-25
+/// session the request names, answered by that session's kind.
+async fn session_endpoint(
     State(app): State<Arc<App>>,
+    method: axum::http::Method,
     headers: HeaderMap,
     extensions: axum::http::Extensions,
 ) -> Response {
-    match admit_session_request(&app, &headers, &extensions) {
-        Err(refused) => *refused,
-        Ok((principal, Some(sid))) if legacy_relay::holds(&app, &sid) => {
-            legacy_relay::get_stream(app, &sid, principal)
-        }
-        Ok((principal, Some(sid))) => legacy::get_stream(app, &sid, principal),
-        Ok((_, None)) => method_not_allowed(),
-    }
-}
-
-async fn delete_endpoint(
-    State(app): State<Arc<App>>,
-    headers: HeaderMap,
-    extensions: axum::http::Extensions,
-) -> Response {
-    match admit_session_request(&app, &headers, &extensions) {
-        Err(refused) => *refused,
-        Ok((principal, Some(sid))) if legacy_relay::holds(&app, &sid) => {
-            legacy_relay::delete(app, &sid, principal)
-        }
-        Ok((principal, Some(sid))) => legacy::delete(app, &sid, principal).await,
-        Ok((_, None)) => method_not_allowed(),
+    let (principal, sid) = match admit_session_request(&app, &headers, &extensions) {
+        Err(refused) => return *refused,
+        Ok((principal, Some(sid))) => (principal, sid),
+        Ok((_, None)) => return method_not_allowed(),
+    };
+    if legacy_relay::holds(&app, &sid) {
+        legacy_session::get_or_delete::<legacy_relay::RelaySession>(app, method, &sid, principal)
+            .await
+    } else {
+        legacy_session::get_or_delete::<legacy::HttpSession>(app, method, &sid, principal).await
     }
 }
 
@@ -1640,42 +1630,6 @@ impl http_body::Body for TimedBody {
 
 fn error_response(status: StatusCode, id: Option<crate::jsonrpc::Id>, e: ShimError) -> Response {
     json_response(status, &Message::error(id, e.to_error_object()))
-}
-
-/// A session the idle sweeper may end: the legacy front's and the relay's.
-pub(super) trait IdleSession {
-    /// A request being answered, or a stream open to the client.
-    fn busy(&self) -> bool;
-    /// When it was last used, in ms on the app's clock.
-    fn last_used(&self) -> &std::sync::atomic::AtomicU64;
-}
-
-/// Takes out of `sessions` those idle for `idle` or longer at `now_ms`. A
-/// busy session counts as used now, so its idle time counts from the end
-/// of its last stream.
-pub(super) fn take_idle<S: IdleSession>(
-    sessions: &Mutex<HashMap<String, Arc<S>>>,
-    now_ms: u64,
-    idle: std::time::Duration,
-) -> Vec<(String, Arc<S>)> {
-    use std::sync::atomic::Ordering::Relaxed;
-    let idle_ms = u64::try_from(idle.as_millis()).unwrap_or(u64::MAX);
-    let mut sessions = crate::bridge::lock(sessions);
-    let expired: Vec<String> = sessions
-        .iter()
-        .filter_map(|(sid, s)| {
-            if s.busy() {
-                s.last_used().store(now_ms, Relaxed);
-                return None;
-            }
-            let since = now_ms.saturating_sub(s.last_used().load(Relaxed));
-            (since >= idle_ms).then(|| sid.clone())
-        })
-        .collect();
-    expired
-        .into_iter()
-        .filter_map(|sid| sessions.remove(&sid).map(|s| (sid, s)))
-        .collect()
 }
 
 /// [`crate::error::modern_http_status`] as axum's type.

@@ -231,14 +231,8 @@ where
         futures_util::stream::once(std::future::ready(super::sse_event(first))),
         rest,
     );
-    let mut resp = Sse::new(events)
-        .keep_alive(KeepAlive::default())
-        .into_response();
-    resp.headers_mut().insert(
-        "x-accel-buffering",
-        axum::http::HeaderValue::from_static("no"),
-    );
-    resp
+    let sse = Sse::new(events).keep_alive(KeepAlive::default());
+    ([("x-accel-buffering", "no")], sse).into_response()
 }
 
 /// A same-revision `subscriptions/listen`, opened upstream as the caller's

@@ -121,15 +121,8 @@ pub(super) fn origin_allowed(headers: &HeaderMap) -> bool {
 mod tests {
     use super::*;
     use crate::jsonrpc::Message;
+    use crate::testing::header_map as h;
     use serde_json::json;
-
-    fn h(pairs: &[(&'static str, &str)]) -> HeaderMap {
-        let mut m = HeaderMap::new();
-        for (k, v) in pairs {
-            m.insert(*k, v.parse().unwrap());
-        }
-        m
-    }
 
     fn req(method: &str, params: Value) -> Request {
         match Message::request(1, method, params) {

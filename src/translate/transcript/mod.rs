@@ -112,23 +112,45 @@ pub fn translate_grouped(
     to: Revision,
 ) -> Result<Vec<Vec<Record>>, TranscriptError> {
     let pairs = pair_responses(records);
-    let mut refusals = Refusals::new(records, &pairs);
-    let mut out = Vec::with_capacity(records.len());
     match to {
-        Revision::Modern => {
-            let mut t = to_modern::ToModern::new(records, &pairs);
-            for (index, rec) in records.iter().enumerate() {
-                let translated = step(index, rec, to, |msg| t.record(index, rec, msg));
-                out.push(refusals.settle(index, rec, to, translated)?);
-            }
-        }
-        Revision::Legacy => {
-            let mut t = to_legacy::ToLegacy::new(records, &pairs);
-            for (index, rec) in records.iter().enumerate() {
-                let translated = step(index, rec, to, |msg| t.record(index, rec, msg));
-                out.push(refusals.settle(index, rec, to, translated)?);
-            }
-        }
+        Revision::Modern => translate_each(
+            to_modern::ToModern::new(records, &pairs),
+            records,
+            &pairs,
+            to,
+        ),
+        Revision::Legacy => translate_each(
+            to_legacy::ToLegacy::new(records, &pairs),
+            records,
+            &pairs,
+            to,
+        ),
+    }
+}
+
+/// What one record becomes in the other revision.
+type Translated = Result<Vec<Record>, ShimError>;
+
+/// One direction of transcript translation (to 2026-07-28 or to
+/// 2025-11-25), fed every record of a transcript in order.
+trait Translator {
+    /// Record `i`, whose message is `msg`, in the target revision.
+    fn record(&mut self, i: usize, rec: &Record, msg: &Message) -> Translated;
+}
+
+/// Every record of `records` through `t`, into revision `to`, refusals
+/// settled; one group per input record.
+fn translate_each(
+    mut t: impl Translator,
+    records: &[Record],
+    pairs: &HashMap<usize, usize>,
+    to: Revision,
+) -> Result<Vec<Vec<Record>>, TranscriptError> {
+    let mut refusals = Refusals::new(records, pairs);
+    let mut out = Vec::with_capacity(records.len());
+    for (index, rec) in records.iter().enumerate() {
+        let translated = step(index, rec, to, |msg| t.record(index, rec, msg));
+        out.push(refusals.settle(index, rec, to, translated)?);
     }
     Ok(out)
 }
@@ -204,7 +226,7 @@ fn step(
     index: usize,
     rec: &Record,
     to: Revision,
-    mut translate: impl FnMut(&Message) -> Result<Vec<Record>, ShimError>,
+    mut translate: impl FnMut(&Message) -> Translated,
 ) -> Result<Vec<Record>, TranscriptError> {
     let Some(msg) = &rec.msg else {
         return Ok(vec![rec.clone()]);

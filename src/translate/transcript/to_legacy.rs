@@ -41,29 +41,8 @@ pub(super) struct ToLegacy {
     opened: bool,
 }
 
-impl ToLegacy {
-    pub(super) fn new(records: &[Record], pairs: &HashMap<usize, usize>) -> ToLegacy {
-        ToLegacy {
-            // Replaced by the one `server/discover` declares, if any.
-            client: LegacyClient {
-                protocol_version: crate::revision::LEGACY_VERSION.into(),
-                capabilities: json!({}),
-                client_info: json!({"name": "unknown", "version": "0"}),
-                log_level: None,
-            },
-            pending: HashMap::new(),
-            tasks: HashMap::new(),
-            task_calls: super::lookahead::task_calls(records, pairs),
-            opened: false,
-        }
-    }
-
-    pub(super) fn record(
-        &mut self,
-        i: usize,
-        rec: &Record,
-        msg: &Message,
-    ) -> Result<Vec<Record>, ShimError> {
+impl super::Translator for ToLegacy {
+    fn record(&mut self, i: usize, rec: &Record, msg: &Message) -> super::Translated {
         match (rec.dir, msg) {
             (Dir::C2s, Message::Request(q)) => self.client_request(i, rec, q),
             (Dir::S2c, Message::Notification(n)) => {
@@ -72,6 +51,19 @@ impl ToLegacy {
             (Dir::S2c, Message::Response(_) | Message::Error(_)) => self.answer(rec, msg),
             // Client notifications (cancelled, progress) read the same in both.
             _ => Ok(vec![rec.clone_plain()]),
+        }
+    }
+}
+
+impl ToLegacy {
+    pub(super) fn new(records: &[Record], pairs: &HashMap<usize, usize>) -> ToLegacy {
+        ToLegacy {
+            // Replaced by the one `server/discover` declares, if any.
+            client: LegacyClient::undeclared("unknown"),
+            pending: HashMap::new(),
+            tasks: HashMap::new(),
+            task_calls: super::lookahead::task_calls(records, pairs),
+            opened: false,
         }
     }
 

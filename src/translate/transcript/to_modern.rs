@@ -10,7 +10,6 @@ use super::notes::{answer_note, client_only_note, unknown_payload};
 use super::{Dir, Pending, Record};
 use crate::error::{ShimError, codes};
 use crate::jsonrpc::{Id, Message, Request};
-use crate::revision::LEGACY_VERSION;
 use crate::translate::session::{self, LegacyClient};
 use crate::translate::{input, notify, task, tools};
 use crate::wire::{TaskStatus, from_value, legacy};
@@ -27,28 +26,8 @@ pub(super) struct ToModern {
     ahead: LegacyLookahead,
 }
 
-impl ToModern {
-    pub(super) fn new(records: &[Record], pairs: &HashMap<usize, usize>) -> ToModern {
-        ToModern {
-            // Replaced by the one `initialize` declares, if any.
-            client: LegacyClient {
-                protocol_version: LEGACY_VERSION.into(),
-                capabilities: json!({}),
-                client_info: json!({"name": "unknown", "version": "0"}),
-                log_level: None,
-            },
-            pending: HashMap::new(),
-            status: HashMap::new(),
-            ahead: LegacyLookahead::scan(records, pairs),
-        }
-    }
-
-    pub(super) fn record(
-        &mut self,
-        i: usize,
-        rec: &Record,
-        msg: &Message,
-    ) -> Result<Vec<Record>, ShimError> {
+impl super::Translator for ToModern {
+    fn record(&mut self, i: usize, rec: &Record, msg: &Message) -> super::Translated {
         match (rec.dir, msg) {
             (Dir::C2s, Message::Request(q)) => self.client_request(rec, q),
             (Dir::S2c, Message::Request(q)) => Ok(vec![self.server_request(i, rec, q)]),
@@ -56,6 +35,18 @@ impl ToModern {
                 self.notification(i, rec, &n.method, n.params.as_ref())
             }
             (dir, answer) => self.answer(i, rec, dir, answer),
+        }
+    }
+}
+
+impl ToModern {
+    pub(super) fn new(records: &[Record], pairs: &HashMap<usize, usize>) -> ToModern {
+        ToModern {
+            // Replaced by the one `initialize` declares, if any.
+            client: LegacyClient::undeclared("unknown"),
+            pending: HashMap::new(),
+            status: HashMap::new(),
+            ahead: LegacyLookahead::scan(records, pairs),
         }
     }
 
