@@ -20,70 +20,34 @@ SHIM_BINARY defaults to target/release/mcp-tasks-shim (`cargo bench
 """
 
 import argparse
-import json
 import os
 import re
-import subprocess
 import sys
 import tempfile
 
-MODERN = "2026-07-28"
-LEGACY = "2025-11-25"
-META = {
-    "io.modelcontextprotocol/protocolVersion": MODERN,
-    "io.modelcontextprotocol/clientCapabilities": {
-        "extensions": {"io.modelcontextprotocol/tasks": {}}
-    },
-    "io.modelcontextprotocol/clientInfo": {"name": "instructions", "version": "0"},
-}
+from seq_client import LEGACY, MODERN, Peer
 
 
 def run(shim, client_rev, op, n):
     """Total instructions of one shim run of `n` requests after set-up."""
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "callgrind.out")
-        cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
+        # (`--log-file`: valgrind's notes on the shim's pwritev2 flags.)
+        cmd = ["valgrind", "-q", "--log-file=/dev/null", "--tool=callgrind",
+               f"--callgrind-out-file={out}",
                shim, "stdio", "--", shim, "reference-server", "--revision", MODERN]
-        p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                             stderr=subprocess.DEVNULL,
-                             env=dict(os.environ, MCP_SHIM_LOG="warn"))
-        next_id = 0
-
-        def call(method, params):
-            nonlocal next_id
-            next_id += 1
-            if client_rev == MODERN:
-                params = dict(params, _meta=META)
-            msg = {"jsonrpc": "2.0", "id": next_id, "method": method, "params": params}
-            p.stdin.write(json.dumps(msg).encode() + b"\n")
-            p.stdin.flush()
-            while True:
-                line = p.stdout.readline()
-                if not line:
-                    raise SystemExit(f"{method}: the shim closed its output")
-                m = json.loads(line)
-                if m.get("id") == next_id and "method" not in m:
-                    if "error" in m:
-                        raise SystemExit(f"{method}: {m['error']}")
-                    return m["result"]
-
-        if client_rev == LEGACY:
-            call("initialize", {"protocolVersion": LEGACY, "capabilities": {},
-                                "clientInfo": {"name": "instructions", "version": "0"}})
-            p.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
-            p.stdin.flush()
+        peer = Peer(cmd, client_rev, unbuffered=False)
         create = {"name": "slow_compute", "arguments": {"seconds": 3600, "label": "x"}}
         if client_rev == LEGACY:
             create["task"] = {"ttl": 3_600_000}
-        created = call("tools/call", create)
+        created = peer.call("tools/call", create)
         task_id = created["task"]["taskId"] if client_rev == LEGACY else created["taskId"]
         for _ in range(n):
             if op == "tools/call":
-                call("tools/call", {"name": "greet", "arguments": {"name": "bench"}})
+                peer.call("tools/call", {"name": "greet", "arguments": {"name": "bench"}})
             else:
-                call("tasks/get", {"taskId": task_id})
-        p.stdin.close()
-        p.wait(timeout=120)
+                peer.call("tasks/get", {"taskId": task_id})
+        peer.close()
         with open(out) as f:
             for line in f:
                 m = re.match(r"(?:summary|totals): (\d+)", line)

@@ -467,8 +467,9 @@ enum Waiter {
     },
 }
 
-/// What [`ModernUpstream::get_task`] reads an answer as.
-type TaskAnswer = Result<DetailedTask, ErrorObject>;
+/// What [`ModernUpstream::get_task`] reads an answer as: the task, or
+/// the upstream's error answer.
+pub(crate) type TaskAnswer = Result<DetailedTask, ErrorObject>;
 
 impl Waiter {
     /// Hands `outcome`, the answer to its request, to the waiter.

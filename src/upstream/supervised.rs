@@ -37,18 +37,18 @@ use tokio::sync::{Notify, mpsc, watch};
 use tokio::task::JoinHandle;
 
 use super::{
-    Connection, ModernUpstream, Readiness, RpcResult, Upstream, UpstreamEvent, UpstreamStream, lock,
+    Connection, ModernUpstream, Readiness, RpcResult, TaskAnswer, Upstream, UpstreamEvent,
+    UpstreamStream, lock,
 };
 use crate::error::ShimError;
 use crate::inline::InlineWakes;
-use crate::jsonrpc::{ErrorObject, Id, Message, Peeked};
+use crate::jsonrpc::{Id, Message, Peeked};
 use crate::revision::{ProbeVerdict, Revision};
 use crate::translate::session::ModernMeta;
 use crate::transport::child::ChildInput;
 use crate::transport::lines::{BlockingLines, LineReader};
 use crate::transport::record::Labelled;
 use crate::transport::{self, Inbound, LineSink};
-use crate::wire::modern::DetailedTask;
 
 /// First delay before a restart; doubled after each failed attempt.
 const BACKOFF_START: Duration = Duration::from_millis(100);
@@ -1186,11 +1186,7 @@ impl ModernUpstream for Supervised {
             .await
     }
 
-    async fn get_task(
-        &self,
-        task_id: &str,
-        meta: &ModernMeta,
-    ) -> Result<Result<DetailedTask, ErrorObject>, ShimError> {
+    async fn get_task(&self, task_id: &str, meta: &ModernMeta) -> Result<TaskAnswer, ShimError> {
         self.live().await?.conn.get_task(task_id, meta).await
     }
 
