@@ -732,6 +732,22 @@ impl Connection {
         }
     }
 
+    /// Writes request `id` of `method` with `params` and `meta`'s members
+    /// in its `_meta`, serialised as they go (a connection that writes
+    /// its own lines).
+    fn send_with_meta(
+        &self,
+        id: &Id,
+        method: &str,
+        params: &Value,
+        meta: &ModernMeta,
+    ) -> Result<(), ShimError> {
+        let mut line = Vec::with_capacity(512);
+        meta.write_request(&mut line, id, method, Some(params));
+        line.push(b'\n');
+        self.send_line(&line)
+    }
+
     /// Sends a request with a fresh id (`send` writes it) and waits for
     /// its answer, within the request timeout.
     async fn exchange(
@@ -832,10 +848,7 @@ impl ModernUpstream for Connection {
                 .await;
         }
         self.exchange(method, |conn, id| {
-            let mut line = Vec::with_capacity(512);
-            meta.write_request(&mut line, id, method, Some(params));
-            line.push(b'\n');
-            conn.send_line(&line)
+            conn.send_with_meta(id, method, params, meta)
         })
         .await
     }
@@ -851,12 +864,7 @@ impl ModernUpstream for Connection {
         let count = &self.task_waiters;
         self.exchange_as(
             "tasks/get",
-            |conn, id| {
-                let mut line = Vec::with_capacity(256);
-                meta.write_request(&mut line, id, "tasks/get", Some(&params));
-                line.push(b'\n');
-                conn.send_line(&line)
-            },
+            |conn, id| conn.send_with_meta(id, "tasks/get", &params, meta),
             |tx| Waiter::Task {
                 tx,
                 _counted: Counted::new(count),

@@ -144,16 +144,19 @@ impl LegacySession {
         Ok(rec)
     }
 
-    /// An upstream snapshot as this session's client sees the task.
-    /// True when storing `d` would leave `rec` as it is: a running task,
-    /// no cancel pinned, no outcome or input to cache, the same fields.
+    /// True when storing `d` would leave `rec` as it is (by the rule
+    /// [`absorb_seen`] stores it by) and `d` asks no input: input goes
+    /// through [`Self::record_seen`]'s path, which puts it to the client.
     fn tells_nothing_new(&self, rec: &TaskRecord, d: &DetailedTask) -> bool {
-        !rec.cancel_pinned
-            && !rec.is_terminal()
-            && matches!(d.payload, Payload::None)
-            && self.seen_task(d) == rec.task
+        if !matches!(d.payload, Payload::None) {
+            return false;
+        }
+        let mut stored = rec.clone();
+        absorb_seen(&mut stored, &self.seen_task(d), &d.payload);
+        stored == *rec
     }
 
+    /// An upstream snapshot as this session's client sees the task.
     fn seen_task(&self, d: &DetailedTask) -> crate::wire::legacy::Task {
         let mut task = ttask::detailed_to_legacy_record(d);
         crate::bridge::bounded_ttl(&mut task.ttl, self.front.config.max_task_ttl_ms);
@@ -174,28 +177,8 @@ impl LegacySession {
         let payload = d.payload.clone();
         let flag = changed.clone();
         let change: crate::ledger::KeptChange = Arc::new(move |rec| {
-            // Terminal is final: snapshots from the poller, the listen
-            // stream and the refreshes of tasks/get and tasks/list land
-            // out of order, and a stale `working` stored after the end
-            // would tell the client its finished task runs again.
-            if rec.cancel_pinned {
-                return;
-            }
-            if rec.task.status.is_terminal() {
-                // Only the same end's outcome, if it came later (a
-                // status notification carries none), is still taken.
-                if seen.status == rec.task.status
-                    && matches!(rec.payload, Payload::None)
-                    && !matches!(payload, Payload::None)
-                {
-                    rec.payload = payload.clone();
-                }
-                return;
-            }
-            flag.store(seen.status != rec.task.status, Ordering::Relaxed);
-            rec.task = seen.clone();
-            if seen.status.is_terminal() {
-                rec.payload = payload.clone();
+            if let Some(changed) = absorb_seen(rec, &seen, &payload) {
+                flag.store(changed, Ordering::Relaxed);
             }
         });
         let stored = self
@@ -712,4 +695,38 @@ impl LegacySession {
         }
         Ok(view)
     }
+}
+
+/// Stores an upstream snapshot (`seen`, its outcome or input `payload`)
+/// in `rec`: whether the status the client sees changed, `None` when the
+/// record is final and takes no new status. Terminal is
+/// final: snapshots from the poller, the listen stream and the refreshes
+/// of tasks/get and tasks/list land out of order, and a stale `working`
+/// stored after the end would tell the client its finished task runs
+/// again. A pinned cancel is final too.
+fn absorb_seen(
+    rec: &mut TaskRecord,
+    seen: &crate::wire::legacy::Task,
+    payload: &Payload,
+) -> Option<bool> {
+    if rec.cancel_pinned {
+        return None;
+    }
+    if rec.task.status.is_terminal() {
+        // Only the same end's outcome, if it came later (a status
+        // notification carries none), is still taken.
+        if seen.status == rec.task.status
+            && matches!(rec.payload, Payload::None)
+            && !matches!(payload, Payload::None)
+        {
+            rec.payload = payload.clone();
+        }
+        return None;
+    }
+    let changed = seen.status != rec.task.status;
+    rec.task = seen.clone();
+    if seen.status.is_terminal() {
+        rec.payload = payload.clone();
+    }
+    Some(changed)
 }
