@@ -22,13 +22,44 @@ use crate::error::ShimError;
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
 
 /// A JSON-RPC request id: MCP allows strings and integers (never null).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, PartialOrd, Ord)]
 #[serde(untagged)]
 pub enum Id {
     /// An integer id.
     Num(i64),
     /// A string id.
     Str(String),
+}
+
+/// An integer that fits `i64`, or a string; nothing else. (Written out
+/// rather than derived as `untagged`: that buffers the value and builds
+/// an error message for every string id it tries as an integer first,
+/// which made reading an answer's id a tenth of a translated round trip.)
+impl<'de> Deserialize<'de> for Id {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Id, D::Error> {
+        struct IdVisitor;
+        impl serde::de::Visitor<'_> for IdVisitor {
+            type Value = Id;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an integer or a string")
+            }
+            fn visit_i64<E: serde::de::Error>(self, n: i64) -> Result<Id, E> {
+                Ok(Id::Num(n))
+            }
+            fn visit_u64<E: serde::de::Error>(self, n: u64) -> Result<Id, E> {
+                i64::try_from(n)
+                    .map(Id::Num)
+                    .map_err(|_| E::invalid_value(serde::de::Unexpected::Unsigned(n), &self))
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Id, E> {
+                Ok(Id::Str(s.to_owned()))
+            }
+            fn visit_string<E: serde::de::Error>(self, s: String) -> Result<Id, E> {
+                Ok(Id::Str(s))
+            }
+        }
+        d.deserialize_any(IdVisitor)
+    }
 }
 
 impl fmt::Display for Id {

@@ -317,6 +317,8 @@ enum Member {
     /// The answer's own `_meta` when read in its task: it describes the
     /// answer (the server's `serverInfo`, say), not the task.
     Meta,
+    /// The answer's `resultType`, which [`DetailedTask::from_task`] drops.
+    ResultType,
     Other(String),
 }
 
@@ -341,6 +343,7 @@ impl<'de> Deserialize<'de> for Member {
                     "ttlMs" => Member::TtlMs,
                     "pollIntervalMs" => Member::PollIntervalMs,
                     "_meta" => Member::Meta,
+                    "resultType" => Member::ResultType,
                     other => Member::Other(other.to_owned()),
                 })
             }
@@ -446,7 +449,7 @@ impl<'de> Deserialize<'de> for TaskMembers {
                         Member::PollIntervalMs => {
                             once(&mut poll, map.next_value::<Option<i64>>()?)?
                         }
-                        Member::Meta => {
+                        Member::Meta | Member::ResultType => {
                             map.next_value::<serde::de::IgnoredAny>()?;
                         }
                         Member::Other(k) => unknown(&mut map, &mut extra, k)?,
