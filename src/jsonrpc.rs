@@ -420,6 +420,15 @@ impl Message {
         Message::Response(Response { id, result })
     }
 
+    /// The answer to `id` with `outcome`: a response or an error
+    /// response.
+    pub fn answer(id: Id, outcome: Result<Reply, ErrorObject>) -> Message {
+        match outcome {
+            Ok(reply) => reply.into_message(id),
+            Err(error) => Message::error(Some(id), error),
+        }
+    }
+
     /// Builds an error response.
     pub fn error(id: Option<Id>, error: ErrorObject) -> Message {
         Message::Error(ErrorResponse { id, error })
@@ -508,6 +517,132 @@ impl<'de> Deserialize<'de> for FastEnvelope {
         }
         d.deserialize_map(EnvVisitor)
     }
+}
+
+/// JSON text passed on as text: a result read from one peer and written
+/// to the other without building its tree (see [`result_answer`]). Always
+/// one well-formed JSON value: it is made from text a parser read
+/// ([`JsonText::from_raw`]), from pieces of such text joined by the
+/// crate's own rules, or by serialising a tree.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JsonText(String);
+
+impl JsonText {
+    /// The text of `raw`, as it came.
+    pub fn from_raw(raw: &serde_json::value::RawValue) -> JsonText {
+        JsonText(raw.get().to_owned())
+    }
+
+    /// `value`, serialised.
+    pub fn of<T: Serialize + ?Sized>(value: &T) -> JsonText {
+        // Only maps with keys that are not strings fail to serialise, and
+        // no wire type of the crate has one.
+        JsonText(serde_json::to_string(value).unwrap_or_else(|_| "null".into()))
+    }
+
+    /// Text the caller built from parsed pieces; well-formed by its
+    /// construction, which is what the type promises.
+    pub(crate) fn trusted(text: String) -> JsonText {
+        JsonText(text)
+    }
+
+    /// The text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The tree the text stands for.
+    pub fn to_value(&self) -> Value {
+        // Well-formed by construction; `Null` only past the parser's
+        // nesting limit, which text read by the same parser never is.
+        serde_json::from_str(&self.0).unwrap_or(Value::Null)
+    }
+}
+
+/// The result of a successful answer: a tree, or [`JsonText`] passed on
+/// without building one.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reply {
+    /// A JSON tree.
+    Tree(Value),
+    /// JSON text.
+    Text(JsonText),
+}
+
+impl Reply {
+    /// The result as a tree (text is parsed).
+    pub fn into_value(self) -> Value {
+        match self {
+            Reply::Tree(v) => v,
+            Reply::Text(t) => t.to_value(),
+        }
+    }
+
+    /// The answer to `id` carrying this result.
+    pub fn into_message(self, id: Id) -> Message {
+        Message::response(id, self.into_value())
+    }
+
+    /// Writes the answer to `id` carrying this result, as
+    /// [`Message::write_json`] writes a response (member order included),
+    /// text spliced in as it is.
+    pub fn write_answer(&self, out: &mut Vec<u8>, id: &Id) {
+        match self {
+            Reply::Tree(v) => {
+                let env = EnvelopeRef {
+                    jsonrpc: "2.0",
+                    id: Some(IdOrNull::Id(id)),
+                    method: None,
+                    params: None,
+                    result: Some(v),
+                    error: None,
+                };
+                // Serialising values into a Vec cannot fail.
+                let _ = serde_json::to_writer(&mut *out, &env);
+            }
+            Reply::Text(t) => {
+                out.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+                let _ = serde_json::to_writer(&mut *out, id);
+                out.extend_from_slice(br#","result":"#);
+                out.extend_from_slice(t.as_str().as_bytes());
+                out.push(b'}');
+            }
+        }
+    }
+}
+
+impl From<Value> for Reply {
+    fn from(v: Value) -> Reply {
+        Reply::Tree(v)
+    }
+}
+
+/// A success answer as [`result_answer`] takes it: exactly the three
+/// members, each once.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ResultAnswer<'a> {
+    #[serde(borrow)]
+    jsonrpc: &'a str,
+    id: Id,
+    #[serde(borrow)]
+    result: &'a serde_json::value::RawValue,
+}
+
+/// Reads a success answer (`jsonrpc` "2.0", an integer or string id, a
+/// `result`, nothing else, nothing twice) without building its result:
+/// its id and the result's text. `None` for anything else, doubtful
+/// shapes included: parse those in full, which also says what is wrong.
+///
+/// ```
+/// use mcp_tasks_shim::jsonrpc::{Id, result_answer};
+/// let (id, result) = result_answer(r#"{"jsonrpc":"2.0","id":3,"result":{"a":[1]}}"#).unwrap();
+/// assert_eq!((id, result.get()), (Id::Num(3), r#"{"a":[1]}"#));
+/// assert!(result_answer(r#"{"jsonrpc":"2.0","id":3,"error":{"code":1,"message":"x"}}"#).is_none());
+/// ```
+pub fn result_answer(text: &str) -> Option<(Id, &serde_json::value::RawValue)> {
+    let a: ResultAnswer<'_> = serde_json::from_str(text).ok()?;
+    (a.jsonrpc == "2.0").then_some((a.id, a.result))
 }
 
 /// What a relay needs to know of a message, read without building its
@@ -892,6 +1027,72 @@ pub fn salvage_prefix(bytes: &[u8]) -> Prefix {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An id reads as an integer that fits `i64` or a string, and nothing
+    /// else, in the answers read without a tree as in the others.
+    #[test]
+    fn ids_are_integers_or_strings() {
+        let id = |text: &str| serde_json::from_str::<Id>(text).ok();
+        assert_eq!(id("7"), Some(Id::Num(7)));
+        assert_eq!(id("-7"), Some(Id::Num(-7)));
+        assert_eq!(id(r#""s-1""#), Some(Id::Str("s-1".into())));
+        assert_eq!(id(r#""\u0041""#), Some(Id::Str("A".into())));
+        for refused in [
+            "9223372036854775808",
+            "1.0",
+            "1e3",
+            "null",
+            "true",
+            "[1]",
+            "{}",
+        ] {
+            assert_eq!(id(refused), None, "{refused}");
+        }
+        let answer = |id: &str| format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{}}}}"#);
+        assert_eq!(
+            result_answer(&answer("3")).map(|(id, _)| id),
+            Some(Id::Num(3))
+        );
+        assert!(result_answer(&answer("3.5")).is_none());
+    }
+
+    /// Only a plain success answer is read as text: anything doubtful is
+    /// left to the full parse, which explains what is wrong.
+    #[test]
+    fn result_answer_takes_plain_answers_only() {
+        let (id, result) = result_answer(r#"{"result":{"a":[1, 2]},"id":"x","jsonrpc":"2.0"}"#)
+            .expect("members in any order");
+        assert_eq!((id, result.get()), (Id::Str("x".into()), r#"{"a":[1, 2]}"#));
+        for doubtful in [
+            r#"{"jsonrpc":"2.0","id":1,"result":{},"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{},"error":{"code":1,"message":"m"}}"#,
+            r#"{"jsonrpc":"1.0","id":1,"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":null,"result":{}}"#,
+            r#"{"jsonrpc":"2.0","result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{},"extra":1}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{"a":}}"#,
+        ] {
+            assert!(result_answer(doubtful).is_none(), "{doubtful}");
+        }
+    }
+
+    /// A reply written as text is the same line as the message it stands
+    /// for, member order included.
+    #[test]
+    fn text_replies_write_the_response_line() {
+        let result = serde_json::json!({"content": [{"type": "text", "text": "é\n\"q\""}]});
+        for id in [Id::Num(4), Id::Str("a\"b".into())] {
+            let mut tree = Vec::new();
+            Reply::Tree(result.clone()).write_answer(&mut tree, &id);
+            let mut text = Vec::new();
+            Reply::Text(JsonText::of(&result)).write_answer(&mut text, &id);
+            assert_eq!(text, tree);
+            assert_eq!(
+                tree,
+                Message::response(id, result.clone()).to_json().into_bytes()
+            );
+        }
+    }
     use serde_json::json;
 
     #[test]

@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use crate::jsonrpc::{Id, Message};
+use crate::jsonrpc::{Id, Message, Reply};
 
 /// Which exchange of the client's an outgoing message belongs to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,6 +40,13 @@ pub trait Deliver: Send + Sync + std::fmt::Debug {
     /// Sends or queues `msg`, bound for `route`; fails once the client's
     /// side is closed.
     fn deliver(&self, route: Route, msg: Message) -> Result<(), PeerGone>;
+
+    /// [`Deliver::deliver`] of the answer to `id` carrying `reply`. A
+    /// sink that writes JSON writes a [`Reply::Text`] as it is
+    /// ([`Reply::write_answer`]); the default builds the message.
+    fn deliver_reply(&self, route: Route, id: Id, reply: Reply) -> Result<(), PeerGone> {
+        self.deliver(route, reply.into_message(id))
+    }
 
     /// The engine's last outbox is gone: no more messages will come.
     /// (Sinks whose end is decided elsewhere ignore it.)
@@ -98,6 +105,15 @@ impl Outbox {
         match &self.0 {
             Kind::Channel(tx) => tx.send(msg).map_err(|_| PeerGone),
             Kind::Sink(sink) => sink.0.deliver(route, msg),
+        }
+    }
+
+    /// [`Outbox::send`] of the answer to `id` carrying `reply`; see
+    /// [`Deliver::deliver_reply`].
+    pub fn send_reply(&self, route: Route, id: Id, reply: Reply) -> Result<(), PeerGone> {
+        match &self.0 {
+            Kind::Channel(tx) => tx.send(reply.into_message(id)).map_err(|_| PeerGone),
+            Kind::Sink(sink) => sink.0.deliver_reply(route, id, reply),
         }
     }
 }

@@ -32,7 +32,7 @@ use crate::bridge::legacy_front::{LegacyFront, LegacySession};
 use crate::bridge::modern_front::{ModernFront, ModernSession};
 use crate::bridge::{BridgeConfig, Deliver, Outbox, PeerGone, Route};
 use crate::error::ShimError;
-use crate::jsonrpc::Message;
+use crate::jsonrpc::{Id, Message, Reply};
 use crate::ledger::TaskLedger;
 use crate::revision::{self, ClientSignal, Revision};
 use crate::scope::Scope;
@@ -1126,6 +1126,13 @@ struct Lines(Arc<dyn LineSink>);
 impl Deliver for Lines {
     fn deliver(&self, _: Route, msg: Message) -> Result<(), PeerGone> {
         self.0.write_line(&msg.to_line()).map_err(|_| PeerGone)
+    }
+
+    fn deliver_reply(&self, _: Route, id: Id, reply: Reply) -> Result<(), PeerGone> {
+        let mut line = Vec::with_capacity(256);
+        reply.write_answer(&mut line, &id);
+        line.push(b'\n');
+        self.0.write_line(&line).map_err(|_| PeerGone)
     }
 
     fn close(&self) {

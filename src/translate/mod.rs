@@ -20,12 +20,14 @@
 //! | request `_meta` | [`session::request_to_modern`] | [`session::request_to_legacy`] |
 //! | `initialize` ↔ `server/discover` | [`session::initialize_to_discover`] | [`session::discover_to_initialize`] |
 //! | results in general | [`session::result_to_modern`] | [`session::result_to_legacy`] |
+//! | a plain result's text | (no counterpart) | [`raw::plain_result_to_legacy`] |
 //! | mid-task input | [`input::legacy_request_to_input`] | [`input::input_request_to_legacy`] |
 //! | status notifications | [`notify::status_to_modern`] | [`notify::status_to_legacy`] |
 //! | whole transcripts | [`transcript::translate_transcript`] | [`transcript::translate_transcript`] |
 
 pub mod input;
 pub mod notify;
+pub mod raw;
 pub mod session;
 pub mod task;
 pub mod tools;

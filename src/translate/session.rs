@@ -665,17 +665,22 @@ pub fn result_to_legacy(result: &Value, method: &str) -> Value {
     }
 }
 
+/// Whether a legacy client's answer to `method` leaves out result member
+/// `key`: `resultType` always, the cache hints of the methods that have
+/// them. (The server's name in `_meta` goes too; see
+/// [`result_to_legacy_owned`].)
+pub(crate) fn dropped_for_legacy(key: &str, method: &str) -> bool {
+    key == "resultType"
+        || ((key == "ttlMs" || key == "cacheScope") && CACHEABLE_METHODS.contains(&method))
+}
+
 /// [`result_to_legacy`] consuming the result (members moved, not copied).
 pub fn result_to_legacy_owned(result: Value, method: &str) -> Value {
     let mut out = match result {
         Value::Object(m) => m,
         _ => Map::new(),
     };
-    out.remove("resultType");
-    if CACHEABLE_METHODS.contains(&method) {
-        out.remove("ttlMs");
-        out.remove("cacheScope");
-    }
+    out.retain(|k, _| !dropped_for_legacy(k, method));
     // 2026-07-28 names the server on every result; a 2025-11-25 client
     // learnt it once, from `initialize`.
     super::remove_meta_key(&mut out, META_SERVER_INFO);

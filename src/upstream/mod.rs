@@ -31,7 +31,7 @@ use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::error::ShimError;
-use crate::jsonrpc::{ErrorObject, Id, Message, Notification, Request};
+use crate::jsonrpc::{ErrorObject, Id, JsonText, Message, Notification, Request};
 use crate::revision::Revision;
 use crate::translate::session::ModernMeta;
 use crate::transport::LineSink;
@@ -208,6 +208,21 @@ pub trait ModernUpstream: Upstream {
         meta: &ModernMeta,
     ) -> Result<Result<DetailedTask, ErrorObject>, ShimError> {
         read_task(self, task_id, meta).await
+    }
+    /// [`Self::request_with_meta`], the result handed back as the text it
+    /// came in, for a caller that passes it on without reading it as a
+    /// tree (a legacy session's plain answers, see
+    /// [`crate::translate::raw`]). `None` when this transport does not
+    /// read answers as text: use [`Self::request_with_meta`] (text made
+    /// from a tree would only cost more).
+    async fn request_text(
+        &self,
+        method: &str,
+        params: &Value,
+        meta: &ModernMeta,
+    ) -> Option<Result<TextAnswer, ShimError>> {
+        let _ = (method, params, meta);
+        None
     }
     /// Sends a long-lived request (`subscriptions/listen`) and hands back
     /// its stream at once; see [`stream`]. `Err` means it could not be
@@ -460,12 +475,22 @@ enum Waiter {
     Outcome(oneshot::Sender<Result<RpcResult, ShimError>>),
     /// The answer read as a task ([`ModernUpstream::get_task`]); counted
     /// while it waits, so that readers try the task reader only then (see
-    /// [`Connection::take_task_answer`]).
+    /// [`Connection::take_answer`]).
     Task {
         tx: oneshot::Sender<Result<TaskAnswer, ShimError>>,
         _counted: Counted,
     },
+    /// The answer's result as text ([`ModernUpstream::request_text`]);
+    /// counted as [`Waiter::Task`] is.
+    Text {
+        tx: oneshot::Sender<Result<TextAnswer, ShimError>>,
+        _counted: Counted,
+    },
 }
+
+/// What [`ModernUpstream::request_text`] reads an answer as: the result's
+/// text, or the upstream's error answer.
+pub(crate) type TextAnswer = Result<JsonText, ErrorObject>;
 
 /// What [`ModernUpstream::get_task`] reads an answer as: the task, or
 /// the upstream's error answer.
@@ -480,6 +505,9 @@ impl Waiter {
             }
             Waiter::Task { tx, .. } => {
                 let _ = tx.send(outcome.and_then(task_of));
+            }
+            Waiter::Text { tx, .. } => {
+                let _ = tx.send(outcome.map(|a| a.map(|result| JsonText::of(&result))));
             }
         }
     }
@@ -514,6 +542,8 @@ pub struct Connection {
     pending: Mutex<HashMap<Id, Waiter>>,
     /// How many of `pending` wait for a task ([`Waiter::Task`]).
     task_waiters: Arc<AtomicUsize>,
+    /// How many of `pending` wait for text ([`Waiter::Text`]).
+    text_waiters: Arc<AtomicUsize>,
     streams: Streams,
     next_id: AtomicI64,
     id_prefix: Option<String>,
@@ -530,6 +560,7 @@ impl Connection {
             lines: None,
             pending: Mutex::new(HashMap::new()),
             task_waiters: Arc::default(),
+            text_waiters: Arc::default(),
             streams: Arc::default(),
             next_id: AtomicI64::new(1),
             id_prefix: None,
@@ -591,33 +622,42 @@ impl Connection {
         }
     }
 
-    /// While a request waits for a task ([`ModernUpstream::get_task`]):
-    /// hands `line`, read from the upstream, to it if the line is its
-    /// answer and a task, read straight from the bytes into one (as an
-    /// HTTP upstream reads it from its body); true then. Otherwise false,
-    /// and the reader parses the line as any other. A reader that never
-    /// calls this loses nothing: [`Connection::on_inbound`] reads the
-    /// parsed answer into the task.
-    pub fn take_task_answer(&self, line: &[u8]) -> bool {
-        if self.task_waiters.load(Ordering::SeqCst) == 0 {
-            return false;
+    /// While a request waits for its answer in a form of its own (a task,
+    /// [`ModernUpstream::get_task`]; a result's text,
+    /// [`ModernUpstream::request_text`]): hands `line`, read from the
+    /// upstream, to it if the line is its answer, read straight from the
+    /// bytes into that form (as an HTTP upstream reads a task from its
+    /// body); true then. Otherwise false, and the reader parses the line
+    /// as any other. A reader that never calls this loses nothing:
+    /// [`Connection::on_inbound`] reads the parsed answer into the form.
+    pub fn take_answer(&self, line: &[u8]) -> bool {
+        if self.task_waiters.load(Ordering::SeqCst) > 0
+            && let Some((id, task)) = crate::wire::modern::detailed_task_answer_with_id(line)
+            && let Some(Waiter::Task { tx, .. }) =
+                self.take_waiter(&id, |w| matches!(w, Waiter::Task { .. }))
+        {
+            let _ = tx.send(Ok(Ok(task)));
+            return true;
         }
-        let Some((id, task)) = crate::wire::modern::detailed_task_answer_with_id(line) else {
-            return false;
-        };
-        let waiter = {
-            let mut pending = self.lock();
-            match pending.get(&id) {
-                Some(Waiter::Task { .. }) => pending.remove(&id),
-                _ => None,
-            }
-        };
-        match waiter {
-            Some(Waiter::Task { tx, .. }) => {
-                let _ = tx.send(Ok(Ok(task)));
-                true
-            }
-            _ => false,
+        if self.text_waiters.load(Ordering::SeqCst) > 0
+            && let Ok(text) = std::str::from_utf8(line)
+            && let Some((id, result)) = crate::jsonrpc::result_answer(text)
+            && let Some(Waiter::Text { tx, .. }) =
+                self.take_waiter(&id, |w| matches!(w, Waiter::Text { .. }))
+        {
+            let _ = tx.send(Ok(Ok(JsonText::from_raw(result))));
+            return true;
+        }
+        false
+    }
+
+    /// The waiter of `id`, taken from the pending ones if `wanted` is its
+    /// kind.
+    fn take_waiter(&self, id: &Id, wanted: impl Fn(&Waiter) -> bool) -> Option<Waiter> {
+        let mut pending = self.lock();
+        match pending.get(id) {
+            Some(w) if wanted(w) => pending.remove(id),
+            _ => None,
         }
     }
 
@@ -854,7 +894,7 @@ impl ModernUpstream for Connection {
     }
 
     /// On a connection that writes its own lines, a reader that hands
-    /// it the answer's line ([`Connection::take_task_answer`]) saves
+    /// it the answer's line ([`Connection::take_answer`]) saves
     /// building the answer as a JSON tree.
     async fn get_task(&self, task_id: &str, meta: &ModernMeta) -> Result<TaskAnswer, ShimError> {
         if self.lines.is_none() {
@@ -871,6 +911,30 @@ impl ModernUpstream for Connection {
             },
         )
         .await
+    }
+
+    /// On a connection that writes its own lines, a reader that hands it
+    /// the answer's line ([`Connection::take_answer`]) saves building the
+    /// result as a JSON tree and writing it again.
+    async fn request_text(
+        &self,
+        method: &str,
+        params: &Value,
+        meta: &ModernMeta,
+    ) -> Option<Result<TextAnswer, ShimError>> {
+        self.lines.as_ref()?;
+        let count = &self.text_waiters;
+        let answer = self
+            .exchange_as(
+                method,
+                |conn, id| conn.send_with_meta(id, method, params, meta),
+                |tx| Waiter::Text {
+                    tx,
+                    _counted: Counted::new(count),
+                },
+            )
+            .await;
+        Some(answer)
     }
 
     async fn open_stream(&self, method: &str, params: Value) -> Result<UpstreamStream, ShimError> {
@@ -1051,7 +1115,7 @@ mod tests {
             "_meta": {crate::revision::META_SERVER_INFO: {"name": "s", "version": "1"}}});
         // Nobody waits for a task: the reader keeps every line.
         let line = Message::response(Id::Num(1), task.clone()).to_line();
-        assert!(!conn.take_task_answer(&line));
+        assert!(!conn.take_answer(&line));
         for from_bytes in [true, false] {
             let (c, m) = (conn.clone(), meta.clone());
             let get = tokio::spawn(async move { c.get_task("t1", &m).await });
@@ -1059,9 +1123,9 @@ mod tests {
             let answer = Message::response(last_request_id(&written), task.clone());
             // An answer to another request is not taken.
             let other = Message::response(Id::Str("other".into()), task.clone());
-            assert!(!conn.take_task_answer(&other.to_line()));
+            assert!(!conn.take_answer(&other.to_line()));
             if from_bytes {
-                assert!(conn.take_task_answer(&answer.to_line()));
+                assert!(conn.take_answer(&answer.to_line()));
             } else {
                 assert!(conn.on_inbound(answer).is_none());
             }
@@ -1079,7 +1143,7 @@ mod tests {
             ErrorObject::new(-32602, "no such task"),
         );
         // An error answer is no task: the reader parses it, as any other.
-        assert!(!conn.take_task_answer(&refused.to_line()));
+        assert!(!conn.take_answer(&refused.to_line()));
         assert!(conn.on_inbound(refused).is_none());
         let e = get.await.unwrap().unwrap().unwrap_err();
         assert_eq!((e.code, e.message.as_str()), (-32602, "no such task"));

@@ -37,8 +37,8 @@ use tokio::sync::{Notify, mpsc, watch};
 use tokio::task::JoinHandle;
 
 use super::{
-    Connection, ModernUpstream, Readiness, RpcResult, TaskAnswer, Upstream, UpstreamEvent,
-    UpstreamStream, lock,
+    Connection, ModernUpstream, Readiness, RpcResult, TaskAnswer, TextAnswer, Upstream,
+    UpstreamEvent, UpstreamStream, lock,
 };
 use crate::error::ShimError;
 use crate::inline::InlineWakes;
@@ -675,8 +675,8 @@ impl Supervised {
                 forward(&**sink, line);
                 continue;
             }
-            // A task answer its request reads from the bytes itself.
-            if line.len() <= max && generation.conn.take_task_answer(line) {
+            // An answer its request reads from the bytes itself (a task, a result's text).
+            if line.len() <= max && generation.conn.take_answer(line) {
                 wakes.run();
                 continue;
             }
@@ -1188,6 +1188,18 @@ impl ModernUpstream for Supervised {
 
     async fn get_task(&self, task_id: &str, meta: &ModernMeta) -> Result<TaskAnswer, ShimError> {
         self.live().await?.conn.get_task(task_id, meta).await
+    }
+
+    async fn request_text(
+        &self,
+        method: &str,
+        params: &Value,
+        meta: &ModernMeta,
+    ) -> Option<Result<TextAnswer, ShimError>> {
+        match self.live().await {
+            Ok(generation) => generation.conn.request_text(method, params, meta).await,
+            Err(e) => Some(Err(e)),
+        }
     }
 
     /// On the live child. Its streams end with it (a fault closes its

@@ -9,7 +9,7 @@ use super::LegacySession;
 use crate::bridge::Route;
 use crate::bridge::cancel::{IfDropped, spawn_cleanup};
 use crate::error::ShimError;
-use crate::jsonrpc::{ErrorObject, Id, Request};
+use crate::jsonrpc::{ErrorObject, Id, Reply, Request};
 use crate::ledger::TaskRecord;
 use crate::revision::META_RELATED_TASK;
 use crate::translate::{input, session as tsession, task as ttask, tools as ttools};
@@ -22,7 +22,10 @@ use crate::wire::{TaskStatus, to_value};
 const SYNTHETIC_TTL_MS: i64 = 3_600_000;
 
 impl LegacySession {
-    pub(super) async fn tools_call(self: &Arc<Self>, mut req: Request) -> RpcResult {
+    pub(super) async fn tools_call(
+        self: &Arc<Self>,
+        mut req: Request,
+    ) -> Result<Reply, ErrorObject> {
         let name = ttools::tool_name(req.params.as_ref())?.to_owned();
         ttools::check_task_param(req.params.as_ref())?;
         let support = self.front.policy.for_tool(&name);
@@ -66,22 +69,27 @@ impl LegacySession {
             let result = if asked.is_some() {
                 self.call_making_task(&params).await?
             } else {
-                self.call_with(&req.method, &params).await?
+                // A plain answer goes to the client as the text it came
+                // in, where the upstream hands it over as text.
+                match self.call_plain(&req.method, &params).await? {
+                    Reply::Tree(result) => result,
+                    text => return Ok(text),
+                }
             };
             match result_type_of(&result) {
                 result_type::TASK => {
                     let answer = self.created(result, task.as_ref(), &req.id).await?;
                     if forbidden_but_asked {
-                        return self.plain(answer, asked.as_ref()).await;
+                        return self.plain(answer, asked.as_ref()).await.map(Reply::Tree);
                     }
-                    return Ok(answer);
+                    return Ok(Reply::Tree(answer));
                 }
                 result_type::INPUT_REQUIRED => {
                     // The retry is the call plus this round's answers,
                     // which replace the last round's.
                     self.answer_round(&mut params, &result, &req.id).await?;
                 }
-                _ => return self.plain(result, asked.as_ref()).await,
+                _ => return self.plain(result, asked.as_ref()).await.map(Reply::Tree),
             }
         }
         Err(ShimError::Upstream(format!(

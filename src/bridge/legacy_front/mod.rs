@@ -34,7 +34,7 @@ use super::progress::{ProgressRoute, ProgressRoutes, ProgressSink};
 use super::watch::Watchers;
 use super::{BridgeConfig, Clock, Outbox, Route, lock};
 use crate::error::ShimError;
-use crate::jsonrpc::{ErrorObject, Id, Message, Request};
+use crate::jsonrpc::{ErrorObject, Id, Message, Reply, Request};
 use crate::ledger::TaskLedger;
 use crate::scope::Scope;
 use crate::translate::session::{self as tsession, LegacyClient, ModernMeta};
@@ -339,8 +339,8 @@ impl LegacySession {
                 let this = self.clone();
                 crate::inline::start_here(async move {
                     let id = req.id.clone();
-                    if let Some(answer) = this.clone().answer_unless_cancelled(req).await {
-                        this.send(Route::Answer(id), answer);
+                    if let Some(outcome) = this.clone().reply_unless_cancelled(req).await {
+                        this.answer_client(id, outcome);
                     }
                 });
             }
@@ -359,6 +359,13 @@ impl LegacySession {
     /// causes besides its answer still go to the outbox.
     pub async fn answer(self: Arc<Self>, req: Request) -> Message {
         let id = req.id.clone();
+        Message::answer(id, self.reply(req).await)
+    }
+
+    /// [`Self::answer`] as its outcome, a result that came as text kept
+    /// as text ([`Reply::Text`]), for a transport that writes it as it is
+    /// ([`Reply::write_answer`]).
+    pub async fn reply(self: Arc<Self>, req: Request) -> Result<Reply, ErrorObject> {
         let method = req.method.clone();
         let outcome = crate::inline::or_if_panicked(self.request(req), || {
             Err(ShimError::Internal(format!(
@@ -370,17 +377,22 @@ impl LegacySession {
         if let Err(e) = &outcome {
             tracing::debug!(%method, code = e.code, error_message = %e.message, "answering with an error");
         }
-        match outcome {
-            Ok(result) => Message::response(id, result),
-            Err(error) => Message::error(Some(id), error),
-        }
+        outcome
     }
 
-    /// [`Self::answer`], stopped by the client's `notifications/cancelled`
+    /// [`Self::reply`], stopped by the client's `notifications/cancelled`
     /// naming the request: `None` then, as no answer is owed.
-    pub async fn answer_unless_cancelled(self: Arc<Self>, req: Request) -> Option<Message> {
+    pub async fn reply_unless_cancelled(
+        self: Arc<Self>,
+        req: Request,
+    ) -> Option<Result<Reply, ErrorObject>> {
         let running = self.running.clone();
-        running.track(req.id.clone(), self.answer(req)).await
+        let id = req.id.clone();
+        // Boxed where it is made: the reply's state (a few KB: every
+        // method's) is then copied once, not again by each wrapper and by
+        // the executor's box.
+        let reply = Box::pin(self.reply(req));
+        running.track(id, reply).await
     }
 
     /// Answers every question the shim is waiting on with an error (the
@@ -423,7 +435,7 @@ impl LegacySession {
         ShimError::Internal(format!("{why} while {what} was waiting")).into()
     }
 
-    async fn request(self: &Arc<Self>, mut req: Request) -> RpcResult {
+    async fn request(self: &Arc<Self>, mut req: Request) -> Result<Reply, ErrorObject> {
         // The client's progress token goes upstream as one of the shim's,
         // routed back here (see `bridge::progress`).
         let progress = req
@@ -439,7 +451,7 @@ impl LegacySession {
         // A task the call made reports progress under its token until it
         // ends (one made ended, as a plain answer's stand-in is, has none).
         if creates
-            && let Ok(created) = &answer
+            && let Ok(Reply::Tree(created)) = &answer
             && let Some(task_id) = created.pointer("/task/taskId").and_then(Value::as_str)
             && created
                 .pointer("/task/status")
@@ -475,14 +487,14 @@ impl LegacySession {
         }
     }
 
-    async fn dispatch(self: &Arc<Self>, req: Request) -> RpcResult {
-        match req.method.as_str() {
+    async fn dispatch(self: &Arc<Self>, req: Request) -> Result<Reply, ErrorObject> {
+        let translated = match req.method.as_str() {
             "initialize" => self.initialize(&req),
             "ping" => Ok(json!({})),
             "logging/setLevel" => self.set_level(&req),
             "tools/list" => self.tools_list(req).await,
-            "tools/call" => self.tools_call(req).await,
-            "tasks/get" => self.tasks_get(&req).await,
+            "tools/call" => return self.tools_call(req).await,
+            "tasks/get" => return self.tasks_get(&req).await,
             "tasks/result" => self.tasks_result(&req).await,
             "tasks/list" => self.tasks_list(&req).await,
             "tasks/cancel" => self.tasks_cancel(&req).await,
@@ -497,8 +509,9 @@ impl LegacySession {
                 ))
                 .into())
             }
-            _ => self.forward(req).await,
-        }
+            _ => return self.forward(req).await,
+        };
+        translated.map(Reply::Tree)
     }
 
     fn notification(&self, n: crate::jsonrpc::Notification) {
@@ -632,10 +645,39 @@ impl LegacySession {
 
     /// Anything the shim does not translate specially: `_meta` in,
     /// `resultType` and cache hints out.
-    async fn forward(&self, req: Request) -> RpcResult {
-        let method = req.method.clone();
-        let result = self.call(req).await?;
-        Ok(tsession::result_to_legacy_owned(result, &method))
+    async fn forward(&self, req: Request) -> Result<Reply, ErrorObject> {
+        let params = req.params.unwrap_or_else(|| json!({}));
+        match self.call_plain(&req.method, &params).await? {
+            Reply::Tree(result) => Ok(Reply::Tree(tsession::result_to_legacy_owned(
+                result,
+                &req.method,
+            ))),
+            text => Ok(text),
+        }
+    }
+
+    /// [`Self::call_with`] for an answer passed on as the client's plain
+    /// answer: where the upstream hands results over as text, a plain one
+    /// comes back as the client's answer text already
+    /// ([`crate::translate::raw`]); any other comes back as the upstream's
+    /// result tree, still to translate.
+    async fn call_plain(&self, method: &str, params: &Value) -> Result<Reply, ErrorObject> {
+        let meta = self.meta();
+        let Some(answer) = self
+            .front
+            .upstream
+            .request_text(method, params, &meta)
+            .await
+        else {
+            return self.call_with(method, params).await.map(Reply::Tree);
+        };
+        let text = answer.map_err(ErrorObject::from)??;
+        Ok(
+            match crate::translate::raw::plain_result_to_legacy(&text, method) {
+                Some(legacy) => Reply::Text(legacy),
+                None => Reply::Tree(text.to_value()),
+            },
+        )
     }
 
     async fn tools_list(&self, req: Request) -> RpcResult {
@@ -731,6 +773,18 @@ impl LegacySession {
     fn send(&self, route: Route, msg: Message) {
         if self.out.send(route, msg).is_err() {
             tracing::debug!("client outbox closed; message dropped");
+        }
+    }
+
+    /// Sends the answer to client request `id`.
+    fn answer_client(&self, id: Id, outcome: Result<Reply, ErrorObject>) {
+        let route = Route::Answer(id.clone());
+        let sent = match outcome {
+            Ok(reply) => self.out.send_reply(route, id, reply),
+            Err(error) => self.out.send(route, Message::error(Some(id), error)),
+        };
+        if sent.is_err() {
+            tracing::debug!("client outbox closed; answer dropped");
         }
     }
 }

@@ -24,7 +24,7 @@ use super::legacy_streams::{Streams, Tx};
 use super::{App, error_response, json_response};
 use crate::bridge::legacy_front::LegacySession;
 use crate::error::ShimError;
-use crate::jsonrpc::{Id, Message, Request};
+use crate::jsonrpc::{ErrorObject, Id, Message, Reply, Request};
 use crate::revision::Revision;
 use crate::scope::{Principal, Scope};
 
@@ -313,11 +313,11 @@ async fn answer_as_json(s: &Arc<HttpSession>, req: Request) -> Response {
         .then(|| req.params.as_ref()?.get("taskId")?.as_str())
         .flatten()
         .map(|task| JsonWait::new(s, task));
-    let answer = crate::inline::finish_even_if_dropped(s.engine.clone().answer(req)).await;
+    let answer = crate::inline::finish_even_if_dropped(s.engine.clone().reply(req)).await;
     // The `tasks/result` streams that ended meanwhile.
     lock(&s.streams).forget_closed();
     match answer {
-        Ok(m) => json_response(StatusCode::OK, &m),
+        Ok(outcome) => super::reply_response(id, outcome),
         Err(_) => json_response(StatusCode::INTERNAL_SERVER_ERROR, &no_answer(id)),
     }
 }
@@ -335,7 +335,7 @@ async fn answer_streamed(s: &Arc<HttpSession>, req: Request) -> Response {
     // sent before it is on `rx` by then: the engine's outbox places each
     // message as it is sent.
     let mut work =
-        crate::inline::finish_even_if_dropped(s.engine.clone().answer_unless_cancelled(req));
+        crate::inline::finish_even_if_dropped(s.engine.clone().reply_unless_cancelled(req));
     let first = tokio::select! {
         biased;
         Some(first) = rx.recv() => first,
@@ -346,15 +346,14 @@ async fn answer_streamed(s: &Arc<HttpSession>, req: Request) -> Response {
             };
             // Sent in the same step as the answer: a stream after all,
             // the answer last.
-            registered.finish(answer.unwrap_or_else(|_| Some(no_answer(id.clone()))));
+            registered.finish_with(answer);
             return super::sse_until_answer(&first, rx, id, s.clone(), None);
         }
     };
     // The answer follows the questions on the stream when the work ends.
     tokio::spawn(async move {
         let answer = work.await;
-        let answer = answer.unwrap_or_else(|_| Some(no_answer(registered.id.clone())));
-        registered.finish(answer);
+        registered.finish_with(answer);
     });
     // The stream ends right after the answer to this request. It holds the
     // session, so that answers still reach it after a DELETE (the error
@@ -365,9 +364,9 @@ async fn answer_streamed(s: &Arc<HttpSession>, req: Request) -> Response {
 
 /// The POST of a request `id` that sent nothing before its `answer`
 /// (`Ok(None)`: it was cancelled; `Err`: the shim's work panicked).
-fn answer_alone<E>(id: Id, answer: Result<Option<Message>, E>) -> Response {
+fn answer_alone<E>(id: Id, answer: Result<Option<Result<Reply, ErrorObject>>, E>) -> Response {
     match answer {
-        Ok(Some(m)) => json_response(StatusCode::OK, &m),
+        Ok(Some(outcome)) => super::reply_response(id, outcome),
         // Cancelled by the client: nothing is owed, and the POST ends
         // without an answer instead of staying open.
         Ok(None) => Sse::new(futures_util::stream::empty::<
@@ -453,6 +452,16 @@ impl Registered {
     }
 
     /// Ends the stream with `answer` (none for a cancelled request).
+    /// [`Registered::finish`] with what the request's work ended with
+    /// (`Err`: it panicked; `Ok(None)`: it was cancelled).
+    fn finish_with<E>(self, work: Result<Option<Result<Reply, ErrorObject>>, E>) {
+        let answer = match work {
+            Ok(outcome) => outcome.map(|o| Message::answer(self.id.clone(), o)),
+            Err(_) => Some(no_answer(self.id.clone())),
+        };
+        self.finish(answer);
+    }
+
     fn finish(self, answer: Option<Message>) {
         let (tx, id) = (self.tx.clone(), self.id.clone());
         // Forgotten first: the answer ends the stream, and nothing may be

@@ -28,7 +28,7 @@ use crate::bridge::BridgeConfig;
 use crate::bridge::legacy_front::LegacyFront;
 use crate::bridge::modern_front::ModernFront;
 use crate::error::ShimError;
-use crate::jsonrpc::Message;
+use crate::jsonrpc::{ErrorObject, Id, Message, Reply};
 use crate::ledger::TaskLedger;
 use crate::revision::{self, ClientSignal, Revision};
 use crate::upstream::{AnyUpstream, Link, UpstreamEvent};
@@ -1486,7 +1486,29 @@ pub(crate) fn json_response(status: StatusCode, msg: &Message) -> Response {
     // was a thousand instructions of every answer.
     let mut body = Vec::with_capacity(512);
     msg.write_json(&mut body);
-    let mut resp = (
+    let mut resp = json_body(status, body);
+    if let Message::Error(e) = msg {
+        resp.extensions_mut().insert(AnsweredError(e.error.code));
+    }
+    resp
+}
+
+/// [`json_response`] of the answer to `id` with `outcome`: a result kept
+/// as text is written as it is ([`Reply::write_answer`]).
+pub(crate) fn reply_response(id: Id, outcome: Result<Reply, ErrorObject>) -> Response {
+    match outcome {
+        Ok(reply) => {
+            let mut body = Vec::with_capacity(512);
+            reply.write_answer(&mut body, &id);
+            json_body(StatusCode::OK, body)
+        }
+        Err(error) => json_response(StatusCode::OK, &Message::error(Some(id), error)),
+    }
+}
+
+/// A JSON body with its content type.
+fn json_body(status: StatusCode, body: Vec<u8>) -> Response {
+    (
         status,
         [(
             axum::http::header::CONTENT_TYPE,
@@ -1494,11 +1516,7 @@ pub(crate) fn json_response(status: StatusCode, msg: &Message) -> Response {
         )],
         body,
     )
-        .into_response();
-    if let Message::Error(e) = msg {
-        resp.extensions_mut().insert(AnsweredError(e.error.code));
-    }
-    resp
+        .into_response()
 }
 
 /// The JSON-RPC error code a JSON answer carries, left on the response by

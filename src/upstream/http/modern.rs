@@ -15,11 +15,12 @@ use super::exchange::{Dialect, Http, header_value, is_sse, outcome, parse_body};
 use super::{MCP_PROTOCOL_VERSION, STREAM_TIMEOUT};
 use crate::driver::http::headers;
 use crate::error::ShimError;
-use crate::jsonrpc::{ErrorObject, Id, Message, Peeked};
+use crate::jsonrpc::{ErrorObject, Id, JsonText, Message, Peeked};
 use crate::revision::MODERN_VERSION;
 use crate::translate::session::ModernMeta;
 use crate::upstream::{
-    ModernUpstream, RawAnswer, Readiness, RpcResult, StreamEvent, Upstream, UpstreamStream,
+    ModernUpstream, RawAnswer, Readiness, RpcResult, StreamEvent, TextAnswer, Upstream,
+    UpstreamStream,
 };
 use crate::wire::modern::DetailedTask;
 
@@ -156,6 +157,19 @@ impl ModernUpstream for ModernHttpUpstream {
         self.http.watched(self.http.get_task(task_id, meta)).await
     }
 
+    async fn request_text(
+        &self,
+        method: &str,
+        params: &Value,
+        meta: &ModernMeta,
+    ) -> Option<Result<TextAnswer, ShimError>> {
+        Some(
+            self.http
+                .watched(self.http.request_text(method, params, meta))
+                .await,
+        )
+    }
+
     async fn open_stream(&self, method: &str, params: Value) -> Result<UpstreamStream, ShimError> {
         let id = self.http.next_id();
         let (tx, rx) = mpsc::unbounded_channel();
@@ -194,21 +208,61 @@ impl Http<Stateless> {
         meta: &ModernMeta,
     ) -> Result<Result<DetailedTask, ErrorObject>, ShimError> {
         let params = json!({ "taskId": task_id });
+        let read = crate::wire::modern::detailed_task_answer;
+        match self.post_reading("tasks/get", params, meta, read).await? {
+            Ok(task) => Ok(Ok(task)),
+            Err(answer) => crate::upstream::task_of(answer),
+        }
+    }
+
+    /// [`ModernUpstream::request_text`]: the result of a plain JSON answer
+    /// is handed over as the text it came in.
+    async fn request_text(
+        &self,
+        method: &str,
+        params: &Value,
+        meta: &ModernMeta,
+    ) -> Result<TextAnswer, ShimError> {
+        let read = |body: &[u8]| {
+            let (_, result) = crate::jsonrpc::result_answer(std::str::from_utf8(body).ok()?)?;
+            Some(JsonText::from_raw(result))
+        };
+        match self
+            .post_reading(method, params.clone(), meta, read)
+            .await?
+        {
+            Ok(text) => Ok(Ok(text)),
+            Err(answer) => Ok(answer.map(|result| JsonText::of(&result))),
+        }
+    }
+
+    /// Posts request `method` with `meta` spliced into its params. A plain
+    /// JSON answer's bytes go to `read` first, and what it takes from them
+    /// is `Ok`; anything else (an error, an SSE answer, an answer `read`
+    /// does not take) is read as any answer, `Err`.
+    async fn post_reading<T>(
+        &self,
+        method: &str,
+        params: Value,
+        meta: &ModernMeta,
+        read: impl FnOnce(&[u8]) -> Option<T>,
+    ) -> Result<Result<T, RpcResult>, ShimError> {
         let id = self.next_id();
         let mut body = Vec::with_capacity(512);
-        meta.write_request(&mut body, &id, "tasks/get", Some(&params));
-        let msg = Message::request(id, "tasks/get", params);
+        meta.write_request(&mut body, &id, method, Some(&params));
+        // The request is kept as a message for its headers.
+        let msg = Message::request(id, method, params);
         let resp = self.send_post(&msg, body, None).await?;
         let answer = if resp.status() == StatusCode::ACCEPTED || is_sse(&resp) {
             self.answer_of(&msg, resp).await?
         } else {
             let (status, body) = self.read_body(resp).await?;
-            if let Some(task) = crate::wire::modern::detailed_task_answer(&body) {
-                return Ok(Ok(task));
+            if let Some(taken) = read(&body) {
+                return Ok(Ok(taken));
             }
             Some(parse_body(status, &body)?)
         };
-        crate::upstream::task_of(outcome("tasks/get", answer)?)
+        Ok(Err(outcome(method, answer)?))
     }
 
     /// [`ModernUpstream::relay_raw`]: the body as it came, and a plain
