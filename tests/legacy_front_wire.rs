@@ -651,7 +651,9 @@ fn a_task_that_expires_during_a_wait_is_gone_not_lost() {
 
 /// A 2026-07-28 server names itself in every result's `_meta`
 /// (`io.modelcontextprotocol/serverInfo`); a 2025-11-25 client learnt the
-/// name once, from `initialize`, and its results do not carry it.
+/// name once, from `initialize`, and its results do not carry it, nor the
+/// `resultType` and cache hints it has no use for. (A plain answer goes
+/// through the shim as text; the rest as trees.)
 #[test]
 fn results_carry_no_modern_server_info() {
     let mut shim = Wire::legacy_front(&[]);
@@ -662,8 +664,13 @@ fn results_carry_no_modern_server_info() {
         json!({"name": "greet", "arguments": {"name": "Info"}}),
     );
     assert!(plain["_meta"].get(key).is_none(), "{plain}");
+    assert!(plain.get("resultType").is_none(), "{plain}");
+    assert_eq!(text_of(&plain), "Hello, Info!");
     let tools = shim.ok("tools/list", json!({}));
     assert!(tools["_meta"].get(key).is_none(), "{tools}");
+    for modern_only in ["resultType", "ttlMs", "cacheScope"] {
+        assert!(tools.get(modern_only).is_none(), "{tools}");
+    }
     let created = shim.ok(
         "tools/call",
         task_call("slow_compute", json!({"seconds": 0, "label": "info"})),
