@@ -587,33 +587,17 @@ impl Reply {
     /// [`Message::write_json`] writes a response (member order included),
     /// text spliced in as it is.
     pub fn write_answer(&self, out: &mut Vec<u8>, id: &Id) {
+        // Serialising ids and values into a Vec cannot fail.
+        out.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+        let _ = serde_json::to_writer(&mut *out, id);
+        out.extend_from_slice(br#","result":"#);
         match self {
             Reply::Tree(v) => {
-                let env = EnvelopeRef {
-                    jsonrpc: "2.0",
-                    id: Some(IdOrNull::Id(id)),
-                    method: None,
-                    params: None,
-                    result: Some(v),
-                    error: None,
-                };
-                // Serialising values into a Vec cannot fail.
-                let _ = serde_json::to_writer(&mut *out, &env);
+                let _ = serde_json::to_writer(&mut *out, v);
             }
-            Reply::Text(t) => {
-                out.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
-                let _ = serde_json::to_writer(&mut *out, id);
-                out.extend_from_slice(br#","result":"#);
-                out.extend_from_slice(t.as_str().as_bytes());
-                out.push(b'}');
-            }
+            Reply::Text(t) => out.extend_from_slice(t.as_str().as_bytes()),
         }
-    }
-}
-
-impl From<Value> for Reply {
-    fn from(v: Value) -> Reply {
-        Reply::Tree(v)
+        out.push(b'}');
     }
 }
 

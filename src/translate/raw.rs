@@ -42,19 +42,13 @@ pub fn plain_result_to_legacy(result: &JsonText, method: &str) -> Option<JsonTex
         if super::session::dropped_for_legacy(&key.0, method) {
             continue;
         }
-        let value = if key == "_meta" {
-            match meta_without_server_info(value)? {
-                Some(Cow::Borrowed(v)) => v,
-                Some(Cow::Owned(v)) => {
-                    push_member(&mut out, key, &v);
-                    continue;
-                }
-                None => continue,
+        if key == "_meta" {
+            if let Some(meta) = meta_without_server_info(value)? {
+                push_member(&mut out, key, &meta);
             }
-        } else {
-            value.get()
-        };
-        push_member(&mut out, key, value);
+            continue;
+        }
+        push_member(&mut out, key, value.get());
     }
     out.push('}');
     Some(JsonText::trusted(out))
@@ -64,15 +58,19 @@ pub fn plain_result_to_legacy(result: &JsonText, method: &str) -> Option<JsonTex
 /// strings `task` and `input_required` is a plain (complete) result.
 fn is_plain(value: &RawValue) -> bool {
     let text = value.get();
+    if !text.starts_with('"') {
+        return true;
+    }
+    // Only a string with escapes needs decoding to be compared.
     let kind = if text.contains('\\') {
         match serde_json::from_str::<String>(text) {
             Ok(s) => Cow::Owned(s),
             Err(_) => return true,
         }
     } else {
-        Cow::Borrowed(text.trim_matches('"'))
+        Cow::Borrowed(&text[1..text.len() - 1])
     };
-    !text.starts_with('"') || !matches!(&*kind, result_type::TASK | result_type::INPUT_REQUIRED)
+    !matches!(&*kind, result_type::TASK | result_type::INPUT_REQUIRED)
 }
 
 /// `_meta` without the server's name, as [`super::remove_meta_key`] has

@@ -451,7 +451,6 @@ impl Registered {
         (registered, rx)
     }
 
-    /// Ends the stream with `answer` (none for a cancelled request).
     /// [`Registered::finish`] with what the request's work ended with
     /// (`Err`: it panicked; `Ok(None)`: it was cancelled).
     fn finish_with<E>(self, work: Result<Option<Result<Reply, ErrorObject>>, E>) {
@@ -462,6 +461,7 @@ impl Registered {
         self.finish(answer);
     }
 
+    /// Ends the stream with `answer` (none for a cancelled request).
     fn finish(self, answer: Option<Message>) {
         let (tx, id) = (self.tx.clone(), self.id.clone());
         // Forgotten first: the answer ends the stream, and nothing may be
