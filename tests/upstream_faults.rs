@@ -1120,14 +1120,10 @@ fn http_upstream_connection_drop_fails_the_request_then_recovers() {
             msg.contains("closed") || msg.contains("reset") || msg.contains("eof"),
             "{msg}"
         );
-        // The legacy session's call is a task the shim polls: a cut between
-        // polls costs nothing, one during a poll fails it. Either way it
-        // ends, with a result or -32603.
-        if l.get("error").is_some() {
-            assert_upstream_error(&l, "HTTP upstream");
-        } else {
-            assert!(text_of(&l["result"]).contains("fault"), "{l}");
-        }
+        // The legacy session's call is a task the shim waits on: a cut
+        // between polls costs nothing, a poll cut mid-way is sent again,
+        // and a cut listen stream is opened again. It ends with its result.
+        assert!(text_of(&l["result"]).contains("fault"), "{l}");
         // New requests open new connections and work.
         let (_, body, _) = h::send(h::modern(&c, &shim.url, 3, "tools/list", json!({}))).await;
         assert!(body["result"]["tools"].is_array(), "{body}");
@@ -1138,6 +1134,48 @@ fn http_upstream_connection_drop_fails_the_request_then_recovers() {
         );
         let (_, body, _) = h::send(h::legacy(&c, &shim.url, Some(&sid), &greet)).await;
         assert!(text_of(&body["result"]).contains("back"), "{body}");
+    });
+}
+
+/// A `tasks/get` poll whose connection breaks before its answer (the
+/// server closed a kept-alive connection as the poll went out) is sent
+/// again on a new one: the legacy client blocked on `tasks/result` gets
+/// the task's result, not the broken connection, and the log says why the
+/// read went twice.
+#[test]
+fn http_a_poll_whose_connection_breaks_is_sent_again() {
+    let server = support::http::HttpReference::start(
+        support::http::MODERN,
+        &["--no-listen", "--poll-interval-ms", "100"],
+    );
+    let target = server.addr;
+    block_on(async move {
+        let (fwd, shim) = shim_through(target, &[]).await;
+        let c = h::client();
+        let (sid, _) = h::initialize(&c, &shim.url, None).await;
+        let mut slow =
+            json!({"name": "slow_compute", "arguments": {"seconds": 1, "label": "kept"}});
+        slow["task"] = json!({"ttl": 60_000});
+        let call = h::rpc(2, "tools/call", slow);
+        let (_, created, _) = h::send(h::legacy(&c, &shim.url, Some(&sid), &call)).await;
+        let task = created["result"]["task"]["taskId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("a task: {created}"))
+            .to_owned();
+        fwd.cut_next("tasks/get");
+        let wait = h::rpc(3, "tasks/result", json!({"taskId": task}));
+        let (_, body, _) = h::send(h::legacy(&c, &shim.url, Some(&sid), &wait)).await;
+        support::schema::assert_valid(Revision::Legacy, &body, Some("tasks/result"));
+        assert!(text_of(&body["result"]).contains("kept"), "{body}");
+        let again = shim
+            .wait_logged("sending the request again", Duration::from_secs(2))
+            .await;
+        assert_eq!(again.len(), 1, "the one cut read went again: {again:#?}");
+        let unreachable = shim.logged("HTTP upstream unreachable");
+        assert!(
+            unreachable.is_empty(),
+            "a read sent again is not an outage: {unreachable:#?}"
+        );
     });
 }
 

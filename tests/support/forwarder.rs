@@ -1,6 +1,7 @@
 //! A TCP forwarder between the shim and an HTTP upstream that can record
 //! what the shim sends and misbehave on cue: cut every connection (the
-//! upstream drops them) or hold every byte back (the upstream hangs).
+//! upstream drops them), cut the one carrying a given request before it
+//! reaches the upstream, or hold every byte back (the upstream hangs).
 
 use std::sync::{Arc, Mutex};
 
@@ -19,6 +20,8 @@ pub struct Forwarder {
     cut: tokio::sync::watch::Sender<u64>,
     /// Set while bytes are held back; pumps wait on it, not on a timer.
     frozen: tokio::sync::watch::Sender<bool>,
+    /// Armed by [`Forwarder::cut_next`]: the bytes whose connection is cut.
+    cut_on: Arc<Mutex<Option<Vec<u8>>>>,
 }
 
 impl Forwarder {
@@ -33,29 +36,34 @@ impl Forwarder {
             received: Arc::default(),
             cut,
             frozen: tokio::sync::watch::Sender::new(false),
+            cut_on: Arc::default(),
         };
-        let (cuts, frozen) = (fwd.cut.clone(), fwd.frozen.clone());
+        let (cuts, frozen, cut_on) = (fwd.cut.clone(), fwd.frozen.clone(), fwd.cut_on.clone());
         let (sent, received) = (fwd.sent.clone(), fwd.received.clone());
         tokio::spawn(async move {
             while let Ok((inbound, _)) = listener.accept().await {
                 let mut cut_rx = cuts.subscribe();
                 let frozen = frozen.subscribe();
                 let (sent, received) = (sent.clone(), received.clone());
+                let cut_on = cut_on.clone();
                 tokio::spawn(async move {
                     let Ok(outbound) = tokio::net::TcpStream::connect(target).await else {
                         return;
                     };
                     let (in_r, in_w) = inbound.into_split();
                     let (out_r, out_w) = outbound.into_split();
+                    let own_cut = tokio::sync::Notify::new();
+                    let outward = Record::Read(sent, &cut_on, &own_cut);
                     tokio::select! {
                         _ = async {
                             tokio::join!(
-                                pump(in_r, out_w, frozen.clone(), Record::Read(sent)),
+                                pump(in_r, out_w, frozen.clone(), outward),
                                 pump(out_r, in_w, frozen, Record::Written(received)),
                             )
                         } => {}
                         // Dropping both sockets mid-exchange is the fault.
                         _ = cut_rx.changed() => {}
+                        _ = own_cut.notified() => {}
                     }
                 });
             }
@@ -66,6 +74,13 @@ impl Forwarder {
     /// Cuts every open connection; new ones are forwarded again.
     pub fn cut_all(&self) {
         self.cut.send_modify(|n| *n += 1);
+    }
+
+    /// Cuts the connection of the next request whose bytes hold `needle`
+    /// (a method name, say), before they reach the upstream: the shim sent
+    /// it and its connection closes with no answer. Once.
+    pub fn cut_next(&self, needle: &str) {
+        *self.cut_on.lock().unwrap() = Some(needle.as_bytes().to_vec());
     }
 
     /// Holds every byte back (connections stay open: a server that stopped
@@ -109,9 +124,15 @@ impl Forwarder {
 }
 
 /// When a [`pump`] records the bytes it copies.
-enum Record {
-    /// As soon as they are read (what the shim sent, frozen or not).
-    Read(Arc<Mutex<Vec<u8>>>),
+enum Record<'a> {
+    /// As soon as they are read (what the shim sent, frozen or not); bytes
+    /// holding an armed [`Forwarder::cut_next`] needle cut the connection
+    /// instead of going on.
+    Read(
+        Arc<Mutex<Vec<u8>>>,
+        &'a Mutex<Option<Vec<u8>>>,
+        &'a tokio::sync::Notify,
+    ),
     /// Once they are written on (what the shim was handed).
     Written(Arc<Mutex<Vec<u8>>>),
 }
@@ -122,15 +143,26 @@ async fn pump(
     mut from: OwnedReadHalf,
     mut to: OwnedWriteHalf,
     mut frozen: tokio::sync::watch::Receiver<bool>,
-    record: Record,
+    record: Record<'_>,
 ) {
     let mut buf = vec![0u8; 16 * 1024];
     while let Ok(n) = from.read(&mut buf).await {
         if n == 0 {
             break;
         }
-        if let Record::Read(log) = &record {
+        if let Record::Read(log, armed, own_cut) = &record {
             log.lock().unwrap().extend_from_slice(&buf[..n]);
+            let mut armed = armed.lock().unwrap();
+            let hit = armed.as_ref().is_some_and(|needle| {
+                buf[..n]
+                    .windows(needle.len())
+                    .any(|w| w == needle.as_slice())
+            });
+            if hit {
+                armed.take();
+                own_cut.notify_one();
+                return;
+            }
         }
         if frozen.wait_for(|f| !*f).await.is_err() {
             break;

@@ -342,7 +342,10 @@ impl<D: Dialect> Http<D> {
         if !opening && let Some(m) = &posted {
             self.record("c2s", m);
         }
-        let resp = self.reach(Method::POST, hdrs, body, timeout).await?;
+        let resend = changes_nothing(method);
+        let resp = self
+            .reach(Method::POST, hdrs, body, timeout, resend)
+            .await?;
         self.dialect.answered(method, &resp);
         if opening && let Some(m) = &posted {
             self.record("c2s", m);
@@ -351,15 +354,28 @@ impl<D: Dialect> Http<D> {
     }
 
     /// Sends one request to the server; logs when it goes out of reach
-    /// and when it is back, once each.
+    /// and when it is back, once each. With `resend`, a request whose
+    /// connection broke before its answer (the server closed a kept-alive
+    /// connection as it went out, a network blip) is sent once more on a
+    /// new one; a timed-out one is not, it would wait as long again.
     pub(super) async fn reach(
         &self,
         method: Method,
         hdrs: HeaderMap,
         body: Bytes,
         timeout: Option<Duration>,
+        resend: bool,
     ) -> Result<Answer, ShimError> {
-        let sent = self.transport.send(method, hdrs, body, timeout).await;
+        let again = resend.then(|| (method.clone(), hdrs.clone(), body.clone()));
+        let mut sent = self.transport.send(method, hdrs, body, timeout).await;
+        let broke = match &sent {
+            Err(e) if !e.timed_out => Some(e.why.clone()),
+            _ => None,
+        };
+        if let (Some(why), Some((method, hdrs, body))) = (broke, again) {
+            tracing::warn!(url = %self.url, error = %why, "the connection broke before the answer; sending the request again");
+            sent = self.transport.send(method, hdrs, body, timeout).await;
+        }
         let was_unreachable = self.unreachable.swap(sent.is_err(), Ordering::Relaxed);
         match sent {
             Ok(resp) => {
@@ -369,7 +385,7 @@ impl<D: Dialect> Http<D> {
                 Ok(resp)
             }
             Err(e) => {
-                let why = format!("HTTP upstream unreachable: {e}");
+                let why = format!("HTTP upstream unreachable: {}", e.why);
                 if !was_unreachable && self.probed {
                     tracing::error!(url = %self.url, "{why}");
                 }
@@ -521,4 +537,22 @@ fn sse_cause(e: &sse_stream::Error) -> String {
 pub(super) fn header_value(v: &str) -> Result<HeaderValue, ShimError> {
     HeaderValue::from_str(v)
         .map_err(|_| ShimError::Upstream(format!("{v:?} cannot travel in an HTTP header")))
+}
+
+/// Requests that change nothing on the server (its own task reads, the
+/// lists, reads and pings): safe to send again when their connection broke
+/// before the answer, which a blocked `tasks/result` would otherwise end on.
+fn changes_nothing(method: &str) -> bool {
+    matches!(
+        method,
+        "tasks/get"
+            | "ping"
+            | "server/discover"
+            | "tools/list"
+            | "prompts/list"
+            | "prompts/get"
+            | "resources/list"
+            | "resources/templates/list"
+            | "resources/read"
+    )
 }

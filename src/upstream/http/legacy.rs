@@ -252,7 +252,7 @@ fn open_get_stream(http: &Arc<Http<Session>>) {
                 tracing::debug!(?ended, "upstream GET stream ended");
             }
             Ok(r) => tracing::debug!(status = %r.status(), "upstream offers no GET stream"),
-            Err(e) => tracing::debug!(error = %e, "upstream GET stream failed"),
+            Err(e) => tracing::debug!(error = %e.why, "upstream GET stream failed"),
         }
     });
 }

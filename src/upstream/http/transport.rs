@@ -17,6 +17,25 @@ use tower::ServiceExt;
 /// An error of any transport, boxed as tower and http-body box them.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
+/// Why a request got no response.
+#[derive(Debug)]
+pub(crate) struct Unanswered {
+    /// What happened, with its causes.
+    pub(crate) why: String,
+    /// The exchange's deadline passed: sending it again would wait as long
+    /// again, so it is not.
+    pub(crate) timed_out: bool,
+}
+
+impl Unanswered {
+    fn timed_out(why: &str) -> Self {
+        Unanswered {
+            why: why.to_owned(),
+            timed_out: true,
+        }
+    }
+}
+
 /// One request out, its response (head, then a body still streaming).
 #[async_trait]
 pub(crate) trait Transport: Send + Sync + fmt::Debug + 'static {
@@ -29,7 +48,7 @@ pub(crate) trait Transport: Send + Sync + fmt::Debug + 'static {
         headers: HeaderMap,
         body: Bytes,
         timeout: Option<Duration>,
-    ) -> Result<Response<Body>, String>;
+    ) -> Result<Response<Body>, Unanswered>;
 
     /// What the logs call the server (a URL, or "in-process").
     fn describe(&self) -> &str;
@@ -52,7 +71,7 @@ impl Transport for Reqwest {
         headers: HeaderMap,
         body: Bytes,
         timeout: Option<Duration>,
-    ) -> Result<Response<Body>, String> {
+    ) -> Result<Response<Body>, Unanswered> {
         let mut req = self
             .client
             .request(method, self.url.clone())
@@ -128,7 +147,7 @@ where
         mut headers: HeaderMap,
         body: Bytes,
         timeout: Option<Duration>,
-    ) -> Result<Response<Body>, String> {
+    ) -> Result<Response<Body>, Unanswered> {
         if let Some(host) = &self.host {
             headers.insert(HOST, host.clone());
         }
@@ -144,8 +163,8 @@ where
         let deadline = tokio::time::Instant::now() + timeout.unwrap_or(self.timeout);
         let resp = match tokio::time::timeout_at(deadline, service.oneshot(req)).await {
             Ok(Ok(resp)) => resp,
-            Ok(Err(e)) => return Err(chain(&*e.into())),
-            Err(_) => return Err("no response in time (timed out)".into()),
+            Ok(Err(e)) => return Err(unanswered(&*e.into())),
+            Err(_) => return Err(Unanswered::timed_out("no response in time (timed out)")),
         };
         Ok(resp.map(|b| within(Body::new(b), deadline)))
     }
@@ -178,18 +197,19 @@ fn within(body: Body, deadline: tokio::time::Instant) -> Body {
 
 /// A reqwest error with its chain of causes ("connection reset by peer"
 /// is three levels down), so the client learns what actually happened.
-pub(crate) fn cause(e: &reqwest::Error) -> String {
-    let mut text = chain(e);
-    if e.is_timeout() && !text.contains("timed out") {
-        text.push_str(" (timed out)");
-    }
-    text
+pub(crate) fn cause(e: &reqwest::Error) -> Unanswered {
+    unanswered(e)
 }
 
 /// An error and its sources, each said once; a reqwest timeout anywhere in
 /// the chain is named as one.
 pub(crate) fn chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = e.to_string();
+    unanswered(e).why
+}
+
+/// [`chain`], and whether a reqwest timeout is among the causes.
+fn unanswered(e: &(dyn std::error::Error + 'static)) -> Unanswered {
+    let mut why = e.to_string();
     let mut timed_out = false;
     let mut next = Some(e);
     while let Some(s) = next {
@@ -197,14 +217,14 @@ pub(crate) fn chain(e: &(dyn std::error::Error + 'static)) -> String {
             .downcast_ref::<reqwest::Error>()
             .is_some_and(|r| r.is_timeout());
         let s_text = s.to_string();
-        if !text.contains(&s_text) {
-            text.push_str(": ");
-            text.push_str(&s_text);
+        if !why.contains(&s_text) {
+            why.push_str(": ");
+            why.push_str(&s_text);
         }
         next = s.source();
     }
-    if timed_out && !text.contains("timed out") {
-        text.push_str(" (timed out)");
+    if timed_out && !why.contains("timed out") {
+        why.push_str(" (timed out)");
     }
-    text
+    Unanswered { why, timed_out }
 }
