@@ -1,6 +1,7 @@
-//! Issue 25.2, 2025-11-25 HTTP clients in front of a 2025-11-25 stdio
-//! server: `mcp-tasks-shim http -- <legacy server>` gives each 2025-11-25
-//! HTTP session an upstream process of its own, relayed unchanged.
+//! Issue 25.2, 2025-11-25 HTTP clients in front of a 2025-11-25 server:
+//! `mcp-tasks-shim http -- <legacy server>` gives each 2025-11-25 HTTP
+//! session an upstream process of its own, and `http --upstream-url <legacy
+//! server>` a session of its own on that server, both relayed unchanged.
 //!
 //! - The TypeScript SDK 1.32.2 legacy client (`legacy_client.mjs --http`)
 //!   runs its whole repertoire through the shim against the 2025-11-25
@@ -11,7 +12,12 @@
 //!   server's own `initialize` answer, creates tasks, sees only its own in
 //!   `tasks/list`, and the other's task id is unknown to it; a session id
 //!   used with the other principal's token is not found.
-//! - DELETE, and idle expiry, end the session's process.
+//! - The same two principals in front of `server-everything` over
+//!   Streamable HTTP (`--upstream-url`), and the TypeScript client's
+//!   repertoire in front of the 2025-11-25 reference server over HTTP.
+//! - DELETE, and idle expiry, end the session's process; over HTTP a
+//!   DELETE ends the upstream session, and a session the server forgot
+//!   (it restarted) is not found, so the client opens a new one.
 //!
 //! Every message the shim returns is validated against the 2025-11-25
 //! schema. Needs Node and `tests/peers/node_modules`: run `scripts/test.sh`.
@@ -22,10 +28,13 @@ use std::time::Duration;
 
 use reqwest::{Client, StatusCode};
 use serde_json::{Value, json};
+use support::forwarder::shim_through;
 use support::http::{
     HttpShim, Sse, alive, block_on, children_of, client, gone_within, initialize, legacy, rpc, send,
 };
-use support::peers::{peers_dir, read_transcript, require_peers, run_legacy_client_http};
+use support::peers::{
+    Everything, peers_dir, read_transcript, require_peers, run_legacy_client_http,
+};
 use support::schema::{Revision, assert_conversation_valid, assert_valid};
 use support::wire::{shim_bin, temp_path};
 
@@ -125,11 +134,14 @@ impl<'a> Session<'a> {
     }
 }
 
-/// Two principals at once against `upstream`, each creating tasks with
-/// `tool`: answers, lists and unknown ids stay within each session.
-fn two_principals_stay_apart(upstream: &[String], tool: &str, arguments: Value) {
+/// Two principals at once against `upstream` (a command, or with `flags`
+/// naming a URL), each creating tasks with `tool`: answers, lists and
+/// unknown ids stay within each session.
+fn two_principals_stay_apart(flags: &[&str], upstream: &[String], tool: &str, arguments: Value) {
     require_peers();
-    let shim = HttpShim::spawn(&TOKENS, upstream);
+    let mut all = TOKENS.to_vec();
+    all.extend_from_slice(flags);
+    let shim = HttpShim::spawn(&all, upstream);
     block_on(async {
         let c = client();
         let (mut alice, alice_init) = Session::open(&c, &shim.url, "tok-alice").await;
@@ -181,6 +193,7 @@ fn two_principals_stay_apart(upstream: &[String], tool: &str, arguments: Value) 
 #[test]
 fn two_principals_in_front_of_the_sdk_task_server() {
     two_principals_stay_apart(
+        &[],
         &node("sdk_task_server.mjs"),
         "slow_task",
         json!({"ms": 60_000}),
@@ -190,7 +203,22 @@ fn two_principals_in_front_of_the_sdk_task_server() {
 #[test]
 fn two_principals_in_front_of_server_everything() {
     two_principals_stay_apart(
+        &[],
         &everything(),
+        "simulate-research-query",
+        json!({"topic": "relays", "ambiguous": false}),
+    );
+}
+
+/// The same over Streamable HTTP: each client session is a session of its
+/// own on the server, whose isolation then holds as it does for its
+/// direct clients.
+#[test]
+fn two_principals_in_front_of_server_everything_over_http() {
+    let server = Everything::spawn();
+    two_principals_stay_apart(
+        &["--upstream-url", &server.url],
+        &[],
         "simulate-research-query",
         json!({"topic": "relays", "ambiguous": false}),
     );
@@ -284,6 +312,116 @@ fn ts_sdk_http_client_through_the_relay_against_the_legacy_reference() {
         seen.iter()
             .map(|(dir, msg)| (Revision::Legacy, dir.as_str(), msg)),
     );
+}
+
+/// The TypeScript SDK legacy client, over HTTP through the shim, passes
+/// against the 2025-11-25 reference server over HTTP (`--upstream-url`)
+/// what it passes against that server over stdio: questions during a
+/// task, cancels, notifications and lists all ride the relayed session.
+#[test]
+fn ts_sdk_http_client_through_the_url_relay_against_the_legacy_reference() {
+    require_peers();
+    let server = support::http::HttpReference::start(support::http::LEGACY, &[]);
+    let shim = HttpShim::spawn::<&str>(&["--upstream-url", &server.url], &[]);
+    let view = temp_path("ts-http-url-relay-view.jsonl");
+    let run = run_legacy_client_http("reference", &view, &shim.url, TIMEOUT);
+    run.assert_checks(&[
+        "initialize",
+        "resource subscription",
+        "create + poll + result",
+        "tasks/result blocks",
+        "elicitation during input_required",
+        "two elicitations at once",
+        "input before the task exists",
+        "cancel",
+        "unknown task id",
+        "tasks/list pages",
+        "taskSupport violations",
+        "status notifications",
+    ]);
+    let seen = read_transcript(&view);
+    let _ = std::fs::remove_file(&view);
+    assert!(seen.len() > 50, "transcript too short: {}", seen.len());
+    assert_conversation_valid(
+        seen.iter()
+            .map(|(dir, msg)| (Revision::Legacy, dir.as_str(), msg)),
+    );
+}
+
+/// Over `--upstream-url`, a client's DELETE ends its session on the
+/// server too (and only its own); a session the server forgot (it
+/// restarted) answers 404, as the 2025-11-25 transport says, so that the
+/// client initializes again, which then works.
+#[test]
+fn url_relay_sessions_end_and_are_forgotten_as_the_server_says() {
+    let server = support::http::HttpReference::start(support::http::LEGACY, &[]);
+    let addr = server.addr;
+    block_on(async move {
+        let (fwd, shim) = shim_through(addr, &TOKENS).await;
+        let c = client();
+        let (mut alice, _) = Session::open(&c, &shim.url, "tok-alice").await;
+        let (mut bob, _) = Session::open(&c, &shim.url, "tok-bob").await;
+        alice.call("tools/list", json!({})).await;
+        // Each client session has a session of its own upstream.
+        let upstream_sids = || {
+            let sent = String::from_utf8_lossy(&fwd.sent.lock().unwrap()).to_lowercase();
+            let mut sids: Vec<String> = sent
+                .lines()
+                .filter_map(|l| l.strip_prefix("mcp-session-id: "))
+                .map(|v| v.trim().to_owned())
+                .collect();
+            sids.sort();
+            sids.dedup();
+            sids
+        };
+        let sids = upstream_sids();
+        assert_eq!(sids.len(), 2, "one upstream session each: {sids:?}");
+
+        let del = c
+            .delete(&shim.url)
+            .header("mcp-session-id", &alice.sid)
+            .bearer_auth("tok-alice");
+        assert_eq!(del.send().await.expect("DELETE").status(), StatusCode::OK);
+        let deleted = support::poll::until_async("the upstream DELETE", EXIT_WAIT, || async {
+            let sent = String::from_utf8_lossy(&fwd.sent.lock().unwrap()).into_owned();
+            let at = sent.find("DELETE /")?;
+            let head = sent[at..].split("\r\n\r\n").next()?;
+            Some(head.to_lowercase())
+        })
+        .await;
+        let alice_upstream = sids
+            .iter()
+            .find(|sid| deleted.contains(sid.as_str()))
+            .unwrap_or_else(|| panic!("the DELETE names an upstream session: {deleted}"));
+        let req = legacy(&c, &shim.url, Some(&alice.sid), &rpc(5, "ping", json!({})))
+            .bearer_auth("tok-alice");
+        let (status, body, _) = send(req).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+        // Bob's session goes on, and was not the one ended.
+        let body = bob.call("tools/list", json!({})).await;
+        assert!(body["result"]["tools"].is_array(), "{body}");
+        let bob_upstream = sids.iter().find(|s| *s != alice_upstream).unwrap();
+        assert!(!deleted.contains(bob_upstream.as_str()), "{deleted}");
+
+        // The server restarts and forgets every session: bob is told his
+        // is not found, and a new one works.
+        drop(server);
+        let _back = support::http::HttpReference::start_at(support::http::LEGACY, &[], addr);
+        let req = legacy(
+            &c,
+            &shim.url,
+            Some(&bob.sid),
+            &rpc(7, "tools/list", json!({})),
+        )
+        .bearer_auth("tok-bob");
+        let (status, body, _) = send(req).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+        assert_valid(Revision::Legacy, &body, None);
+        let (mut bob, _) = Session::open(&c, &shim.url, "tok-bob").await;
+        let body = bob.call("tools/list", json!({})).await;
+        assert!(body["result"]["tools"].is_array(), "{body}");
+        drop(alice);
+    });
 }
 
 /// DELETE ends the session's own process, and only that one.

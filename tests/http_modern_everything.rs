@@ -14,78 +14,13 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc::channel;
 use std::time::Duration;
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use support::http::{EXT, HttpShim, MODERN, STEP, client, modern, send};
-use support::peers::{peers_dir, require_peers};
+use support::http::{EXT, HttpShim, MODERN, client, modern, send};
+use support::peers::Everything;
 use support::schema::{Revision, assert_valid};
-
-/// `server-everything` in Streamable HTTP mode, killed on drop.
-struct Everything {
-    child: Child,
-    url: String,
-}
-
-impl Everything {
-    fn spawn() -> Everything {
-        require_peers();
-        let entry =
-            peers_dir().join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
-        assert!(
-            entry.exists(),
-            "{} is missing: run `scripts/test.sh` (npm ci --prefix tests/peers)",
-            entry.display()
-        );
-        // A free loopback port (the server takes its port from PORT only).
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let mut child = Command::new("node")
-            .arg(&entry)
-            .arg("streamableHttp")
-            .env("PORT", port.to_string())
-            .current_dir(peers_dir())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("`node` must be on PATH (run scripts/test.sh)");
-        let stderr = child.stderr.take().unwrap();
-        let (tx, rx) = channel();
-        std::thread::spawn(move || {
-            let mut tx = Some(tx);
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if line.contains("listening on port")
-                    && let Some(tx) = tx.take()
-                {
-                    let _ = tx.send(());
-                }
-                eprintln!("[everything] {line}");
-            }
-        });
-        let everything = Everything {
-            child,
-            url: format!("http://127.0.0.1:{port}/mcp"),
-        };
-        rx.recv_timeout(STEP)
-            .expect("server-everything did not start listening");
-        everything
-    }
-}
-
-impl Drop for Everything {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// Modern `_meta` declaring the tasks extension and form elicitation.
 fn meta() -> Value {

@@ -438,18 +438,28 @@ fn http_options(
         read_timeout: args.read_timeout,
         max_connections: usize::try_from(args.max_connections).unwrap_or(usize::MAX),
         bridge: proxy.bridge.clone(),
-        // A 2025-11-25 child upstream serves 2025-11-25 HTTP sessions with
-        // a process each (ignored when the upstream turns out 2026-07-28).
-        legacy_relay: args
-            .upstream
-            .split_first()
-            .map(|(program, rest)| http::RelayCommand {
-                program: program.clone(),
-                args: rest.to_vec(),
-            }),
+        legacy_relay: legacy_relay(args, proxy)?,
         record: None,
         record_upstream: None,
     })
+}
+
+/// Where 2025-11-25 HTTP sessions get an upstream of their own when the
+/// upstream speaks 2025-11-25 too (ignored when it turns out 2026-07-28):
+/// a process each from the upstream's command, a session each on its URL.
+fn legacy_relay(args: &Args, proxy: &ProxyOptions) -> Result<Option<http::LegacyRelay>, String> {
+    if let Some((program, rest)) = args.upstream.split_first() {
+        return Ok(Some(http::LegacyRelay::Process(http::RelayCommand {
+            program: program.clone(),
+            args: rest.to_vec(),
+        })));
+    }
+    let Some(url) = &args.upstream_url else {
+        return Ok(None);
+    };
+    let relay = crate::upstream::http::LegacyHttpRelay::new(url, proxy.request_timeout)
+        .map_err(|e| e.to_string())?;
+    Ok(Some(http::LegacyRelay::Url(relay)))
 }
 
 /// Serves until SIGINT/SIGTERM, then lets the transcripts finish.

@@ -16,6 +16,7 @@ use std::time::Duration;
 mod exchange;
 mod legacy;
 mod modern;
+mod relayed;
 mod transport;
 
 use axum::body::Bytes;
@@ -33,6 +34,8 @@ pub use legacy::LegacyHttpUpstream;
 use legacy::Session;
 pub use modern::ModernHttpUpstream;
 use modern::Stateless;
+pub use relayed::LegacyHttpRelay;
+pub(crate) use relayed::{NotRelayed, RelayedSession};
 pub use transport::BoxError;
 use transport::InProcess;
 use transport::Transport;

@@ -4,8 +4,9 @@
 //! A missing install fails the test with "run scripts/test.sh": these tests
 //! never skip.
 
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -246,4 +247,68 @@ pub fn assert_shim_http_run(run: &ScriptRun, client_view: &Path) {
             .any(|(d, m)| d == "s2c" && m["method"] == "notifications/tasks/status"),
         "status notifications reached the client"
     );
+}
+
+/// `server-everything` in Streamable HTTP mode, killed on drop.
+pub struct Everything {
+    child: Child,
+    /// Its MCP endpoint.
+    pub url: String,
+}
+
+impl Everything {
+    /// Starts it on a free loopback port.
+    pub fn spawn() -> Everything {
+        require_peers();
+        let entry =
+            peers_dir().join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+        assert!(
+            entry.exists(),
+            "{} is missing: run `scripts/test.sh` (npm ci --prefix tests/peers)",
+            entry.display()
+        );
+        // A free loopback port (the server takes its port from PORT only).
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut child = Command::new("node")
+            .arg(&entry)
+            .arg("streamableHttp")
+            .env("PORT", port.to_string())
+            .current_dir(peers_dir())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("`node` must be on PATH (run scripts/test.sh)");
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut tx = Some(tx);
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if line.contains("listening on port")
+                    && let Some(tx) = tx.take()
+                {
+                    let _ = tx.send(());
+                }
+                eprintln!("[everything] {line}");
+            }
+        });
+        let everything = Everything {
+            child,
+            url: format!("http://127.0.0.1:{port}/mcp"),
+        };
+        rx.recv_timeout(super::http::STEP)
+            .expect("server-everything did not start listening");
+        everything
+    }
+}
+
+impl Drop for Everything {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }

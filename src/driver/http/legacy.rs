@@ -160,9 +160,9 @@ pub(super) async fn initialize(
         return too_many_sessions(cap, Some(req.id));
     }
     if app.legacy.is_none()
-        && let Some(command) = app.opts.legacy_relay.clone()
+        && let Some(relay) = app.opts.legacy_relay.clone()
     {
-        return super::legacy_relay::initialize(app, command, req, principal).await;
+        return super::legacy_relay::initialize(app, &relay, req, principal).await;
     }
     let Some(front) = &app.legacy else {
         return error_response(

@@ -1,11 +1,12 @@
-//! 2025-11-25 HTTP sessions in front of a 2025-11-25 stdio upstream: one
-//! upstream process per session, its messages relayed unchanged.
+//! 2025-11-25 HTTP sessions in front of a 2025-11-25 upstream: one
+//! upstream of its own per session, its messages relayed unchanged.
 //!
 //! Both sides speak the same revision, so there is nothing to translate;
 //! what the shim adds is the HTTP transport and isolation. A session gets
-//! its own child process (the command the shim was started with), so its
+//! its own child process (the command the shim was started with), or its
+//! own session on the 2025-11-25 HTTP server the shim was given, so its
 //! tasks, request ids, notifications and `initialize` answer are that
-//! process's alone: another session, of another principal or not, cannot
+//! upstream's alone: another session, of another principal or not, cannot
 //! see them or collide with them. See docs/limits.md for why not one
 //! multiplexed upstream.
 //!
@@ -15,7 +16,7 @@
 //! request in flight whose client takes SSE (the 2025-11-25 transport lets
 //! related messages travel there), else on the GET stream, else into a
 //! bounded backlog until one opens. Client answers and notifications go to
-//! the child's stdin and are acknowledged with 202.
+//! the session's upstream and are acknowledged with 202.
 
 use crate::bridge::lock;
 use std::collections::{HashMap, VecDeque};
@@ -33,6 +34,7 @@ use crate::error::ShimError;
 use crate::jsonrpc::{Id, Message};
 use crate::scope::Principal;
 use crate::transport::Inbound;
+use crate::upstream::http::{LegacyHttpRelay, NotRelayed, RelayedSession};
 
 /// Messages kept for a GET stream that is not open yet.
 const BACKLOG: usize = 1000;
@@ -53,16 +55,47 @@ pub struct RelayCommand {
     pub args: Vec<String>,
 }
 
+/// Where each relayed 2025-11-25 session gets an upstream of its own.
+#[derive(Debug, Clone)]
+pub enum LegacyRelay {
+    /// A process per session, started with this command (the shim's
+    /// `-- <command>`).
+    Process(RelayCommand),
+    /// A session per session on this 2025-11-25 Streamable HTTP server
+    /// (the shim's `--upstream-url`).
+    Url(LegacyHttpRelay),
+}
+
 type Tx = mpsc::UnboundedSender<Message>;
 
-/// One 2025-11-25 HTTP session and its upstream process.
+/// One 2025-11-25 HTTP session and its own upstream.
 #[derive(Debug)]
 pub(crate) struct RelaySession {
-    /// Lines for the child's stdin; dropped to close it.
-    to_child: Mutex<Option<Tx>>,
+    link: Link,
     routes: Mutex<Routes>,
-    child: Mutex<Option<tokio::process::Child>>,
     usage: Usage,
+}
+
+/// A relayed session's own upstream.
+#[derive(Debug)]
+enum Link {
+    /// A child process: messages go to its stdin, its stdout is routed.
+    Process {
+        /// Lines for the child's stdin; dropped to close it.
+        to_child: Mutex<Option<Tx>>,
+        child: Mutex<Option<tokio::process::Child>>,
+    },
+    /// A session on a 2025-11-25 HTTP server: a POST per message, what
+    /// comes back on it (and on the GET stream) is routed.
+    Http {
+        peer: RelayedSession,
+        /// `--record-upstream`, under the client session's label.
+        record: Option<crate::transport::record::Labelled>,
+        /// The shim's table holding this session, and its key there: a
+        /// session the server forgot leaves it.
+        app: Weak<App>,
+        sid: String,
+    },
 }
 
 #[derive(Debug, Default)]
@@ -76,23 +109,76 @@ struct Routes {
     by_progress: HashMap<String, Tx>,
     get_stream: Option<Tx>,
     backlog: VecDeque<Message>,
-    /// The child is gone: nothing more will come.
+    /// The upstream is gone: nothing more will come.
     ended: bool,
+    /// The HTTP upstream answered 404: it no longer knows the session, so
+    /// the client is told so (404) and initializes again.
+    forgotten: bool,
 }
 
 impl RelaySession {
-    fn send_to_child(&self, msg: Message) -> Result<(), ShimError> {
-        match lock(&self.to_child).as_ref() {
-            Some(tx) => tx
-                .send(msg)
-                .map_err(|_| ShimError::Internal("the session's upstream process is gone".into())),
-            None => Err(ShimError::Internal(
-                "the session's upstream process is gone".into(),
-            )),
+    /// Hands one client message to the session's upstream. Over HTTP the
+    /// POST runs on its own: what comes back is routed, as a child's
+    /// output is, and a POST that fails answers its request with why.
+    fn send_up(self: &Arc<Self>, msg: Message) -> Result<(), ShimError> {
+        let gone = || ShimError::Internal("the session's upstream is gone".into());
+        match &self.link {
+            Link::Process { to_child, .. } => match lock(to_child).as_ref() {
+                Some(tx) => tx.send(msg).map_err(|_| gone()),
+                None => Err(gone()),
+            },
+            Link::Http { record, .. } => {
+                if lock(&self.routes).ended {
+                    return Err(gone());
+                }
+                if let Some(rec) = record {
+                    rec.record("c2s", &msg);
+                }
+                tokio::spawn(self.clone().post(msg));
+                Ok(())
+            }
         }
     }
 
-    /// Places one message from the child.
+    /// [`Self::send_up`] over HTTP: one POST, its messages routed.
+    async fn post(self: Arc<Self>, msg: Message) {
+        let Link::Http {
+            peer,
+            record,
+            app,
+            sid,
+        } = &self.link
+        else {
+            return;
+        };
+        let posted = peer
+            .post(&msg, |m| {
+                if let Some(rec) = record {
+                    rec.record("s2c", &m);
+                }
+                self.route(m);
+            })
+            .await;
+        match posted {
+            Ok(()) => {}
+            Err(NotRelayed::SessionGone) => {
+                tracing::info!(session = %crate::ids::log_prefix(sid), "the HTTP upstream no longer knows the session (404); it ends");
+                if let Some(app) = app.upgrade() {
+                    lock(&app.relays).remove(sid);
+                }
+                lock(&self.routes).forgotten = true;
+                self.end("the HTTP upstream no longer knows the session");
+            }
+            Err(NotRelayed::Failed(e)) => match msg.id() {
+                Some(id) => self.route(Message::error(Some(id.clone()), e.to_error_object())),
+                None => {
+                    tracing::warn!(error = %e, "a client message to the HTTP upstream was lost")
+                }
+            },
+        }
+    }
+
+    /// Places one message from the session's upstream.
     fn route(&self, msg: Message) {
         let mut r = lock(&self.routes);
         if matches!(msg, Message::Response(_) | Message::Error(_)) {
@@ -147,8 +233,8 @@ impl RelaySession {
         r.backlog.push_back(msg);
     }
 
-    /// The child is gone: every POST still waiting gets an error.
-    fn child_gone(&self, why: &str) {
+    /// The upstream is gone: every POST still waiting gets an error.
+    fn upstream_gone(&self, why: &str) {
         let waiting: Vec<(Id, Tx)> = {
             let mut r = lock(&self.routes);
             r.ended = true;
@@ -165,30 +251,42 @@ impl RelaySession {
         }
     }
 
-    /// Closes the child's input, then kills it if it has not exited
-    /// within [`EXIT_GRACE`].
+    /// Ends the session's upstream: a child's input is closed, then it is
+    /// killed if it has not exited within [`EXIT_GRACE`]; an HTTP session
+    /// is ended on the server.
     fn end(&self, why: &str) {
-        lock(&self.to_child).take();
-        let child = lock(&self.child).take();
-        self.child_gone(why);
-        if let Some(mut child) = child {
-            tokio::spawn(async move {
-                if tokio::time::timeout(EXIT_GRACE, child.wait())
-                    .await
-                    .is_err()
-                {
-                    let _ = child.kill().await;
+        match &self.link {
+            Link::Process { to_child, child } => {
+                lock(to_child).take();
+                let child = lock(child).take();
+                self.upstream_gone(why);
+                if let Some(mut child) = child {
+                    tokio::spawn(async move {
+                        if tokio::time::timeout(EXIT_GRACE, child.wait())
+                            .await
+                            .is_err()
+                        {
+                            let _ = child.kill().await;
+                        }
+                    });
                 }
-            });
+            }
+            Link::Http { peer, .. } => {
+                let first = !lock(&self.routes).ended;
+                self.upstream_gone(why);
+                if first {
+                    peer.end();
+                }
+            }
         }
     }
 }
 
-/// Starts a session: its child, then `initialize` relayed to it. The
-/// session exists for the client only once the child answered.
+/// Starts a session: its upstream, then `initialize` relayed to it. The
+/// session exists for the client only once the upstream answered.
 pub(super) async fn initialize(
     app: Arc<App>,
-    command: RelayCommand,
+    relay: &LegacyRelay,
     req: crate::jsonrpc::Request,
     principal: Option<Principal>,
 ) -> Response {
@@ -202,9 +300,12 @@ pub(super) async fn initialize(
     }
     let id = req.id.clone();
     let sid = crate::ids::random_id();
-    let session = match start_child(&app, &command, &sid, principal, &id) {
-        Ok(session) => session,
-        Err(refused) => return *refused,
+    let session = match relay {
+        LegacyRelay::Process(command) => match start_child(&app, command, &sid, principal, &id) {
+            Ok(session) => session,
+            Err(refused) => return *refused,
+        },
+        LegacyRelay::Url(server) => start_http(&app, server, &sid, principal),
     };
     let answer = match relay_initialize(&session, req).await {
         Ok(answer) => answer,
@@ -218,7 +319,15 @@ pub(super) async fn initialize(
         session.end("too many sessions");
         return too_many_sessions(cap, Some(id));
     }
-    tracing::info!(session = %crate::ids::log_prefix(&sid), "legacy HTTP session opened on its own upstream process");
+    if let Link::Http { peer, .. } = &session.link {
+        let weak = Arc::downgrade(&session);
+        peer.open_get(move |m| {
+            if let Some(s) = weak.upgrade() {
+                s.route(m);
+            }
+        });
+    }
+    tracing::info!(session = %crate::ids::log_prefix(&sid), "legacy HTTP session opened on its own upstream");
     let mut resp = json_response(StatusCode::OK, &answer);
     if let Ok(v) = HeaderValue::from_str(&sid) {
         resp.headers_mut().insert("mcp-session-id", v);
@@ -246,14 +355,7 @@ fn start_child(
         tracing::error!(error = %e, "cannot start a session's upstream process");
         failed(format!("cannot start the upstream for this session: {e}"))
     })?;
-    let record = app
-        .opts
-        .record_upstream
-        .clone()
-        .map(|rec| crate::transport::record::Labelled {
-            rec,
-            label: app.relay_labels.label(sid),
-        });
+    let record = relay_record(app, sid);
     let (to_child, from_session) = mpsc::unbounded_channel();
     crate::transport::child::ChildInput::start_recorded(
         spawned.stdin,
@@ -262,9 +364,11 @@ fn start_child(
     )
     .map_err(|e| failed(format!("cannot write to the session's upstream: {e}")))?;
     let session = Arc::new(RelaySession {
-        to_child: Mutex::new(Some(to_child)),
+        link: Link::Process {
+            to_child: Mutex::new(Some(to_child)),
+            child: Mutex::new(Some(spawned.child)),
+        },
         routes: Mutex::new(Routes::default()),
-        child: Mutex::new(Some(spawned.child)),
         usage: Usage::new(principal, app.now_ms()),
     });
     spawn_reader(
@@ -277,17 +381,48 @@ fn start_child(
     Ok(session)
 }
 
-/// `initialize` to the session's child, and its answer; the session is
-/// ended when the child does not take the request or does not answer in
-/// time.
+/// The session's own session on the HTTP `server`, opened by the
+/// `initialize` relayed next.
+fn start_http(
+    app: &Arc<App>,
+    server: &LegacyHttpRelay,
+    sid: &str,
+    principal: Option<Principal>,
+) -> Arc<RelaySession> {
+    Arc::new(RelaySession {
+        link: Link::Http {
+            peer: server.session(),
+            record: relay_record(app, sid),
+            app: Arc::downgrade(app),
+            sid: sid.to_owned(),
+        },
+        routes: Mutex::new(Routes::default()),
+        usage: Usage::new(principal, app.now_ms()),
+    })
+}
+
+/// `--record-upstream` for session `sid`'s own upstream.
+fn relay_record(app: &App, sid: &str) -> Option<crate::transport::record::Labelled> {
+    app.opts
+        .record_upstream
+        .clone()
+        .map(|rec| crate::transport::record::Labelled {
+            rec,
+            label: app.relay_labels.label(sid),
+        })
+}
+
+/// `initialize` to the session's upstream, and its answer; the session is
+/// ended when the upstream does not take the request or does not answer
+/// in time.
 async fn relay_initialize(
-    session: &RelaySession,
+    session: &Arc<RelaySession>,
     req: crate::jsonrpc::Request,
 ) -> Result<Message, ShimError> {
     let id = req.id.clone();
     let (tx, mut rx) = mpsc::unbounded_channel();
     lock(&session.routes).by_id.insert(id.clone(), tx);
-    if let Err(e) = session.send_to_child(Message::Request(req)) {
+    if let Err(e) = session.send_up(Message::Request(req)) {
         session.end("initialize failed");
         return Err(e);
     }
@@ -308,7 +443,7 @@ async fn relay_initialize(
         _ => {
             session.end("initialize was not answered");
             Err(ShimError::Internal(
-                "the session's upstream process did not answer initialize".into(),
+                "the session's upstream did not answer initialize".into(),
             ))
         }
     }
@@ -382,7 +517,7 @@ impl Drop for Registered {
 async fn exchange(s: &Arc<RelaySession>, msg: Message, hdrs: &HeaderMap) -> Response {
     let Message::Request(req) = msg else {
         // A client's answer to a server request, or a notification.
-        return match s.send_to_child(msg) {
+        return match s.send_up(msg) {
             Ok(()) => StatusCode::ACCEPTED.into_response(),
             Err(e) => error_response(StatusCode::NOT_FOUND, None, e),
         };
@@ -414,7 +549,7 @@ async fn exchange(s: &Arc<RelaySession>, msg: Message, hdrs: &HeaderMap) -> Resp
         id: id.clone(),
         tx,
     };
-    if let Err(e) = s.send_to_child(Message::Request(req)) {
+    if let Err(e) = s.send_up(Message::Request(req)) {
         return error_response(StatusCode::OK, Some(id), e);
     }
     // The first message decides the body: the answer alone goes back as
@@ -427,6 +562,9 @@ async fn exchange(s: &Arc<RelaySession>, msg: Message, hdrs: &HeaderMap) -> Resp
         );
     };
     if super::is_answer_to(&first, &id) {
+        if matches!(first, Message::Error(_)) && lock(&s.routes).forgotten {
+            return unknown_session(Some(id));
+        }
         return json_response(StatusCode::OK, &first);
     }
     // The stream holds the routes (and the session) until the answer.
@@ -442,7 +580,7 @@ pub(super) fn end_all(app: &App, why: &str) {
 }
 
 impl LegacyHttpSession for RelaySession {
-    const ENDING: &'static str = "; its upstream process ends";
+    const ENDING: &'static str = "; its own upstream ends";
 
     fn sessions(app: &App) -> &Mutex<HashMap<String, Arc<Self>>> {
         &app.relays

@@ -34,7 +34,7 @@ use crate::revision::{self, ClientSignal, Revision};
 use crate::upstream::{AnyUpstream, Link, UpstreamEvent};
 
 pub use crate::scope::Principal;
-pub use legacy_relay::RelayCommand;
+pub use legacy_relay::{LegacyRelay, RelayCommand};
 pub use principal::{ConfiguredPrincipals, PrincipalResolver, ReloadablePrincipals};
 
 /// How long open requests and streams may take to end after a shutdown signal.
@@ -146,11 +146,12 @@ pub struct HttpOptions {
     pub admin_listen: Option<SocketAddr>,
     /// Engine settings.
     pub bridge: BridgeConfig,
-    /// The upstream's command, when it is a 2025-11-25 child process:
-    /// each 2025-11-25 HTTP session then gets its own process started
-    /// with it, relayed unchanged. `None` (an upstream reached otherwise)
-    /// refuses 2025-11-25 sessions to a 2025-11-25 upstream.
-    pub legacy_relay: Option<RelayCommand>,
+    /// Where 2025-11-25 HTTP sessions get an upstream of their own when
+    /// the upstream speaks 2025-11-25 too: a process each (the upstream's
+    /// command) or a session each on the upstream's URL, relayed
+    /// unchanged. `None` refuses 2025-11-25 sessions to a 2025-11-25
+    /// upstream.
+    pub legacy_relay: Option<LegacyRelay>,
     /// Copy every message between clients and the shim to this transcript
     /// (`--record`), each labelled with its session (`session-1`, …: a
     /// 2025-11-25 session id, else the request's principal).
@@ -219,7 +220,7 @@ pub(crate) struct App {
     modern: Option<Arc<ModernFront>>,
     ledger: Arc<dyn TaskLedger>,
     sessions: Mutex<HashMap<String, Arc<legacy::HttpSession>>>,
-    /// 2025-11-25 sessions relayed to processes of their own (a 2025-11-25
+    /// 2025-11-25 sessions relayed to upstreams of their own (a 2025-11-25
     /// upstream with [`HttpOptions::legacy_relay`]).
     relays: Mutex<HashMap<String, Arc<legacy_relay::RelaySession>>>,
     /// The `session` labels of [`HttpOptions::record_upstream`].

@@ -38,7 +38,8 @@ pub(super) struct Session {
 }
 
 impl Session {
-    fn id(&self) -> Option<String> {
+    /// The server's `Mcp-Session-Id`, once `initialize` was answered.
+    pub(super) fn id(&self) -> Option<String> {
         lock(&self.id).clone()
     }
 }
@@ -234,8 +235,18 @@ impl LegacyHttpUpstream {
 /// Opens the GET stream for unsolicited messages (best effort: servers
 /// may answer 405).
 fn open_get_stream(http: &Arc<Http<Session>>) {
+    let emitter = http.clone();
+    open_get_stream_with(http, move |m| emitter.emit(m));
+}
+
+/// [`open_get_stream`], handing what comes on it to `deliver`; aborting
+/// the handle closes the stream.
+pub(super) fn open_get_stream_with(
+    http: &Arc<Http<Session>>,
+    mut deliver: impl FnMut(Message) + Send + 'static,
+) -> tokio::task::AbortHandle {
     let http = http.clone();
-    tokio::spawn(async move {
+    let task = tokio::spawn(async move {
         let Some(sid) = http.dialect.id() else { return };
         let mut hdrs = HeaderMap::with_capacity(3);
         hdrs.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
@@ -248,13 +259,36 @@ fn open_get_stream(http: &Arc<Http<Session>>) {
             .await;
         match resp {
             Ok(r) if r.status().is_success() => {
-                let ended = http.read_sse(r, None).await;
+                let ended = http.read_sse_with(r, None, &mut deliver).await;
                 tracing::debug!(?ended, "upstream GET stream ended");
             }
             Ok(r) => tracing::debug!(status = %r.status(), "upstream offers no GET stream"),
             Err(e) => tracing::debug!(error = %e.why, "upstream GET stream failed"),
         }
     });
+    task.abort_handle()
+}
+
+impl Http<Session> {
+    /// Ends the session on the server (`DELETE`; a server may refuse with
+    /// 405, and one gone already cannot answer: both only logged).
+    pub(super) async fn delete_session(&self) {
+        let Some(sid) = self.dialect.id() else { return };
+        let Ok(value) = header_value(&sid) else {
+            return;
+        };
+        let mut hdrs = HeaderMap::with_capacity(2);
+        hdrs.insert(MCP_PROTOCOL_VERSION, LEGACY_VERSION_VALUE);
+        hdrs.insert(MCP_SESSION_ID, value);
+        match self
+            .transport
+            .send(Method::DELETE, hdrs, Bytes::new(), None)
+            .await
+        {
+            Ok(r) => tracing::debug!(status = %r.status(), "upstream session ended"),
+            Err(e) => tracing::debug!(error = %e.why, "upstream session could not be ended"),
+        }
+    }
 }
 
 #[async_trait]
