@@ -12,6 +12,7 @@ use std::time::Duration;
 use axum::http::StatusCode;
 use tokio::sync::mpsc;
 
+use super::STREAM_TIMEOUT;
 use super::exchange::{Http, is_sse};
 use super::legacy::{Session, open_get_stream_with};
 use super::transport::Reqwest;
@@ -97,9 +98,12 @@ impl RelayedSession {
         mut deliver: impl FnMut(Message),
     ) -> Result<(), NotRelayed> {
         let body = msg.to_json().into_bytes();
+        // `tasks/result` blocks until the task ends, however long it runs:
+        // `--request-timeout` bounds the other requests, not that wait.
+        let timeout = (msg.method() == Some("tasks/result")).then_some(STREAM_TIMEOUT);
         let resp = self
             .http
-            .send_post(msg, body, None)
+            .send_post(msg, body, timeout)
             .await
             .map_err(NotRelayed::Failed)?;
         let status = resp.status();
