@@ -21,13 +21,13 @@
 //! The peer-gateway scenario puts the shim beside **mcp-proxy** 0.6
 //! (`scripts/bench.sh` installs it under `.tools/mcp-proxy`;
 //! `OVERHEAD_MCP_PROXY` names another binary; without one the comparison
-//! is skipped with a message): a 2026-07-28 client through either to the
-//! same 2025-11-25 reference server. mcp-proxy 0.6 connects to its
-//! backends with `initialize` only (the 2026-07-28 server refuses it), and
-//! the shim relays no 2025-11-25 HTTP session to a 2025-11-25 server, so
-//! this is the one server both front. Measured on `tools/call` (mcp-proxy
-//! namespaces the tool as `ref/greet` and does not forward the tasks
-//! utility). Target: shim p50 no slower than mcp-proxy's (≤ 1.00×).
+//! is skipped with a message), both passing through: a 2025-11-25 client
+//! through either to the same 2025-11-25 reference server (mcp-proxy 0.6
+//! connects to its backends with `initialize` only, which the 2026-07-28
+//! server refuses), beside direct and relay targets to that server.
+//! Measured on `tools/call` (mcp-proxy namespaces the tool as `ref/greet`
+//! and does not forward the tasks utility). Target: shim p50 no slower
+//! than mcp-proxy's (≤ 1.00×).
 //!
 //! Scenarios: pass-through (modern client, modern server) and translating
 //! (legacy client; the shim in front of a modern server, direct and relay
@@ -460,9 +460,8 @@ enum HttpScenario {
     PassModern,
     /// 2025-11-25 client, shim in front of the 2026-07-28 server.
     Translating,
-    /// 2026-07-28 client, the shim and mcp-proxy in front of the
-    /// 2025-11-25 server (the one server both can reach): no direct or
-    /// relay target, the legacy server does not speak the client's revision.
+    /// 2025-11-25 client, the shim and mcp-proxy passing through to the
+    /// 2025-11-25 server (the one server both can reach).
     PeerGateway,
 }
 
@@ -486,7 +485,7 @@ async fn http_targets(
     let (rev, server, upstream) = match scenario {
         HttpScenario::PassModern => (Revision::Modern, &servers.modern, &servers.modern),
         HttpScenario::Translating => (Revision::Legacy, &servers.legacy, &servers.modern),
-        HttpScenario::PeerGateway => (Revision::Modern, &servers.legacy, &servers.legacy),
+        HttpScenario::PeerGateway => (Revision::Legacy, &servers.legacy, &servers.legacy),
     };
     let shim = shim_cmd(
         cfg,
@@ -500,12 +499,12 @@ async fn http_targets(
         &[],
     );
     let shim_url = fleet.spawn(&shim, &[QUIET]).await?;
-    let mut urls = vec![("shim", shim_url, rev)];
-    if scenario != HttpScenario::PeerGateway {
-        let relay_url = http_relay(fleet, server).await?;
-        urls.insert(0, ("relay", relay_url, rev));
-        urls.insert(0, ("direct", server.clone(), rev));
-    }
+    let relay_url = http_relay(fleet, server).await?;
+    let mut urls = vec![
+        ("direct", server.clone(), rev),
+        ("relay", relay_url, rev),
+        ("shim", shim_url, rev),
+    ];
     if scenario == HttpScenario::Translating {
         urls.push((UPSTREAM, servers.modern.clone(), Revision::Modern));
         let relay26 = http_relay(fleet, &servers.modern).await?;
@@ -603,7 +602,7 @@ async fn run_round(cfg: &Config) -> Result<Vec<Verdict>> {
             HttpScenario::Translating,
         ),
         (
-            "HTTP peer gateway (modern → shim / mcp-proxy → legacy)",
+            "HTTP peer gateway (legacy → shim / mcp-proxy → legacy, pass-through)",
             HttpScenario::PeerGateway,
         ),
     ];
