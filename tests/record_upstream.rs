@@ -3,8 +3,11 @@
 //! gives both revisions of the same conversation: the client's
 //! `tasks/result` in the front transcript, the `tasks/get`s that serve it
 //! in the upstream one; each side valid against its own revision's schema.
-//! Over HTTP: a 2026-07-28 URL upstream (one stateless label), and a
-//! 2025-11-25 child whose HTTP sessions each get a process (one label each).
+//! Over HTTP: a 2026-07-28 URL upstream (one stateless label), a
+//! 2025-11-25 child whose HTTP sessions each get a process (one label each),
+//! and a 2025-11-25 URL whose relayed sessions and the bridge's own session
+//! for 2026-07-28 clients share one numbering (a label each, never two
+//! sessions under one).
 
 mod support;
 
@@ -219,5 +222,67 @@ fn http_records_each_relayed_session_process_under_its_own_label() {
                 && r["msg"]["result"]["content"][0]["text"] == format!("Hello, {who}!")
         });
         assert!(greeted, "{label}: the answer is recorded: {session:?}");
+    }
+}
+
+#[test]
+fn http_records_relayed_and_bridged_sessions_of_one_url_apart() {
+    use support::http::{self as h, HttpShim, greet_in_two_sessions};
+    let server = h::HttpReference::start(h::LEGACY, &[]);
+    let up_path = temp_path("record-upstream-url-relay.jsonl");
+    let _ = std::fs::remove_file(&up_path);
+    let mut shim = HttpShim::spawn::<&str>(
+        &[
+            "--upstream-url",
+            &server.url,
+            "--record-upstream",
+            up_path.to_str().unwrap(),
+        ],
+        &[],
+    );
+    // A 2026-07-28 client first: the bridge opens its own upstream session.
+    h::block_on(async {
+        let c = h::client();
+        let call = json!({"name": "greet", "arguments": {"name": "M"}});
+        let (status, body, _) = h::send(h::modern(&c, &shim.url, 1, "tools/call", call)).await;
+        assert!(status.is_success(), "{body}");
+    });
+    greet_in_two_sessions(&shim);
+    shim.terminate(Duration::from_secs(10))
+        .expect("the shim exits on SIGTERM");
+    let up = records(&up_path);
+    let _ = std::fs::remove_file(&up_path);
+    let mut labels: Vec<&str> = up.iter().filter_map(|r| r["session"].as_str()).collect();
+    labels.sort_unstable();
+    labels.dedup();
+    let sessions: Vec<&str> = labels
+        .iter()
+        .copied()
+        .filter(|l| l.starts_with("session-"))
+        .collect();
+    assert_eq!(
+        sessions.len(),
+        3,
+        "the bridge's session and two relayed: {labels:?}"
+    );
+    for label in sessions {
+        let session: Vec<Value> = up
+            .iter()
+            .filter(|r| r["session"] == label)
+            .cloned()
+            .collect();
+        assert_valid_as(Revision::Legacy, &session);
+        let opened = methods(&session, "c2s")
+            .into_iter()
+            .filter(|m| *m == "initialize")
+            .count();
+        assert_eq!(opened, 1, "{label} is one upstream session: {session:?}");
+    }
+    for who in ["M", "A", "B"] {
+        let greeted = up.iter().any(|r| {
+            r["dir"] == "s2c"
+                && r["msg"]["result"]["content"][0]["text"] == format!("Hello, {who}!")
+        });
+        assert!(greeted, "{who}'s answer is recorded");
     }
 }

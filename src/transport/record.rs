@@ -19,10 +19,15 @@ enum Entry {
     Flush(tokio::sync::oneshot::Sender<()>),
 }
 
-/// A handle on one transcript file; clones share the file and its clock.
+/// A handle on one transcript file; clones share the file, its clock and
+/// its session labels.
 #[derive(Debug, Clone)]
 pub struct Recorder {
     tx: mpsc::UnboundedSender<Entry>,
+    /// One numbering per file: whoever records sessions into it (the
+    /// bridge's own upstream session, each relayed session) gets labels
+    /// that never collide.
+    labels: SessionLabels,
 }
 
 impl Recorder {
@@ -40,7 +45,17 @@ impl Recorder {
                 std::io::Error::new(e.kind(), format!("{flag} {}: {e}", path.display()))
             })?;
         let (tx, rx) = mpsc::unbounded_channel();
-        Ok((Recorder { tx }, tokio::spawn(write_records(file, rx))))
+        let recorder = Recorder {
+            tx,
+            labels: SessionLabels::default(),
+        };
+        Ok((recorder, tokio::spawn(write_records(file, rx))))
+    }
+
+    /// The `session` label of the session known as `key` (see
+    /// [`SessionLabels`]), numbered across this file.
+    pub fn session_label(&self, key: &str) -> Arc<str> {
+        self.labels.label(key)
     }
 
     /// Records `msg` going `dir` (`c2s` or `s2c`) in the session `label`.

@@ -407,8 +407,8 @@ fn relay_record(app: &App, sid: &str) -> Option<crate::transport::record::Labell
         .record_upstream
         .clone()
         .map(|rec| crate::transport::record::Labelled {
+            label: rec.session_label(sid),
             rec,
-            label: app.relay_labels.label(sid),
         })
 }
 

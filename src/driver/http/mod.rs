@@ -223,8 +223,6 @@ pub(crate) struct App {
     /// 2025-11-25 sessions relayed to upstreams of their own (a 2025-11-25
     /// upstream with [`HttpOptions::legacy_relay`]).
     relays: Mutex<HashMap<String, Arc<legacy_relay::RelaySession>>>,
-    /// The `session` labels of [`HttpOptions::record_upstream`].
-    relay_labels: crate::transport::record::SessionLabels,
     resolver: Arc<dyn PrincipalResolver>,
     metrics: Arc<crate::telemetry::Telemetry>,
     /// Callers already logged for a request without `Mcp-Name`
@@ -341,7 +339,6 @@ impl HttpShim {
             ledger,
             sessions: Mutex::new(HashMap::new()),
             relays: Mutex::new(HashMap::new()),
-            relay_labels: crate::transport::record::SessionLabels::default(),
             resolver,
             metrics,
             missing_mcp_name_callers: Mutex::default(),

@@ -16,7 +16,7 @@ use tokio::sync::mpsc;
 use super::transport::{Transport, chain};
 use crate::error::ShimError;
 use crate::jsonrpc::{Id, Message, Request};
-use crate::transport::record::{Recorder, SessionLabels};
+use crate::transport::record::Recorder;
 use crate::upstream::{Readiness, RpcResult, UpstreamEvent};
 
 /// An answer as the transport hands it over: its head, and its body
@@ -96,7 +96,7 @@ pub(super) struct Http<D> {
     /// labelled by the upstream session (`session-1`… for a 2025-11-25
     /// upstream's `Mcp-Session-Id`s; `upstream` outside one, as on a
     /// stateless 2026-07-28 upstream).
-    record: Option<(Recorder, SessionLabels)>,
+    record: Option<Recorder>,
     /// What this revision says differently.
     pub(super) dialect: D,
 }
@@ -135,7 +135,7 @@ impl<D: Dialect> Http<D> {
             unreachable: false.into(),
             probed: false,
             ready_check: tokio::sync::Mutex::new(None),
-            record: record.map(|r| (r, SessionLabels::default())),
+            record,
             dialect,
         }
     }
@@ -459,11 +459,11 @@ impl<D: Dialect> Http<D> {
 
     /// Records `msg` (`--record-upstream`) in the current session.
     fn record(&self, dir: &'static str, msg: &Message) {
-        let Some((rec, labels)) = &self.record else {
+        let Some(rec) = &self.record else {
             return;
         };
         let label = match self.dialect.session_id() {
-            Some(sid) => labels.label(&sid),
+            Some(sid) => rec.session_label(&sid),
             None => Arc::from(STATELESS_LABEL),
         };
         rec.record(&label, dir, msg);
