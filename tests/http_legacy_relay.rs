@@ -424,6 +424,48 @@ fn url_relay_sessions_end_and_are_forgotten_as_the_server_says() {
     });
 }
 
+/// What a client sends that awaits no answer (here a notification) is
+/// acknowledged only once the server took it: the client's next message
+/// cannot overtake it (servers may refuse requests that come before
+/// `notifications/initialized`).
+#[test]
+fn url_relay_acknowledges_a_notification_once_the_server_took_it() {
+    let server = support::http::HttpReference::start(support::http::LEGACY, &[]);
+    let addr = server.addr;
+    block_on(async move {
+        let (fwd, shim) = shim_through(addr, &[]).await;
+        let c = client();
+        let (sid, _) = initialize(&c, &shim.url, None).await;
+        let note = json!({"jsonrpc": "2.0", "method": "notifications/roots/list_changed"});
+        fwd.freeze();
+        let post = legacy(&c, &shim.url, Some(&sid), &note).send();
+        let received = fwd.received.clone();
+        let acknowledged = tokio::spawn(async move {
+            let resp = post.await.expect("the POST");
+            // What the server had handed back to the shim by then.
+            let seen = String::from_utf8_lossy(&received.lock().unwrap()).into_owned();
+            (resp.status(), seen)
+        });
+        support::poll::until_async("the notification upstream", EXIT_WAIT, || async {
+            let sent = String::from_utf8_lossy(&fwd.sent.lock().unwrap()).into_owned();
+            sent.contains("roots/list_changed").then_some(())
+        })
+        .await;
+        let before = fwd.received.lock().unwrap().len();
+        fwd.thaw();
+        let (status, seen) = tokio::time::timeout(EXIT_WAIT, acknowledged)
+            .await
+            .expect("acknowledged in time")
+            .unwrap();
+        assert_eq!(status, StatusCode::ACCEPTED);
+        assert!(
+            seen.len() > before && seen[before..].contains(" 202 "),
+            "the client's 202 came before the server's: {:?}",
+            &seen[before.min(seen.len())..]
+        );
+    });
+}
+
 /// DELETE ends the session's own process, and only that one.
 #[test]
 fn delete_ends_the_sessions_process() {

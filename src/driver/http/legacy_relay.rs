@@ -117,27 +117,50 @@ struct Routes {
 }
 
 impl RelaySession {
-    /// Hands one client message to the session's upstream. Over HTTP the
+    /// Hands one client request to the session's upstream. Over HTTP the
     /// POST runs on its own: what comes back is routed, as a child's
-    /// output is, and a POST that fails answers its request with why.
+    /// output is, and a POST that fails answers the request with why.
     fn send_up(self: &Arc<Self>, msg: Message) -> Result<(), ShimError> {
-        let gone = || ShimError::Internal("the session's upstream is gone".into());
         match &self.link {
             Link::Process { to_child, .. } => match lock(to_child).as_ref() {
-                Some(tx) => tx.send(msg).map_err(|_| gone()),
-                None => Err(gone()),
+                Some(tx) => tx.send(msg).map_err(|_| upstream_gone()),
+                None => Err(upstream_gone()),
             },
             Link::Http { record, .. } => {
-                if lock(&self.routes).ended {
-                    return Err(gone());
-                }
-                if let Some(rec) = record {
-                    rec.record("c2s", &msg);
-                }
+                self.may_post(record.as_ref(), &msg)?;
                 tokio::spawn(self.clone().post(msg));
                 Ok(())
             }
         }
+    }
+
+    /// [`Self::send_up`] for what the client sends that awaits no answer
+    /// (a notification, its answer to the server): over HTTP its POST is
+    /// awaited, so that it reaches the server before the client's next
+    /// message can (a server may refuse requests that overtake
+    /// `notifications/initialized`).
+    async fn send_up_in_order(self: &Arc<Self>, msg: Message) -> Result<(), ShimError> {
+        let Link::Http { record, .. } = &self.link else {
+            return self.send_up(msg);
+        };
+        self.may_post(record.as_ref(), &msg)?;
+        self.clone().post(msg).await;
+        Ok(())
+    }
+
+    /// Whether `msg` may still go to the HTTP upstream; recorded if so.
+    fn may_post(
+        &self,
+        record: Option<&crate::transport::record::Labelled>,
+        msg: &Message,
+    ) -> Result<(), ShimError> {
+        if lock(&self.routes).ended {
+            return Err(upstream_gone());
+        }
+        if let Some(rec) = record {
+            rec.record("c2s", msg);
+        }
+        Ok(())
     }
 
     /// [`Self::send_up`] over HTTP: one POST, its messages routed.
@@ -280,6 +303,10 @@ impl RelaySession {
             }
         }
     }
+}
+
+fn upstream_gone() -> ShimError {
+    ShimError::Internal("the session's upstream is gone".into())
 }
 
 /// Starts a session: its upstream, then `initialize` relayed to it. The
@@ -517,7 +544,7 @@ impl Drop for Registered {
 async fn exchange(s: &Arc<RelaySession>, msg: Message, hdrs: &HeaderMap) -> Response {
     let Message::Request(req) = msg else {
         // A client's answer to a server request, or a notification.
-        return match s.send_up(msg) {
+        return match s.send_up_in_order(msg).await {
             Ok(()) => StatusCode::ACCEPTED.into_response(),
             Err(e) => error_response(StatusCode::NOT_FOUND, None, e),
         };
