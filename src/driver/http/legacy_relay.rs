@@ -117,19 +117,20 @@ struct Routes {
 }
 
 impl RelaySession {
-    /// Hands one client request to the session's upstream. Over HTTP the
-    /// POST runs on its own: what comes back is routed, as a child's
-    /// output is, and a POST that fails answers the request with why.
-    fn send_up(self: &Arc<Self>, msg: Message) -> Result<(), ShimError> {
+    /// Hands one client message to the session's upstream: a child's
+    /// input takes it at once; over HTTP its POST is returned for the
+    /// caller to run (see [`Posting`]). What comes back is routed, as a
+    /// child's output is, and a POST that fails answers its request with
+    /// why.
+    fn send_up(self: &Arc<Self>, msg: Message) -> Result<Option<Posting>, ShimError> {
         match &self.link {
             Link::Process { to_child, .. } => match lock(to_child).as_ref() {
-                Some(tx) => tx.send(msg).map_err(|_| upstream_gone()),
+                Some(tx) => tx.send(msg).map(|()| None).map_err(|_| upstream_gone()),
                 None => Err(upstream_gone()),
             },
             Link::Http { record, .. } => {
                 self.may_post(record.as_ref(), &msg)?;
-                tokio::spawn(self.clone().post(msg));
-                Ok(())
+                Ok(Some(Box::pin(self.clone().post(msg))))
             }
         }
     }
@@ -140,11 +141,9 @@ impl RelaySession {
     /// message can (a server may refuse requests that overtake
     /// `notifications/initialized`).
     async fn send_up_in_order(self: &Arc<Self>, msg: Message) -> Result<(), ShimError> {
-        let Link::Http { record, .. } = &self.link else {
-            return self.send_up(msg);
-        };
-        self.may_post(record.as_ref(), &msg)?;
-        self.clone().post(msg).await;
+        if let Some(posting) = self.send_up(msg)? {
+            posting.await;
+        }
         Ok(())
     }
 
@@ -305,6 +304,44 @@ impl RelaySession {
     }
 }
 
+/// A message's POST to the session's HTTP upstream, not started yet.
+type Posting = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+
+/// Runs `posting` (if any) in this task while waiting for the first
+/// message routed to `rx`: a plain JSON answer then needs no hand-over
+/// to another task. A POST still running when something comes first (an
+/// SSE stream's early messages), or when the waiting ends (the client
+/// went), goes on in a task of its own: the request was sent, and what
+/// it brings is still routed.
+async fn first_routed(
+    rx: &mut mpsc::UnboundedReceiver<Message>,
+    posting: Option<Posting>,
+) -> Option<Message> {
+    /// Spawns the POST it still holds when dropped.
+    struct Unfinished(Option<Posting>);
+    impl Drop for Unfinished {
+        fn drop(&mut self) {
+            if let Some(posting) = self.0.take()
+                && tokio::runtime::Handle::try_current().is_ok()
+            {
+                tokio::spawn(posting);
+            }
+        }
+    }
+    let mut unfinished = Unfinished(posting);
+    let Some(post) = unfinished.0.as_mut() else {
+        return rx.recv().await;
+    };
+    tokio::select! {
+        biased;
+        first = rx.recv() => first,
+        () = post => {
+            unfinished.0 = None;
+            rx.recv().await
+        }
+    }
+}
+
 fn upstream_gone() -> ShimError {
     ShimError::Internal("the session's upstream is gone".into())
 }
@@ -449,9 +486,13 @@ async fn relay_initialize(
     let id = req.id.clone();
     let (tx, mut rx) = mpsc::unbounded_channel();
     lock(&session.routes).by_id.insert(id.clone(), tx);
-    if let Err(e) = session.send_up(Message::Request(req)) {
-        session.end("initialize failed");
-        return Err(e);
+    match session.send_up(Message::Request(req)) {
+        Ok(Some(posting)) => drop(tokio::spawn(posting)),
+        Ok(None) => {}
+        Err(e) => {
+            session.end("initialize failed");
+            return Err(e);
+        }
     }
     // Whatever the child says before its answer has no stream to go on
     // yet: it waits in the backlog for the session's GET stream.
@@ -576,12 +617,13 @@ async fn exchange(s: &Arc<RelaySession>, msg: Message, hdrs: &HeaderMap) -> Resp
         id: id.clone(),
         tx,
     };
-    if let Err(e) = s.send_up(Message::Request(req)) {
-        return error_response(StatusCode::OK, Some(id), e);
-    }
+    let posting = match s.send_up(Message::Request(req)) {
+        Ok(posting) => posting,
+        Err(e) => return error_response(StatusCode::OK, Some(id), e),
+    };
     // The first message decides the body: the answer alone goes back as
     // JSON; anything before it opens an SSE stream that ends with it.
-    let Some(first) = rx.recv().await else {
+    let Some(first) = first_routed(&mut rx, posting).await else {
         return error_response(
             StatusCode::INTERNAL_SERVER_ERROR,
             Some(id),
