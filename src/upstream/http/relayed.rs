@@ -137,7 +137,10 @@ impl RelayedSession {
         if let Some(get) = crate::bridge::lock(&self.get_stream).take() {
             get.abort();
         }
-        let http = self.http.clone();
-        tokio::spawn(async move { http.delete_session().await });
+        // Outside a runtime (the process ending) nothing can be sent.
+        if tokio::runtime::Handle::try_current().is_ok() {
+            let http = self.http.clone();
+            tokio::spawn(async move { http.delete_session().await });
+        }
     }
 }
