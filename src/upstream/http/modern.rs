@@ -209,7 +209,7 @@ impl Http<Stateless> {
     ) -> Result<Result<DetailedTask, ErrorObject>, ShimError> {
         let params = json!({ "taskId": task_id });
         let read = crate::wire::modern::detailed_task_answer;
-        match self.post_reading("tasks/get", params, meta, read).await? {
+        match self.post_reading("tasks/get", &params, meta, read).await? {
             Ok(task) => Ok(Ok(task)),
             Err(answer) => crate::upstream::task_of(answer),
         }
@@ -227,10 +227,7 @@ impl Http<Stateless> {
             let (_, result) = crate::jsonrpc::result_answer(std::str::from_utf8(body).ok()?)?;
             Some(JsonText::from_raw(result))
         };
-        match self
-            .post_reading(method, params.clone(), meta, read)
-            .await?
-        {
+        match self.post_reading(method, params, meta, read).await? {
             Ok(text) => Ok(Ok(text)),
             Err(answer) => Ok(answer.map(|result| JsonText::of(&result))),
         }
@@ -243,17 +240,18 @@ impl Http<Stateless> {
     async fn post_reading<T>(
         &self,
         method: &str,
-        params: Value,
+        params: &Value,
         meta: &ModernMeta,
         read: impl FnOnce(&[u8]) -> Option<T>,
     ) -> Result<Result<T, RpcResult>, ShimError> {
         let id = self.next_id();
         let mut body = Vec::with_capacity(512);
-        meta.write_request(&mut body, &id, method, Some(&params));
-        // The request is kept as a message for its headers.
-        let msg = Message::request(id, method, params);
-        let resp = self.send_post(&msg, body, None).await?;
+        meta.write_request(&mut body, &id, method, Some(params));
+        let name = headers::name_source(method, Some(params));
+        let resp = self.send_body(method, name, body.into(), None).await?;
         let answer = if resp.status() == StatusCode::ACCEPTED || is_sse(&resp) {
+            // Rare: only then is the request needed as a message (its id).
+            let msg = Message::request(id, method, params.clone());
             self.answer_of(&msg, resp).await?
         } else {
             let (status, body) = self.read_body(resp).await?;
