@@ -371,7 +371,6 @@ impl HttpShim {
             Some(rec) => routes.layer(axum::middleware::from_fn_with_state(
                 record::Tap {
                     rec: rec.clone(),
-                    labels: Default::default(),
                     resolver: self.app.resolver.clone(),
                     max_body_bytes: self.app.opts.max_body_bytes,
                 },

@@ -14,20 +14,20 @@ use futures_util::{FutureExt, StreamExt};
 
 use super::PrincipalResolver;
 use crate::jsonrpc::Message;
-use crate::transport::record::{Recorder, SessionLabels};
+use crate::transport::record::Recorder;
 
 /// What the layer records with.
 #[derive(Clone)]
 pub(crate) struct Tap {
     pub(crate) rec: Recorder,
-    pub(crate) labels: SessionLabels,
     pub(crate) resolver: Arc<dyn PrincipalResolver>,
     pub(crate) max_body_bytes: usize,
 }
 
 /// The session a request belongs to: its `Mcp-Session-Id`, else (a
 /// 2026-07-28 request, which has none) its principal. Only ever a key of
-/// [`SessionLabels`], never written out.
+/// the recorder's session labels ([`Recorder::session_label`]), never
+/// written out.
 fn session_key(tap: &Tap, req: &axum::http::request::Parts) -> Option<String> {
     if let Some(sid) = super::headers::header(&req.headers, "mcp-session-id") {
         return Some(format!("sid:{sid}"));
@@ -51,7 +51,7 @@ pub(crate) async fn tap(State(tap): State<Tap>, req: Request, next: Next) -> Res
     // A request with a session is recorded at once (a blocking answer may
     // take long); one without waits for the answer's Mcp-Session-Id.
     if let (Some(key), Some(m)) = (&known, &msg) {
-        tap.rec.record(&tap.labels.label(key), "c2s", m);
+        tap.rec.record(&tap.rec.session_label(key), "c2s", m);
     }
     let resp = next
         .run(Request::from_parts(parts, Body::from(bytes)))
@@ -60,7 +60,7 @@ pub(crate) async fn tap(State(tap): State<Tap>, req: Request, next: Next) -> Res
         super::headers::header(resp.headers(), "mcp-session-id")
             .map_or_else(|| "anonymous".to_owned(), |sid| format!("sid:{sid}"))
     });
-    let label = tap.labels.label(&key);
+    let label = tap.rec.session_label(&key);
     if known.is_none()
         && let Some(m) = &msg
     {
