@@ -117,16 +117,7 @@ pub async fn connect_recorded(
     request_timeout: Duration,
     record: Option<Recorder>,
 ) -> Result<HttpLink, ShimError> {
-    let client = reqwest::Client::builder()
-        .timeout(request_timeout)
-        .build()
-        .map_err(|e| ShimError::Upstream(format!("cannot build the HTTP client: {e}")))?;
-    let parsed = check_url(url)?;
-    let transport = transport::Reqwest {
-        url: parsed,
-        client,
-        label: url.to_owned(),
-    };
+    let transport = transport::Reqwest::new(url, request_timeout)?;
     connect_over(Box::new(transport), record).await
 }
 

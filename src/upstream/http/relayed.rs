@@ -32,33 +32,21 @@ use crate::jsonrpc::Message;
 /// ```
 #[derive(Debug, Clone)]
 pub struct LegacyHttpRelay {
-    url: reqwest::Url,
-    label: String,
-    client: reqwest::Client,
+    /// Cloned for each session: all of them share its connection pool.
+    transport: Reqwest,
 }
 
 impl LegacyHttpRelay {
     /// The server at `url`; each exchange bounded by `request_timeout`.
     pub fn new(url: &str, request_timeout: Duration) -> Result<Self, ShimError> {
-        let parsed = super::check_url(url)?;
-        let client = reqwest::Client::builder()
-            .timeout(request_timeout)
-            .build()
-            .map_err(|e| ShimError::Upstream(format!("cannot build the HTTP client: {e}")))?;
         Ok(LegacyHttpRelay {
-            url: parsed,
-            label: url.to_owned(),
-            client,
+            transport: Reqwest::new(url, request_timeout)?,
         })
     }
 
     /// A session not opened yet: its `initialize` opens it.
     pub(crate) fn session(&self) -> RelayedSession {
-        let transport = Reqwest {
-            url: self.url.clone(),
-            client: self.client.clone(),
-            label: self.label.clone(),
-        };
+        let transport = self.transport.clone();
         // Nothing is emitted as an event: every message read goes to the
         // caller's `deliver`.
         let (events, _) = mpsc::unbounded_channel();

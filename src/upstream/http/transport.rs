@@ -14,6 +14,8 @@ use axum::http::{HeaderMap, HeaderValue, Method, Request, Response, Uri, header:
 use futures_util::StreamExt;
 use tower::ServiceExt;
 
+use crate::error::ShimError;
+
 /// An error of any transport, boxed as tower and http-body box them.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -54,13 +56,31 @@ pub(crate) trait Transport: Send + Sync + fmt::Debug + 'static {
     fn describe(&self) -> &str;
 }
 
-/// The network: one reqwest client, one URL.
-#[derive(Debug)]
+/// The network: one reqwest client, one URL. Clones share the client's
+/// connection pool.
+#[derive(Debug, Clone)]
 pub(crate) struct Reqwest {
     /// Parsed once: reqwest parses a string URL on every request.
-    pub(crate) url: reqwest::Url,
-    pub(crate) client: reqwest::Client,
-    pub(crate) label: String,
+    url: reqwest::Url,
+    client: reqwest::Client,
+    label: String,
+}
+
+impl Reqwest {
+    /// `url` (checked, see [`super::check_url`]), each exchange bounded
+    /// by `request_timeout` unless the caller gives its own.
+    pub(crate) fn new(url: &str, request_timeout: Duration) -> Result<Self, ShimError> {
+        let parsed = super::check_url(url)?;
+        let client = reqwest::Client::builder()
+            .timeout(request_timeout)
+            .build()
+            .map_err(|e| ShimError::Upstream(format!("cannot build the HTTP client: {e}")))?;
+        Ok(Reqwest {
+            url: parsed,
+            client,
+            label: url.to_owned(),
+        })
+    }
 }
 
 #[async_trait]
