@@ -125,8 +125,8 @@ impl RelaySession {
     fn send_up(self: &Arc<Self>, msg: Message) -> Result<Option<Posting>, ShimError> {
         match &self.link {
             Link::Process { to_child, .. } => match lock(to_child).as_ref() {
-                Some(tx) => tx.send(msg).map(|()| None).map_err(|_| upstream_gone()),
-                None => Err(upstream_gone()),
+                Some(tx) => tx.send(msg).map(|()| None).map_err(|_| gone_error()),
+                None => Err(gone_error()),
             },
             Link::Http { record, .. } => {
                 self.may_post(record.as_ref(), &msg)?;
@@ -154,7 +154,7 @@ impl RelaySession {
         msg: &Message,
     ) -> Result<(), ShimError> {
         if lock(&self.routes).ended {
-            return Err(upstream_gone());
+            return Err(gone_error());
         }
         if let Some(rec) = record {
             rec.record("c2s", msg);
@@ -255,15 +255,16 @@ impl RelaySession {
         r.backlog.push_back(msg);
     }
 
-    /// The upstream is gone: every POST still waiting gets an error.
-    fn upstream_gone(&self, why: &str) {
-        let waiting: Vec<(Id, Tx)> = {
+    /// The upstream is gone: every POST still waiting gets an error. True
+    /// the first time (the one that ends the upstream).
+    fn upstream_gone(&self, why: &str) -> bool {
+        let (first, waiting): (bool, Vec<(Id, Tx)>) = {
             let mut r = lock(&self.routes);
-            r.ended = true;
+            let first = !std::mem::replace(&mut r.ended, true);
             r.streams.clear();
             r.by_progress.clear();
             r.get_stream = None;
-            r.by_id.drain().collect()
+            (first, r.by_id.drain().collect())
         };
         for (id, tx) in waiting {
             let _ = tx.send(Message::error(
@@ -271,6 +272,7 @@ impl RelaySession {
                 ShimError::Internal(why.to_owned()).to_error_object(),
             ));
         }
+        first
     }
 
     /// Ends the session's upstream: a child's input is closed, then it is
@@ -294,9 +296,7 @@ impl RelaySession {
                 }
             }
             Link::Http { peer, .. } => {
-                let first = !lock(&self.routes).ended;
-                self.upstream_gone(why);
-                if first {
+                if self.upstream_gone(why) {
                     peer.end();
                 }
             }
@@ -342,7 +342,8 @@ async fn first_routed(
     }
 }
 
-fn upstream_gone() -> ShimError {
+/// What a message for a session whose upstream is gone is told.
+fn gone_error() -> ShimError {
     ShimError::Internal("the session's upstream is gone".into())
 }
 
