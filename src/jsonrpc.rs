@@ -1011,6 +1011,7 @@ pub fn salvage_prefix(bytes: &[u8]) -> Prefix {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     /// An id reads as an integer that fits `i64` or a string, and nothing
     /// else, in the answers read without a tree as in the others.
@@ -1064,7 +1065,7 @@ mod tests {
     /// for, member order included.
     #[test]
     fn text_replies_write_the_response_line() {
-        let result = serde_json::json!({"content": [{"type": "text", "text": "é\n\"q\""}]});
+        let result = json!({"content": [{"type": "text", "text": "é\n\"q\""}]});
         for id in [Id::Num(4), Id::Str("a\"b".into())] {
             let mut tree = Vec::new();
             Reply::Tree(result.clone()).write_answer(&mut tree, &id);
@@ -1077,7 +1078,6 @@ mod tests {
             );
         }
     }
-    use serde_json::json;
 
     #[test]
     fn ids_are_salvaged_from_valid_json_too_deep_to_read() {
