@@ -33,7 +33,8 @@ use support::http::{
     HttpShim, Sse, alive, block_on, children_of, client, gone_within, initialize, legacy, rpc, send,
 };
 use support::peers::{
-    Everything, peers_dir, read_transcript, require_peers, run_legacy_client_http,
+    Everything, REFERENCE_PROFILE_CHECKS, peers_dir, read_transcript, require_peers,
+    run_legacy_client_http,
 };
 use support::schema::{Revision, assert_conversation_valid, assert_valid};
 use support::wire::{shim_bin, temp_path};
@@ -289,56 +290,27 @@ fn ts_sdk_http_client_through_the_relay_against_the_legacy_reference() {
         "2025-11-25".into(),
     ];
     let shim = HttpShim::spawn(&[], &upstream);
-    let view = temp_path("ts-http-relay-view.jsonl");
-    let run = run_legacy_client_http("reference", &view, &shim.url, TIMEOUT);
-    run.assert_checks(&[
-        "initialize",
-        "resource subscription",
-        "create + poll + result",
-        "tasks/result blocks",
-        "elicitation during input_required",
-        "two elicitations at once",
-        "input before the task exists",
-        "cancel",
-        "unknown task id",
-        "tasks/list pages",
-        "taskSupport violations",
-        "status notifications",
-    ]);
-    let seen = read_transcript(&view);
-    let _ = std::fs::remove_file(&view);
-    assert!(seen.len() > 50, "transcript too short: {}", seen.len());
-    assert_conversation_valid(
-        seen.iter()
-            .map(|(dir, msg)| (Revision::Legacy, dir.as_str(), msg)),
-    );
+    ts_sdk_reference_run(&shim, "ts-http-relay-view.jsonl");
 }
 
-/// The TypeScript SDK legacy client, over HTTP through the shim, passes
-/// against the 2025-11-25 reference server over HTTP (`--upstream-url`)
-/// what it passes against that server over stdio: questions during a
-/// task, cancels, notifications and lists all ride the relayed session.
+/// The same against the 2025-11-25 reference server over HTTP
+/// (`--upstream-url`): questions during a task, cancels, notifications
+/// and lists all ride the relayed session.
 #[test]
 fn ts_sdk_http_client_through_the_url_relay_against_the_legacy_reference() {
     require_peers();
     let server = support::http::HttpReference::start(support::http::LEGACY, &[]);
     let shim = HttpShim::spawn::<&str>(&["--upstream-url", &server.url], &[]);
-    let view = temp_path("ts-http-url-relay-view.jsonl");
+    ts_sdk_reference_run(&shim, "ts-http-url-relay-view.jsonl");
+}
+
+/// Runs the TypeScript client's `reference` profile through `shim`: every
+/// check passes, and everything it saw (recorded to `view`, a temporary
+/// file) is valid 2025-11-25.
+fn ts_sdk_reference_run(shim: &HttpShim, view: &str) {
+    let view = temp_path(view);
     let run = run_legacy_client_http("reference", &view, &shim.url, TIMEOUT);
-    run.assert_checks(&[
-        "initialize",
-        "resource subscription",
-        "create + poll + result",
-        "tasks/result blocks",
-        "elicitation during input_required",
-        "two elicitations at once",
-        "input before the task exists",
-        "cancel",
-        "unknown task id",
-        "tasks/list pages",
-        "taskSupport violations",
-        "status notifications",
-    ]);
+    run.assert_checks(REFERENCE_PROFILE_CHECKS);
     let seen = read_transcript(&view);
     let _ = std::fs::remove_file(&view);
     assert!(seen.len() > 50, "transcript too short: {}", seen.len());

@@ -33,6 +33,20 @@ fn methods<'a>(records: &'a [Value], dir: &str) -> Vec<&'a str> {
         .collect()
 }
 
+/// `mcp-tasks-shim http` in front of `url`, recording its upstream side to
+/// `path`.
+fn url_shim_recording_upstream(url: &str, path: &std::path::Path) -> support::http::HttpShim {
+    support::http::HttpShim::spawn::<&str>(
+        &[
+            "--upstream-url",
+            url,
+            "--record-upstream",
+            path.to_str().unwrap(),
+        ],
+        &[],
+    )
+}
+
 /// Validates every record of `records` against `rev`'s schema, pairing
 /// answers with their requests.
 #[track_caller]
@@ -122,19 +136,11 @@ fn stdio_records_the_legacy_side_and_the_modern_side_of_one_conversation() {
 
 #[test]
 fn http_records_each_post_to_a_modern_url_and_what_came_back() {
-    use support::http::{HttpReference, HttpShim, block_on, client, initialize, legacy, rpc, send};
+    use support::http::{HttpReference, block_on, client, initialize, legacy, rpc, send};
     let up_path = temp_path("record-upstream-http.jsonl");
     let _ = std::fs::remove_file(&up_path);
     let server = HttpReference::start("2026-07-28", &[]);
-    let mut shim = HttpShim::spawn::<&str>(
-        &[
-            "--upstream-url",
-            &server.url,
-            "--record-upstream",
-            up_path.to_str().unwrap(),
-        ],
-        &[],
-    );
+    let mut shim = url_shim_recording_upstream(&server.url, &up_path);
     block_on(async {
         let c = client();
         let (sid, _) = initialize(&c, &shim.url, None).await;
@@ -227,19 +233,11 @@ fn http_records_each_relayed_session_process_under_its_own_label() {
 
 #[test]
 fn http_records_relayed_and_bridged_sessions_of_one_url_apart() {
-    use support::http::{self as h, HttpShim, greet_in_two_sessions};
+    use support::http::{self as h, greet_in_two_sessions};
     let server = h::HttpReference::start(h::LEGACY, &[]);
     let up_path = temp_path("record-upstream-url-relay.jsonl");
     let _ = std::fs::remove_file(&up_path);
-    let mut shim = HttpShim::spawn::<&str>(
-        &[
-            "--upstream-url",
-            &server.url,
-            "--record-upstream",
-            up_path.to_str().unwrap(),
-        ],
-        &[],
-    );
+    let mut shim = url_shim_recording_upstream(&server.url, &up_path);
     // A 2026-07-28 client first: the bridge opens its own upstream session.
     h::block_on(async {
         let c = h::client();

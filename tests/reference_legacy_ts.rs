@@ -15,7 +15,7 @@ mod support;
 use std::path::Path;
 use std::time::Duration;
 
-use support::peers::{read_transcript, require_peers, run_legacy_client};
+use support::peers::{REFERENCE_PROFILE_CHECKS, read_transcript, require_peers, run_legacy_client};
 use support::schema::{Revision, assert_conversation_valid};
 
 /// The script bounds itself at 60 s; this is the backstop.
@@ -31,20 +31,7 @@ fn ts_sdk_client_drives_the_legacy_reference_server() {
     let bin = env!("CARGO_BIN_EXE_mcp-tasks-shim");
     let command = [bin, "reference-server", "--revision", "2025-11-25"];
     let run = run_legacy_client("reference", &transcript, &command, TIMEOUT);
-    run.assert_checks(&[
-        "initialize",
-        "resource subscription",
-        "create + poll + result",
-        "tasks/result blocks",
-        "elicitation during input_required",
-        "two elicitations at once",
-        "input before the task exists",
-        "cancel",
-        "unknown task id",
-        "tasks/list pages",
-        "taskSupport violations",
-        "status notifications",
-    ]);
+    run.assert_checks(REFERENCE_PROFILE_CHECKS);
 
     let conversation = read_transcript(&transcript);
     if std::env::var_os("MCP_SHIM_RECORD").is_some() {

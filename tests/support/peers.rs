@@ -134,6 +134,23 @@ pub const SHIM_PROFILE_CHECKS: &[&str] = &[
     "status notifications",
 ];
 
+/// The checks `legacy_client.mjs --profile reference` runs, whatever is
+/// between the client and the 2025-11-25 reference server.
+pub const REFERENCE_PROFILE_CHECKS: &[&str] = &[
+    "initialize",
+    "resource subscription",
+    "create + poll + result",
+    "tasks/result blocks",
+    "elicitation during input_required",
+    "two elicitations at once",
+    "input before the task exists",
+    "cancel",
+    "unknown task id",
+    "tasks/list pages",
+    "taskSupport violations",
+    "status notifications",
+];
+
 /// Runs `tests/peers/legacy_client.mjs` (the TypeScript SDK legacy client)
 /// with `profile` against `command`, recording the client's view to
 /// `transcript`; fails unless every check passed.
