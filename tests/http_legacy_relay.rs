@@ -369,6 +369,7 @@ fn url_relay_sessions_end_and_are_forgotten_as_the_server_says() {
             .bearer_auth("tok-alice");
         let (status, body, _) = send(req).await;
         assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+        assert_valid(Revision::Legacy, &body, None);
         // Bob's session goes on, and was not the one ended.
         let body = bob.call("tools/list", json!({})).await;
         assert!(body["result"]["tools"].is_array(), "{body}");

@@ -244,6 +244,7 @@ fn http_records_relayed_and_bridged_sessions_of_one_url_apart() {
         let call = json!({"name": "greet", "arguments": {"name": "M"}});
         let (status, body, _) = h::send(h::modern(&c, &shim.url, 1, "tools/call", call)).await;
         assert!(status.is_success(), "{body}");
+        support::schema::assert_valid(Revision::Modern, &body, Some("tools/call"));
     });
     greet_in_two_sessions(&shim);
     shim.terminate(Duration::from_secs(10))
