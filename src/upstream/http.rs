@@ -117,7 +117,7 @@ pub async fn connect_recorded(
     request_timeout: Duration,
     record: Option<Recorder>,
 ) -> Result<HttpLink, ShimError> {
-    let transport = transport::Reqwest::new(url, request_timeout)?;
+    let transport = transport::Network::new(url, request_timeout)?;
     connect_over(Box::new(transport), record).await
 }
 

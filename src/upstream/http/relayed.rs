@@ -15,7 +15,7 @@ use tokio::sync::mpsc;
 use super::STREAM_TIMEOUT;
 use super::exchange::{Http, is_sse};
 use super::legacy::{Session, open_get_stream_with};
-use super::transport::Reqwest;
+use super::transport::Network;
 use crate::error::ShimError;
 use crate::jsonrpc::Message;
 
@@ -33,14 +33,14 @@ use crate::jsonrpc::Message;
 #[derive(Debug, Clone)]
 pub struct LegacyHttpRelay {
     /// Cloned for each session: all of them share its connection pool.
-    transport: Reqwest,
+    transport: Network,
 }
 
 impl LegacyHttpRelay {
     /// The server at `url`; each exchange bounded by `request_timeout`.
     pub fn new(url: &str, request_timeout: Duration) -> Result<Self, ShimError> {
         Ok(LegacyHttpRelay {
-            transport: Reqwest::new(url, request_timeout)?,
+            transport: Network::new(url, request_timeout)?,
         })
     }
 
