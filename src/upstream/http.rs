@@ -199,12 +199,12 @@ async fn probe(http: &Http<Stateless>) -> Result<(Revision, Value), ShimError> {
 
 /// `url` parsed as [`connect`] takes it, or why it cannot be: a mistake
 /// no wait for the server mends.
-pub fn check_url(url: &str) -> Result<reqwest::Url, ShimError> {
+pub fn check_url(url: &str) -> Result<url::Url, ShimError> {
     if !url.contains("://") {
         return Err(ShimError::Upstream(format!(
             "invalid upstream URL {url:?}: no scheme; add http:// (for example http://{url})"
         )));
     }
-    reqwest::Url::parse(url)
+    url::Url::parse(url)
         .map_err(|e| ShimError::Upstream(format!("invalid upstream URL {url:?}: {e}")))
 }

@@ -199,7 +199,7 @@ fn mask(id: &str, s: &str) -> String {
         "ledger" if crate::ledger::shared::url_scheme(s).is_some() => {
             crate::ledger::shared::redacted(s)
         }
-        "upstream_url" => match reqwest::Url::parse(s) {
+        "upstream_url" => match url::Url::parse(s) {
             Ok(mut url) if !url.username().is_empty() || url.password().is_some() => {
                 let _ = url.set_username(MASK);
                 let _ = url.set_password(None);

@@ -33,20 +33,20 @@ use crate::jsonrpc::Message;
 #[derive(Debug, Clone)]
 pub struct LegacyHttpRelay {
     /// Cloned for each session: all of them share its connection pool.
-    transport: Network,
+    transport: Arc<Network>,
 }
 
 impl LegacyHttpRelay {
     /// The server at `url`; each exchange bounded by `request_timeout`.
     pub fn new(url: &str, request_timeout: Duration) -> Result<Self, ShimError> {
         Ok(LegacyHttpRelay {
-            transport: Network::new(url, request_timeout)?,
+            transport: Arc::new(Network::new(url, request_timeout)?),
         })
     }
 
     /// A session not opened yet: its `initialize` opens it.
     pub(crate) fn session(&self) -> RelayedSession {
-        let transport = self.transport.clone();
+        let transport = Network::clone(&self.transport);
         // Nothing is emitted as an event: every message read goes to the
         // caller's `deliver`.
         let (events, _) = mpsc::unbounded_channel();

@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use axum::body::{Body, Bytes, HttpBody};
-use axum::http::{HeaderMap, HeaderValue, Method, Request, Response, Uri, header::HOST};
+use axum::http::header::{AUTHORIZATION, HOST};
+use axum::http::{HeaderMap, HeaderValue, Method, Request, Response, Uri};
 use http_body::{Frame, SizeHint};
 use http_body_util::Full;
 use hyper_util::client::legacy::Client;
@@ -77,6 +78,10 @@ pub(crate) struct Network {
     uri: Uri,
     client: Client<HttpConnector, Full<Bytes>>,
     timeout: Duration,
+    /// `Basic` credentials of the URL's user and password, sent with
+    /// every request (as browsers, curl and reqwest do with such a URL).
+    authorization: Option<HeaderValue>,
+    /// The URL without its credentials, for logs and errors.
     label: String,
 }
 
@@ -84,11 +89,14 @@ impl Network {
     /// `url` (checked, see [`super::check_url`]), each exchange bounded
     /// by `request_timeout` unless the caller gives its own.
     pub(crate) fn new(url: &str, request_timeout: Duration) -> Result<Self, ShimError> {
-        let parsed = super::check_url(url)?;
-        let uri: Uri = parsed
-            .as_str()
+        let mut parsed = super::check_url(url)?;
+        let authorization = basic_credentials(&parsed);
+        let _ = parsed.set_username("");
+        let _ = parsed.set_password(None);
+        let label = parsed.to_string();
+        let uri: Uri = label
             .parse()
-            .map_err(|e| ShimError::Upstream(format!("invalid upstream URL {url:?}: {e}")))?;
+            .map_err(|e| ShimError::Upstream(format!("invalid upstream URL {label:?}: {e}")))?;
         let mut connector = HttpConnector::new();
         // Each answer is one small write; without TCP_NODELAY the next
         // request can wait on the server's delayed ACK.
@@ -101,9 +109,33 @@ impl Network {
             uri,
             client,
             timeout: request_timeout,
-            label: url.to_owned(),
+            authorization,
+            label,
         })
     }
+}
+
+/// `Authorization: Basic …` for the user and password of `url`, if it
+/// names a user.
+fn basic_credentials(url: &url::Url) -> Option<HeaderValue> {
+    use base64::Engine;
+    if url.username().is_empty() && url.password().is_none() {
+        return None;
+    }
+    let decode = |s: &str| {
+        percent_encoding::percent_decode_str(s)
+            .decode_utf8_lossy()
+            .into_owned()
+    };
+    let pair = format!(
+        "{}:{}",
+        decode(url.username()),
+        decode(url.password().unwrap_or_default())
+    );
+    let encoded = base64::engine::general_purpose::STANDARD.encode(pair);
+    let mut value = HeaderValue::from_str(&format!("Basic {encoded}")).ok()?;
+    value.set_sensitive(true);
+    Some(value)
 }
 
 /// How long an idle pooled connection is kept (reqwest's default).
@@ -122,6 +154,11 @@ impl Transport for Network {
         *req.method_mut() = method;
         *req.uri_mut() = self.uri.clone();
         *req.headers_mut() = headers;
+        if let Some(credentials) = &self.authorization {
+            req.headers_mut()
+                .entry(AUTHORIZATION)
+                .or_insert_with(|| credentials.clone());
+        }
         // One timer for the whole exchange: the head, then the body.
         let mut deadline = Box::pin(tokio::time::sleep(timeout.unwrap_or(self.timeout)));
         let resp = tokio::select! {
@@ -302,5 +339,69 @@ fn unanswered(e: &(dyn std::error::Error + 'static)) -> Unanswered {
     Unanswered {
         why: chain(e),
         timed_out: false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A server on a loopback port that answers each request with its
+    /// `Authorization` header (or `-`).
+    async fn echo_authorization() -> std::net::SocketAddr {
+        let app = axum::Router::new().fallback(|headers: HeaderMap| async move {
+            let seen = headers.get(AUTHORIZATION).and_then(|v| v.to_str().ok());
+            seen.unwrap_or("-").to_owned()
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        addr
+    }
+
+    async fn authorization_seen(net: &Network) -> String {
+        let resp = net
+            .send(Method::POST, HeaderMap::new(), Bytes::new(), None)
+            .await
+            .unwrap();
+        let body = axum::body::to_bytes(resp.into_body(), 1024).await.unwrap();
+        String::from_utf8(body.to_vec()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn the_credentials_of_the_url_go_as_basic_authorization_and_stay_out_of_logs() {
+        let addr = echo_authorization().await;
+        let timeout = Duration::from_secs(10);
+        let net = Network::new(&format!("http://al%20ice:s3cret@{addr}/mcp"), timeout).unwrap();
+        // base64("al ice:s3cret")
+        assert_eq!(authorization_seen(&net).await, "Basic YWwgaWNlOnMzY3JldA==");
+        assert_eq!(net.describe(), format!("http://{addr}/mcp"));
+        let plain = Network::new(&format!("http://{addr}/mcp"), timeout).unwrap();
+        assert_eq!(authorization_seen(&plain).await, "-");
+    }
+
+    #[tokio::test]
+    async fn a_server_that_is_not_there_is_named_with_its_cause() {
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().port()
+        };
+        let net = Network::new(
+            &format!("http://127.0.0.1:{port}/mcp"),
+            Duration::from_secs(10),
+        )
+        .unwrap();
+        let err = net
+            .send(Method::POST, HeaderMap::new(), Bytes::new(), None)
+            .await
+            .unwrap_err();
+        assert!(!err.timed_out);
+        assert!(
+            err.why.starts_with(&format!(
+                "error sending request for url (http://127.0.0.1:{port}/mcp)"
+            )) && err.why.contains("onnection refused"),
+            "{}",
+            err.why
+        );
     }
 }
