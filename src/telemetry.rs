@@ -46,8 +46,9 @@ pub const TASK_WAITERS: &str = "mcp_shim_task_waiters";
 /// Task pollers running.
 pub const TASK_POLLERS: &str = "mcp_shim_task_pollers";
 
-/// The client messages of both revisions, and the HTTP methods and
-/// client answers the legacy front counts: each gets a label of its own.
+/// The `method` labels: the client messages of both revisions, the HTTP
+/// methods and client answers the legacy front counts, each a label of
+/// its own, and last `other` for every method not listed.
 pub const KNOWN_METHODS: &[&str] = &[
     "initialize",
     "ping",
@@ -76,6 +77,7 @@ pub const KNOWN_METHODS: &[&str] = &[
     "GET",
     "DELETE",
     "(response)",
+    "other",
 ];
 
 /// The JSON-RPC and MCP error codes that get a label of their own.
@@ -85,11 +87,16 @@ pub const KNOWN_CODES: &[i64] = &[
 
 /// The `method` label of `method`.
 pub fn method_label(method: &str) -> &'static str {
+    KNOWN_METHODS[method_index(method)]
+}
+
+/// Where `method` is in [`KNOWN_METHODS`] (`"other"`, the last, for any
+/// method not listed).
+fn method_index(method: &str) -> usize {
     KNOWN_METHODS
         .iter()
-        .find(|m| **m == method)
-        .copied()
-        .unwrap_or("other")
+        .position(|m| *m == method)
+        .unwrap_or(KNOWN_METHODS.len() - 1)
 }
 
 /// The `code` label of `code`.
@@ -118,6 +125,17 @@ const LEDGER_BUCKETS: &[f64] = &[
 pub struct Telemetry {
     recorder: PrometheusRecorder,
     handle: PrometheusHandle,
+    /// The per-request series, one per revision and method label, each
+    /// made on its first use (a series appears once it has a value): the
+    /// macros build, hash and look up a labelled key on every call.
+    per_request: Box<[RequestSeries]>,
+}
+
+/// The series every request of one revision and method updates.
+#[derive(Default)]
+struct RequestSeries {
+    count: std::sync::OnceLock<metrics::Counter>,
+    took: std::sync::OnceLock<metrics::Histogram>,
 }
 
 impl std::fmt::Debug for Telemetry {
@@ -144,7 +162,14 @@ impl Telemetry {
             .expect("bucket lists are not empty");
         let recorder = builder.build_recorder();
         let handle = recorder.handle();
-        let t = Telemetry { recorder, handle };
+        let per_request = std::iter::repeat_with(RequestSeries::default)
+            .take(2 * KNOWN_METHODS.len())
+            .collect();
+        let t = Telemetry {
+            recorder,
+            handle,
+            per_request,
+        };
         t.with(describe_all);
         t
     }
@@ -155,10 +180,21 @@ impl Telemetry {
 
     /// Counts one message of `revision` for `method`.
     pub fn count(&self, revision: Revision, method: &str) {
-        let method = method_label(method);
-        self.with(|| {
-            counter!(REQUESTS, "revision" => revision.version(), "method" => method).increment(1);
+        let (series, method) = self.series(revision, method);
+        let count = series.count.get_or_init(|| {
+            self.with(|| counter!(REQUESTS, "revision" => revision.version(), "method" => method))
         });
+        count.increment(1);
+    }
+
+    /// The series of requests of `revision` for `method`, and its label.
+    fn series(&self, revision: Revision, method: &str) -> (&RequestSeries, &'static str) {
+        let index = method_index(method);
+        let row = match revision {
+            Revision::Legacy => 0,
+            Revision::Modern => KNOWN_METHODS.len(),
+        };
+        (&self.per_request[row + index], KNOWN_METHODS[index])
     }
 
     /// Counts one request served without its `Mcp-Name`.
@@ -176,11 +212,13 @@ impl Telemetry {
 
     /// Records how long a request of `revision` for `method` took.
     pub fn request_took(&self, revision: Revision, method: &str, took: Duration) {
-        let method = method_label(method);
-        self.with(|| {
-            metrics::histogram!(REQUEST_DURATION, "revision" => revision.version(), "method" => method)
-                .record(took.as_secs_f64());
+        let (series, method) = self.series(revision, method);
+        let histogram = series.took.get_or_init(|| {
+            self.with(|| {
+                metrics::histogram!(REQUEST_DURATION, "revision" => revision.version(), "method" => method)
+            })
         });
+        histogram.record(took.as_secs_f64());
     }
 
     /// Records how long ledger call `op` on `store` took.
