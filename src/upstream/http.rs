@@ -10,6 +10,7 @@
 //! anything on an SSE stream that is not the awaited answer
 //! (notifications, server→client requests) becomes an [`UpstreamEvent`].
 
+use crate::driver::http::headers::MCP_PROTOCOL_VERSION;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,7 +21,7 @@ mod relayed;
 mod transport;
 
 use axum::body::Bytes;
-use axum::http::{HeaderName, HeaderValue, Response};
+use axum::http::{HeaderValue, Response};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
@@ -40,7 +41,6 @@ pub use transport::BoxError;
 use transport::InProcess;
 use transport::Transport;
 
-const MCP_PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
 const LEGACY_VERSION_VALUE: HeaderValue = HeaderValue::from_static(LEGACY_VERSION);
 
 /// How long a long-lived request may stay open (a day: in practice until

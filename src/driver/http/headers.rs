@@ -5,7 +5,8 @@
 //! (tool name, resource URI, prompt name, or task id for the tasks
 //! extension). `Mcp-Name` may use the `=?base64?…?=` sentinel form.
 
-use axum::http::HeaderMap;
+use axum::http::header::AsHeaderName;
+use axum::http::{HeaderMap, HeaderName};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use serde_json::Value;
@@ -14,14 +15,24 @@ use crate::error::ShimError;
 use crate::jsonrpc::Message;
 use crate::revision::meta_protocol_version;
 
+/// The MCP headers by name. A `HeaderName` is looked up as it is; a
+/// `&str` is parsed and checked first, on every lookup.
+pub(crate) const MCP_SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
+/// `MCP-Protocol-Version`.
+pub(crate) const MCP_PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
+/// `Mcp-Method`.
+pub(crate) const MCP_METHOD: HeaderName = HeaderName::from_static("mcp-method");
+/// `Mcp-Name`.
+pub(crate) const MCP_NAME: HeaderName = HeaderName::from_static("mcp-name");
+
 /// A header's value as text (`None` when absent or not visible ASCII).
-pub(crate) fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+pub(crate) fn header(headers: &HeaderMap, name: impl AsHeaderName) -> Option<&str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
 
 /// Whether header `name` came more than once: two claims, where the
 /// shim reads one value (the first one winning is nothing to build on).
-pub(crate) fn doubled(headers: &HeaderMap, name: &str) -> bool {
+pub(crate) fn doubled(headers: &HeaderMap, name: impl AsHeaderName) -> bool {
     headers.get_all(name).iter().nth(1).is_some()
 }
 

@@ -255,7 +255,7 @@ pub(super) fn admit<S>(
     };
     // The 2025-11-25 transport: a server MUST answer 400 to an invalid
     // or unsupported MCP-Protocol-Version (an absent one means 2025-03-26).
-    if let Some(v) = super::headers::header(hdrs, "mcp-protocol-version")
+    if let Some(v) = super::headers::header(hdrs, &super::headers::MCP_PROTOCOL_VERSION)
         && !crate::revision::LEGACY_VERSIONS.contains(&v)
     {
         let e = ShimError::InvalidRequest(format!(

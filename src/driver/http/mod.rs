@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex};
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderMap, HeaderName, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
@@ -1081,7 +1081,8 @@ impl App {
 /// The spec's DNS-rebinding rule: an `Origin` that is present must be one
 /// we trust (loopback, or configured).
 fn origin_ok(app: &App, headers: &HeaderMap) -> bool {
-    headers::header(headers, "origin").is_none_or(|o| origin_allowed(&app.opts.allowed_origins, o))
+    headers::header(headers, axum::http::header::ORIGIN)
+        .is_none_or(|o| origin_allowed(&app.opts.allowed_origins, o))
 }
 
 /// A loopback origin, or one of `allowed` (`--allow-origin`).
@@ -1152,7 +1153,8 @@ async fn read_body(
     headers: &HeaderMap,
     body: axum::body::Body,
 ) -> Result<Bytes, Box<Response>> {
-    let declared = headers::header(headers, "content-length").and_then(|v| v.parse::<u64>().ok());
+    let declared = headers::header(headers, axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.parse::<u64>().ok());
     if let Some(len) = declared.filter(|len| *len > opts.max_body_bytes as u64) {
         let e = ShimError::InvalidRequest(format!(
             "the request body ({len} bytes, Content-Length) is above {} bytes (--max-body-bytes)",
@@ -1195,12 +1197,12 @@ async fn read_body(
 }
 
 /// Request headers the shim reads one value of.
-const SINGLE_VALUED: &[&str] = &[
-    "origin",
-    "mcp-session-id",
-    "mcp-protocol-version",
-    "mcp-method",
-    "mcp-name",
+const SINGLE_VALUED: [HeaderName; 5] = [
+    axum::http::header::ORIGIN,
+    headers::MCP_SESSION_ID,
+    headers::MCP_PROTOCOL_VERSION,
+    headers::MCP_METHOD,
+    headers::MCP_NAME,
 ];
 
 /// What every request passes before anything else: the Origin rule and
@@ -1214,7 +1216,7 @@ fn admit(
     // Headers that hold one value: two copies are refused rather than
     // read as the first (which one a proxy or client put first is not
     // something to build on).
-    for name in SINGLE_VALUED {
+    for name in &SINGLE_VALUED {
         if headers::doubled(headers, name) {
             let e = ShimError::InvalidRequest(format!("more than one {name} header"));
             return Err(Box::new(error_response(StatusCode::BAD_REQUEST, None, e)));
@@ -1276,8 +1278,8 @@ async fn post_routed(
     // session, and that transport has an `Mcp-Session-Id` ignored: left
     // over by a client library, it is no reason to refuse the request.
     let modern_header =
-        headers::header(&headers, "mcp-protocol-version") == Some(revision::MODERN_VERSION);
-    if let Some(sid) = headers::header(&headers, "mcp-session-id")
+        headers::header(&headers, &headers::MCP_PROTOCOL_VERSION) == Some(revision::MODERN_VERSION);
+    if let Some(sid) = headers::header(&headers, &headers::MCP_SESSION_ID)
         && !modern_header
     {
         let sid = sid.to_owned();
@@ -1329,7 +1331,7 @@ fn initialize_version(
     msg: &Message,
     seen: &mut Seen,
 ) -> Result<(), Box<Response>> {
-    match headers::header(headers, "mcp-protocol-version") {
+    match headers::header(headers, &headers::MCP_PROTOCOL_VERSION) {
         Some(v) if v == revision::MODERN_VERSION => {
             seen.saw(Revision::Modern, msg);
             let e = ShimError::MethodNotFound(format!(
@@ -1372,7 +1374,7 @@ fn admit_session_request(
             *refused,
         ))
     })?;
-    let sid = headers::header(headers, "mcp-session-id").map(str::to_owned);
+    let sid = headers::header(headers, &headers::MCP_SESSION_ID).map(str::to_owned);
     Ok((principal, sid))
 }
 
@@ -1451,7 +1453,8 @@ pub(crate) fn sse_event(
 /// Whether the client takes an SSE answer (`Accept` names
 /// `text/event-stream`).
 pub(crate) fn accepts_sse(hdrs: &HeaderMap) -> bool {
-    headers::header(hdrs, "accept").is_some_and(|a| a.contains("text/event-stream"))
+    headers::header(hdrs, axum::http::header::ACCEPT)
+        .is_some_and(|a| a.contains("text/event-stream"))
 }
 
 /// Whether `m` is the answer (result or error) to request `id`.

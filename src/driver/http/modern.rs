@@ -46,7 +46,7 @@ pub(super) async fn post(
         Ok(headers::Checked::NameMissing) => missing_mcp_name(&app, &req.method, &principal),
         Err(e) => return error_response(StatusCode::BAD_REQUEST, Some(id), e),
     }
-    if let Some(v) = headers::header(hdrs, "mcp-protocol-version")
+    if let Some(v) = headers::header(hdrs, &headers::MCP_PROTOCOL_VERSION)
         && v != MODERN_VERSION
     {
         return error_response(

@@ -9,6 +9,7 @@
 use std::collections::HashMap;
 
 use axum::http::HeaderMap;
+use axum::http::header::AUTHORIZATION;
 
 pub use crate::scope::Principal;
 
@@ -82,12 +83,15 @@ impl PrincipalResolver for ConfiguredPrincipals {
         // Two copies of a header that names the caller are two claims; the
         // first one winning would let a client behind a proxy that appends
         // its own copy pick whose tasks it gets.
-        for name in std::iter::once("authorization").chain(self.trusted_header.as_deref()) {
-            if super::headers::doubled(headers, name) {
-                return Err(format!("more than one {name} header"));
-            }
+        if super::headers::doubled(headers, AUTHORIZATION) {
+            return Err("more than one authorization header".into());
         }
-        if let Some(auth) = headers.get("authorization") {
+        if let Some(name) = self.trusted_header.as_deref()
+            && super::headers::doubled(headers, name)
+        {
+            return Err(format!("more than one {name} header"));
+        }
+        if let Some(auth) = headers.get(AUTHORIZATION) {
             let bearer = auth.to_str().ok().and_then(|v| v.strip_prefix("Bearer "));
             match bearer.and_then(|b| self.bearer(b)) {
                 Some(principal) => return Ok(Some(principal)),

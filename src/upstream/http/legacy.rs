@@ -2,6 +2,7 @@
 //! `initialize` is sent on every later request, a GET stream carries
 //! unsolicited messages, and a session the server forgot is opened anew.
 
+use crate::driver::http::headers::MCP_SESSION_ID;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -10,7 +11,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use axum::body::Bytes;
 use axum::http::header::ACCEPT;
-use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
 use serde_json::{Value, json};
 
 use super::exchange::{Answer, Dialect, Http, header_value, outcome};
@@ -18,8 +19,6 @@ use super::{LEGACY_VERSION_VALUE, MCP_PROTOCOL_VERSION, STREAM_TIMEOUT};
 use crate::error::ShimError;
 use crate::jsonrpc::{Id, Message, Request};
 use crate::upstream::{Readiness, RpcResult, Upstream, lock};
-
-const MCP_SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
 
 /// Most remembered origins: beyond, the oldest are not worth keeping (a
 /// front asks at once, or never).

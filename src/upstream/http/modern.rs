@@ -2,12 +2,13 @@
 //! with the 2026-07-28 headers (`MCP-Protocol-Version`, `Mcp-Method`,
 //! `Mcp-Name`); long-lived requests hold their POST open.
 
+use crate::driver::http::headers::{MCP_METHOD, MCP_NAME};
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use axum::body::Bytes;
-use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
@@ -24,8 +25,6 @@ use crate::upstream::{
 };
 use crate::wire::modern::DetailedTask;
 
-const MCP_METHOD: HeaderName = HeaderName::from_static("mcp-method");
-const MCP_NAME: HeaderName = HeaderName::from_static("mcp-name");
 const MODERN_VERSION_VALUE: HeaderValue = HeaderValue::from_static(MODERN_VERSION);
 
 /// The 2026-07-28 transport: no session, the method and name in headers.
