@@ -11,21 +11,37 @@ difference divided by the extra requests: start-up and set-up cancel out.
 
 Cases: a 2025-11-25 client (translating) and a 2026-07-28 client
 (pass-through), each for `tools/call greet` and `tasks/get` of a task that
-runs for an hour.
+runs for an hour. Then the same `tools/call` over Streamable HTTP
+(`mcp-tasks-shim http --upstream-url` in front of the 2026-07-28 reference
+server, a keep-alive Python client) and, with `--relay BENCH_BINARY` (the
+overhead bench's executable, which is also its HTTP relay), the bench's
+axum + reqwest relay to the same server with a 2026-07-28 client: the
+`relay26` base of the overhead bench's HTTP rows.
 
-    python3 benches/overhead/instructions.py [SHIM_BINARY] [--short 200] [--long 1200]
+    python3 benches/overhead/instructions.py [SHIM_BINARY] [--short 200] [--long 1200] [--relay BENCH]
 
 SHIM_BINARY defaults to target/release/mcp-tasks-shim (`cargo bench
 --no-run --bench overhead` builds it with symbols); needs valgrind.
 """
 
 import argparse
+import http.client
+import json
 import os
 import re
+import signal
+import subprocess
 import sys
 import tempfile
 
 from seq_client import LEGACY, MODERN, Peer
+
+HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+MODERN_META = {
+    "io.modelcontextprotocol/protocolVersion": MODERN,
+    "io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}},
+    "io.modelcontextprotocol/clientInfo": {"name": "instructions", "version": "0"},
+}
 
 
 def run(shim, client_rev, op, n):
@@ -56,11 +72,80 @@ def run(shim, client_rev, op, n):
     raise SystemExit("callgrind wrote no total")
 
 
+def total(out):
+    with open(out) as f:
+        for line in f:
+            m = re.match(r"(?:summary|totals): (\d+)", line)
+            if m:
+                return int(m.group(1))
+    raise SystemExit("callgrind wrote no total")
+
+
+def url_from(stream, what):
+    """The URL a process announces with "listening on URL"."""
+    for line in stream:
+        m = re.search(r"listening on (http://\S+)", line)
+        if m:
+            return m.group(1)
+    raise SystemExit(f"{what} announced no URL")
+
+
+def post(conn, body, headers):
+    conn.request("POST", "/mcp", json.dumps(body), headers)
+    resp = conn.getresponse()
+    resp.read()
+    if resp.status not in (200, 202):
+        raise SystemExit(f"HTTP {resp.status} for {body}")
+    return resp
+
+
+def http_run(shim, traced, client_rev, n, env=None):
+    """Total instructions of `traced` (argv given the server's URL) over
+    `n` sequential HTTP `tools/call greet` after set-up."""
+    server = subprocess.Popen(
+        [shim, "reference-server", "--revision", MODERN, "--http", "127.0.0.1:0"],
+        stdout=subprocess.PIPE, text=True)
+    server_url = re.search(r"http://\S+", server.stdout.readline()).group(0)
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "callgrind.out")
+        front = subprocess.Popen(
+            ["valgrind", "-q", "--log-file=/dev/null", "--tool=callgrind",
+             f"--callgrind-out-file={out}", *traced(server_url)],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+        try:
+            front_url = url_from(front.stdout, traced(server_url)[0])
+            conn = http.client.HTTPConnection(front_url.split("//")[1].split("/")[0])
+            headers = dict(HEADERS, **{"mcp-protocol-version": client_rev})
+            if client_rev == LEGACY:
+                init = {"protocolVersion": LEGACY, "capabilities": {},
+                        "clientInfo": {"name": "instructions", "version": "0"}}
+                resp = post(conn, {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                                   "params": init}, HEADERS)
+                headers["mcp-session-id"] = resp.getheader("mcp-session-id")
+                post(conn, {"jsonrpc": "2.0", "method": "notifications/initialized"}, headers)
+            else:
+                headers.update({"mcp-method": "tools/call", "mcp-name": "greet"})
+            params = {"name": "greet", "arguments": {"name": "bench"}}
+            if client_rev == MODERN:
+                params["_meta"] = MODERN_META
+            for i in range(n):
+                post(conn, {"jsonrpc": "2.0", "id": i + 1, "method": "tools/call",
+                            "params": params}, headers)
+            conn.close()
+        finally:
+            front.send_signal(signal.SIGTERM)
+            front.wait(timeout=120)
+            server.kill()
+            server.wait()
+        return total(out)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("shim", nargs="?", default="target/release/mcp-tasks-shim")
     ap.add_argument("--short", type=int, default=200)
     ap.add_argument("--long", type=int, default=1200)
+    ap.add_argument("--relay", help="the overhead bench binary, for the HTTP relay's count")
     a = ap.parse_args()
     print(f"instructions per request in the shim ({a.long} - {a.short} requests, callgrind)")
     for label, rev in (("translating", LEGACY), ("pass-through", MODERN)):
@@ -68,6 +153,18 @@ def main():
             short = run(a.shim, rev, op, a.short)
             long = run(a.shim, rev, op, a.long)
             print(f"  {label:<13} {op:<10} {(long - short) / (a.long - a.short):9.0f}")
+    shim_http = lambda url: [a.shim, "http", "--listen", "127.0.0.1:0",
+                             "--upstream-url", url, "--log", "warn"]
+    cases = [("HTTP translating", shim_http, LEGACY, None),
+             ("HTTP pass-through", shim_http, MODERN, None)]
+    if a.relay:
+        origin = lambda url: [a.relay, url.rsplit("/mcp", 1)[0]]
+        cases.append(("HTTP relay26", origin, MODERN,
+                      dict(os.environ, OVERHEAD_ROLE="http-relay")))
+    for label, traced, rev, env in cases:
+        short = http_run(a.shim, traced, rev, a.short, env)
+        long = http_run(a.shim, traced, rev, a.long, env)
+        print(f"  {label:<17} tools/call {(long - short) / (a.long - a.short):9.0f}")
 
 
 if __name__ == "__main__":
