@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use axum::body::{Body, Bytes, HttpBody};
-use axum::http::header::{AUTHORIZATION, HOST};
+use axum::http::header::{AUTHORIZATION, HOST, LOCATION};
 use axum::http::{HeaderMap, HeaderValue, Method, Request, Response, Uri};
 use http_body::{Frame, SizeHint};
 use http_body_util::Full;
@@ -138,6 +138,30 @@ fn basic_credentials(url: &url::Url) -> Option<HeaderValue> {
     Some(value)
 }
 
+/// Redirects followed for one request (reqwest's default limit).
+const MAX_REDIRECTS: usize = 10;
+
+/// Where a `307` or `308` answer to a request to `uri` sends it again,
+/// with the same method and body (servers that mount their endpoint at
+/// `/mcp/` redirect `/mcp` so). Other redirects would turn a POST into a
+/// GET, which carries no message: their answer is read as it is.
+fn redirect_target<B>(uri: &Uri, resp: &Response<B>) -> Option<Uri> {
+    use axum::http::StatusCode;
+    if !matches!(
+        resp.status(),
+        StatusCode::TEMPORARY_REDIRECT | StatusCode::PERMANENT_REDIRECT
+    ) {
+        return None;
+    }
+    let location = resp.headers().get(LOCATION)?.to_str().ok()?;
+    let base = url::Url::parse(&uri.to_string()).ok()?;
+    let next = base.join(location).ok()?;
+    if next.scheme() != "http" {
+        return None;
+    }
+    next.as_str().parse().ok()
+}
+
 /// How long an idle pooled connection is kept (reqwest's default).
 const POOL_IDLE: Duration = Duration::from_secs(90);
 
@@ -150,38 +174,53 @@ impl Transport for Network {
         body: Bytes,
         timeout: Option<Duration>,
     ) -> Result<Response<Body>, Unanswered> {
-        let mut req = Request::new(Full::new(body));
-        *req.method_mut() = method;
-        *req.uri_mut() = self.uri.clone();
-        *req.headers_mut() = headers;
+        let mut headers = headers;
         if let Some(credentials) = &self.authorization {
-            req.headers_mut()
+            headers
                 .entry(AUTHORIZATION)
                 .or_insert_with(|| credentials.clone());
         }
-        // One timer for the whole exchange: the head, then the body.
+        // One timer for the whole exchange: redirects, the head, the body.
         let mut deadline = Box::pin(tokio::time::sleep(timeout.unwrap_or(self.timeout)));
-        let resp = tokio::select! {
-            biased;
-            r = self.client.request(req) => r,
-            () = &mut deadline => {
-                return Err(Unanswered::timed_out(&format!(
-                    "error sending request for url ({}): no response in time (timed out)",
-                    self.label
-                )));
-            }
-        };
-        match resp {
-            Ok(resp) => Ok(resp.map(|body| Body::new(Deadline { body, deadline }))),
-            Err(e) => {
+        let mut uri = self.uri.clone();
+        for _ in 0..=MAX_REDIRECTS {
+            let mut req = Request::new(Full::new(body.clone()));
+            *req.method_mut() = method.clone();
+            *req.uri_mut() = uri.clone();
+            // Kept for a redirect, which sends the request again.
+            *req.headers_mut() = headers.clone();
+            let resp = tokio::select! {
+                biased;
+                r = self.client.request(req) => r,
+                () = &mut deadline => {
+                    return Err(Unanswered::timed_out(&format!(
+                        "error sending request for url ({uri}): no response in time (timed out)"
+                    )));
+                }
+            };
+            let resp = resp.map_err(|e| {
                 let mut failed = unanswered(&e);
-                failed.why = format!(
-                    "error sending request for url ({}): {}",
-                    self.label, failed.why
-                );
-                Err(failed)
+                failed.why = format!("error sending request for url ({uri}): {}", failed.why);
+                failed
+            })?;
+            let Some(next) = redirect_target(&uri, &resp) else {
+                return Ok(resp.map(|body| Body::new(Deadline { body, deadline })));
+            };
+            // Credentials stay with the server they were given for.
+            if next.authority() != uri.authority() {
+                headers.remove(AUTHORIZATION);
             }
+            tracing::warn!(from = %uri, to = %next, status = resp.status().as_u16(),
+                "the upstream redirects the request; following it (point --upstream-url there to save the round trip)");
+            uri = next;
         }
+        Err(Unanswered {
+            why: format!(
+                "error sending request for url ({}): more than {MAX_REDIRECTS} redirects",
+                self.label
+            ),
+            timed_out: false,
+        })
     }
 
     fn describe(&self) -> &str {
@@ -378,6 +417,66 @@ mod tests {
         assert_eq!(net.describe(), format!("http://{addr}/mcp"));
         let plain = Network::new(&format!("http://{addr}/mcp"), timeout).unwrap();
         assert_eq!(authorization_seen(&plain).await, "-");
+    }
+
+    /// A server whose `/mcp` sends POSTs on to `to` with `status`, and
+    /// whose `/mcp/` answers with the body it got and its `Authorization`.
+    async fn redirecting(status: u16, to: String) -> std::net::SocketAddr {
+        use axum::routing::post;
+        let app = axum::Router::new()
+            .route(
+                "/mcp",
+                post(move || async move {
+                    let status = axum::http::StatusCode::from_u16(status).unwrap();
+                    (status, [(LOCATION, to)])
+                }),
+            )
+            .route(
+                "/mcp/",
+                post(|headers: HeaderMap, body: Bytes| async move {
+                    let seen = headers.get(AUTHORIZATION).and_then(|v| v.to_str().ok());
+                    format!("{} {}", seen.unwrap_or("-"), String::from_utf8_lossy(&body))
+                }),
+            );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        addr
+    }
+
+    async fn answer_of(net: &Network, body: &'static str) -> (u16, String) {
+        let resp = net
+            .send(Method::POST, HeaderMap::new(), Bytes::from(body), None)
+            .await
+            .unwrap();
+        let status = resp.status().as_u16();
+        let body = axum::body::to_bytes(resp.into_body(), 1024).await.unwrap();
+        (status, String::from_utf8(body.to_vec()).unwrap())
+    }
+
+    #[tokio::test]
+    async fn a_307_or_308_is_followed_with_the_same_post_and_a_302_is_not() {
+        let timeout = Duration::from_secs(10);
+        for status in [307, 308] {
+            let addr = redirecting(status, "/mcp/".into()).await;
+            let net = Network::new(&format!("http://u:p@{addr}/mcp"), timeout).unwrap();
+            assert_eq!(
+                answer_of(&net, "{\"jsonrpc\":\"2.0\"}").await,
+                (200, "Basic dTpw {\"jsonrpc\":\"2.0\"}".to_owned())
+            );
+        }
+        let addr = redirecting(302, "/mcp/".into()).await;
+        let net = Network::new(&format!("http://{addr}/mcp"), timeout).unwrap();
+        assert_eq!(answer_of(&net, "x").await.0, 302);
+    }
+
+    #[tokio::test]
+    async fn credentials_do_not_follow_a_redirect_to_another_server() {
+        let timeout = Duration::from_secs(10);
+        let other = redirecting(307, String::new()).await;
+        let addr = redirecting(307, format!("http://{other}/mcp/")).await;
+        let net = Network::new(&format!("http://u:p@{addr}/mcp"), timeout).unwrap();
+        assert_eq!(answer_of(&net, "m").await, (200, "- m".to_owned()));
     }
 
     #[tokio::test]
