@@ -103,14 +103,14 @@ pub(crate) fn check(
     accept_missing_name: bool,
 ) -> Result<Checked, ShimError> {
     let method = msg.method().unwrap_or_default();
-    let h_method = header(headers, "mcp-method")
+    let h_method = header(headers, &MCP_METHOD)
         .ok_or_else(|| ShimError::HeaderMismatch("missing Mcp-Method header".into()))?;
     if h_method != method {
         return Err(ShimError::HeaderMismatch(format!(
             "Mcp-Method header value '{h_method}' does not match body value '{method}'"
         )));
     }
-    let h_version = header(headers, "mcp-protocol-version")
+    let h_version = header(headers, &MCP_PROTOCOL_VERSION)
         .ok_or_else(|| ShimError::HeaderMismatch("missing MCP-Protocol-Version header".into()))?;
     if let Some(body) = meta_protocol_version(msg.params())
         && body != h_version
@@ -120,13 +120,13 @@ pub(crate) fn check(
         )));
     }
     if let Some(body) = name_source(method, msg.params()) {
-        if accept_missing_name && !headers.contains_key("mcp-name") {
+        if accept_missing_name && !headers.contains_key(&MCP_NAME) {
             return Ok(Checked::NameMissing);
         }
-        let raw = header(headers, "mcp-name").ok_or_else(|| {
+        let raw = header(headers, &MCP_NAME).ok_or_else(|| {
             // Present but not visible ASCII is not "missing": a name
             // outside ASCII travels base64-encoded (`=?base64?…?=`).
-            ShimError::HeaderMismatch(if headers.contains_key("mcp-name") {
+            ShimError::HeaderMismatch(if headers.contains_key(&MCP_NAME) {
                 "Mcp-Name header is not visible ASCII; encode such a name as =?base64?…?=".into()
             } else {
                 "missing Mcp-Name header".into()

@@ -395,7 +395,7 @@ pub(super) async fn initialize(
     tracing::info!(session = %crate::ids::log_prefix(&sid), "legacy HTTP session opened on its own upstream");
     let mut resp = json_response(StatusCode::OK, &answer);
     if let Ok(v) = HeaderValue::from_str(&sid) {
-        resp.headers_mut().insert("mcp-session-id", v);
+        resp.headers_mut().insert(super::headers::MCP_SESSION_ID, v);
     }
     resp
 }

@@ -189,7 +189,7 @@ impl PrincipalResolver for ReloadablePrincipals {
         let current = self.snapshot();
         if self.always_check_tokens
             && current.tokens.is_empty()
-            && headers.contains_key("authorization")
+            && headers.contains_key(AUTHORIZATION)
         {
             return Err("invalid bearer token (no token is configured)".into());
         }

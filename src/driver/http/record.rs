@@ -29,7 +29,7 @@ pub(crate) struct Tap {
 /// the recorder's session labels ([`Recorder::session_label`]), never
 /// written out.
 fn session_key(tap: &Tap, req: &axum::http::request::Parts) -> Option<String> {
-    if let Some(sid) = super::headers::header(&req.headers, "mcp-session-id") {
+    if let Some(sid) = super::headers::header(&req.headers, &super::headers::MCP_SESSION_ID) {
         return Some(format!("sid:{sid}"));
     }
     match tap.resolver.authenticate(&req.headers, &req.extensions) {
@@ -57,7 +57,7 @@ pub(crate) async fn tap(State(tap): State<Tap>, req: Request, next: Next) -> Res
         .run(Request::from_parts(parts, Body::from(bytes)))
         .await;
     let key = known.clone().unwrap_or_else(|| {
-        super::headers::header(resp.headers(), "mcp-session-id")
+        super::headers::header(resp.headers(), &super::headers::MCP_SESSION_ID)
             .map_or_else(|| "anonymous".to_owned(), |sid| format!("sid:{sid}"))
     });
     let label = tap.rec.session_label(&key);
@@ -66,7 +66,7 @@ pub(crate) async fn tap(State(tap): State<Tap>, req: Request, next: Next) -> Res
     {
         tap.rec.record(&label, "c2s", m);
     }
-    let sse = super::headers::header(resp.headers(), "content-type")
+    let sse = super::headers::header(resp.headers(), axum::http::header::CONTENT_TYPE)
         .is_some_and(|c| c.starts_with("text/event-stream"));
     let (parts, body) = resp.into_parts();
     let rec = tap.rec.clone();

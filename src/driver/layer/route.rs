@@ -4,6 +4,7 @@
 
 use axum::http::{HeaderMap, Method};
 
+use crate::driver::http::headers::{MCP_PROTOCOL_VERSION, MCP_SESSION_ID};
 use crate::jsonrpc::Message;
 use crate::revision::{self, ClientSignal, LEGACY_VERSIONS, MODERN_VERSION, Revision};
 
@@ -26,11 +27,11 @@ pub(crate) enum Route {
 /// `initialize`, or a client that left the headers out) needs its body read.
 pub(crate) fn by_head(inner: Revision, method: &Method, headers: &HeaderMap) -> Route {
     let version = headers
-        .get("mcp-protocol-version")
+        .get(&MCP_PROTOCOL_VERSION)
         .and_then(|v| v.to_str().ok());
     let client = match version {
         Some(MODERN_VERSION) => Some(Revision::Modern),
-        _ if headers.contains_key("mcp-session-id") => Some(Revision::Legacy),
+        _ if headers.contains_key(&MCP_SESSION_ID) => Some(Revision::Legacy),
         Some(v) if LEGACY_VERSIONS.contains(&v) => Some(Revision::Legacy),
         // A version neither side knows: the inner service answers it.
         Some(_) => return Route::Inner,
