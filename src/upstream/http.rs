@@ -10,7 +10,6 @@
 //! anything on an SSE stream that is not the awaited answer
 //! (notifications, server→client requests) becomes an [`UpstreamEvent`].
 
-use crate::driver::http::headers::MCP_PROTOCOL_VERSION;
 use std::sync::Arc;
 use std::time::Duration;
 

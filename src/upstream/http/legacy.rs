@@ -2,7 +2,6 @@
 //! `initialize` is sent on every later request, a GET stream carries
 //! unsolicited messages, and a session the server forgot is opened anew.
 
-use crate::driver::http::headers::MCP_SESSION_ID;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -15,7 +14,8 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
 use serde_json::{Value, json};
 
 use super::exchange::{Answer, Dialect, Http, header_value, outcome};
-use super::{LEGACY_VERSION_VALUE, MCP_PROTOCOL_VERSION, STREAM_TIMEOUT};
+use super::{LEGACY_VERSION_VALUE, STREAM_TIMEOUT};
+use crate::driver::http::headers::{MCP_PROTOCOL_VERSION, MCP_SESSION_ID};
 use crate::error::ShimError;
 use crate::jsonrpc::{Id, Message, Request};
 use crate::upstream::{Readiness, RpcResult, Upstream, lock};

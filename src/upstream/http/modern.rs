@@ -2,7 +2,6 @@
 //! with the 2026-07-28 headers (`MCP-Protocol-Version`, `Mcp-Method`,
 //! `Mcp-Name`); long-lived requests hold their POST open.
 
-use crate::driver::http::headers::{MCP_METHOD, MCP_NAME};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,9 +11,9 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
+use super::STREAM_TIMEOUT;
 use super::exchange::{Dialect, Http, header_value, is_sse, outcome, parse_body};
-use super::{MCP_PROTOCOL_VERSION, STREAM_TIMEOUT};
-use crate::driver::http::headers;
+use crate::driver::http::headers::{self, MCP_METHOD, MCP_NAME, MCP_PROTOCOL_VERSION};
 use crate::error::ShimError;
 use crate::jsonrpc::{ErrorObject, Id, JsonText, Message, Peeked};
 use crate::revision::MODERN_VERSION;
