@@ -37,14 +37,9 @@ import subprocess
 import sys
 import tempfile
 
-from seq_client import LEGACY, MODERN, Peer
+from seq_client import LEGACY, META, MODERN, Peer
 
 HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
-MODERN_META = {
-    "io.modelcontextprotocol/protocolVersion": MODERN,
-    "io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}},
-    "io.modelcontextprotocol/clientInfo": {"name": "instructions", "version": "0"},
-}
 
 
 def run(shim, client_rev, op, n):
@@ -139,7 +134,7 @@ def http_run(shim, traced, client_rev, n, env=None):
                 headers.update({"mcp-method": "tools/call", "mcp-name": "greet"})
             params = {"name": "greet", "arguments": {"name": "bench"}}
             if client_rev == MODERN:
-                params["_meta"] = MODERN_META
+                params["_meta"] = META
             for i in range(n):
                 post(conn, {"jsonrpc": "2.0", "id": i + 1, "method": "tools/call",
                             "params": params}, headers)
