@@ -170,11 +170,10 @@ impl Transport for Network {
     async fn send(
         &self,
         method: Method,
-        headers: HeaderMap,
+        mut headers: HeaderMap,
         body: Bytes,
         timeout: Option<Duration>,
     ) -> Result<Response<Body>, Unanswered> {
-        let mut headers = headers;
         if let Some(credentials) = &self.authorization {
             headers
                 .entry(AUTHORIZATION)
@@ -385,17 +384,24 @@ fn unanswered(e: &(dyn std::error::Error + 'static)) -> Unanswered {
 mod tests {
     use super::*;
 
-    /// A server on a loopback port that answers each request with its
-    /// `Authorization` header (or `-`).
-    async fn echo_authorization() -> std::net::SocketAddr {
-        let app = axum::Router::new().fallback(|headers: HeaderMap| async move {
-            let seen = headers.get(AUTHORIZATION).and_then(|v| v.to_str().ok());
-            seen.unwrap_or("-").to_owned()
-        });
+    /// `app` served on a loopback port.
+    async fn serve(app: axum::Router) -> std::net::SocketAddr {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         tokio::spawn(async move { axum::serve(listener, app).await });
         addr
+    }
+
+    /// A server that answers each request with its `Authorization`
+    /// header (or `-`).
+    async fn echo_authorization() -> std::net::SocketAddr {
+        serve(
+            axum::Router::new().fallback(|headers: HeaderMap| async move {
+                let seen = headers.get(AUTHORIZATION).and_then(|v| v.to_str().ok());
+                seen.unwrap_or("-").to_owned()
+            }),
+        )
+        .await
     }
 
     async fn authorization_seen(net: &Network) -> String {
@@ -438,10 +444,7 @@ mod tests {
                     format!("{} {}", seen.unwrap_or("-"), String::from_utf8_lossy(&body))
                 }),
             );
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        tokio::spawn(async move { axum::serve(listener, app).await });
-        addr
+        serve(app).await
     }
 
     async fn answer_of(net: &Network, body: &'static str) -> (u16, String) {
