@@ -366,15 +366,15 @@ impl<D: Dialect> Http<D> {
         timeout: Option<Duration>,
         resend: bool,
     ) -> Result<Answer, ShimError> {
-        let again = resend.then(|| (method.clone(), hdrs.clone(), body.clone()));
-        let mut sent = self.transport.send(method, hdrs, body, timeout).await;
+        let again = resend.then(|| (method.clone(), body.clone()));
+        let mut sent = self.transport.send(method, &hdrs, body, timeout).await;
         let broke = match &sent {
             Err(e) if !e.timed_out => Some(e.why.clone()),
             _ => None,
         };
-        if let (Some(why), Some((method, hdrs, body))) = (broke, again) {
+        if let (Some(why), Some((method, body))) = (broke, again) {
             tracing::warn!(url = %self.url, error = %why, "the connection broke before the answer; sending the request again");
-            sent = self.transport.send(method, hdrs, body, timeout).await;
+            sent = self.transport.send(method, &hdrs, body, timeout).await;
         }
         let was_unreachable = self.unreachable.swap(sent.is_err(), Ordering::Relaxed);
         match sent {

@@ -254,7 +254,7 @@ pub(super) fn open_get_stream_with(
         hdrs.insert(MCP_SESSION_ID, sid);
         let resp = http
             .transport
-            .send(Method::GET, hdrs, Bytes::new(), Some(STREAM_TIMEOUT))
+            .send(Method::GET, &hdrs, Bytes::new(), Some(STREAM_TIMEOUT))
             .await;
         match resp {
             Ok(r) if r.status().is_success() => {
@@ -281,7 +281,7 @@ impl Http<Session> {
         hdrs.insert(MCP_SESSION_ID, value);
         match self
             .transport
-            .send(Method::DELETE, hdrs, Bytes::new(), None)
+            .send(Method::DELETE, &hdrs, Bytes::new(), None)
             .await
         {
             Ok(r) => tracing::debug!(status = %r.status(), "upstream session ended"),

@@ -52,11 +52,13 @@ impl Unanswered {
 pub(crate) trait Transport: Send + Sync + fmt::Debug + 'static {
     /// Sends one request; `timeout` (the transport's own when `None`)
     /// bounds the whole exchange, body included. `Err` is why the server
-    /// could not be reached or did not answer, with its causes.
+    /// could not be reached or did not answer, with its causes. The
+    /// headers are borrowed: a caller that sends again (and a transport
+    /// that follows a redirect) reuses them.
     async fn send(
         &self,
         method: Method,
-        headers: HeaderMap,
+        headers: &HeaderMap,
         body: Bytes,
         timeout: Option<Duration>,
     ) -> Result<Response<Body>, Unanswered>;
@@ -170,24 +172,27 @@ impl Transport for Network {
     async fn send(
         &self,
         method: Method,
-        mut headers: HeaderMap,
+        headers: &HeaderMap,
         body: Bytes,
         timeout: Option<Duration>,
     ) -> Result<Response<Body>, Unanswered> {
-        if let Some(credentials) = &self.authorization {
-            headers
-                .entry(AUTHORIZATION)
-                .or_insert_with(|| credentials.clone());
-        }
         // One timer for the whole exchange: redirects, the head, the body.
         let mut deadline = Box::pin(tokio::time::sleep(timeout.unwrap_or(self.timeout)));
         let mut uri = self.uri.clone();
+        // Credentials stay with the server they were given for.
+        let mut same_server = true;
         for _ in 0..=MAX_REDIRECTS {
+            let mut sent = headers.clone();
+            if !same_server {
+                sent.remove(AUTHORIZATION);
+            } else if let Some(credentials) = &self.authorization {
+                sent.entry(AUTHORIZATION)
+                    .or_insert_with(|| credentials.clone());
+            }
             let mut req = Request::new(Full::new(body.clone()));
             *req.method_mut() = method.clone();
             *req.uri_mut() = uri.clone();
-            // Kept for a redirect, which sends the request again.
-            *req.headers_mut() = headers.clone();
+            *req.headers_mut() = sent;
             let resp = tokio::select! {
                 biased;
                 r = self.client.request(req) => r,
@@ -205,10 +210,7 @@ impl Transport for Network {
             let Some(next) = redirect_target(&uri, &resp) else {
                 return Ok(resp.map(|body| Body::new(Deadline { body, deadline })));
             };
-            // Credentials stay with the server they were given for.
-            if next.authority() != uri.authority() {
-                headers.remove(AUTHORIZATION);
-            }
+            same_server &= next.authority() == uri.authority();
             tracing::warn!(from = %uri, to = %next, status = resp.status().as_u16(),
                 "the upstream redirects the request; following it (point --upstream-url there to save the round trip)");
             uri = next;
@@ -275,10 +277,11 @@ where
     async fn send(
         &self,
         method: Method,
-        mut headers: HeaderMap,
+        headers: &HeaderMap,
         body: Bytes,
         timeout: Option<Duration>,
     ) -> Result<Response<Body>, Unanswered> {
+        let mut headers = headers.clone();
         if let Some(host) = &self.host {
             headers.insert(HOST, host.clone());
         }
@@ -406,7 +409,7 @@ mod tests {
 
     async fn authorization_seen(net: &Network) -> String {
         let resp = net
-            .send(Method::POST, HeaderMap::new(), Bytes::new(), None)
+            .send(Method::POST, &HeaderMap::new(), Bytes::new(), None)
             .await
             .unwrap();
         let body = axum::body::to_bytes(resp.into_body(), 1024).await.unwrap();
@@ -449,7 +452,7 @@ mod tests {
 
     async fn answer_of(net: &Network, body: &'static str) -> (u16, String) {
         let resp = net
-            .send(Method::POST, HeaderMap::new(), Bytes::from(body), None)
+            .send(Method::POST, &HeaderMap::new(), Bytes::from(body), None)
             .await
             .unwrap();
         let status = resp.status().as_u16();
@@ -494,7 +497,7 @@ mod tests {
         )
         .unwrap();
         let err = net
-            .send(Method::POST, HeaderMap::new(), Bytes::new(), None)
+            .send(Method::POST, &HeaderMap::new(), Bytes::new(), None)
             .await
             .unwrap_err();
         assert!(!err.timed_out);
