@@ -12,6 +12,7 @@
 //! ```
 
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use std::fmt;
 
@@ -693,6 +694,47 @@ pub fn peek(bytes: &[u8]) -> Option<Peeked> {
     }
 }
 
+/// [`peek`] for a request, with its params as the text they came in:
+/// its id, its method and its params (`None` when absent or `null`).
+/// `None` for anything [`peek`] does not read as a request, and for params
+/// with more than [`TEXT_PARAMS_MAX_OPENINGS`] `{` or `[` in them: read as
+/// text, params are not parsed far enough to meet the nesting limit a full
+/// parse enforces, so those that might are left to it.
+///
+/// ```
+/// use mcp_tasks_shim::jsonrpc::{Id, peek_request};
+/// let line = br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name": "x"}}"#;
+/// let (id, method, params) = peek_request(line).unwrap();
+/// assert_eq!((id, method.as_str(), params.unwrap().get()), (Id::Num(7), "tools/call", r#"{"name": "x"}"#));
+/// assert!(peek_request(br#"{"jsonrpc":"2.0","id":7,"method":"m","params":[1]}"#).is_none());
+/// assert!(peek_request(br#"{"jsonrpc":"2.0","method":"m"}"#).is_none());
+/// ```
+pub fn peek_request(bytes: &[u8]) -> Option<(Id, String, Option<&RawValue>)> {
+    let env: PeekEnvelope<Option<&RawValue>> = from_utf8_json(bytes).ok()?;
+    let params_ok = env.params.is_none_or(|p| {
+        let text = p.get().as_bytes();
+        text.first() == Some(&b'{')
+            && text.iter().filter(|&&b| b == b'{' || b == b'[').count() <= TEXT_PARAMS_MAX_OPENINGS
+    });
+    if env.version != Shape::Version
+        || !params_ok
+        || env.result != Shape::Absent
+        || env.error != Shape::Absent
+    {
+        return None;
+    }
+    let id = match env.id? {
+        Value::Null => return None,
+        v => parse_id(v).ok()?,
+    };
+    Some((id, env.method?, env.params))
+}
+
+/// The most `{` and `[` (in strings too) params [`peek_request`] keeps as
+/// text: far enough below the parser's nesting limit of 128 that the full
+/// parse would take them too.
+pub const TEXT_PARAMS_MAX_OPENINGS: usize = 100;
+
 /// `serde_json::from_slice`, with the UTF-8 check done once for the whole
 /// message instead of string by string (a sixth of the work of reading a
 /// typical message's envelope). The same results: JSON text is UTF-8
@@ -706,19 +748,22 @@ fn from_utf8_json<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> Result<T, ()> {
 
 /// The envelope as [`peek`] reads it (the last of repeated members wins,
 /// as in [`FastEnvelope`]).
-struct PeekEnvelope {
+struct PeekEnvelope<P = Shape> {
     version: Shape,
     id: Option<Value>,
     method: Option<String>,
-    params: Shape,
+    /// [`Shape`], or the text itself for [`peek_request`].
+    params: P,
     result: Shape,
     error: Shape,
 }
 
-/// What a member held, its content skipped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Shape {
+/// What a member held, its content skipped: read, it checks what a full
+/// parse checks (numbers in range, string escapes, nesting).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum Shape {
     /// Missing or `null`.
+    #[default]
     Absent,
     /// An object.
     Object,
@@ -778,23 +823,23 @@ impl<'de> Deserialize<'de> for Shape {
     }
 }
 
-impl<'de> Deserialize<'de> for PeekEnvelope {
+impl<'de, P: Deserialize<'de> + Default> Deserialize<'de> for PeekEnvelope<P> {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct PeekVisitor;
-        impl<'de> serde::de::Visitor<'de> for PeekVisitor {
-            type Value = PeekEnvelope;
+        struct PeekVisitor<P>(std::marker::PhantomData<P>);
+        impl<'de, P: Deserialize<'de> + Default> serde::de::Visitor<'de> for PeekVisitor<P> {
+            type Value = PeekEnvelope<P>;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("a JSON-RPC message object")
             }
             fn visit_map<A: serde::de::MapAccess<'de>>(
                 self,
                 mut map: A,
-            ) -> Result<PeekEnvelope, A::Error> {
+            ) -> Result<PeekEnvelope<P>, A::Error> {
                 let mut env = PeekEnvelope {
                     version: Shape::Absent,
                     id: None,
                     method: None,
-                    params: Shape::Absent,
+                    params: P::default(),
                     result: Shape::Absent,
                     error: Shape::Absent,
                 };
@@ -819,7 +864,7 @@ impl<'de> Deserialize<'de> for PeekEnvelope {
                 Ok(env)
             }
         }
-        d.deserialize_map(PeekVisitor)
+        d.deserialize_map(PeekVisitor(std::marker::PhantomData))
     }
 }
 

@@ -395,7 +395,15 @@ impl Lane {
                 let Some(session) = session.upgrade() else {
                     return false;
                 };
-                return feed(line, max, |m| session.handle_client(m));
+                // A request's envelope is read once, and a plain
+                // `tools/call` goes up with its params as sent.
+                use crate::translate::raw::{ClientRequest, client_request};
+                match client_request(line) {
+                    Some(ClientRequest::Plain(call)) => session.handle_plain_call(call),
+                    Some(ClientRequest::Tree(req)) => session.handle_client(Message::Request(req)),
+                    None => return feed(line, max, |m| session.handle_client(m)),
+                }
+                return true;
             }
             Some(LaneTarget::Modern(session)) => {
                 let Some(session) = session.upgrade() else {

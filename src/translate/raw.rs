@@ -8,7 +8,9 @@ use std::borrow::Cow;
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
-use crate::jsonrpc::JsonText;
+use serde_json::Value;
+
+use crate::jsonrpc::{Id, JsonText, Request};
 use crate::revision::META_SERVER_INFO;
 use crate::wire::modern::result_type;
 
@@ -52,6 +54,180 @@ pub fn plain_result_to_legacy(result: &JsonText, method: &str) -> Option<JsonTex
     }
     out.push('}');
     Some(JsonText::trusted(out))
+}
+
+/// A client's 2025-11-25 `tools/call` whose translation leaves its params
+/// as they are: it asks for no task, carries no `_meta` (no progress token
+/// to route; the session's `_meta` goes in whole) and none of the members
+/// the translation removes. Its params stay the text the client sent, so
+/// the call goes upstream without its arguments being built as a tree and
+/// written again. Read with [`client_request`].
+#[derive(Debug)]
+pub struct PlainCall {
+    /// The client's request id.
+    pub id: Id,
+    /// `params.name`.
+    pub name: String,
+    /// `params`, as sent.
+    pub params: PlainParams,
+}
+
+impl PlainCall {
+    /// The same request as a tree, for the paths that need one.
+    pub fn into_request(self) -> Request {
+        Request {
+            id: self.id,
+            method: "tools/call".into(),
+            params: Some(self.params.to_value()),
+        }
+    }
+}
+
+/// The params of a [`PlainCall`]: the text of an object without `_meta`,
+/// so a session's `_meta` is added by writing it before the closing brace
+/// ([`PlainParams::write_with_meta`]).
+#[derive(Debug)]
+pub struct PlainParams(Box<RawValue>);
+
+impl PlainParams {
+    /// The text, as the client sent it.
+    pub fn get(&self) -> &str {
+        self.0.get()
+    }
+
+    /// The tree the text stands for.
+    pub fn to_value(&self) -> Value {
+        // Read by the same parser, within the nesting it accepts
+        // (`jsonrpc::TEXT_PARAMS_MAX_OPENINGS`).
+        serde_json::from_str(self.0.get()).unwrap_or_else(|_| Value::Object(Default::default()))
+    }
+}
+
+/// A request's params as an upstream writes them: a tree, or a
+/// [`PlainCall`]'s text.
+#[derive(Debug, Clone, Copy)]
+pub enum Params<'a> {
+    /// Parsed params.
+    Tree(&'a Value),
+    /// A plain call's params, as the client sent them.
+    Text(&'a PlainParams),
+}
+
+impl Params<'_> {
+    /// The tree, for an upstream that sends trees.
+    pub fn to_value(self) -> Value {
+        match self {
+            Params::Tree(v) => v.clone(),
+            Params::Text(t) => t.to_value(),
+        }
+    }
+}
+
+impl<'a> From<&'a Value> for Params<'a> {
+    fn from(v: &'a Value) -> Self {
+        Params::Tree(v)
+    }
+}
+
+impl PlainParams {
+    /// Appends the params with `"_meta":meta` (the text of an object) as
+    /// their last member: what writing the tree with `_meta` added gives,
+    /// the client's own spacing aside.
+    pub fn write_with_meta(&self, out: &mut Vec<u8>, meta: &str) {
+        // An object's text: `{`, the members, `}` (a parser's raw value
+        // has no space around it).
+        let text = self.0.get();
+        let open = text[..text.len() - 1].trim_end();
+        out.extend_from_slice(open.as_bytes());
+        if open.len() > 1 {
+            out.push(b',');
+        }
+        out.extend_from_slice(br#""_meta":"#);
+        out.extend_from_slice(meta.as_bytes());
+        out.push(b'}');
+    }
+}
+
+/// A client's request as a legacy session takes it from a line.
+#[derive(Debug)]
+pub enum ClientRequest {
+    /// A `tools/call` whose params stay text.
+    Plain(PlainCall),
+    /// Any other request, its params parsed.
+    Tree(Request),
+}
+
+/// Reads a client's line as a request, a [`PlainCall`] where it is one:
+/// its envelope read once, and only the params of a request that is no
+/// plain call built as a tree. `None` for anything else (a notification,
+/// an answer, a line [`crate::jsonrpc::peek_request`] leaves to the full
+/// parse): parse those with [`crate::jsonrpc::Message::parse`], which
+/// also says what is wrong.
+///
+/// ```
+/// use mcp_tasks_shim::translate::raw::{ClientRequest, client_request};
+/// let line = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"greet","arguments":{}}}"#;
+/// let Some(ClientRequest::Plain(call)) = client_request(line) else { panic!() };
+/// assert_eq!((call.name.as_str(), call.params.get()), ("greet", r#"{"name":"greet","arguments":{}}"#));
+/// let task = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"greet","task":{}}}"#;
+/// assert!(matches!(client_request(task), Some(ClientRequest::Tree(_))));
+/// assert!(client_request(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#).is_none());
+/// ```
+pub fn client_request(line: &[u8]) -> Option<ClientRequest> {
+    let (id, method, params) = crate::jsonrpc::peek_request(line)?;
+    if method == "tools/call"
+        && let Some(params) = params
+        && let Some(name) = plain_call_name(params)
+    {
+        return Some(ClientRequest::Plain(PlainCall {
+            id,
+            name,
+            params: PlainParams(params.to_owned()),
+        }));
+    }
+    let params = match params {
+        // An object within the nesting the parser takes (`peek_request`).
+        Some(params) => Some(serde_json::from_str(params.get()).ok()?),
+        None => None,
+    };
+    Some(ClientRequest::Tree(Request { id, method, params }))
+}
+
+/// The tool a `tools/call`'s `params` name, if the call is plain (see
+/// [`PlainCall`]). Every value is read as the full parse reads it (a
+/// number out of range, say, is refused there and must not go upstream).
+fn plain_call_name(params: &RawValue) -> Option<String> {
+    struct PlainParams;
+    impl<'de> Visitor<'de> for PlainParams {
+        type Value = String;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("the params of a plain call")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<String, A::Error> {
+            let mut seen: Vec<Key<'de>> = Vec::with_capacity(4);
+            let mut name = None;
+            while let Some(key) = map.next_key::<Key<'de>>()? {
+                if seen.iter().any(|k| k.0 == key.0) {
+                    return Err(serde::de::Error::custom("repeated member"));
+                }
+                match &*key.0 {
+                    "name" => name = Some(map.next_value::<String>()?),
+                    "task" | "_meta" | "inputResponses" | "requestState" => {
+                        return Err(serde::de::Error::custom("not a plain call"));
+                    }
+                    _ => {
+                        map.next_value::<crate::jsonrpc::Shape>()?;
+                    }
+                }
+                seen.push(key);
+            }
+            name.ok_or_else(|| serde::de::Error::custom("no name"))
+        }
+    }
+    let mut de = serde_json::Deserializer::from_str(params.get());
+    let name = de.deserialize_map(PlainParams).ok()?;
+    de.end().ok()?;
+    Some(name)
 }
 
 /// `resultType`'s value read as the trees read it: anything but the
@@ -308,6 +484,141 @@ mod tests {
                     Some(result_type::TASK | result_type::INPUT_REQUIRED)
                 )),
             }
+        }
+    }
+
+    fn call_params() -> impl Strategy<Value = Value> {
+        let name = prop_oneof![
+            Just("name".to_owned()),
+            Just("arguments".to_owned()),
+            Just("task".to_owned()),
+            Just("_meta".to_owned()),
+            Just("inputResponses".to_owned()),
+            Just("requestState".to_owned()),
+            "[a-z\"é]{1,5}",
+        ];
+        prop::collection::vec((name, json_value()), 0..5)
+            .prop_map(|members| Value::Object(members.into_iter().collect()))
+    }
+
+    /// The session's `_meta` of a 2025-11-25 client.
+    fn session_meta() -> crate::translate::session::ModernMeta {
+        let client = crate::translate::session::LegacyClient::from_initialize(Some(&json!({
+            "protocolVersion": "2025-11-25", "capabilities": {"sampling": {}},
+            "clientInfo": {"name": "c", "version": "1"}})))
+        .unwrap();
+        crate::translate::session::ModernMeta::for_client(&client)
+    }
+
+    /// Written with its params as text, a plain call is the JSON written
+    /// from its tree, whatever the client's spacing.
+    #[test]
+    fn text_params_write_as_the_tree_does() {
+        let meta = session_meta();
+        for params in [
+            r#"{"name":"greet","arguments":{"name":"bench"}}"#,
+            r#"{ "name" : "greet" , "arguments" : { "a" : [ 1 , 2 ] } }"#,
+            r#"{"name":"g\u00e9","x":1e2}"#,
+        ] {
+            let line =
+                format!(r#"{{"jsonrpc":"2.0","id":"r1","method":"tools/call","params":{params}}}"#);
+            let Some(ClientRequest::Plain(call)) = client_request(line.as_bytes()) else {
+                panic!("{params} is a plain call");
+            };
+            let (mut text, mut tree) = (Vec::new(), Vec::new());
+            let id = Id::Str("u7".into());
+            meta.write_request_with(&mut text, &id, "tools/call", Params::Text(&call.params));
+            let parsed: Value = serde_json::from_str(params).unwrap();
+            meta.write_request(&mut tree, &id, "tools/call", Some(&parsed));
+            let (text, tree): (Value, Value) = (
+                serde_json::from_slice(&text).unwrap(),
+                serde_json::from_slice(&tree).unwrap(),
+            );
+            assert_eq!(text, tree, "{params}");
+            // The session's `_meta` comes last, as from the tree.
+            let keys: Vec<_> = text["params"]
+                .as_object()
+                .unwrap()
+                .keys()
+                .cloned()
+                .collect();
+            assert_eq!(keys.last().map(String::as_str), Some("_meta"), "{params}");
+        }
+    }
+
+    /// What is not a plain call: another method, a task asked for, a
+    /// `_meta`, a name that is no string, a repeated member; params too
+    /// deep to read as text; lines that are no request.
+    #[test]
+    fn only_plain_calls_stay_text() {
+        let line = |method: &str, params: &str| {
+            format!(r#"{{"jsonrpc":"2.0","id":1,"method":"{method}","params":{params}}}"#)
+        };
+        for params in [
+            r#"{"name":"t","task":{"ttl":1000}}"#,
+            r#"{"name":"t","_meta":{"progressToken":1}}"#,
+            r#"{"name":"t","\u005fmeta":{}}"#,
+            r#"{"name":"t","inputResponses":{}}"#,
+            r#"{"name":"t","requestState":"s"}"#,
+            r#"{"name":7}"#,
+            r#"{"arguments":{}}"#,
+            r#"{"name":"t","name":"u"}"#,
+            // Refused by the full parse, so not sent upstream either.
+            r#"{"name":"t","arguments":{"x":1e400}}"#,
+            r#"{"name":"t","arguments":{"x":"\ud800"}}"#,
+        ] {
+            let l = line("tools/call", params);
+            // A tree, or (what no tree holds) the full parse's to refuse.
+            let read = client_request(l.as_bytes());
+            assert!(!matches!(read, Some(ClientRequest::Plain(_))), "{params}");
+        }
+        let other = line("tasks/get", r#"{"taskId":"t"}"#);
+        assert!(matches!(
+            client_request(other.as_bytes()),
+            Some(ClientRequest::Tree(_))
+        ));
+        let deep = format!("{}1{}", "[".repeat(101), "]".repeat(101));
+        let deep = line(
+            "tools/call",
+            &format!(r#"{{"name":"t","arguments":{deep}}}"#),
+        );
+        assert!(client_request(deep.as_bytes()).is_none());
+        for not_request in [
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":null,"method":"tools/call","params":{"name":"t"}}"#,
+            r#"{"jsonrpc":"1.0","id":1,"method":"tools/call","params":{"name":"t"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":[]}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t"}"#,
+        ] {
+            assert!(
+                client_request(not_request.as_bytes()).is_none(),
+                "{not_request}"
+            );
+        }
+    }
+
+    proptest! {
+        /// Whatever the params, the request read from the line is the
+        /// one the full parse reads, as text or as a tree.
+        #[test]
+        fn client_request_reads_as_the_full_parse(
+            params in call_params(),
+            method in prop_oneof![Just("tools/call"), Just("tasks/get")],
+        ) {
+            let line = json!({"jsonrpc": "2.0", "id": 5, "method": method, "params": params}).to_string();
+            let parsed = match crate::jsonrpc::Message::parse(line.as_bytes()).unwrap() {
+                crate::jsonrpc::Message::Request(r) => r,
+                other => panic!("{other:?}"),
+            };
+            let read = match client_request(line.as_bytes()).expect("a request") {
+                ClientRequest::Plain(call) => {
+                    prop_assert_eq!(Some(call.name.as_str()), params["name"].as_str());
+                    call.into_request()
+                }
+                ClientRequest::Tree(req) => req,
+            };
+            prop_assert_eq!(read, parsed);
         }
     }
 }

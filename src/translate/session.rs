@@ -12,6 +12,7 @@ use crate::revision::{
     LEGACY_VERSION, LEGACY_VERSIONS, META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_LOG_LEVEL,
     META_PROTOCOL_VERSION, META_SERVER_INFO, MODERN_VERSION, TASKS_EXTENSION,
 };
+use crate::translate::raw::Params;
 use crate::wire::from_value;
 use crate::wire::legacy::ServerTasksCapability;
 use crate::wire::modern::{RequestMeta, result_type};
@@ -210,6 +211,9 @@ fn merge_meta(params: Option<Value>, modern: &Map<String, Value>) -> Value {
 pub struct ModernMeta {
     members: Map<String, Value>,
     raw: Vec<(String, Box<RawValue>)>,
+    /// The `_meta` of a request that has none of its own: every member,
+    /// serialised.
+    object: Box<RawValue>,
 }
 
 impl ModernMeta {
@@ -219,7 +223,18 @@ impl ModernMeta {
             .iter()
             .filter_map(|(k, v)| Some((k.clone(), serde_json::value::to_raw_value(v).ok()?)))
             .collect();
-        ModernMeta { members, raw }
+        let mut meta = ModernMeta {
+            members,
+            raw,
+            object: RawValue::NULL.to_owned(),
+        };
+        if let Ok(object) = serde_json::value::to_raw_value(&SplicedMeta {
+            own: None,
+            meta: &meta,
+        }) {
+            meta.object = object;
+        }
+        meta
     }
 
     /// [`modern_meta`] of `client`, pre-serialised.
@@ -253,6 +268,24 @@ impl ModernMeta {
         };
         // Serialising values and raw JSON into a Vec cannot fail.
         let _ = serde_json::to_writer(out, &request);
+    }
+
+    /// [`ModernMeta::write_request`] for params a tree or a plain call's
+    /// text ([`Params`]): the same request, the text's own spacing aside.
+    pub fn write_request_with(&self, out: &mut Vec<u8>, id: &Id, method: &str, params: Params<'_>) {
+        match params {
+            Params::Tree(params) => self.write_request(out, id, method, Some(params)),
+            Params::Text(params) => {
+                // Ids and method names serialise without fail.
+                out.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+                let _ = serde_json::to_writer(&mut *out, id);
+                out.extend_from_slice(br#","method":"#);
+                let _ = serde_json::to_writer(&mut *out, method);
+                out.extend_from_slice(br#","params":"#);
+                params.write_with_meta(out, self.object.get());
+                out.push(b'}');
+            }
+        }
     }
 
     fn raw(&self, key: &str) -> Option<&RawValue> {
@@ -305,7 +338,7 @@ impl Serialize for SplicedParams<'_> {
             }
         }
         if own_meta.is_none() {
-            m.serialize_entry("_meta", &self.merged(None))?;
+            m.serialize_entry("_meta", &*self.meta.object)?;
         }
         m.end()
     }

@@ -33,6 +33,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::error::ShimError;
 use crate::jsonrpc::{ErrorObject, Id, JsonText, Message, Notification, Request};
 use crate::revision::Revision;
+use crate::translate::raw::Params;
 use crate::translate::session::ModernMeta;
 use crate::transport::LineSink;
 use crate::wire::modern::DetailedTask;
@@ -218,7 +219,7 @@ pub trait ModernUpstream: Upstream {
     async fn request_text(
         &self,
         method: &str,
-        params: &Value,
+        params: Params<'_>,
         meta: &ModernMeta,
     ) -> Option<Result<TextAnswer, ShimError>> {
         let _ = (method, params, meta);
@@ -788,11 +789,11 @@ impl Connection {
         &self,
         id: &Id,
         method: &str,
-        params: &Value,
+        params: Params<'_>,
         meta: &ModernMeta,
     ) -> Result<(), ShimError> {
         let mut line = Vec::with_capacity(512);
-        meta.write_request(&mut line, id, method, Some(params));
+        meta.write_request_with(&mut line, id, method, params);
         line.push(b'\n');
         self.send_line(&line)
     }
@@ -897,7 +898,7 @@ impl ModernUpstream for Connection {
                 .await;
         }
         self.exchange(method, |conn, id| {
-            conn.send_with_meta(id, method, params, meta)
+            conn.send_with_meta(id, method, Params::Tree(params), meta)
         })
         .await
     }
@@ -913,7 +914,7 @@ impl ModernUpstream for Connection {
         let count = &self.task_waiters;
         self.exchange_as(
             "tasks/get",
-            |conn, id| conn.send_with_meta(id, "tasks/get", &params, meta),
+            |conn, id| conn.send_with_meta(id, "tasks/get", Params::Tree(&params), meta),
             |tx| Waiter::Task {
                 tx,
                 _counted: Counted::new(count),
@@ -928,7 +929,7 @@ impl ModernUpstream for Connection {
     async fn request_text(
         &self,
         method: &str,
-        params: &Value,
+        params: Params<'_>,
         meta: &ModernMeta,
     ) -> Option<Result<TextAnswer, ShimError>> {
         self.lines.as_ref()?;

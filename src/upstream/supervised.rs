@@ -44,6 +44,7 @@ use crate::error::ShimError;
 use crate::inline::InlineWakes;
 use crate::jsonrpc::{Id, Message, Peeked};
 use crate::revision::{ProbeVerdict, Revision};
+use crate::translate::raw::Params;
 use crate::translate::session::ModernMeta;
 use crate::transport::child::ChildInput;
 use crate::transport::lines::{BlockingLines, LineReader};
@@ -1193,7 +1194,7 @@ impl ModernUpstream for Supervised {
     async fn request_text(
         &self,
         method: &str,
-        params: &Value,
+        params: Params<'_>,
         meta: &ModernMeta,
     ) -> Option<Result<TextAnswer, ShimError>> {
         match self.live().await {

@@ -12,6 +12,7 @@ use crate::error::ShimError;
 use crate::jsonrpc::{ErrorObject, Id, Reply, Request};
 use crate::ledger::TaskRecord;
 use crate::revision::META_RELATED_TASK;
+use crate::translate::raw::Params;
 use crate::translate::{input, session as tsession, task as ttask, tools as ttools};
 use crate::upstream::RpcResult;
 use crate::wire::legacy::{self, TaskMetadata, TaskSupport};
@@ -22,9 +23,16 @@ use crate::wire::{TaskStatus, to_value};
 const SYNTHETIC_TTL_MS: i64 = 3_600_000;
 
 impl LegacySession {
-    pub(super) async fn tools_call(
+    pub(super) async fn tools_call(self: &Arc<Self>, req: Request) -> Result<Reply, ErrorObject> {
+        self.tools_call_from(req, None).await
+    }
+
+    /// [`Self::tools_call`], the first answer already `first` when given
+    /// (the call went up as text, and its answer needs a tree).
+    pub(super) async fn tools_call_from(
         self: &Arc<Self>,
         mut req: Request,
+        mut first: Option<Value>,
     ) -> Result<Reply, ErrorObject> {
         let name = ttools::tool_name(req.params.as_ref())?.to_owned();
         ttools::check_task_param(req.params.as_ref())?;
@@ -66,12 +74,14 @@ impl LegacySession {
                 .map_err(ShimError::from)?;
         }
         for _ in 0..=self.front.config.max_input_rounds {
-            let result = if asked.is_some() {
+            let result = if let Some(first) = first.take() {
+                first
+            } else if asked.is_some() {
                 self.call_making_task(&params).await?
             } else {
                 // A plain answer goes to the client as the text it came
                 // in, where the upstream hands it over as text.
-                match self.call_plain(&req.method, &params).await? {
+                match self.call_plain(&req.method, Params::Tree(&params)).await? {
                     Reply::Tree(result) => result,
                     text => return Ok(text),
                 }

@@ -37,6 +37,7 @@ use crate::error::ShimError;
 use crate::jsonrpc::{ErrorObject, Id, Message, Reply, Request};
 use crate::ledger::TaskLedger;
 use crate::scope::Scope;
+use crate::translate::raw::{Params, PlainCall};
 use crate::translate::session::{self as tsession, LegacyClient, ModernMeta};
 use crate::translate::tools::TaskPolicy;
 use crate::upstream::{ModernUpstream, Readiness, RpcResult, UpstreamEvent};
@@ -353,6 +354,40 @@ impl LegacySession {
         }
     }
 
+    /// [`Self::handle_client`] for a `tools/call` whose params stayed text
+    /// ([`crate::translate::raw::client_request`]): the same answer, the same
+    /// cancellation, without the params built as a tree on the way up.
+    pub fn handle_plain_call(self: &Arc<Self>, call: PlainCall) {
+        let this = self.clone();
+        crate::inline::start_here(async move {
+            let id = call.id.clone();
+            let running = this.running.clone();
+            let reply = Box::pin(guarded("tools/call", this.clone().plain_call(call)));
+            if let Some(outcome) = running.track(id.clone(), reply).await {
+                this.answer_client(id, outcome);
+            }
+        });
+    }
+
+    /// A plain call goes up as text; should its answer need a tree (the
+    /// server made a task, or asks for input), the call continues as
+    /// `tools/call` always does, from that answer.
+    async fn plain_call(self: Arc<Self>, call: PlainCall) -> Result<Reply, ErrorObject> {
+        if self.front.policy.for_tool(&call.name) == TaskSupport::Required {
+            return self.request(call.into_request()).await;
+        }
+        match self
+            .call_plain("tools/call", Params::Text(&call.params))
+            .await?
+        {
+            Reply::Tree(answer) => {
+                self.tools_call_from(call.into_request(), Some(answer))
+                    .await
+            }
+            text => Ok(text),
+        }
+    }
+
     /// The answer to one client request, handed back to the caller instead
     /// of going through the outbox: a transport that answers each request
     /// on its own channel (an HTTP POST) saves a hop. Messages the request
@@ -367,17 +402,7 @@ impl LegacySession {
     /// ([`Reply::write_answer`]).
     pub async fn reply(self: Arc<Self>, req: Request) -> Result<Reply, ErrorObject> {
         let method = req.method.clone();
-        let outcome = crate::inline::or_if_panicked(self.request(req), || {
-            Err(ShimError::Internal(format!(
-                "the shim failed while handling {method}; see its log"
-            ))
-            .into())
-        })
-        .await;
-        if let Err(e) = &outcome {
-            tracing::debug!(%method, code = e.code, error_message = %e.message, "answering with an error");
-        }
-        outcome
+        guarded(&method, self.request(req)).await
     }
 
     /// [`Self::reply`], stopped by the client's `notifications/cancelled`
@@ -647,7 +672,7 @@ impl LegacySession {
     /// `resultType` and cache hints out.
     async fn forward(&self, req: Request) -> Result<Reply, ErrorObject> {
         let params = req.params.unwrap_or_else(|| json!({}));
-        match self.call_plain(&req.method, &params).await? {
+        match self.call_plain(&req.method, Params::Tree(&params)).await? {
             Reply::Tree(result) => Ok(Reply::Tree(tsession::result_to_legacy_owned(
                 result,
                 &req.method,
@@ -661,7 +686,7 @@ impl LegacySession {
     /// comes back as the client's answer text already
     /// ([`crate::translate::raw`]); any other comes back as the upstream's
     /// result tree, still to translate.
-    async fn call_plain(&self, method: &str, params: &Value) -> Result<Reply, ErrorObject> {
+    async fn call_plain(&self, method: &str, params: Params<'_>) -> Result<Reply, ErrorObject> {
         let meta = self.meta();
         let Some(answer) = self
             .front
@@ -669,7 +694,11 @@ impl LegacySession {
             .request_text(method, params, &meta)
             .await
         else {
-            return self.call_with(method, params).await.map(Reply::Tree);
+            return match params {
+                Params::Tree(params) => self.call_with(method, params).await,
+                text => self.call_with(method, &text.to_value()).await,
+            }
+            .map(Reply::Tree);
         };
         let text = answer.map_err(ErrorObject::from)??;
         Ok(
@@ -858,4 +887,23 @@ impl crate::bridge::FollowsUpstream for LegacyFront {
     fn events_ended(&self) {
         self.upstream_ended()
     }
+}
+
+/// `outcome` of handling a `method` request, a panic in it answered as an
+/// internal error, an error logged.
+async fn guarded(
+    method: &str,
+    outcome: impl Future<Output = Result<Reply, ErrorObject>>,
+) -> Result<Reply, ErrorObject> {
+    let outcome = crate::inline::or_if_panicked(outcome, || {
+        Err(ShimError::Internal(format!(
+            "the shim failed while handling {method}; see its log"
+        ))
+        .into())
+    })
+    .await;
+    if let Err(e) = &outcome {
+        tracing::debug!(%method, code = e.code, error_message = %e.message, "answering with an error");
+    }
+    outcome
 }

@@ -17,6 +17,7 @@ use crate::driver::http::headers::{self, MCP_METHOD, MCP_NAME, MCP_PROTOCOL_VERS
 use crate::error::ShimError;
 use crate::jsonrpc::{ErrorObject, Id, JsonText, Message, Peeked};
 use crate::revision::MODERN_VERSION;
+use crate::translate::raw::Params;
 use crate::translate::session::ModernMeta;
 use crate::upstream::{
     ModernUpstream, RawAnswer, Readiness, RpcResult, StreamEvent, TextAnswer, Upstream,
@@ -158,7 +159,7 @@ impl ModernUpstream for ModernHttpUpstream {
     async fn request_text(
         &self,
         method: &str,
-        params: &Value,
+        params: Params<'_>,
         meta: &ModernMeta,
     ) -> Option<Result<TextAnswer, ShimError>> {
         Some(
@@ -218,9 +219,19 @@ impl Http<Stateless> {
     async fn request_text(
         &self,
         method: &str,
-        params: &Value,
+        params: Params<'_>,
         meta: &ModernMeta,
     ) -> Result<TextAnswer, ShimError> {
+        // The params are read for the `Mcp-Name` header, and again should
+        // the answer come as a stream: a tree either way.
+        let tree;
+        let params = match params {
+            Params::Tree(params) => params,
+            text => {
+                tree = text.to_value();
+                &tree
+            }
+        };
         let read = |body: &[u8]| {
             let (_, result) = crate::jsonrpc::result_answer(std::str::from_utf8(body).ok()?)?;
             Some(JsonText::from_raw(result))
