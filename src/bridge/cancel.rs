@@ -11,7 +11,6 @@
 //! is dropped. Nothing answers the cancelled request (MCP: the receiver
 //! SHOULD NOT respond to a cancelled request).
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -21,7 +20,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::lock;
-use crate::jsonrpc::Id;
+use crate::jsonrpc::{Id, IdMap};
 
 /// The method a client cancels a request with.
 pub(crate) const CANCELLED: &str = "notifications/cancelled";
@@ -30,7 +29,7 @@ pub(crate) const CANCELLED: &str = "notifications/cancelled";
 #[derive(Debug, Default)]
 pub(crate) struct Cancellable {
     /// Request id → (registration, how to stop its work).
-    running: Mutex<HashMap<Id, (u64, AbortHandle)>>,
+    running: Mutex<IdMap<(u64, AbortHandle)>>,
     next: AtomicU64,
 }
 

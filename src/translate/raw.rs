@@ -5,7 +5,7 @@
 
 use std::borrow::Cow;
 
-use serde::de::{Deserializer, MapAccess, Visitor};
+use serde::de::{DeserializeSeed, Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
 use serde_json::Value;
@@ -18,8 +18,8 @@ use crate::wire::modern::result_type;
 /// members a 2025-11-25 client has no use for are left out and the others
 /// are copied as they came, in their order. `None` when the result is not
 /// a plain one (its `resultType` is `task` or `input_required`), is not
-/// an object, or repeats a member (the tree keeps one of them): read
-/// those as a tree.
+/// an object, repeats a member (the tree keeps one of them) or has a
+/// `_meta` that is not an object: read those as a tree.
 ///
 /// ```
 /// use mcp_tasks_shim::translate::raw::plain_result_to_legacy;
@@ -31,29 +31,147 @@ use crate::wire::modern::result_type;
 /// assert_eq!(legacy.as_str(), r#"{"content":[]}"#);
 /// ```
 pub fn plain_result_to_legacy(result: &JsonText, method: &str) -> Option<JsonText> {
-    let members = members(result.as_str())?;
-    let mut out = String::with_capacity(result.as_str().len());
-    out.push('{');
-    for (key, value) in &members {
-        if key == "resultType" {
-            if !is_plain(value) {
-                return None;
-            }
-            continue;
-        }
-        if super::session::dropped_for_legacy(&key.0, method) {
-            continue;
-        }
-        if key == "_meta" {
-            if let Some(meta) = meta_without_server_info(value)? {
-                push_member(&mut out, key, &meta);
-            }
-            continue;
-        }
-        push_member(&mut out, key, value.get());
+    let mut de = serde_json::Deserializer::from_str(result.as_str());
+    let legacy = LegacyResult { method }.deserialize(&mut de).ok()?;
+    de.end().ok()?;
+    Some(legacy)
+}
+
+/// [`plain_result_to_legacy`] on a whole answer (`jsonrpc` "2.0", an id,
+/// a `result`, nothing else, nothing twice), read in one pass: the result
+/// is not copied out of the answer to be read again. `None` for any other
+/// answer (an error, a result that is not plain): parse those.
+///
+/// ```
+/// use mcp_tasks_shim::translate::raw::plain_answer_to_legacy;
+/// let answer = r#"{"jsonrpc":"2.0","id":1,"result":{"content":[],"resultType":"complete","_meta":{"io.modelcontextprotocol/serverInfo":{"name":"s","version":"1"}}}}"#;
+/// assert_eq!(plain_answer_to_legacy(answer, "tools/call").unwrap().as_str(), r#"{"content":[]}"#);
+/// let task = r#"{"jsonrpc":"2.0","id":1,"result":{"taskId":"t","resultType":"task"}}"#;
+/// assert!(plain_answer_to_legacy(task, "tools/call").is_none());
+/// ```
+pub fn plain_answer_to_legacy(answer: &str, method: &str) -> Option<JsonText> {
+    struct Answer<'m> {
+        method: &'m str,
     }
-    out.push('}');
-    Some(JsonText::trusted(out))
+    impl<'de> Visitor<'de> for Answer<'_> {
+        type Value = JsonText;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a JSON-RPC result answer")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<JsonText, A::Error> {
+            let (mut version, mut id, mut result) = (None, None, None);
+            while let Some(key) = map.next_key::<Key<'de>>()? {
+                let fresh = match &*key.0 {
+                    "jsonrpc" => version
+                        .replace(map.next_value::<Key<'de>>()? == "2.0")
+                        .is_none(),
+                    "id" => id.replace(map.next_value::<Id>()?).is_none(),
+                    "result" => result
+                        .replace(map.next_value_seed(LegacyResult {
+                            method: self.method,
+                        })?)
+                        .is_none(),
+                    _ => false,
+                };
+                if !fresh {
+                    return Err(serde::de::Error::custom("not a plain result answer"));
+                }
+            }
+            match (version, id, result) {
+                (Some(true), Some(_), Some(result)) => Ok(result),
+                _ => Err(serde::de::Error::custom("not a plain result answer")),
+            }
+        }
+    }
+    let mut de = serde_json::Deserializer::from_str(answer);
+    let legacy = de.deserialize_map(Answer { method }).ok()?;
+    de.end().ok()?;
+    Some(legacy)
+}
+
+/// Reads a result object as its legacy text (see
+/// [`plain_result_to_legacy`]); fails on anything that is not a plain
+/// result, or repeats a member.
+struct LegacyResult<'m> {
+    method: &'m str,
+}
+
+impl<'de> DeserializeSeed<'de> for LegacyResult<'_> {
+    type Value = JsonText;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<JsonText, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for LegacyResult<'_> {
+    type Value = JsonText;
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a plain result object")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<JsonText, A::Error> {
+        let mut out = String::with_capacity(256);
+        out.push('{');
+        let mut seen: Vec<Key<'de>> = Vec::with_capacity(8);
+        while let Some(key) = map.next_key::<Key<'de>>()? {
+            if seen.iter().any(|k| k.0 == key.0) {
+                return Err(serde::de::Error::custom("repeated member"));
+            }
+            if key == "resultType" {
+                if !is_plain(map.next_value::<&RawValue>()?) {
+                    return Err(serde::de::Error::custom("not a plain result"));
+                }
+            } else if super::session::dropped_for_legacy(&key.0, self.method) {
+                map.next_value::<serde::de::IgnoredAny>()?;
+            } else if key == "_meta" {
+                let meta = map.next_value_seed(MetaWithoutServerInfo)?;
+                if meta.len() > 2 {
+                    push_member(&mut out, &key, &meta);
+                }
+            } else {
+                push_member(&mut out, &key, map.next_value::<&RawValue>()?.get());
+            }
+            seen.push(key);
+        }
+        out.push('}');
+        Ok(JsonText::trusted(out))
+    }
+}
+
+/// `_meta` without the server's name, as [`super::remove_meta_key`] has
+/// it: the text of an object (`{}` when nothing is left). Fails when it is
+/// no object, or repeats a member: the tree says what to make of those.
+struct MetaWithoutServerInfo;
+
+impl<'de> DeserializeSeed<'de> for MetaWithoutServerInfo {
+    type Value = String;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<String, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for MetaWithoutServerInfo {
+    type Value = String;
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a _meta object")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<String, A::Error> {
+        let mut out = String::with_capacity(64);
+        out.push('{');
+        let mut seen: Vec<Key<'de>> = Vec::new();
+        while let Some(key) = map.next_key::<Key<'de>>()? {
+            if seen.iter().any(|k| k.0 == key.0) {
+                return Err(serde::de::Error::custom("repeated member"));
+            }
+            if key == META_SERVER_INFO {
+                map.next_value::<serde::de::IgnoredAny>()?;
+            } else {
+                push_member(&mut out, &key, map.next_value::<&RawValue>()?.get());
+            }
+            seen.push(key);
+        }
+        out.push('}');
+        Ok(out)
+    }
 }
 
 /// A client's 2025-11-25 `tools/call` whose translation leaves its params
@@ -83,13 +201,27 @@ impl PlainCall {
     }
 }
 
-/// The params of a [`PlainCall`]: the text of an object without `_meta`,
-/// so a session's `_meta` is added by writing it before the closing brace
-/// ([`PlainParams::write_with_meta`]).
+/// The params of a [`PlainCall`] (or of a request about one task): the
+/// text of an object without `_meta`, so a session's `_meta` is added by
+/// writing it before the closing brace ([`PlainParams::write_with_meta`]).
 #[derive(Debug)]
 pub struct PlainParams(Box<RawValue>);
 
 impl PlainParams {
+    /// `{"taskId":…}`, the params of a request about one task, written
+    /// without a tree (`None` only if serialising a string failed, which
+    /// it does not).
+    pub fn task_id(task_id: &str) -> Option<PlainParams> {
+        #[derive(serde::Serialize)]
+        struct TaskId<'a> {
+            #[serde(rename = "taskId")]
+            task_id: &'a str,
+        }
+        serde_json::value::to_raw_value(&TaskId { task_id })
+            .ok()
+            .map(PlainParams)
+    }
+
     /// The text, as the client sent it.
     pub fn get(&self) -> &str {
         self.0.get()
@@ -249,30 +381,6 @@ fn is_plain(value: &RawValue) -> bool {
     !matches!(&*kind, result_type::TASK | result_type::INPUT_REQUIRED)
 }
 
-/// `_meta` without the server's name, as [`super::remove_meta_key`] has
-/// it: `Some(None)` when nothing is left of it, the text unchanged when it
-/// is not an object or does not name the server; `None` when it repeats a
-/// member.
-fn meta_without_server_info(meta: &RawValue) -> Option<Option<Cow<'_, str>>> {
-    if !meta.get().starts_with('{') {
-        return Some(Some(Cow::Borrowed(meta.get())));
-    }
-    let members = members(meta.get())?;
-    if members.is_empty() {
-        return Some(None);
-    }
-    if !members.iter().any(|(k, _)| k == META_SERVER_INFO) {
-        return Some(Some(Cow::Borrowed(meta.get())));
-    }
-    let mut out = String::with_capacity(meta.get().len());
-    out.push('{');
-    for (key, value) in members.iter().filter(|(k, _)| k != META_SERVER_INFO) {
-        push_member(&mut out, key, value.get());
-    }
-    out.push('}');
-    Some((out.len() > 2).then_some(Cow::Owned(out)))
-}
-
 /// Appends `"key":value` to an object being written (a comma first unless
 /// it is the first member).
 fn push_member(out: &mut String, key: &Key<'_>, value: &str) {
@@ -305,32 +413,6 @@ impl PartialEq<&str> for Key<'_> {
     fn eq(&self, other: &&str) -> bool {
         self.0 == *other
     }
-}
-
-/// The members of an object's text, each value as its text; `None` when
-/// the text is not an object or repeats a member.
-fn members(object: &str) -> Option<Vec<(Key<'_>, &RawValue)>> {
-    struct Members;
-    impl<'de> Visitor<'de> for Members {
-        type Value = Vec<(Key<'de>, &'de RawValue)>;
-        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.write_str("an object")
-        }
-        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-            let mut out: Self::Value = Vec::with_capacity(map.size_hint().unwrap_or(8));
-            while let Some(key) = map.next_key::<Key<'de>>()? {
-                if out.iter().any(|(k, _)| k.0 == key.0) {
-                    return Err(serde::de::Error::custom("repeated member"));
-                }
-                out.push((key, map.next_value()?));
-            }
-            Ok(out)
-        }
-    }
-    let mut de = serde_json::Deserializer::from_str(object);
-    let members = de.deserialize_map(Members).ok()?;
-    de.end().ok()?;
-    Some(members)
 }
 
 impl<'de> serde::Deserialize<'de> for Key<'de> {
@@ -377,7 +459,6 @@ mod tests {
             json!({"content": [{"type": "text", "text": "hi"}], "isError": false, "resultType": "complete", "_meta": {META_SERVER_INFO: server}}),
             json!({"resultType": "complete", "content": [], "_meta": {META_SERVER_INFO: server, "k": 1}}),
             json!({"content": [], "_meta": {}}),
-            json!({"content": [], "_meta": "odd"}),
             json!({"content": [], "resultType": 7}),
             json!({"content": [], "resultType": null}),
             json!({"tools": [], "ttlMs": 5, "cacheScope": "private", "resultType": "complete"}),
@@ -395,6 +476,9 @@ mod tests {
             json!({"resultType": "task", "taskId": "t"}),
             json!({"resultType": "input_required", "inputRequests": {}}),
             json!({"resultType": "\u{0074}ask"}),
+            // A `_meta` that is no object (the schemas allow none): the
+            // tree decides what becomes of it.
+            json!({"content": [], "_meta": "odd"}),
             json!([1, 2]),
             json!("done"),
             Value::Null,
@@ -411,6 +495,29 @@ mod tests {
         assert_eq!(plain_result_to_legacy(&repeated, "tools/call"), None);
         let repeated_meta = text(r#"{"_meta":{"a":1,"a":2}}"#);
         assert_eq!(plain_result_to_legacy(&repeated_meta, "tools/call"), None);
+    }
+
+    /// Only a result answer reads as one: not an error, not a repeated or
+    /// unknown member, not another version.
+    #[test]
+    fn only_result_answers_read_in_one_pass() {
+        let ok = r#"{"jsonrpc":"2.0","id":"a","result":{"content":[]}}"#;
+        assert_eq!(
+            plain_answer_to_legacy(ok, "tools/call").unwrap().as_str(),
+            r#"{"content":[]}"#
+        );
+        for not in [
+            r#"{"jsonrpc":"2.0","id":1,"error":{"code":-1,"message":"m"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"id":2,"result":{}}"#,
+            r#"{"jsonrpc":"1.0","jsonrpc":"2.0","id":1,"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{},"extra":1}"#,
+            r#"{"jsonrpc":"1.0","id":1,"result":{}}"#,
+            r#"{"jsonrpc":"2.0","result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":1.5,"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{}} trailing"#,
+        ] {
+            assert_eq!(plain_answer_to_legacy(not, "tools/call"), None, "{not}");
+        }
     }
 
     /// Member order is the upstream's, less what is left out, and values
@@ -459,7 +566,9 @@ mod tests {
 
     proptest! {
         /// Any object: the text row's JSON is the tree row's, unless the
-        /// text row declines, which it does only for a non-plain result.
+        /// text row declines, which it does only for a non-plain result or
+        /// a `_meta` that is no object. Read from the whole answer, the
+        /// text is the same.
         #[test]
         fn text_row_matches_tree_row(
             members in prop::collection::vec((member_name(), json_value()), 0..6),
@@ -477,12 +586,19 @@ mod tests {
             let modern = Value::Object(obj);
             let method = if cacheable { "tools/list" } else { "tools/call" };
             let tree = result_to_legacy_owned(modern.clone(), method);
+            let answer = json!({"jsonrpc": "2.0", "id": 4, "result": modern}).to_string();
+            prop_assert_eq!(
+                plain_answer_to_legacy(&answer, method),
+                plain_result_to_legacy(&raw(&modern), method)
+            );
             match plain_result_to_legacy(&raw(&modern), method) {
                 Some(text) => prop_assert_eq!(text.to_value(), tree),
-                None => prop_assert!(matches!(
-                    modern["resultType"].as_str(),
-                    Some(result_type::TASK | result_type::INPUT_REQUIRED)
-                )),
+                None => prop_assert!(
+                    matches!(
+                        modern["resultType"].as_str(),
+                        Some(result_type::TASK | result_type::INPUT_REQUIRED)
+                    ) || modern.get("_meta").is_some_and(|m| !m.is_object())
+                ),
             }
         }
     }

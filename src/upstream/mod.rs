@@ -31,9 +31,9 @@ use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::error::ShimError;
-use crate::jsonrpc::{ErrorObject, Id, JsonText, Message, Notification, Request};
+use crate::jsonrpc::{ErrorObject, Id, IdMap, Message, Notification, Request};
 use crate::revision::Revision;
-use crate::translate::raw::Params;
+use crate::translate::raw::{Params, PlainParams};
 use crate::translate::session::ModernMeta;
 use crate::transport::LineSink;
 use crate::wire::modern::DetailedTask;
@@ -489,9 +489,38 @@ enum Waiter {
     },
 }
 
-/// What [`ModernUpstream::request_text`] reads an answer as: the result's
-/// text, or the upstream's error answer.
-pub(crate) type TextAnswer = Result<JsonText, ErrorObject>;
+/// What [`ModernUpstream::request_text`] hands back.
+#[derive(Debug)]
+pub enum TextAnswer {
+    /// The answer as the text it came in, read no further than to know it
+    /// answers the request: the caller reads its result from the text
+    /// ([`crate::translate::raw::plain_answer_to_legacy`]), or, when that
+    /// declines, [`TextAnswer::outcome`].
+    Line(String),
+    /// The answer, read.
+    Read(RpcResult),
+}
+
+impl TextAnswer {
+    /// The answer as an outcome: the result, the upstream's error, or for
+    /// a line that does not read as an answer the error a reader gives a
+    /// request whose answer it refused.
+    pub fn outcome(self) -> RpcResult {
+        let line = match self {
+            TextAnswer::Read(outcome) => return outcome,
+            TextAnswer::Line(line) => line,
+        };
+        match Message::parse(line.as_bytes()) {
+            Ok(Message::Response(r)) => Ok(r.result),
+            Ok(Message::Error(e)) => Err(e.error),
+            Ok(_) => Err(refused(&ShimError::InvalidRequest("not an answer".into())).into()),
+            Err(e) => {
+                tracing::warn!(error = %e, "upstream message refused");
+                Err(refused(&e).into())
+            }
+        }
+    }
+}
 
 /// What [`ModernUpstream::get_task`] reads an answer as: the task, or
 /// the upstream's error answer.
@@ -508,7 +537,7 @@ impl Waiter {
                 let _ = tx.send(outcome.and_then(task_of));
             }
             Waiter::Text { tx, .. } => {
-                let _ = tx.send(outcome.map(|a| a.map(|result| JsonText::of(&result))));
+                let _ = tx.send(outcome.map(TextAnswer::Read));
             }
         }
     }
@@ -540,7 +569,7 @@ pub struct Connection {
     /// `out` only stays open until [`Connection::close`] (its closing is
     /// what ends the writer, and with it the upstream's input).
     lines: Option<Arc<dyn LineSink>>,
-    pending: Mutex<HashMap<Id, Waiter>>,
+    pending: Mutex<IdMap<Waiter>>,
     /// How many of `pending` wait for a task ([`Waiter::Task`]).
     task_waiters: Arc<AtomicUsize>,
     /// How many of `pending` wait for text ([`Waiter::Text`]).
@@ -559,7 +588,7 @@ impl Connection {
         Connection {
             out: Mutex::new(Some(out)),
             lines: None,
-            pending: Mutex::new(HashMap::new()),
+            pending: Mutex::default(),
             task_waiters: Arc::default(),
             text_waiters: Arc::default(),
             streams: Arc::default(),
@@ -649,13 +678,20 @@ impl Connection {
             let _ = tx.send(Ok(Ok(task)));
             return true;
         }
+        // A result's text is read once, by its request: here only far
+        // enough to know whose answer the line is. (A line that turns out
+        // not to read is refused as the reader refuses an answer it cannot
+        // hold: `TextAnswer::outcome`.)
         if self.text_waiters.load(Ordering::SeqCst) > 0
             && let Ok(text) = std::str::from_utf8(line)
-            && let Some((id, result)) = crate::jsonrpc::result_answer(text)
+            && let crate::jsonrpc::Prefix {
+                id: Some(id),
+                is_answer: true,
+            } = crate::jsonrpc::salvage_prefix(line)
             && let Some(Waiter::Text { tx, .. }) =
                 self.take_waiter(&id, |w| matches!(w, Waiter::Text { .. }))
         {
-            let _ = tx.send(Ok(Ok(JsonText::from_raw(result))));
+            let _ = tx.send(Ok(TextAnswer::Line(text.to_owned())));
             return true;
         }
         false
@@ -742,7 +778,7 @@ impl Connection {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Id, Waiter>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, IdMap<Waiter>> {
         // A poisoned map only means a panic elsewhere; the data is still usable.
         self.pending.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -910,11 +946,13 @@ impl ModernUpstream for Connection {
         if self.lines.is_none() {
             return read_task(self, task_id, meta).await;
         }
-        let params = serde_json::json!({ "taskId": task_id });
+        let Some(params) = PlainParams::task_id(task_id) else {
+            return read_task(self, task_id, meta).await;
+        };
         let count = &self.task_waiters;
         self.exchange_as(
             "tasks/get",
-            |conn, id| conn.send_with_meta(id, "tasks/get", Params::Tree(&params), meta),
+            |conn, id| conn.send_with_meta(id, "tasks/get", Params::Text(&params), meta),
             |tx| Waiter::Task {
                 tx,
                 _counted: Counted::new(count),
@@ -1002,8 +1040,12 @@ impl Drop for Abandon<'_> {
 /// The error that stands in for an upstream answer refused for its size
 /// (`error` says by how much), delivered under the answer's own id.
 pub(crate) fn oversized_answer(id: Id, error: &ShimError) -> Message {
-    let reason = ShimError::Upstream(format!("its answer was refused: {error}"));
-    Message::error(Some(id), reason.into())
+    Message::error(Some(id), refused(error).into())
+}
+
+/// What a request learns of an answer the reader refused for `error`.
+fn refused(error: &ShimError) -> ShimError {
+    ShimError::Upstream(format!("its answer was refused: {error}"))
 }
 
 #[cfg(test)]

@@ -294,7 +294,8 @@ pub fn detailed_task_answer(bytes: &[u8]) -> Option<DetailedTask> {
 
 /// [`detailed_task_answer`], with the id of the request it answers.
 pub fn detailed_task_answer_with_id(bytes: &[u8]) -> Option<(Id, DetailedTask)> {
-    let TaskAnswer(id, task) = serde_json::from_slice(bytes).ok()?;
+    // One UTF-8 check for the whole line, not one per string read.
+    let TaskAnswer(id, task) = serde_json::from_str(std::str::from_utf8(bytes).ok()?).ok()?;
     Some((id, DetailedTask::from_task(task).ok()?))
 }
 

@@ -40,7 +40,7 @@ use crate::scope::Scope;
 use crate::translate::raw::{Params, PlainCall};
 use crate::translate::session::{self as tsession, LegacyClient, ModernMeta};
 use crate::translate::tools::TaskPolicy;
-use crate::upstream::{ModernUpstream, Readiness, RpcResult, UpstreamEvent};
+use crate::upstream::{ModernUpstream, Readiness, RpcResult, TextAnswer, UpstreamEvent};
 use crate::wire::LOG_LEVELS;
 use crate::wire::legacy::TaskSupport;
 use crate::wire::modern::DetailedTask;
@@ -700,13 +700,15 @@ impl LegacySession {
             }
             .map(Reply::Tree);
         };
-        let text = answer.map_err(ErrorObject::from)??;
-        Ok(
-            match crate::translate::raw::plain_result_to_legacy(&text, method) {
-                Some(legacy) => Reply::Text(legacy),
-                None => Reply::Tree(text.to_value()),
-            },
-        )
+        Ok(match answer.map_err(ErrorObject::from)? {
+            TextAnswer::Line(line) => {
+                match crate::translate::raw::plain_answer_to_legacy(&line, method) {
+                    Some(legacy) => Reply::Text(legacy),
+                    None => Reply::Tree(TextAnswer::Line(line).outcome()?),
+                }
+            }
+            read => Reply::Tree(read.outcome()?),
+        })
     }
 
     async fn tools_list(&self, req: Request) -> RpcResult {

@@ -153,9 +153,12 @@ impl LegacySession {
         if !matches!(d.payload, Payload::None) {
             return false;
         }
-        let mut stored = rec.clone();
-        absorb_seen(&mut stored, &self.seen_task(d), &d.payload);
-        stored == *rec
+        // What `absorb_seen` would leave unchanged, without a copy of the
+        // record to absorb it into: a pinned or ended record takes nothing
+        // but an outcome (and this snapshot has none); a running one takes
+        // the snapshot, and its payload only if the snapshot has ended,
+        // which it has not if it equals the record's running task.
+        rec.cancel_pinned || rec.task.status.is_terminal() || self.seen_task(d) == rec.task
     }
 
     /// An upstream snapshot as this session's client sees the task.

@@ -15,7 +15,7 @@ use super::STREAM_TIMEOUT;
 use super::exchange::{Dialect, Http, header_value, is_sse, outcome, parse_body};
 use crate::driver::http::headers::{self, MCP_METHOD, MCP_NAME, MCP_PROTOCOL_VERSION};
 use crate::error::ShimError;
-use crate::jsonrpc::{ErrorObject, Id, JsonText, Message, Peeked};
+use crate::jsonrpc::{ErrorObject, Id, Message, Peeked};
 use crate::revision::MODERN_VERSION;
 use crate::translate::raw::Params;
 use crate::translate::session::ModernMeta;
@@ -232,13 +232,16 @@ impl Http<Stateless> {
                 &tree
             }
         };
+        // Only a result answer is handed over as text: anything else a
+        // body holds is read here, and refused as any answer is.
         let read = |body: &[u8]| {
-            let (_, result) = crate::jsonrpc::result_answer(std::str::from_utf8(body).ok()?)?;
-            Some(JsonText::from_raw(result))
+            let text = std::str::from_utf8(body).ok()?;
+            crate::jsonrpc::result_answer(text)?;
+            Some(text.to_owned())
         };
         match self.post_reading(method, params, meta, read).await? {
-            Ok(text) => Ok(Ok(text)),
-            Err(answer) => Ok(answer.map(|result| JsonText::of(&result))),
+            Ok(text) => Ok(TextAnswer::Line(text)),
+            Err(answer) => Ok(TextAnswer::Read(answer)),
         }
     }
 
