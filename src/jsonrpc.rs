@@ -981,6 +981,39 @@ pub fn salvage_id(bytes: &[u8]) -> Option<Id> {
     }
 }
 
+/// The id of a result answer that opens as serialisers write one,
+/// `{"jsonrpc":"2.0","id":ID,"result":`, with an integer id (no leading
+/// zero) or a string id without escapes: read from those bytes alone, for
+/// a reader that hands the line to whoever waits for that id, which then
+/// reads the whole of it. `None` for any other opening (other orders,
+/// spaces, escapes): [`salvage_prefix`] reads those.
+///
+/// ```
+/// use mcp_tasks_shim::jsonrpc::{Id, answer_id};
+/// assert_eq!(answer_id(r#"{"jsonrpc":"2.0","id":12,"result":{}}"#), Some(Id::Num(12)));
+/// assert_eq!(answer_id(r#"{"jsonrpc":"2.0","id":"a-1","result":{}}"#), Some(Id::Str("a-1".into())));
+/// assert_eq!(answer_id(r#"{"jsonrpc":"2.0","id":1,"error":{}}"#), None);
+/// assert_eq!(answer_id(r#"{"id":1,"jsonrpc":"2.0","result":{}}"#), None);
+/// ```
+pub fn answer_id(line: &str) -> Option<Id> {
+    let rest = line.strip_prefix(r#"{"jsonrpc":"2.0","id":"#)?;
+    let (id, rest) = if let Some(quoted) = rest.strip_prefix('"') {
+        let end = quoted.find(|c: char| c == '"' || c == '\\' || c < ' ')?;
+        if !quoted[end..].starts_with('"') {
+            return None;
+        }
+        (Id::Str(quoted[..end].to_owned()), &quoted[end + 1..])
+    } else {
+        let end = rest.find(|c: char| c != '-' && !c.is_ascii_digit())?;
+        let digits = rest[..end].trim_start_matches('-');
+        if digits.len() > 1 && digits.starts_with('0') {
+            return None;
+        }
+        (Id::Num(rest[..end].parse().ok()?), &rest[end..])
+    };
+    rest.starts_with(r#","result":"#).then_some(id)
+}
+
 /// What the first bytes of a message too large to read whole say about
 /// it (see [`salvage_prefix`]).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -1063,6 +1096,40 @@ pub fn salvage_prefix(bytes: &[u8]) -> Prefix {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// The opening's id is the one the full parse reads, or `None` (and
+    /// the general reader decides): never another id.
+    #[test]
+    fn answer_id_reads_only_what_it_can_vouch_for() {
+        let line = |id: &str| format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{}}}}"#);
+        for (id, read) in [
+            ("7", Some(Id::Num(7))),
+            ("-3", Some(Id::Num(-3))),
+            ("0", Some(Id::Num(0))),
+            ("9223372036854775807", Some(Id::Num(i64::MAX))),
+            (r#""a b""#, Some(Id::Str("a b".into()))),
+            (r#""""#, Some(Id::Str(String::new()))),
+            ("07", None),
+            ("1e3", None),
+            ("1.0", None),
+            ("9223372036854775808", None),
+            ("-", None),
+            (r#""a\"b""#, None),
+            (r#""\u0041""#, None),
+            ("null", None),
+        ] {
+            let l = line(id);
+            assert_eq!(answer_id(&l), read, "{l}");
+            if let Some(read) = read {
+                let Ok(Message::Response(r)) = Message::parse(l.as_bytes()) else {
+                    panic!("{l} parses");
+                };
+                assert_eq!(r.id, read, "{l}");
+            }
+        }
+        assert_eq!(answer_id(r#"{"jsonrpc":"2.0","id":1 ,"result":{}}"#), None);
+        assert_eq!(answer_id(r#"{"jsonrpc":"2.0","id":1,"method":"m"}"#), None);
+    }
 
     /// An id reads as an integer that fits `i64` or a string, and nothing
     /// else, in the answers read without a tree as in the others.

@@ -123,9 +123,13 @@ impl<'de> Visitor<'de> for LegacyResult<'_> {
             } else if super::session::dropped_for_legacy(&key.0, self.method) {
                 map.next_value::<serde::de::IgnoredAny>()?;
             } else if key == "_meta" {
-                let meta = map.next_value_seed(MetaWithoutServerInfo)?;
-                if meta.len() > 2 {
-                    push_member(&mut out, &key, &meta);
+                // Written in place, and taken back if nothing is left of it.
+                let before = out.len();
+                push_member(&mut out, &key, "");
+                let opened = out.len();
+                map.next_value_seed(MetaWithoutServerInfo(&mut out))?;
+                if out.len() == opened + 2 {
+                    out.truncate(before);
                 }
             } else {
                 push_member(&mut out, &key, map.next_value::<&RawValue>()?.get());
@@ -137,26 +141,28 @@ impl<'de> Visitor<'de> for LegacyResult<'_> {
     }
 }
 
-/// `_meta` without the server's name, as [`super::remove_meta_key`] has
-/// it: the text of an object (`{}` when nothing is left). Fails when it is
-/// no object, or repeats a member: the tree says what to make of those.
-struct MetaWithoutServerInfo;
+/// Writes `_meta` without the server's name, as [`super::remove_meta_key`]
+/// has it, into the text being written: an object, `{}` when nothing is
+/// left. Fails when it is no object, or repeats a member: the tree says
+/// what to make of those.
+struct MetaWithoutServerInfo<'o>(&'o mut String);
 
-impl<'de> DeserializeSeed<'de> for MetaWithoutServerInfo {
-    type Value = String;
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<String, D::Error> {
+impl<'de> DeserializeSeed<'de> for MetaWithoutServerInfo<'_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
         d.deserialize_map(self)
     }
 }
 
-impl<'de> Visitor<'de> for MetaWithoutServerInfo {
-    type Value = String;
+impl<'de> Visitor<'de> for MetaWithoutServerInfo<'_> {
+    type Value = ();
     fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("a _meta object")
     }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<String, A::Error> {
-        let mut out = String::with_capacity(64);
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let out = self.0;
         out.push('{');
+        let first = out.len();
         let mut seen: Vec<Key<'de>> = Vec::new();
         while let Some(key) = map.next_key::<Key<'de>>()? {
             if seen.iter().any(|k| k.0 == key.0) {
@@ -165,12 +171,16 @@ impl<'de> Visitor<'de> for MetaWithoutServerInfo {
             if key == META_SERVER_INFO {
                 map.next_value::<serde::de::IgnoredAny>()?;
             } else {
-                push_member(&mut out, &key, map.next_value::<&RawValue>()?.get());
+                if out.len() > first {
+                    out.push(',');
+                }
+                push_key(out, &key);
+                out.push_str(map.next_value::<&RawValue>()?.get());
             }
             seen.push(key);
         }
         out.push('}');
-        Ok(out)
+        Ok(())
     }
 }
 
@@ -387,6 +397,12 @@ fn push_member(out: &mut String, key: &Key<'_>, value: &str) {
     if out.len() > 1 {
         out.push(',');
     }
+    push_key(out, key);
+    out.push_str(value);
+}
+
+/// Appends `"key":`.
+fn push_key(out: &mut String, key: &Key<'_>) {
     match key {
         // Read without escapes, so the text is the key as written.
         Key(Cow::Borrowed(k)) => {
@@ -397,7 +413,6 @@ fn push_member(out: &mut String, key: &Key<'_>, value: &str) {
         Key(Cow::Owned(k)) => out.push_str(&serde_json::Value::from(k.as_str()).to_string()),
     }
     out.push(':');
-    out.push_str(value);
 }
 
 /// A member name, borrowed from the text when it has no escapes.

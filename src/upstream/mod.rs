@@ -684,10 +684,15 @@ impl Connection {
         // hold: `TextAnswer::outcome`.)
         if self.text_waiters.load(Ordering::SeqCst) > 0
             && let Ok(text) = std::str::from_utf8(line)
-            && let crate::jsonrpc::Prefix {
-                id: Some(id),
-                is_answer: true,
-            } = crate::jsonrpc::salvage_prefix(line)
+            && let Some(id) = crate::jsonrpc::answer_id(text).or_else(|| {
+                match crate::jsonrpc::salvage_prefix(line) {
+                    crate::jsonrpc::Prefix {
+                        id,
+                        is_answer: true,
+                    } => id,
+                    _ => None,
+                }
+            })
             && let Some(Waiter::Text { tx, .. }) =
                 self.take_waiter(&id, |w| matches!(w, Waiter::Text { .. }))
         {

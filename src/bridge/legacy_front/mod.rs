@@ -373,16 +373,18 @@ impl LegacySession {
     /// server made a task, or asks for input), the call continues as
     /// `tools/call` always does, from that answer.
     async fn plain_call(self: Arc<Self>, call: PlainCall) -> Result<Reply, ErrorObject> {
+        // The other ways on are boxed: the state of every path of a
+        // `tools/call` would make this future, allocated per call, a few
+        // kilobytes.
         if self.front.policy.for_tool(&call.name) == TaskSupport::Required {
-            return self.request(call.into_request()).await;
+            return Box::pin(self.request(call.into_request())).await;
         }
         match self
             .call_plain("tools/call", Params::Text(&call.params))
             .await?
         {
             Reply::Tree(answer) => {
-                self.tools_call_from(call.into_request(), Some(answer))
-                    .await
+                Box::pin(self.tools_call_from(call.into_request(), Some(answer))).await
             }
             text => Ok(text),
         }
@@ -694,10 +696,15 @@ impl LegacySession {
             .request_text(method, params, &meta)
             .await
         else {
-            return match params {
-                Params::Tree(params) => self.call_with(method, params).await,
-                text => self.call_with(method, &text.to_value()).await,
-            }
+            // Boxed: only upstreams without text answers come this way,
+            // and the tree request's state would grow every call's future.
+            return Box::pin(async {
+                match params {
+                    Params::Tree(params) => self.call_with(method, params).await,
+                    text => self.call_with(method, &text.to_value()).await,
+                }
+            })
+            .await
             .map(Reply::Tree);
         };
         Ok(match answer.map_err(ErrorObject::from)? {
