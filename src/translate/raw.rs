@@ -111,11 +111,8 @@ impl<'de> Visitor<'de> for LegacyResult<'_> {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<JsonText, A::Error> {
         let mut out = String::with_capacity(256);
         out.push('{');
-        let mut seen: Vec<Key<'de>> = Vec::with_capacity(8);
-        while let Some(key) = map.next_key::<Key<'de>>()? {
-            if seen.iter().any(|k| k.0 == key.0) {
-                return Err(serde::de::Error::custom("repeated member"));
-            }
+        let mut members = Members::with_capacity(8);
+        while let Some(key) = members.next(&mut map)? {
             if key == "resultType" {
                 if !is_plain(map.next_value::<&RawValue>()?) {
                     return Err(serde::de::Error::custom("not a plain result"));
@@ -125,16 +122,15 @@ impl<'de> Visitor<'de> for LegacyResult<'_> {
             } else if key == "_meta" {
                 // Written in place, and taken back if nothing is left of it.
                 let before = out.len();
-                push_member(&mut out, &key, "");
+                push_member(&mut out, key, "");
                 let opened = out.len();
                 map.next_value_seed(MetaWithoutServerInfo(&mut out))?;
                 if out.len() == opened + 2 {
                     out.truncate(before);
                 }
             } else {
-                push_member(&mut out, &key, map.next_value::<&RawValue>()?.get());
+                push_member(&mut out, key, map.next_value::<&RawValue>()?.get());
             }
-            seen.push(key);
         }
         out.push('}');
         Ok(JsonText::trusted(out))
@@ -163,21 +159,17 @@ impl<'de> Visitor<'de> for MetaWithoutServerInfo<'_> {
         let out = self.0;
         out.push('{');
         let first = out.len();
-        let mut seen: Vec<Key<'de>> = Vec::new();
-        while let Some(key) = map.next_key::<Key<'de>>()? {
-            if seen.iter().any(|k| k.0 == key.0) {
-                return Err(serde::de::Error::custom("repeated member"));
-            }
+        let mut members = Members::with_capacity(2);
+        while let Some(key) = members.next(&mut map)? {
             if key == META_SERVER_INFO {
                 map.next_value::<serde::de::IgnoredAny>()?;
             } else {
                 if out.len() > first {
                     out.push(',');
                 }
-                push_key(out, &key);
+                push_key(out, key);
                 out.push_str(map.next_value::<&RawValue>()?.get());
             }
-            seen.push(key);
         }
         out.push('}');
         Ok(())
@@ -237,6 +229,23 @@ impl PlainParams {
         self.0.get()
     }
 
+    /// Appends the params with `"_meta":meta` (the text of an object) as
+    /// their last member: what writing the tree with `_meta` added gives,
+    /// the client's own spacing aside.
+    pub fn write_with_meta(&self, out: &mut Vec<u8>, meta: &str) {
+        // An object's text: `{`, the members, `}` (a parser's raw value
+        // has no space around it).
+        let text = self.0.get();
+        let open = text[..text.len() - 1].trim_end();
+        out.extend_from_slice(open.as_bytes());
+        if open.len() > 1 {
+            out.push(b',');
+        }
+        out.extend_from_slice(br#""_meta":"#);
+        out.extend_from_slice(meta.as_bytes());
+        out.push(b'}');
+    }
+
     /// The tree the text stands for.
     pub fn to_value(&self) -> Value {
         // Read by the same parser, within the nesting it accepts
@@ -262,31 +271,6 @@ impl Params<'_> {
             Params::Tree(v) => v.clone(),
             Params::Text(t) => t.to_value(),
         }
-    }
-}
-
-impl<'a> From<&'a Value> for Params<'a> {
-    fn from(v: &'a Value) -> Self {
-        Params::Tree(v)
-    }
-}
-
-impl PlainParams {
-    /// Appends the params with `"_meta":meta` (the text of an object) as
-    /// their last member: what writing the tree with `_meta` added gives,
-    /// the client's own spacing aside.
-    pub fn write_with_meta(&self, out: &mut Vec<u8>, meta: &str) {
-        // An object's text: `{`, the members, `}` (a parser's raw value
-        // has no space around it).
-        let text = self.0.get();
-        let open = text[..text.len() - 1].trim_end();
-        out.extend_from_slice(open.as_bytes());
-        if open.len() > 1 {
-            out.push(b',');
-        }
-        out.extend_from_slice(br#""_meta":"#);
-        out.extend_from_slice(meta.as_bytes());
-        out.push(b'}');
     }
 }
 
@@ -339,19 +323,16 @@ pub fn client_request(line: &[u8]) -> Option<ClientRequest> {
 /// [`PlainCall`]). Every value is read as the full parse reads it (a
 /// number out of range, say, is refused there and must not go upstream).
 fn plain_call_name(params: &RawValue) -> Option<String> {
-    struct PlainParams;
-    impl<'de> Visitor<'de> for PlainParams {
+    struct CallParams;
+    impl<'de> Visitor<'de> for CallParams {
         type Value = String;
         fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
             f.write_str("the params of a plain call")
         }
         fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<String, A::Error> {
-            let mut seen: Vec<Key<'de>> = Vec::with_capacity(4);
+            let mut members = Members::with_capacity(4);
             let mut name = None;
-            while let Some(key) = map.next_key::<Key<'de>>()? {
-                if seen.iter().any(|k| k.0 == key.0) {
-                    return Err(serde::de::Error::custom("repeated member"));
-                }
+            while let Some(key) = members.next(&mut map)? {
                 match &*key.0 {
                     "name" => name = Some(map.next_value::<String>()?),
                     "task" | "_meta" | "inputResponses" | "requestState" => {
@@ -361,13 +342,12 @@ fn plain_call_name(params: &RawValue) -> Option<String> {
                         map.next_value::<crate::jsonrpc::Shape>()?;
                     }
                 }
-                seen.push(key);
             }
             name.ok_or_else(|| serde::de::Error::custom("no name"))
         }
     }
     let mut de = serde_json::Deserializer::from_str(params.get());
-    let name = de.deserialize_map(PlainParams).ok()?;
+    let name = de.deserialize_map(CallParams).ok()?;
     de.end().ok()?;
     Some(name)
 }
@@ -417,6 +397,29 @@ fn push_key(out: &mut String, key: &Key<'_>) {
 
 /// A member name, borrowed from the text when it has no escapes.
 struct Key<'a>(Cow<'a, str>);
+
+/// The member names of one object as it is read: a repeated one is
+/// refused, since the tree keeps only one of them and the text rows could
+/// not say which.
+struct Members<'de>(Vec<Key<'de>>);
+
+impl<'de> Members<'de> {
+    fn with_capacity(n: usize) -> Self {
+        Members(Vec::with_capacity(n))
+    }
+
+    /// The next member's name, unless it repeats an earlier one.
+    fn next<A: MapAccess<'de>>(&mut self, map: &mut A) -> Result<Option<&Key<'de>>, A::Error> {
+        let Some(key) = map.next_key::<Key<'de>>()? else {
+            return Ok(None);
+        };
+        if self.0.iter().any(|k| k.0 == key.0) {
+            return Err(serde::de::Error::custom("repeated member"));
+        }
+        self.0.push(key);
+        Ok(self.0.last())
+    }
+}
 
 impl PartialEq<str> for Key<'_> {
     fn eq(&self, other: &str) -> bool {
@@ -568,14 +571,12 @@ mod tests {
         })
     }
 
-    fn member_name() -> impl Strategy<Value = String> {
+    /// One of `known` (each as likely as any other name), or another.
+    fn member_name(known: &'static [&'static str]) -> impl Strategy<Value = String> {
+        let weight = known.len() as u32;
         prop_oneof![
-            Just("resultType".to_owned()),
-            Just("ttlMs".to_owned()),
-            Just("cacheScope".to_owned()),
-            Just("_meta".to_owned()),
-            Just("content".to_owned()),
-            "[a-z\"é]{1,5}",
+            weight => prop::sample::select(known).prop_map(str::to_owned),
+            1 => "[a-z\"é]{1,5}",
         ]
     }
 
@@ -586,7 +587,7 @@ mod tests {
         /// text is the same.
         #[test]
         fn text_row_matches_tree_row(
-            members in prop::collection::vec((member_name(), json_value()), 0..6),
+            members in prop::collection::vec((member_name(&["resultType", "ttlMs", "cacheScope", "_meta", "content"]), json_value()), 0..6),
             with_server in any::<bool>(),
             cacheable in any::<bool>(),
         ) {
@@ -619,15 +620,14 @@ mod tests {
     }
 
     fn call_params() -> impl Strategy<Value = Value> {
-        let name = prop_oneof![
-            Just("name".to_owned()),
-            Just("arguments".to_owned()),
-            Just("task".to_owned()),
-            Just("_meta".to_owned()),
-            Just("inputResponses".to_owned()),
-            Just("requestState".to_owned()),
-            "[a-z\"é]{1,5}",
-        ];
+        let name = member_name(&[
+            "name",
+            "arguments",
+            "task",
+            "_meta",
+            "inputResponses",
+            "requestState",
+        ]);
         prop::collection::vec((name, json_value()), 0..5)
             .prop_map(|members| Value::Object(members.into_iter().collect()))
     }
