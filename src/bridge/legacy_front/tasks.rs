@@ -150,15 +150,7 @@ impl LegacySession {
     /// [`absorb_seen`] stores it by) and `d` asks no input: input goes
     /// through [`Self::record_seen`]'s path, which puts it to the client.
     fn tells_nothing_new(&self, rec: &TaskRecord, d: &DetailedTask) -> bool {
-        if !matches!(d.payload, Payload::None) {
-            return false;
-        }
-        // What `absorb_seen` would leave unchanged, without a copy of the
-        // record to absorb it into: a pinned or ended record takes nothing
-        // but an outcome (and this snapshot has none); a running one takes
-        // the snapshot, and its payload only if the snapshot has ended,
-        // which it has not if it equals the record's running task.
-        rec.cancel_pinned || rec.task.status.is_terminal() || self.seen_task(d) == rec.task
+        matches!(d.payload, Payload::None) && absorbs_nothing(rec, || self.seen_task(d))
     }
 
     /// An upstream snapshot as this session's client sees the task.
@@ -702,6 +694,16 @@ impl LegacySession {
     }
 }
 
+/// True when [`absorb_seen`] would leave `rec` as it is for the snapshot
+/// `seen` (made only if needed) carrying no payload, told without a copy
+/// of the record to absorb it into: a pinned or ended record takes nothing
+/// but an outcome, and there is none; a running one takes the snapshot,
+/// and a payload only if the snapshot has ended, which it has not if it
+/// equals the record's running task.
+fn absorbs_nothing(rec: &TaskRecord, seen: impl FnOnce() -> crate::wire::legacy::Task) -> bool {
+    rec.cancel_pinned || rec.task.status.is_terminal() || seen() == rec.task
+}
+
 /// Stores an upstream snapshot (`seen`, its outcome or input `payload`)
 /// in `rec`: whether the status the client sees changed, `None` when the
 /// record is final and takes no new status. Terminal is
@@ -734,4 +736,58 @@ fn absorb_seen(
         rec.payload = payload.clone();
     }
     Some(changed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scope::Scope;
+
+    fn task(status: TaskStatus, message: Option<&str>) -> crate::wire::legacy::Task {
+        crate::wire::legacy::Task {
+            task_id: "t1".into(),
+            status,
+            status_message: message.map(str::to_owned),
+            created_at: "2026-11-29T10:00:00.000Z".into(),
+            last_updated_at: "2026-11-29T10:00:00.000Z".into(),
+            ttl: Some(60_000),
+            poll_interval: Some(500),
+            extra: Default::default(),
+        }
+    }
+
+    /// The shortcut agrees with absorbing into a copy and comparing, for
+    /// every kind of record and snapshot a poll without payload meets.
+    #[test]
+    fn absorbs_nothing_is_absorb_seen_leaving_the_record_as_it_is() {
+        use TaskStatus::*;
+        let statuses = [Working, InputRequired, Completed, Failed, Cancelled];
+        let mut input = serde_json::Map::new();
+        input.insert(
+            "q1".into(),
+            json!({"method": "elicitation/create", "params": {}}),
+        );
+        let payloads = [Payload::None, Payload::Input(input)];
+        for pinned in [false, true] {
+            for stored in statuses {
+                for payload in &payloads {
+                    for seen_status in statuses {
+                        for message in [None, Some("busy")] {
+                            let mut rec = TaskRecord::new(Scope::stdio(), task(stored, None), None);
+                            rec.cancel_pinned = pinned;
+                            rec.payload = payload.clone();
+                            let seen = task(seen_status, message);
+                            let mut absorbed = rec.clone();
+                            absorb_seen(&mut absorbed, &seen, &Payload::None);
+                            assert_eq!(
+                                absorbs_nothing(&rec, || seen.clone()),
+                                absorbed == rec,
+                                "pinned {pinned}, stored {stored:?}, {payload:?}, seen {seen_status:?} {message:?}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
