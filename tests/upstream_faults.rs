@@ -1504,6 +1504,79 @@ fn pass_through_requests_time_out_too() {
     let _ = std::fs::remove_file(&got);
 }
 
+/// The same for a 2025-11-25 client's plain `tools/call` translated for a
+/// 2026-07-28 server, which no future waits for (a callback on the
+/// child's reader answers it, see `bridge::legacy_front::plain`): the
+/// timeout answers it `-32603` and cancels it upstream under the shim's
+/// id, and the late answer is dropped. A plain call the client cancels
+/// gets no answer and is cancelled upstream too. Every step waits on an
+/// event (`fault_relay.py slowcreate` lets the answer go on the cancel).
+#[test]
+fn translated_plain_calls_time_out_and_are_cancelled_upstream() {
+    const HELD_MS: u64 = 30_000;
+    let (sent, got) = (
+        temp_path("plain-timeout-sent.jsonl"),
+        temp_path("plain-timeout-got.jsonl"),
+    );
+    let mut held = relay("slowcreate", "2026-07-28");
+    held.splice(3..3, ["--delay-ms".to_owned(), HELD_MS.to_string()]);
+    let upstream = support::wire::recording_upstream(&held, &sent, &got);
+    let mut flags = vec!["--request-timeout", "3s", "--upstream-ping", "0"];
+    flags.extend(PROBE);
+    let mut shim = Wire::spawn(&flags, &upstream);
+    support::wire::recorded(&got, Instant::now() + Duration::from_secs(60), |_| true);
+    shim.initialize();
+    let slow = json!({"name": "slow_compute", "arguments": {"seconds": 0, "label": "FAULT"}});
+    let guard = Instant::now() + Duration::from_millis(HELD_MS);
+    // The FAULT call as the server got it (under the shim's id), other
+    // than `not`.
+    let fault_call = |not: &Value| {
+        support::wire::recorded(&sent, guard, |m| {
+            m["params"]["arguments"]["label"] == "FAULT" && m["id"] != *not
+        })
+    };
+    let cancel_of = |up: &Value| {
+        let id = up["id"].clone();
+        support::wire::recorded(&sent, guard, |m| {
+            m["method"] == "notifications/cancelled" && m["params"]["requestId"] == id
+        });
+        let late = up["id"].clone();
+        support::wire::recorded(&got, guard, |m| {
+            m["id"] == late && m.get("result").is_some()
+        });
+    };
+
+    let r = shim.call("tools/call", slow.clone());
+    assert_upstream_error(&r, "no answer to tools/call within 3 s");
+    let first = fault_call(&Value::Null);
+    cancel_of(&first);
+
+    let cancelled = shim.request("tools/call", slow);
+    let up = fault_call(&first["id"]);
+    shim.notify(
+        "notifications/cancelled",
+        json!({"requestId": cancelled, "reason": "changed my mind"}),
+    );
+    cancel_of(&up);
+
+    // Both late answers reached the shim before this call's (one pipe, in
+    // order): had the shim passed either on, it would come first.
+    let hello = shim.call(
+        "tools/call",
+        json!({"name": "greet", "arguments": {"name": "still here"}}),
+    );
+    assert!(text_of(&hello["result"]).contains("still here"), "{hello}");
+    let before = shim.take_backlog();
+    assert!(
+        before
+            .iter()
+            .all(|m| m["id"] != r["id"] && m["id"] != cancelled),
+        "an answer after the timeout or the cancel: {before:#?}"
+    );
+    let _ = std::fs::remove_file(&sent);
+    let _ = std::fs::remove_file(&got);
+}
+
 /// An `--upstream-url` server that goes away: every request fails at once
 /// with `-32603` naming it, and the log says so, once when it starts (not
 /// once per request) and once when the server is back.

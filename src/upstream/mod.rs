@@ -225,6 +225,30 @@ pub trait ModernUpstream: Upstream {
         let _ = (method, params, meta);
         None
     }
+    /// [`Self::request_text`] without a future: the request is written
+    /// now, from this thread, and `handler` gets its answer on the thread
+    /// that reads it, or the error that ends it (no answer within the
+    /// request timeout, the upstream gone). Returns the request's id, for
+    /// [`Self::abandon_request`]. `None` when this upstream cannot take the
+    /// request that way now (the default; a child being restarted): the
+    /// handler was told ([`AnswerHandler::not_sent`]) and goes the usual
+    /// way.
+    fn request_with_callback(
+        &self,
+        method: &'static str,
+        meta: &ModernMeta,
+        handler: Box<dyn AnswerHandler>,
+    ) -> Option<Id> {
+        let _ = (method, meta);
+        handler.not_sent();
+        None
+    }
+    /// Forgets request `id` of [`Self::request_with_callback`] if it is
+    /// still unanswered: its handler is dropped uncalled and the upstream
+    /// is told (`notifications/cancelled`).
+    fn abandon_request(&self, id: &Id) {
+        let _ = id;
+    }
     /// Sends a long-lived request (`subscriptions/listen`) and hands back
     /// its stream at once; see [`stream`]. `Err` means it could not be
     /// sent. A server that refuses the method ends the stream with its
@@ -469,6 +493,23 @@ impl std::fmt::Debug for dyn ModernUpstream {
 /// Open long-lived requests by id, and where their traffic goes.
 type Streams = Arc<Mutex<HashMap<Id, mpsc::UnboundedSender<StreamEvent>>>>;
 
+/// What a request of [`ModernUpstream::request_with_callback`] does with
+/// its answer. No future waits for it, so no task is woken and no timer
+/// armed per request: on a stdio session the answer is handled on the
+/// thread that reads it, right after reading it, as a bare relay would
+/// forward it. The request timeout is kept by the upstream's sweep.
+pub trait AnswerHandler: Send {
+    /// The request's params, written once the request has its id.
+    fn params(&self) -> Params<'_>;
+    /// The answer (or the error that ends the request), once. It runs on
+    /// the reading thread: it must not block, and work that waits goes
+    /// to the runtime.
+    fn answered(self: Box<Self>, answer: Result<TextAnswer, ShimError>);
+    /// The request was not sent (see
+    /// [`ModernUpstream::request_with_callback`]).
+    fn not_sent(self: Box<Self>);
+}
+
 /// Who waits for an answer, and in which form.
 #[derive(Debug)]
 enum Waiter {
@@ -487,6 +528,22 @@ enum Waiter {
         tx: oneshot::Sender<Result<TextAnswer, ShimError>>,
         _counted: Counted,
     },
+    /// The answer's result as text, to a handler
+    /// ([`ModernUpstream::request_with_callback`]); counted as
+    /// [`Waiter::Text`] is, and failed once `due` by
+    /// [`Connection::expire_callbacks`].
+    Callback {
+        handler: Box<dyn AnswerHandler>,
+        method: &'static str,
+        due: tokio::time::Instant,
+        _counted: Counted,
+    },
+}
+
+impl std::fmt::Debug for dyn AnswerHandler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("dyn AnswerHandler")
+    }
 }
 
 /// What [`ModernUpstream::request_text`] hands back.
@@ -539,7 +596,18 @@ impl Waiter {
             Waiter::Text { tx, .. } => {
                 let _ = tx.send(outcome.map(TextAnswer::Read));
             }
+            Waiter::Callback { handler, .. } => call_back(handler, outcome.map(TextAnswer::Read)),
         }
+    }
+}
+
+/// Hands `answer` to `handler`. A panic in it is caught and logged: it
+/// runs on whatever thread delivers the answer (the upstream's reader),
+/// which must go on reading.
+fn call_back(handler: Box<dyn AnswerHandler>, answer: Result<TextAnswer, ShimError>) {
+    let answered = std::panic::AssertUnwindSafe(|| handler.answered(answer));
+    if std::panic::catch_unwind(answered).is_err() {
+        tracing::error!("handling an upstream answer panicked; its request gets no answer");
     }
 }
 
@@ -693,13 +761,104 @@ impl Connection {
                     _ => None,
                 }
             })
-            && let Some(Waiter::Text { tx, .. }) =
-                self.take_waiter(&id, |w| matches!(w, Waiter::Text { .. }))
+            && let Some(waiter) = self.take_waiter(&id, |w| {
+                matches!(w, Waiter::Text { .. } | Waiter::Callback { .. })
+            })
         {
-            let _ = tx.send(Ok(TextAnswer::Line(text.to_owned())));
+            let answer = Ok(TextAnswer::Line(text.to_owned()));
+            match waiter {
+                Waiter::Callback { handler, .. } => call_back(handler, answer),
+                Waiter::Text { tx, .. } => {
+                    let _ = tx.send(answer);
+                }
+                other => other.answer(Err(ShimError::Internal("answer taken as text".into()))),
+            }
             return true;
         }
         false
+    }
+
+    /// [`ModernUpstream::request_with_callback`] on this connection, for
+    /// an owner that sweeps it ([`Connection::expire_callbacks`]) and
+    /// writes its lines itself. `None` (the handler told) otherwise, or
+    /// once closed.
+    pub(crate) fn request_with_callback(
+        &self,
+        method: &'static str,
+        meta: &ModernMeta,
+        handler: Box<dyn AnswerHandler>,
+    ) -> Option<Id> {
+        if self.lines.is_none() || self.is_closed() {
+            handler.not_sent();
+            return None;
+        }
+        let id = self.next_request_id();
+        let mut line = Vec::with_capacity(512);
+        meta.write_request_with(&mut line, &id, method, handler.params());
+        line.push(b'\n');
+        let waiter = Waiter::Callback {
+            handler,
+            method,
+            due: tokio::time::Instant::now() + self.timeout,
+            _counted: Counted::new(&self.text_waiters),
+        };
+        self.lock().insert(id.clone(), waiter);
+        if let Err(e) = self.send_line(&line)
+            && let Some(waiter) = self.lock().remove(&id)
+        {
+            waiter.answer(Err(e));
+        }
+        Some(id)
+    }
+
+    /// See [`ModernUpstream::abandon_request`].
+    pub(crate) fn abandon_request(&self, id: &Id) {
+        if self.lock().remove(id).is_some() {
+            let reason = "the requester no longer waits for the answer";
+            let _ = self.send(stream::cancel_message(id, reason));
+        }
+    }
+
+    /// Fails the requests of [`Connection::request_with_callback`] due by
+    /// `now` as [`Connection::exchange`] fails one that timed out (the
+    /// upstream told to stop its work), and returns when the next one
+    /// left is due.
+    pub(crate) fn expire_callbacks(
+        &self,
+        now: tokio::time::Instant,
+    ) -> Option<tokio::time::Instant> {
+        if self.text_waiters.load(Ordering::SeqCst) == 0 {
+            return None;
+        }
+        let (expired, next) = {
+            let mut pending = self.lock();
+            let expired: Vec<(Id, Waiter)> = pending
+                .extract_if(|_, w| matches!(w, Waiter::Callback { due, .. } if *due <= now))
+                .collect();
+            let next = pending
+                .values()
+                .filter_map(|w| match w {
+                    Waiter::Callback { due, .. } => Some(*due),
+                    _ => None,
+                })
+                .min();
+            (expired, next)
+        };
+        for (id, waiter) in expired {
+            let Waiter::Callback {
+                handler, method, ..
+            } = waiter
+            else {
+                continue;
+            };
+            let why = format!(
+                "no answer to {method} within {} s",
+                self.timeout.as_secs_f64()
+            );
+            let _ = self.send(stream::cancel_message(&id, &why));
+            call_back(handler, Err(ShimError::Upstream(why)));
+        }
+        next
     }
 
     /// The waiter of `id`, taken from the pending ones if `wanted` is its
@@ -1206,6 +1365,129 @@ mod tests {
         assert_eq!((e.code, e.message.as_str()), (-32602, "no such task"));
         assert!(conn.lock().is_empty());
         assert_eq!(conn.task_waiters.load(Ordering::SeqCst), 0);
+    }
+
+    /// Hands what a request's callback gets to the test: `None` when the
+    /// request was not sent.
+    struct Handed {
+        params: PlainParams,
+        tx: std::sync::mpsc::Sender<Option<Result<TextAnswer, ShimError>>>,
+    }
+
+    impl AnswerHandler for Handed {
+        fn params(&self) -> Params<'_> {
+            Params::Text(&self.params)
+        }
+        fn answered(self: Box<Self>, answer: Result<TextAnswer, ShimError>) {
+            let _ = self.tx.send(Some(answer));
+        }
+        fn not_sent(self: Box<Self>) {
+            let _ = self.tx.send(None);
+        }
+    }
+
+    /// A request answered by a callback gets its answer however the
+    /// reader delivers it, times out on the sweep (the upstream told), is
+    /// forgotten when abandoned, and fails when the connection closes; a
+    /// connection that does not write its own lines sends none.
+    #[tokio::test(start_paused = true)]
+    async fn callback_requests_are_answered_expired_abandoned_or_failed_once() {
+        use std::sync::mpsc::TryRecvError;
+        let meta = ModernMeta::new(serde_json::Map::new());
+        let (tx, rx) = std::sync::mpsc::channel();
+        let handler = || {
+            Box::new(Handed {
+                params: PlainParams::task_id("t1").unwrap(),
+                tx: tx.clone(),
+            })
+        };
+        let (out, _out_rx) = tokio::sync::mpsc::unbounded_channel();
+        let unsweepable = Connection::new(out, Duration::from_secs(5));
+        assert!(
+            unsweepable
+                .request_with_callback("tools/call", &meta, handler())
+                .is_none()
+        );
+        assert!(matches!(rx.try_recv(), Ok(None)), "told it was not sent");
+
+        let (out, _out_rx) = tokio::sync::mpsc::unbounded_channel();
+        let written = Arc::new(Written::default());
+        let timeout = Duration::from_secs(5);
+        let conn = Connection::new(out, timeout).writing_lines_to(written.clone());
+        // Read from the line's bytes.
+        let id = conn
+            .request_with_callback("tools/call", &meta, handler())
+            .unwrap();
+        let sent = Message::parse(lock(&written.0).last().unwrap()).unwrap();
+        assert_eq!(sent.method(), Some("tools/call"));
+        assert_eq!(sent.params().unwrap()["taskId"], "t1");
+        assert_eq!(rx.try_recv().unwrap_err(), TryRecvError::Empty);
+        let answer = Message::response(id, json!({"content": []})).to_line();
+        assert!(conn.take_answer(&answer));
+        match rx.try_recv() {
+            Ok(Some(Ok(TextAnswer::Line(line)))) => assert_eq!(line.as_bytes(), &answer[..]),
+            other => panic!("{other:?}"),
+        }
+        // Parsed by the reader first.
+        let id = conn
+            .request_with_callback("tools/call", &meta, handler())
+            .unwrap();
+        assert!(
+            conn.on_inbound(Message::response(id, json!({"n": 2})))
+                .is_none()
+        );
+        match rx.try_recv() {
+            Ok(Some(Ok(TextAnswer::Read(Ok(v))))) => assert_eq!(v["n"], 2),
+            other => panic!("{other:?}"),
+        }
+        assert!(conn.lock().is_empty());
+        assert_eq!(conn.text_waiters.load(Ordering::SeqCst), 0);
+
+        // Unanswered: not due yet, then due.
+        let id = conn
+            .request_with_callback("tools/call", &meta, handler())
+            .unwrap();
+        let due = conn.expire_callbacks(tokio::time::Instant::now());
+        assert_eq!(due, Some(tokio::time::Instant::now() + timeout));
+        assert_eq!(rx.try_recv().unwrap_err(), TryRecvError::Empty);
+        tokio::time::advance(timeout).await;
+        assert_eq!(conn.expire_callbacks(tokio::time::Instant::now()), None);
+        match rx.try_recv() {
+            Ok(Some(Err(e))) => {
+                assert!(e.to_string().contains("no answer to tools/call within 5 s"))
+            }
+            other => panic!("{other:?}"),
+        }
+        let cancel = Message::parse(lock(&written.0).last().unwrap()).unwrap();
+        assert_eq!(cancel.method(), Some("notifications/cancelled"));
+        assert_eq!(cancel.params().unwrap()["requestId"], json!(id));
+        // A late answer finds nobody.
+        assert!(!conn.take_answer(&Message::response(id, json!({})).to_line()));
+
+        // Abandoned: the handler goes uncalled, the upstream is told.
+        let id = conn
+            .request_with_callback("tools/call", &meta, handler())
+            .unwrap();
+        conn.abandon_request(&id);
+        assert_eq!(rx.try_recv().unwrap_err(), TryRecvError::Empty);
+        let cancel = Message::parse(lock(&written.0).last().unwrap()).unwrap();
+        assert_eq!(cancel.params().unwrap()["requestId"], json!(id));
+        assert!(conn.lock().is_empty());
+
+        // The connection closes under a waiting request.
+        conn.request_with_callback("tools/call", &meta, handler())
+            .unwrap();
+        conn.close("upstream exited");
+        match rx.try_recv() {
+            Ok(Some(Err(e))) => assert!(e.to_string().contains("exited")),
+            other => panic!("{other:?}"),
+        }
+        // Closed: nothing more is sent.
+        assert!(
+            conn.request_with_callback("tools/call", &meta, handler())
+                .is_none()
+        );
+        assert!(matches!(rx.try_recv(), Ok(None)));
     }
 
     #[tokio::test]

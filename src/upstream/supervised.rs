@@ -37,8 +37,8 @@ use tokio::sync::{Notify, mpsc, watch};
 use tokio::task::JoinHandle;
 
 use super::{
-    Connection, ModernUpstream, Readiness, RpcResult, TaskAnswer, TextAnswer, Upstream,
-    UpstreamEvent, UpstreamStream, lock,
+    AnswerHandler, Connection, ModernUpstream, Readiness, RpcResult, TaskAnswer, TextAnswer,
+    Upstream, UpstreamEvent, UpstreamStream, lock,
 };
 use crate::error::ShimError;
 use crate::inline::InlineWakes;
@@ -797,8 +797,10 @@ impl Supervised {
     /// Relayed requests get `request_timeout` as the shim's own do: one
     /// unanswered that long is answered `-32603`, cancelled upstream and
     /// forgotten, so a late answer from the child is dropped rather than
-    /// sent twice. The check wakes when the oldest relayed request is due,
-    /// and once a second while none is relayed.
+    /// sent twice. The shim's own requests that no future waits on
+    /// ([`Connection::expire_callbacks`]) time out here too. The check
+    /// wakes when the oldest of either is due, and once a second while
+    /// none is waiting.
     async fn time_out_relayed(self: Arc<Self>, generation: Arc<Generation>) {
         let limit = self.opts.request_timeout;
         let mut dead = generation.dead.subscribe();
@@ -809,6 +811,10 @@ impl Supervised {
                 _ = dead.wait_for(Option::is_some) => return,
             }
             let now = Instant::now();
+            // The shim's own requests answered by callbacks time out here
+            // too (no timer of their own); their handlers run outside the
+            // lock below.
+            let callbacks = generation.conn.expire_callbacks(now);
             let mut expired = Vec::new();
             {
                 let mut relayed = lock(&generation.relayed);
@@ -823,10 +829,12 @@ impl Supervised {
                 // most), not a whole sweep late.
                 wait = relayed
                     .values()
-                    .map(|since| (*since + limit).saturating_duration_since(now))
+                    .map(|since| *since + limit)
+                    .chain(callbacks)
                     .min()
                     .map_or(RELAYED_SWEEP.min(limit), |due| {
-                        due.max(Duration::from_millis(1))
+                        due.saturating_duration_since(now)
+                            .max(Duration::from_millis(1))
                     });
             }
             for id in expired {
@@ -1200,6 +1208,31 @@ impl ModernUpstream for Supervised {
         match self.live().await {
             Ok(generation) => generation.conn.request_text(method, params, meta).await,
             Err(e) => Some(Err(e)),
+        }
+    }
+
+    /// On the live child, whose sweep keeps the request timeout. Not
+    /// while one is being started: the usual way waits for it.
+    fn request_with_callback(
+        &self,
+        method: &'static str,
+        meta: &ModernMeta,
+        handler: Box<dyn AnswerHandler>,
+    ) -> Option<Id> {
+        match self.current() {
+            Ok(generation) => generation.conn.request_with_callback(method, meta, handler),
+            Err(_) => {
+                handler.not_sent();
+                None
+            }
+        }
+    }
+
+    /// On the live child: a request of a child since gone was failed
+    /// with it.
+    fn abandon_request(&self, id: &Id) {
+        if let Ok(generation) = self.current() {
+            generation.conn.abandon_request(id);
         }
     }
 

@@ -20,6 +20,7 @@
 //! ```
 
 mod calls;
+mod plain;
 mod tasks;
 
 use std::collections::HashMap;
@@ -37,7 +38,7 @@ use crate::error::ShimError;
 use crate::jsonrpc::{ErrorObject, Id, Message, Reply, Request};
 use crate::ledger::TaskLedger;
 use crate::scope::Scope;
-use crate::translate::raw::{Params, PlainCall};
+use crate::translate::raw::Params;
 use crate::translate::session::{self as tsession, LegacyClient, ModernMeta};
 use crate::translate::tools::TaskPolicy;
 use crate::upstream::{ModernUpstream, Readiness, RpcResult, TextAnswer, UpstreamEvent};
@@ -351,42 +352,6 @@ impl LegacySession {
                 Some(id) => self.resolve_ask(&id, Err(e.error)),
                 None => tracing::warn!(error = ?e.error, "client sent an error without id"),
             },
-        }
-    }
-
-    /// [`Self::handle_client`] for a `tools/call` whose params stayed text
-    /// ([`crate::translate::raw::client_request`]): the same answer, the same
-    /// cancellation, without the params built as a tree on the way up.
-    pub fn handle_plain_call(self: &Arc<Self>, call: PlainCall) {
-        let this = self.clone();
-        crate::inline::start_here(async move {
-            let id = call.id.clone();
-            let running = this.running.clone();
-            let reply = Box::pin(guarded("tools/call", this.clone().plain_call(call)));
-            if let Some(outcome) = running.track(id.clone(), reply).await {
-                this.answer_client(id, outcome);
-            }
-        });
-    }
-
-    /// A plain call goes up as text; should its answer need a tree (the
-    /// server made a task, or asks for input), the call continues as
-    /// `tools/call` always does, from that answer.
-    async fn plain_call(self: Arc<Self>, call: PlainCall) -> Result<Reply, ErrorObject> {
-        // The other ways on are boxed: the state of every path of a
-        // `tools/call` would make this future, allocated per call, a few
-        // kilobytes.
-        if self.front.policy.for_tool(&call.name) == TaskSupport::Required {
-            return Box::pin(self.request(call.into_request())).await;
-        }
-        match self
-            .call_plain("tools/call", Params::Text(&call.params))
-            .await?
-        {
-            Reply::Tree(answer) => {
-                Box::pin(self.tools_call_from(call.into_request(), Some(answer))).await
-            }
-            text => Ok(text),
         }
     }
 
@@ -904,15 +869,22 @@ async fn guarded(
     method: &str,
     outcome: impl Future<Output = Result<Reply, ErrorObject>>,
 ) -> Result<Reply, ErrorObject> {
-    let outcome = crate::inline::or_if_panicked(outcome, || {
-        Err(ShimError::Internal(format!(
-            "the shim failed while handling {method}; see its log"
-        ))
-        .into())
-    })
-    .await;
-    if let Err(e) = &outcome {
+    let outcome = crate::inline::or_if_panicked(outcome, || Err(panicked(method))).await;
+    log_error(method, &outcome);
+    outcome
+}
+
+/// What a request whose handling panicked is answered.
+fn panicked(method: &str) -> ErrorObject {
+    ShimError::Internal(format!(
+        "the shim failed while handling {method}; see its log"
+    ))
+    .into()
+}
+
+/// Logs an error about to answer a `method` request.
+fn log_error(method: &str, outcome: &Result<Reply, ErrorObject>) {
+    if let Err(e) = outcome {
         tracing::debug!(%method, code = e.code, error_message = %e.message, "answering with an error");
     }
-    outcome
 }
