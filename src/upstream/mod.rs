@@ -501,13 +501,30 @@ type Streams = Arc<Mutex<HashMap<Id, mpsc::UnboundedSender<StreamEvent>>>>;
 pub trait AnswerHandler: Send {
     /// The request's params, written once the request has its id.
     fn params(&self) -> Params<'_>;
+    /// Whether it reads the answer as a task ([`Answer::Task`], for
+    /// `tasks/get`) rather than as text.
+    fn reads_task(&self) -> bool {
+        false
+    }
     /// The answer (or the error that ends the request), once. It runs on
     /// the reading thread: it must not block, and work that waits goes
     /// to the runtime.
-    fn answered(self: Box<Self>, answer: Result<TextAnswer, ShimError>);
+    fn answered(self: Box<Self>, answer: Result<Answer, ShimError>);
     /// The request was not sent (see
     /// [`ModernUpstream::request_with_callback`]).
     fn not_sent(self: Box<Self>);
+}
+
+/// What an [`AnswerHandler`] gets: the answer in the form it reads.
+// Moved once, into its handler: boxing the task would be an allocation
+// per answer for nothing.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+pub enum Answer {
+    /// As [`ModernUpstream::request_text`] hands it back.
+    Text(TextAnswer),
+    /// As [`ModernUpstream::get_task`] does.
+    Task(TaskAnswer),
 }
 
 /// Who waits for an answer, and in which form.
@@ -528,12 +545,13 @@ enum Waiter {
         tx: oneshot::Sender<Result<TextAnswer, ShimError>>,
         _counted: Counted,
     },
-    /// The answer's result as text, to a handler
-    /// ([`ModernUpstream::request_with_callback`]); counted as
-    /// [`Waiter::Text`] is, and failed once `due` by
+    /// The answer, to a handler ([`ModernUpstream::request_with_callback`])
+    /// as text or, when `task`, as a task; counted as [`Waiter::Text`] or
+    /// [`Waiter::Task`] is, and failed once `due` by
     /// [`Connection::expire_callbacks`].
     Callback {
         handler: Box<dyn AnswerHandler>,
+        task: bool,
         method: &'static str,
         due: tokio::time::Instant,
         _counted: Counted,
@@ -581,7 +599,7 @@ impl TextAnswer {
 
 /// What [`ModernUpstream::get_task`] reads an answer as: the task, or
 /// the upstream's error answer.
-pub(crate) type TaskAnswer = Result<DetailedTask, ErrorObject>;
+pub type TaskAnswer = Result<DetailedTask, ErrorObject>;
 
 impl Waiter {
     /// Hands `outcome`, the answer to its request, to the waiter.
@@ -596,7 +614,14 @@ impl Waiter {
             Waiter::Text { tx, .. } => {
                 let _ = tx.send(outcome.map(TextAnswer::Read));
             }
-            Waiter::Callback { handler, .. } => call_back(handler, outcome.map(TextAnswer::Read)),
+            Waiter::Callback {
+                handler,
+                task: false,
+                ..
+            } => call_back(handler, outcome.map(|o| Answer::Text(TextAnswer::Read(o)))),
+            Waiter::Callback { handler, .. } => {
+                call_back(handler, outcome.and_then(task_of).map(Answer::Task));
+            }
         }
     }
 }
@@ -604,7 +629,7 @@ impl Waiter {
 /// Hands `answer` to `handler`. A panic in it is caught and logged: it
 /// runs on whatever thread delivers the answer (the upstream's reader),
 /// which must go on reading.
-fn call_back(handler: Box<dyn AnswerHandler>, answer: Result<TextAnswer, ShimError>) {
+fn call_back(handler: Box<dyn AnswerHandler>, answer: Result<Answer, ShimError>) {
     let answered = std::panic::AssertUnwindSafe(|| handler.answered(answer));
     if std::panic::catch_unwind(answered).is_err() {
         tracing::error!("handling an upstream answer panicked; its request gets no answer");
@@ -740,10 +765,17 @@ impl Connection {
     pub fn take_answer(&self, line: &[u8]) -> bool {
         if self.task_waiters.load(Ordering::SeqCst) > 0
             && let Some((id, task)) = crate::wire::modern::detailed_task_answer_with_id(line)
-            && let Some(Waiter::Task { tx, .. }) =
-                self.take_waiter(&id, |w| matches!(w, Waiter::Task { .. }))
+            && let Some(waiter) = self.take_waiter(&id, |w| {
+                matches!(w, Waiter::Task { .. } | Waiter::Callback { task: true, .. })
+            })
         {
-            let _ = tx.send(Ok(Ok(task)));
+            match waiter {
+                Waiter::Callback { handler, .. } => call_back(handler, Ok(Answer::Task(Ok(task)))),
+                Waiter::Task { tx, .. } => {
+                    let _ = tx.send(Ok(Ok(task)));
+                }
+                other => other.answer(Err(ShimError::Internal("answer taken as a task".into()))),
+            }
             return true;
         }
         // A result's text is read once, by its request: here only far
@@ -762,14 +794,17 @@ impl Connection {
                 }
             })
             && let Some(waiter) = self.take_waiter(&id, |w| {
-                matches!(w, Waiter::Text { .. } | Waiter::Callback { .. })
+                matches!(
+                    w,
+                    Waiter::Text { .. } | Waiter::Callback { task: false, .. }
+                )
             })
         {
-            let answer = Ok(TextAnswer::Line(text.to_owned()));
+            let answer = TextAnswer::Line(text.to_owned());
             match waiter {
-                Waiter::Callback { handler, .. } => call_back(handler, answer),
+                Waiter::Callback { handler, .. } => call_back(handler, Ok(Answer::Text(answer))),
                 Waiter::Text { tx, .. } => {
-                    let _ = tx.send(answer);
+                    let _ = tx.send(Ok(answer));
                 }
                 other => other.answer(Err(ShimError::Internal("answer taken as text".into()))),
             }
@@ -796,11 +831,18 @@ impl Connection {
         let mut line = Vec::with_capacity(512);
         meta.write_request_with(&mut line, &id, method, handler.params());
         line.push(b'\n');
+        let task = handler.reads_task();
+        let count = if task {
+            &self.task_waiters
+        } else {
+            &self.text_waiters
+        };
         let waiter = Waiter::Callback {
             handler,
+            task,
             method,
             due: tokio::time::Instant::now() + self.timeout,
-            _counted: Counted::new(&self.text_waiters),
+            _counted: Counted::new(count),
         };
         self.lock().insert(id.clone(), waiter);
         if let Err(e) = self.send_line(&line)
@@ -827,7 +869,8 @@ impl Connection {
         &self,
         now: tokio::time::Instant,
     ) -> Option<tokio::time::Instant> {
-        if self.text_waiters.load(Ordering::SeqCst) == 0 {
+        let counted = |n: &AtomicUsize| n.load(Ordering::SeqCst);
+        if counted(&self.text_waiters) + counted(&self.task_waiters) == 0 {
             return None;
         }
         let (expired, next) = {
@@ -1378,8 +1421,11 @@ mod tests {
         fn params(&self) -> Params<'_> {
             Params::Text(&self.params)
         }
-        fn answered(self: Box<Self>, answer: Result<TextAnswer, ShimError>) {
-            let _ = self.tx.send(Some(answer));
+        fn answered(self: Box<Self>, answer: Result<Answer, ShimError>) {
+            let _ = self.tx.send(Some(answer.map(|a| match a {
+                Answer::Text(text) => text,
+                Answer::Task(task) => panic!("read as a task: {task:?}"),
+            })));
         }
         fn not_sent(self: Box<Self>) {
             let _ = self.tx.send(None);

@@ -337,6 +337,7 @@ impl LegacySession {
     /// call, the upstream write), and goes on as a task of the runtime.
     pub fn handle_client(self: &Arc<Self>, msg: Message) {
         match msg {
+            Message::Request(req) if req.method == "tasks/get" => self.handle_tasks_get(req),
             Message::Request(req) => {
                 let this = self.clone();
                 crate::inline::start_here(async move {

@@ -15,9 +15,10 @@ use std::sync::Arc;
 
 use super::{LegacySession, guarded, log_error, panicked};
 use crate::error::ShimError;
-use crate::jsonrpc::{ErrorObject, Reply};
-use crate::translate::raw::{Params, PlainCall, plain_answer_to_legacy};
-use crate::upstream::{AnswerHandler, TextAnswer};
+use crate::jsonrpc::{ErrorObject, Id, JsonText, Reply, Request};
+use crate::ledger::TaskRecord;
+use crate::translate::raw::{Params, PlainCall, PlainParams, plain_answer_to_legacy};
+use crate::upstream::{Answer, AnswerHandler, TaskAnswer, TextAnswer};
 use crate::wire::legacy::TaskSupport;
 
 const METHOD: &str = "tools/call";
@@ -99,12 +100,16 @@ impl AnswerHandler for PlainCallAnswer {
         Params::Text(&self.call.params)
     }
 
-    fn answered(self: Box<Self>, answer: Result<TextAnswer, ShimError>) {
+    fn answered(self: Box<Self>, answer: Result<Answer, ShimError>) {
         let PlainCallAnswer { session, call, n } = *self;
         if !session.running.finish(&call.id, n) {
             tracing::debug!(id = %call.id, "client request cancelled; no answer");
             return;
         }
+        let answer = answer.and_then(|a| match a {
+            Answer::Text(text) => Ok(text),
+            Answer::Task(_) => Err(ShimError::Internal("a text answer read as a task".into())),
+        });
         let line = match answer {
             Ok(TextAnswer::Line(line)) => line,
             Ok(read) => return session.start_plain_call(call, Some(read)),
@@ -138,5 +143,151 @@ impl std::fmt::Debug for PlainCallAnswer {
         f.debug_struct("PlainCallAnswer")
             .field("id", &self.call.id)
             .finish_non_exhaustive()
+    }
+}
+
+const TASKS_GET: &str = "tasks/get";
+
+impl LegacySession {
+    /// A client's `tasks/get`: the record is read on this thread (a
+    /// memory ledger answers at once), and the upstream's answer is
+    /// handled where it is read, as a plain call's is. An answer with
+    /// news for the record (a status that changed, input asked) goes on
+    /// as `tasks/get` always does, as a task.
+    pub(super) fn handle_tasks_get(self: &Arc<Self>, req: Request) {
+        let this = self.clone();
+        crate::inline::start_here(async move {
+            let id = req.id.clone();
+            let n = this.running.begin(id.clone());
+            let read = this.task_record(&req);
+            let read = crate::inline::or_if_panicked(read, || Err(panicked(TASKS_GET))).await;
+            let (rec, params) = match read {
+                Ok(rec) if !rec.synthetic && !rec.is_terminal() => {
+                    let params = PlainParams::task_id(rec.id());
+                    (rec, params)
+                }
+                answered => {
+                    let outcome = answered.map(|rec| Reply::Text(JsonText::of(&rec.task)));
+                    return this.answer_unless_cancelled(id, n, TASKS_GET, outcome);
+                }
+            };
+            let Some(params) = params else {
+                return this.finish_tasks_get(id, n, rec, None);
+            };
+            let handler = Box::new(TaskGetAnswer {
+                session: this.clone(),
+                id: id.clone(),
+                rec,
+                params,
+                n,
+            });
+            let upstream = &this.front.upstream;
+            if let Some(sent) = upstream.request_with_callback(TASKS_GET, &this.meta(), handler)
+                && !this.running.sent(&id, n, upstream.clone(), sent.clone())
+            {
+                upstream.abandon_request(&sent);
+            }
+        });
+    }
+
+    /// Answers request `id` (registration `n`) with `outcome`, unless it
+    /// was cancelled.
+    fn answer_unless_cancelled(
+        &self,
+        id: Id,
+        n: u64,
+        method: &str,
+        outcome: Result<Reply, ErrorObject>,
+    ) {
+        if self.running.finish(&id, n) {
+            log_error(method, &outcome);
+            self.answer_client(id, outcome);
+        } else {
+            tracing::debug!(%id, "client request cancelled; no answer");
+        }
+    }
+
+    /// The rest of a `tasks/get` (registration `n` of `id`) as a task:
+    /// from the upstream's `answer`, or asking the usual way without one.
+    fn finish_tasks_get(
+        self: &Arc<Self>,
+        id: Id,
+        n: u64,
+        rec: TaskRecord,
+        answer: Option<Result<TaskAnswer, ShimError>>,
+    ) {
+        if !self.running.finish(&id, n) {
+            return;
+        }
+        let this = self.clone();
+        crate::inline::start_here(async move {
+            let running = this.running.clone();
+            let session = this.clone();
+            let rest = async move {
+                let rec = match answer {
+                    Some(answer) => session.refreshed(rec, answer).await?,
+                    None => session.refresh(rec).await?,
+                };
+                Ok(Reply::Text(JsonText::of(&rec.task)))
+            };
+            let reply = Box::pin(guarded(TASKS_GET, rest));
+            if let Some(outcome) = running.track(id.clone(), reply).await {
+                this.answer_client(id, outcome);
+            }
+        });
+    }
+}
+
+/// A client's `tasks/get` waiting on the upstream's.
+struct TaskGetAnswer {
+    session: Arc<LegacySession>,
+    id: Id,
+    /// The record as read before asking.
+    rec: TaskRecord,
+    params: PlainParams,
+    /// Its registration among the session's running requests.
+    n: u64,
+}
+
+impl AnswerHandler for TaskGetAnswer {
+    fn params(&self) -> Params<'_> {
+        Params::Text(&self.params)
+    }
+
+    fn reads_task(&self) -> bool {
+        true
+    }
+
+    fn answered(self: Box<Self>, answer: Result<Answer, ShimError>) {
+        let TaskGetAnswer {
+            session,
+            id,
+            rec,
+            n,
+            ..
+        } = *self;
+        let answer = answer.and_then(|a| match a {
+            Answer::Task(task) => Ok(task),
+            Answer::Text(_) => Err(ShimError::Internal("a task answer read as text".into())),
+        });
+        // The common poll of a working task: nothing new to store.
+        if let Ok(Ok(d)) = &answer
+            && session.tells_nothing_new(&rec, d)
+        {
+            let outcome = Ok(Reply::Text(JsonText::of(&rec.task)));
+            return session.answer_unless_cancelled(id, n, TASKS_GET, outcome);
+        }
+        session.finish_tasks_get(id, n, rec, Some(answer));
+    }
+
+    fn not_sent(self: Box<Self>) {
+        let TaskGetAnswer {
+            session,
+            id,
+            rec,
+            n,
+            ..
+        } = *self;
+        session.finish_tasks_get(id, n, rec, None);
     }
 }

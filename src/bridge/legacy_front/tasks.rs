@@ -14,7 +14,7 @@ use crate::jsonrpc::{ErrorObject, Id, JsonText, Message, Reply, Request};
 use crate::ledger::TaskRecord;
 use crate::translate::notify::LEGACY_STATUS;
 use crate::translate::task as ttask;
-use crate::upstream::RpcResult;
+use crate::upstream::{RpcResult, TaskAnswer};
 use crate::wire::modern::{DetailedTask, Payload};
 use crate::wire::{TaskStatus, to_value};
 
@@ -32,7 +32,7 @@ impl LegacySession {
     /// [`Self::record`] without the cached outcome (see
     /// [`TaskLedger::get_task`]): for the methods that answer with the
     /// task, not its result.
-    async fn task_record(&self, req: &Request) -> Result<TaskRecord, ErrorObject> {
+    pub(super) async fn task_record(&self, req: &Request) -> Result<TaskRecord, ErrorObject> {
         self.read_record(req, false).await
     }
 
@@ -69,8 +69,21 @@ impl LegacySession {
 
     /// Reads the task upstream and stores what was seen; input it asks
     /// for goes to the client (see [`Self::ask_directly`]).
-    async fn refresh(self: &Arc<Self>, rec: TaskRecord) -> Result<TaskRecord, ErrorObject> {
-        let answer = match self.front.upstream.get_task(rec.id(), &self.meta()).await {
+    pub(super) async fn refresh(
+        self: &Arc<Self>,
+        rec: TaskRecord,
+    ) -> Result<TaskRecord, ErrorObject> {
+        let answer = self.front.upstream.get_task(rec.id(), &self.meta()).await;
+        self.refreshed(rec, answer).await
+    }
+
+    /// [`Self::refresh`] once the upstream answered.
+    pub(super) async fn refreshed(
+        self: &Arc<Self>,
+        rec: TaskRecord,
+        answer: Result<TaskAnswer, ShimError>,
+    ) -> Result<TaskRecord, ErrorObject> {
+        let answer = match answer {
             Ok(answer) => answer,
             // Gone for good: the task died with it.
             Err(e) => {
@@ -149,7 +162,7 @@ impl LegacySession {
     /// True when storing `d` would leave `rec` as it is (by the rule
     /// [`absorb_seen`] stores it by) and `d` asks no input: input goes
     /// through [`Self::record_seen`]'s path, which puts it to the client.
-    fn tells_nothing_new(&self, rec: &TaskRecord, d: &DetailedTask) -> bool {
+    pub(super) fn tells_nothing_new(&self, rec: &TaskRecord, d: &DetailedTask) -> bool {
         matches!(d.payload, Payload::None) && absorbs_nothing(rec, || self.seen_task(d))
     }
 
