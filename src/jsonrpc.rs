@@ -63,6 +63,34 @@ impl<'de> Deserialize<'de> for Id {
     }
 }
 
+/// An id read only to know it is one: what [`Id`] accepts, nothing kept
+/// (no string allocated).
+pub(crate) struct ValidId;
+
+impl<'de> Deserialize<'de> for ValidId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<ValidId, D::Error> {
+        struct Check;
+        impl serde::de::Visitor<'_> for Check {
+            type Value = ValidId;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an integer or a string")
+            }
+            fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<ValidId, E> {
+                Ok(ValidId)
+            }
+            fn visit_u64<E: serde::de::Error>(self, n: u64) -> Result<ValidId, E> {
+                i64::try_from(n)
+                    .map(|_| ValidId)
+                    .map_err(|_| E::invalid_value(serde::de::Unexpected::Unsigned(n), &self))
+            }
+            fn visit_str<E: serde::de::Error>(self, _: &str) -> Result<ValidId, E> {
+                Ok(ValidId)
+            }
+        }
+        d.deserialize_any(Check)
+    }
+}
+
 impl fmt::Display for Id {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

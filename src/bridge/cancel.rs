@@ -41,7 +41,7 @@ enum Stop {
     Abort(AbortHandle),
     /// Its upstream request, answered by a callback, is abandoned
     /// ([`Cancellable::begin`]); `None` until it is sent.
-    Abandon(Option<(Arc<dyn ModernUpstream>, Id)>),
+    Abandon(Option<(Arc<dyn ModernUpstream>, i64)>),
 }
 
 impl Cancellable {
@@ -92,7 +92,7 @@ impl Cancellable {
         id: &Id,
         n: u64,
         upstream: Arc<dyn ModernUpstream>,
-        sent: Id,
+        sent: i64,
     ) -> bool {
         match lock(&self.running).get_mut(id) {
             Some((m, stop)) if *m == n => {
@@ -128,7 +128,7 @@ impl Cancellable {
         };
         match stop {
             Stop::Abort(handle) => handle.abort(),
-            Stop::Abandon(Some((upstream, sent))) => upstream.abandon_request(&sent),
+            Stop::Abandon(Some((upstream, sent))) => upstream.abandon_request(sent),
             Stop::Abandon(None) => {}
         }
         true

@@ -65,7 +65,11 @@ pub fn plain_answer_to_legacy(answer: &str, method: &str) -> Option<JsonText> {
                     "jsonrpc" => version
                         .replace(map.next_value::<Key<'de>>()? == "2.0")
                         .is_none(),
-                    "id" => id.replace(map.next_value::<Id>()?).is_none(),
+                    // Read only as valid: whose answer it is was known
+                    // before (its waiter was found by it).
+                    "id" => id
+                        .replace(map.next_value::<crate::jsonrpc::ValidId>()?)
+                        .is_none(),
                     "result" => result
                         .replace(map.next_value_seed(LegacyResult {
                             method: self.method,
@@ -111,7 +115,7 @@ impl<'de> Visitor<'de> for LegacyResult<'_> {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<JsonText, A::Error> {
         let mut out = String::with_capacity(256);
         out.push('{');
-        let mut members = Members::with_capacity(8);
+        let mut members = Members::new();
         while let Some(key) = members.next(&mut map)? {
             if key == "resultType" {
                 if !is_plain(map.next_value::<&RawValue>()?) {
@@ -159,7 +163,7 @@ impl<'de> Visitor<'de> for MetaWithoutServerInfo<'_> {
         let out = self.0;
         out.push('{');
         let first = out.len();
-        let mut members = Members::with_capacity(2);
+        let mut members = Members::new();
         while let Some(key) = members.next(&mut map)? {
             if key == META_SERVER_INFO {
                 map.next_value::<serde::de::IgnoredAny>()?;
@@ -195,11 +199,7 @@ pub struct PlainCall {
 impl PlainCall {
     /// The same request as a tree, for the paths that need one.
     pub fn into_request(self) -> Request {
-        Request {
-            id: self.id,
-            method: "tools/call".into(),
-            params: Some(self.params.to_value()),
-        }
+        self.params.call_request(self.id)
     }
 }
 
@@ -210,6 +210,15 @@ impl PlainCall {
 pub struct PlainParams(Box<RawValue>);
 
 impl PlainParams {
+    /// The `tools/call` request `id` with these params, as a tree.
+    pub fn call_request(&self, id: Id) -> Request {
+        Request {
+            id,
+            method: "tools/call".into(),
+            params: Some(self.to_value()),
+        }
+    }
+
     /// `{"taskId":…}`, the params of a request about one task, written
     /// without a tree (`None` only if serialising a string failed, which
     /// it does not).
@@ -330,7 +339,7 @@ fn plain_call_name(params: &RawValue) -> Option<String> {
             f.write_str("the params of a plain call")
         }
         fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<String, A::Error> {
-            let mut members = Members::with_capacity(4);
+            let mut members = Members::new();
             let mut name = None;
             while let Some(key) = members.next(&mut map)? {
                 match &*key.0 {
@@ -401,11 +410,11 @@ struct Key<'a>(Cow<'a, str>);
 /// The member names of one object as it is read: a repeated one is
 /// refused, since the tree keeps only one of them and the text rows could
 /// not say which.
-struct Members<'de>(Vec<Key<'de>>);
+struct Members<'de>(smallvec::SmallVec<[Key<'de>; 8]>);
 
 impl<'de> Members<'de> {
-    fn with_capacity(n: usize) -> Self {
-        Members(Vec::with_capacity(n))
+    fn new() -> Self {
+        Members(smallvec::SmallVec::new())
     }
 
     /// The next member's name, unless it repeats an earlier one.

@@ -228,26 +228,28 @@ pub trait ModernUpstream: Upstream {
     /// [`Self::request_text`] without a future: the request is written
     /// now, from this thread, and `handler` gets its answer on the thread
     /// that reads it, or the error that ends it (no answer within the
-    /// request timeout, the upstream gone). Returns the request's id, for
-    /// [`Self::abandon_request`]. `None` when this upstream cannot take the
-    /// request that way now (the default; a child being restarted): the
-    /// handler was told ([`AnswerHandler::not_sent`]) and goes the usual
-    /// way.
+    /// request timeout, the upstream gone). Returns the request's number,
+    /// for [`Self::abandon_request`] (not its id: the caller's thread
+    /// keeps the handle and the reader's drops it, and an id would be one
+    /// more string moving between the two). `None` when this upstream
+    /// cannot take the request that way now (the default; a child being
+    /// restarted): the handler was told ([`AnswerHandler::not_sent`]) and
+    /// goes the usual way.
     fn request_with_callback(
         &self,
         method: &'static str,
         meta: &ModernMeta,
         handler: Box<dyn AnswerHandler>,
-    ) -> Option<Id> {
+    ) -> Option<i64> {
         let _ = (method, meta);
         handler.not_sent();
         None
     }
-    /// Forgets request `id` of [`Self::request_with_callback`] if it is
-    /// still unanswered: its handler is dropped uncalled and the upstream
-    /// is told (`notifications/cancelled`).
-    fn abandon_request(&self, id: &Id) {
-        let _ = id;
+    /// Forgets request `request` of [`Self::request_with_callback`] if it
+    /// is still unanswered: its handler is dropped uncalled and the
+    /// upstream is told (`notifications/cancelled`).
+    fn abandon_request(&self, request: i64) {
+        let _ = request;
     }
     /// Sends a long-lived request (`subscriptions/listen`) and hands back
     /// its stream at once; see [`stream`]. `Err` means it could not be
@@ -509,7 +511,7 @@ pub trait AnswerHandler: Send {
     /// The answer (or the error that ends the request), once. It runs on
     /// the reading thread: it must not block, and work that waits goes
     /// to the runtime.
-    fn answered(self: Box<Self>, answer: Result<Answer, ShimError>);
+    fn answered(self: Box<Self>, answer: Result<Answer<'_>, ShimError>);
     /// The request was not sent (see
     /// [`ModernUpstream::request_with_callback`]).
     fn not_sent(self: Box<Self>);
@@ -520,10 +522,13 @@ pub trait AnswerHandler: Send {
 // per answer for nothing.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
-pub enum Answer {
-    /// As [`ModernUpstream::request_text`] hands it back.
-    Text(TextAnswer),
-    /// As [`ModernUpstream::get_task`] does.
+pub enum Answer<'a> {
+    /// The answer's line, as read ([`TextAnswer::Line`], not copied out
+    /// of the reader's buffer).
+    Line(&'a str),
+    /// The answer, parsed by the reader first ([`TextAnswer::Read`]).
+    Read(RpcResult),
+    /// The answer read as a task, as [`ModernUpstream::get_task`] does.
     Task(TaskAnswer),
 }
 
@@ -618,7 +623,7 @@ impl Waiter {
                 handler,
                 task: false,
                 ..
-            } => call_back(handler, outcome.map(|o| Answer::Text(TextAnswer::Read(o)))),
+            } => call_back(handler, outcome.map(Answer::Read)),
             Waiter::Callback { handler, .. } => {
                 call_back(handler, outcome.and_then(task_of).map(Answer::Task));
             }
@@ -629,7 +634,7 @@ impl Waiter {
 /// Hands `answer` to `handler`. A panic in it is caught and logged: it
 /// runs on whatever thread delivers the answer (the upstream's reader),
 /// which must go on reading.
-fn call_back(handler: Box<dyn AnswerHandler>, answer: Result<Answer, ShimError>) {
+fn call_back(handler: Box<dyn AnswerHandler>, answer: Result<Answer<'_>, ShimError>) {
     let answered = std::panic::AssertUnwindSafe(|| handler.answered(answer));
     if std::panic::catch_unwind(answered).is_err() {
         tracing::error!("handling an upstream answer panicked; its request gets no answer");
@@ -717,7 +722,11 @@ impl Connection {
     }
 
     fn next_request_id(&self) -> Id {
-        let n = self.next_id.fetch_add(1, Ordering::Relaxed);
+        self.request_id(self.next_id.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// The id of this connection's `n`th request.
+    fn request_id(&self, n: i64) -> Id {
         match &self.id_prefix {
             // Not `format!`: its machinery was a thousand instructions of
             // every translated round trip.
@@ -800,11 +809,10 @@ impl Connection {
                 )
             })
         {
-            let answer = TextAnswer::Line(text.to_owned());
             match waiter {
-                Waiter::Callback { handler, .. } => call_back(handler, Ok(Answer::Text(answer))),
+                Waiter::Callback { handler, .. } => call_back(handler, Ok(Answer::Line(text))),
                 Waiter::Text { tx, .. } => {
-                    let _ = tx.send(Ok(answer));
+                    let _ = tx.send(Ok(TextAnswer::Line(text.to_owned())));
                 }
                 other => other.answer(Err(ShimError::Internal("answer taken as text".into()))),
             }
@@ -822,12 +830,13 @@ impl Connection {
         method: &'static str,
         meta: &ModernMeta,
         handler: Box<dyn AnswerHandler>,
-    ) -> Option<Id> {
+    ) -> Option<i64> {
         if self.lines.is_none() || self.is_closed() {
             handler.not_sent();
             return None;
         }
-        let id = self.next_request_id();
+        let n = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let id = self.request_id(n);
         let mut line = Vec::with_capacity(512);
         meta.write_request_with(&mut line, &id, method, handler.params());
         line.push(b'\n');
@@ -844,20 +853,23 @@ impl Connection {
             due: tokio::time::Instant::now() + self.timeout,
             _counted: Counted::new(count),
         };
-        self.lock().insert(id.clone(), waiter);
+        // The id goes into the map, not cloned: it is freed by the reader
+        // that takes the answer (see `request_with_callback`'s handle).
+        self.lock().insert(id, waiter);
         if let Err(e) = self.send_line(&line)
-            && let Some(waiter) = self.lock().remove(&id)
+            && let Some(waiter) = self.lock().remove(&self.request_id(n))
         {
             waiter.answer(Err(e));
         }
-        Some(id)
+        Some(n)
     }
 
     /// See [`ModernUpstream::abandon_request`].
-    pub(crate) fn abandon_request(&self, id: &Id) {
-        if self.lock().remove(id).is_some() {
+    pub(crate) fn abandon_request(&self, request: i64) {
+        let id = self.request_id(request);
+        if self.lock().remove(&id).is_some() {
             let reason = "the requester no longer waits for the answer";
-            let _ = self.send(stream::cancel_message(id, reason));
+            let _ = self.send(stream::cancel_message(&id, reason));
         }
     }
 
@@ -1421,9 +1433,10 @@ mod tests {
         fn params(&self) -> Params<'_> {
             Params::Text(&self.params)
         }
-        fn answered(self: Box<Self>, answer: Result<Answer, ShimError>) {
+        fn answered(self: Box<Self>, answer: Result<Answer<'_>, ShimError>) {
             let _ = self.tx.send(Some(answer.map(|a| match a {
-                Answer::Text(text) => text,
+                Answer::Line(line) => TextAnswer::Line(line.to_owned()),
+                Answer::Read(read) => TextAnswer::Read(read),
                 Answer::Task(task) => panic!("read as a task: {task:?}"),
             })));
         }
@@ -1461,9 +1474,9 @@ mod tests {
         let timeout = Duration::from_secs(5);
         let conn = Connection::new(out, timeout).writing_lines_to(written.clone());
         // Read from the line's bytes.
-        let id = conn
-            .request_with_callback("tools/call", &meta, handler())
+        conn.request_with_callback("tools/call", &meta, handler())
             .unwrap();
+        let id = last_request_id(&written);
         let sent = Message::parse(lock(&written.0).last().unwrap()).unwrap();
         assert_eq!(sent.method(), Some("tools/call"));
         assert_eq!(sent.params().unwrap()["taskId"], "t1");
@@ -1475,9 +1488,9 @@ mod tests {
             other => panic!("{other:?}"),
         }
         // Parsed by the reader first.
-        let id = conn
-            .request_with_callback("tools/call", &meta, handler())
+        conn.request_with_callback("tools/call", &meta, handler())
             .unwrap();
+        let id = last_request_id(&written);
         assert!(
             conn.on_inbound(Message::response(id, json!({"n": 2})))
                 .is_none()
@@ -1490,9 +1503,9 @@ mod tests {
         assert_eq!(conn.text_waiters.load(Ordering::SeqCst), 0);
 
         // Unanswered: not due yet, then due.
-        let id = conn
-            .request_with_callback("tools/call", &meta, handler())
+        conn.request_with_callback("tools/call", &meta, handler())
             .unwrap();
+        let id = last_request_id(&written);
         let due = conn.expire_callbacks(tokio::time::Instant::now());
         assert_eq!(due, Some(tokio::time::Instant::now() + timeout));
         assert_eq!(rx.try_recv().unwrap_err(), TryRecvError::Empty);
@@ -1511,10 +1524,11 @@ mod tests {
         assert!(!conn.take_answer(&Message::response(id, json!({})).to_line()));
 
         // Abandoned: the handler goes uncalled, the upstream is told.
-        let id = conn
+        let n = conn
             .request_with_callback("tools/call", &meta, handler())
             .unwrap();
-        conn.abandon_request(&id);
+        let id = last_request_id(&written);
+        conn.abandon_request(n);
         assert_eq!(rx.try_recv().unwrap_err(), TryRecvError::Empty);
         let cancel = Message::parse(lock(&written.0).last().unwrap()).unwrap();
         assert_eq!(cancel.params().unwrap()["requestId"], json!(id));

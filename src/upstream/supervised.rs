@@ -1218,7 +1218,7 @@ impl ModernUpstream for Supervised {
         method: &'static str,
         meta: &ModernMeta,
         handler: Box<dyn AnswerHandler>,
-    ) -> Option<Id> {
+    ) -> Option<i64> {
         match self.current() {
             Ok(generation) => generation.conn.request_with_callback(method, meta, handler),
             Err(_) => {
@@ -1230,9 +1230,9 @@ impl ModernUpstream for Supervised {
 
     /// On the live child: a request of a child since gone was failed
     /// with it.
-    fn abandon_request(&self, id: &Id) {
+    fn abandon_request(&self, request: i64) {
         if let Ok(generation) = self.current() {
-            generation.conn.abandon_request(id);
+            generation.conn.abandon_request(request);
         }
     }
 

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use super::{LegacySession, guarded, log_error, panicked};
 use crate::error::ShimError;
-use crate::jsonrpc::{ErrorObject, Id, JsonText, Reply, Request};
+use crate::jsonrpc::{ErrorObject, Id, JsonText, Message, Reply, Request};
 use crate::ledger::TaskRecord;
 use crate::translate::raw::{Params, PlainCall, PlainParams, plain_answer_to_legacy};
 use crate::upstream::{Answer, AnswerHandler, TaskAnswer, TextAnswer};
@@ -30,33 +30,35 @@ impl LegacySession {
     pub fn handle_plain_call(self: &Arc<Self>, call: PlainCall) {
         // A tool that always makes a task is driven by the shim.
         if self.front.policy.for_tool(&call.name) == TaskSupport::Required {
-            return self.start_plain_call(call, None);
+            return self.handle_client(Message::Request(call.into_request()));
         }
-        let id = call.id.clone();
+        // (The name is freed here, by the thread that allocated it.)
+        let PlainCall { id, params, .. } = call;
         let n = self.running.begin(id.clone());
         let handler = Box::new(PlainCallAnswer {
             session: self.clone(),
-            call,
+            id: id.clone(),
+            params,
             n,
         });
         let upstream = &self.front.upstream;
         if let Some(sent) = upstream.request_with_callback(METHOD, &self.meta(), handler)
-            && !self.running.sent(&id, n, upstream.clone(), sent.clone())
+            && !self.running.sent(&id, n, upstream.clone(), sent)
         {
             // Cancelled while it was being sent.
-            upstream.abandon_request(&sent);
+            upstream.abandon_request(sent);
         }
     }
 
     /// The call as a task of the runtime, started on this thread (see
     /// [`crate::inline::start_here`]); from its upstream answer when it
     /// has one already.
-    fn start_plain_call(self: &Arc<Self>, call: PlainCall, answer: Option<TextAnswer>) {
+    fn start_plain_call(self: &Arc<Self>, id: Id, params: PlainParams, answer: Option<TextAnswer>) {
         let this = self.clone();
         crate::inline::start_here(async move {
-            let id = call.id.clone();
             let running = this.running.clone();
-            let reply = Box::pin(guarded(METHOD, this.clone().plain_call(call, answer)));
+            let call = this.clone().plain_call(id.clone(), params, answer);
+            let reply = Box::pin(guarded(METHOD, call));
             if let Some(outcome) = running.track(id.clone(), reply).await {
                 this.answer_client(id, outcome);
             }
@@ -68,72 +70,86 @@ impl LegacySession {
     /// `tools/call` always goes, from that answer.
     async fn plain_call(
         self: Arc<Self>,
-        call: PlainCall,
+        id: Id,
+        params: PlainParams,
         answer: Option<TextAnswer>,
     ) -> Result<Reply, ErrorObject> {
-        // The other ways on are boxed: the state of every path of a
-        // `tools/call` would make this future a few kilobytes.
         let first = match answer {
             Some(answer) => answer.outcome()?,
-            None if self.front.policy.for_tool(&call.name) == TaskSupport::Required => {
-                return Box::pin(self.request(call.into_request())).await;
-            }
-            None => match self.call_plain(METHOD, Params::Text(&call.params)).await? {
+            None => match self.call_plain(METHOD, Params::Text(&params)).await? {
                 Reply::Tree(answer) => answer,
                 text => return Ok(text),
             },
         };
-        Box::pin(self.tools_call_from(call.into_request(), Some(first))).await
+        // Boxed: the state of every path of a `tools/call` would make this
+        // future a few kilobytes.
+        Box::pin(self.tools_call_from(params.call_request(id), Some(first))).await
     }
 }
 
 /// A plain call waiting on its upstream answer.
 struct PlainCallAnswer {
     session: Arc<LegacySession>,
-    call: PlainCall,
+    id: Id,
+    params: PlainParams,
     /// Its registration among the session's running requests.
     n: u64,
 }
 
 impl AnswerHandler for PlainCallAnswer {
     fn params(&self) -> Params<'_> {
-        Params::Text(&self.call.params)
+        Params::Text(&self.params)
     }
 
-    fn answered(self: Box<Self>, answer: Result<Answer, ShimError>) {
-        let PlainCallAnswer { session, call, n } = *self;
-        if !session.running.finish(&call.id, n) {
-            tracing::debug!(id = %call.id, "client request cancelled; no answer");
+    fn answered(self: Box<Self>, answer: Result<Answer<'_>, ShimError>) {
+        let PlainCallAnswer {
+            session,
+            id,
+            params,
+            n,
+        } = *self;
+        if !session.running.finish(&id, n) {
+            tracing::debug!(%id, "client request cancelled; no answer");
             return;
         }
-        let answer = answer.and_then(|a| match a {
-            Answer::Text(text) => Ok(text),
-            Answer::Task(_) => Err(ShimError::Internal("a text answer read as a task".into())),
-        });
         let line = match answer {
-            Ok(TextAnswer::Line(line)) => line,
-            Ok(read) => return session.start_plain_call(call, Some(read)),
+            Ok(Answer::Line(line)) => line,
+            Ok(Answer::Read(read)) => {
+                return session.start_plain_call(id, params, Some(TextAnswer::Read(read)));
+            }
+            Ok(Answer::Task(_)) => {
+                let e = ShimError::Internal("a text answer read as a task".into());
+                return session.answer_client(id, Err(e.into()));
+            }
             Err(e) => {
                 let outcome = Err(e.into());
                 log_error(METHOD, &outcome);
-                return session.answer_client(call.id, outcome);
+                return session.answer_client(id, outcome);
             }
         };
-        let legacy = std::panic::catch_unwind(|| plain_answer_to_legacy(&line, METHOD));
+        let legacy = std::panic::catch_unwind(|| plain_answer_to_legacy(line, METHOD));
         match legacy {
-            Ok(Some(legacy)) => session.answer_client(call.id, Ok(Reply::Text(legacy))),
-            Ok(None) => session.start_plain_call(call, Some(TextAnswer::Line(line))),
+            Ok(Some(legacy)) => session.answer_client(id, Ok(Reply::Text(legacy))),
+            Ok(None) => {
+                let answer = TextAnswer::Line(line.to_owned());
+                session.start_plain_call(id, params, Some(answer));
+            }
             Err(_) => {
                 tracing::error!("handling a client request panicked; answering it with an error");
-                session.answer_client(call.id, Err(panicked(METHOD)));
+                session.answer_client(id, Err(panicked(METHOD)));
             }
         }
     }
 
     fn not_sent(self: Box<Self>) {
-        let PlainCallAnswer { session, call, n } = *self;
-        if session.running.finish(&call.id, n) {
-            session.start_plain_call(call, None);
+        let PlainCallAnswer {
+            session,
+            id,
+            params,
+            n,
+        } = *self;
+        if session.running.finish(&id, n) {
+            session.start_plain_call(id, params, None);
         }
     }
 }
@@ -141,7 +157,7 @@ impl AnswerHandler for PlainCallAnswer {
 impl std::fmt::Debug for PlainCallAnswer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PlainCallAnswer")
-            .field("id", &self.call.id)
+            .field("id", &self.id)
             .finish_non_exhaustive()
     }
 }
@@ -183,9 +199,9 @@ impl LegacySession {
             });
             let upstream = &this.front.upstream;
             if let Some(sent) = upstream.request_with_callback(TASKS_GET, &this.meta(), handler)
-                && !this.running.sent(&id, n, upstream.clone(), sent.clone())
+                && !this.running.sent(&id, n, upstream.clone(), sent)
             {
-                upstream.abandon_request(&sent);
+                upstream.abandon_request(sent);
             }
         });
     }
@@ -258,7 +274,7 @@ impl AnswerHandler for TaskGetAnswer {
         true
     }
 
-    fn answered(self: Box<Self>, answer: Result<Answer, ShimError>) {
+    fn answered(self: Box<Self>, answer: Result<Answer<'_>, ShimError>) {
         let TaskGetAnswer {
             session,
             id,
@@ -268,7 +284,7 @@ impl AnswerHandler for TaskGetAnswer {
         } = *self;
         let answer = answer.and_then(|a| match a {
             Answer::Task(task) => Ok(task),
-            Answer::Text(_) => Err(ShimError::Internal("a task answer read as text".into())),
+            _ => Err(ShimError::Internal("a task answer read as text".into())),
         });
         // The common poll of a working task: nothing new to store.
         if let Ok(Ok(d)) = &answer
