@@ -12,8 +12,8 @@
 //! SHOULD NOT respond to a cancelled request).
 
 use std::future::Future;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 
 use futures_util::future::{AbortHandle, Abortable};
 use serde::Deserialize;
@@ -21,7 +21,6 @@ use serde_json::Value;
 
 use super::lock;
 use crate::jsonrpc::{Id, IdMap};
-use crate::upstream::ModernUpstream;
 
 /// The method a client cancels a request with.
 pub(crate) const CANCELLED: &str = "notifications/cancelled";
@@ -30,18 +29,8 @@ pub(crate) const CANCELLED: &str = "notifications/cancelled";
 #[derive(Debug, Default)]
 pub(crate) struct Cancellable {
     /// Request id → (registration, how to stop its work).
-    running: Mutex<IdMap<(u64, Stop)>>,
+    running: Mutex<IdMap<(u64, AbortHandle)>>,
     next: AtomicU64,
-}
-
-/// How a running request's work is stopped.
-#[derive(Debug)]
-enum Stop {
-    /// Its future is dropped ([`Cancellable::track`]).
-    Abort(AbortHandle),
-    /// Its upstream request, answered by a callback, is abandoned
-    /// ([`Cancellable::begin`]); `None` until it is sent.
-    Abandon(Option<(Arc<dyn ModernUpstream>, i64)>),
 }
 
 impl Cancellable {
@@ -59,7 +48,7 @@ impl Cancellable {
     {
         let (handle, registration) = AbortHandle::new_pair();
         let n = self.next.fetch_add(1, Ordering::Relaxed);
-        lock(&self.running).insert(id.clone(), (n, Stop::Abort(handle)));
+        lock(&self.running).insert(id.clone(), (n, handle));
         let this = self.clone();
         async move {
             let done = Abortable::new(work, registration).await.ok();
@@ -75,45 +64,6 @@ impl Cancellable {
         }
     }
 
-    /// Registers request `id`, answered by a callback on its upstream
-    /// request's answer instead of a future: see [`Cancellable::sent`] and
-    /// [`Cancellable::finish`]. Returns the registration.
-    pub(crate) fn begin(&self, id: Id) -> u64 {
-        let n = self.next.fetch_add(1, Ordering::Relaxed);
-        lock(&self.running).insert(id, (n, Stop::Abandon(None)));
-        n
-    }
-
-    /// Registration `n` of `id` waits on request `sent` of `upstream`,
-    /// which a cancel now abandons. False when `id` was cancelled
-    /// meanwhile: abandoning `sent` is then the caller's to do.
-    pub(crate) fn sent(
-        &self,
-        id: &Id,
-        n: u64,
-        upstream: Arc<dyn ModernUpstream>,
-        sent: i64,
-    ) -> bool {
-        match lock(&self.running).get_mut(id) {
-            Some((m, stop)) if *m == n => {
-                *stop = Stop::Abandon(Some((upstream, sent)));
-                true
-            }
-            _ => false,
-        }
-    }
-
-    /// Registration `n` of `id` is done: forgotten. False when it was
-    /// cancelled first, and no answer is owed.
-    pub(crate) fn finish(&self, id: &Id, n: u64) -> bool {
-        let mut running = lock(&self.running);
-        if running.get(id).is_some_and(|(m, _)| *m == n) {
-            running.remove(id);
-            return true;
-        }
-        false
-    }
-
     /// Stops the work of the request a `notifications/cancelled` names
     /// (its `params.requestId`). False when no such request is running:
     /// already answered, or never seen (the spec lets both be ignored).
@@ -123,15 +73,13 @@ impl Cancellable {
 
     /// Stops the work of request `id`; false when it is not running.
     pub(crate) fn cancel_id(&self, id: &Id) -> bool {
-        let Some((_, stop)) = lock(&self.running).remove(id) else {
-            return false;
-        };
-        match stop {
-            Stop::Abort(handle) => handle.abort(),
-            Stop::Abandon(Some((upstream, sent))) => upstream.abandon_request(sent),
-            Stop::Abandon(None) => {}
+        match lock(&self.running).remove(id) {
+            Some((_, handle)) => {
+                handle.abort();
+                true
+            }
+            None => false,
         }
-        true
     }
 }
 

@@ -22,6 +22,7 @@ pub use stream::{StreamEvent, UpstreamStream};
 /// (`#[mcp_tasks_shim::upstream::async_trait] impl Upstream for …`).
 pub use async_trait::async_trait;
 
+use std::any::Any;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -228,10 +229,7 @@ pub trait ModernUpstream: Upstream {
     /// [`Self::request_text`] without a future: the request is written
     /// now, from this thread, and `handler` gets its answer on the thread
     /// that reads it, or the error that ends it (no answer within the
-    /// request timeout, the upstream gone). Returns the request's number,
-    /// for [`Self::abandon_request`] (not its id: the caller's thread
-    /// keeps the handle and the reader's drops it, and an id would be one
-    /// more string moving between the two). `None` when this upstream
+    /// request timeout, the upstream gone). False when this upstream
     /// cannot take the request that way now (the default; a child being
     /// restarted): the handler was told ([`AnswerHandler::not_sent`]) and
     /// goes the usual way.
@@ -240,16 +238,22 @@ pub trait ModernUpstream: Upstream {
         method: &'static str,
         meta: &ModernMeta,
         handler: Box<dyn AnswerHandler>,
-    ) -> Option<i64> {
+    ) -> bool {
         let _ = (method, meta);
         handler.not_sent();
-        None
+        false
     }
-    /// Forgets request `request` of [`Self::request_with_callback`] if it
-    /// is still unanswered: its handler is dropped uncalled and the
-    /// upstream is told (`notifications/cancelled`).
-    fn abandon_request(&self, request: i64) {
-        let _ = request;
+    /// Forgets the request of [`Self::request_with_callback`] that answers
+    /// request `id` of `client` ([`AnswerHandler::answers`]) if it is still
+    /// unanswered: its handler is dropped uncalled and the upstream is told
+    /// (`notifications/cancelled`). False when there is none.
+    ///
+    /// The client's cancel finds the request here, not in a registry of
+    /// the client's own: a registry would be written by the client's
+    /// thread and the reader's for every request, only for the rare cancel.
+    fn abandon_for(&self, client: &dyn Any, id: &Id) -> bool {
+        let _ = (client, id);
+        false
     }
     /// Sends a long-lived request (`subscriptions/listen`) and hands back
     /// its stream at once; see [`stream`]. `Err` means it could not be
@@ -503,6 +507,12 @@ type Streams = Arc<Mutex<HashMap<Id, mpsc::UnboundedSender<StreamEvent>>>>;
 pub trait AnswerHandler: Send {
     /// The request's params, written once the request has its id.
     fn params(&self) -> Params<'_>;
+    /// Whether it answers request `id` of `client` (whoever made it, as
+    /// that one knows itself), for [`ModernUpstream::abandon_for`].
+    fn answers(&self, client: &dyn Any, id: &Id) -> bool {
+        let _ = (client, id);
+        false
+    }
     /// Whether it reads the answer as a task ([`Answer::Task`], for
     /// `tasks/get`) rather than as text.
     fn reads_task(&self) -> bool {
@@ -627,6 +637,26 @@ impl Waiter {
             Waiter::Callback { handler, .. } => {
                 call_back(handler, outcome.and_then(task_of).map(Answer::Task));
             }
+        }
+    }
+}
+
+/// A request of [`Connection::request_with_callback`] that did not go,
+/// its handler handed back: the caller tells it ([`Unsent::tell`]) once
+/// it holds no lock a handler's work might want.
+pub(crate) enum Unsent {
+    /// Not sent: the connection writes no lines of its own, or is closed.
+    NotSent(Box<dyn AnswerHandler>),
+    /// Writing it failed.
+    Failed(Box<dyn AnswerHandler>, ShimError),
+}
+
+impl Unsent {
+    /// Tells the handler.
+    pub(crate) fn tell(self) {
+        match self {
+            Unsent::NotSent(handler) => handler.not_sent(),
+            Unsent::Failed(handler, e) => call_back(handler, Err(e)),
         }
     }
 }
@@ -830,10 +860,9 @@ impl Connection {
         method: &'static str,
         meta: &ModernMeta,
         handler: Box<dyn AnswerHandler>,
-    ) -> Option<i64> {
+    ) -> Result<(), Unsent> {
         if self.lines.is_none() || self.is_closed() {
-            handler.not_sent();
-            return None;
+            return Err(Unsent::NotSent(handler));
         }
         let n = self.next_id.fetch_add(1, Ordering::Relaxed);
         let id = self.request_id(n);
@@ -853,24 +882,36 @@ impl Connection {
             due: tokio::time::Instant::now() + self.timeout,
             _counted: Counted::new(count),
         };
-        // The id goes into the map, not cloned: it is freed by the reader
-        // that takes the answer (see `request_with_callback`'s handle).
+        // The id goes into the map, not cloned: the reader that takes the
+        // answer frees it, and a clone would be one more allocation made
+        // on this thread and freed on that one.
         self.lock().insert(id, waiter);
         if let Err(e) = self.send_line(&line)
-            && let Some(waiter) = self.lock().remove(&self.request_id(n))
+            && let Some(Waiter::Callback { handler, .. }) = self.lock().remove(&self.request_id(n))
         {
-            waiter.answer(Err(e));
+            return Err(Unsent::Failed(handler, e));
         }
-        Some(n)
+        Ok(())
     }
 
-    /// See [`ModernUpstream::abandon_request`].
-    pub(crate) fn abandon_request(&self, request: i64) {
-        let id = self.request_id(request);
-        if self.lock().remove(&id).is_some() {
-            let reason = "the requester no longer waits for the answer";
-            let _ = self.send(stream::cancel_message(&id, reason));
-        }
+    /// See [`ModernUpstream::abandon_for`].
+    pub(crate) fn abandon_for(&self, client: &dyn Any, id: &Id) -> bool {
+        let abandoned = {
+            let mut pending = self.lock();
+            let found = pending.iter().find_map(|(sent, w)| match w {
+                Waiter::Callback { handler, .. } if handler.answers(client, id) => {
+                    Some(sent.clone())
+                }
+                _ => None,
+            });
+            found.and_then(|sent| pending.remove_entry(&sent))
+        };
+        let Some((sent, _handler)) = abandoned else {
+            return false;
+        };
+        let reason = "the requester no longer waits for the answer";
+        let _ = self.send(stream::cancel_message(&sent, reason));
+        true
     }
 
     /// Fails the requests of [`Connection::request_with_callback`] due by
@@ -1433,6 +1474,10 @@ mod tests {
         fn params(&self) -> Params<'_> {
             Params::Text(&self.params)
         }
+        /// Every one answers request 1 of the client `"test"`.
+        fn answers(&self, client: &dyn Any, id: &Id) -> bool {
+            client.downcast_ref::<&str>() == Some(&"test") && *id == Id::Num(1)
+        }
         fn answered(self: Box<Self>, answer: Result<Answer<'_>, ShimError>) {
             let _ = self.tx.send(Some(answer.map(|a| match a {
                 Answer::Line(line) => TextAnswer::Line(line.to_owned()),
@@ -1462,11 +1507,8 @@ mod tests {
         };
         let (out, _out_rx) = tokio::sync::mpsc::unbounded_channel();
         let unsweepable = Connection::new(out, Duration::from_secs(5));
-        assert!(
-            unsweepable
-                .request_with_callback("tools/call", &meta, handler())
-                .is_none()
-        );
+        let unsent = unsweepable.request_with_callback("tools/call", &meta, handler());
+        unsent.unwrap_err().tell();
         assert!(matches!(rx.try_recv(), Ok(None)), "told it was not sent");
 
         let (out, _out_rx) = tokio::sync::mpsc::unbounded_channel();
@@ -1474,8 +1516,10 @@ mod tests {
         let timeout = Duration::from_secs(5);
         let conn = Connection::new(out, timeout).writing_lines_to(written.clone());
         // Read from the line's bytes.
-        conn.request_with_callback("tools/call", &meta, handler())
-            .unwrap();
+        assert!(
+            conn.request_with_callback("tools/call", &meta, handler())
+                .is_ok()
+        );
         let id = last_request_id(&written);
         let sent = Message::parse(lock(&written.0).last().unwrap()).unwrap();
         assert_eq!(sent.method(), Some("tools/call"));
@@ -1488,8 +1532,10 @@ mod tests {
             other => panic!("{other:?}"),
         }
         // Parsed by the reader first.
-        conn.request_with_callback("tools/call", &meta, handler())
-            .unwrap();
+        assert!(
+            conn.request_with_callback("tools/call", &meta, handler())
+                .is_ok()
+        );
         let id = last_request_id(&written);
         assert!(
             conn.on_inbound(Message::response(id, json!({"n": 2})))
@@ -1503,8 +1549,10 @@ mod tests {
         assert_eq!(conn.text_waiters.load(Ordering::SeqCst), 0);
 
         // Unanswered: not due yet, then due.
-        conn.request_with_callback("tools/call", &meta, handler())
-            .unwrap();
+        assert!(
+            conn.request_with_callback("tools/call", &meta, handler())
+                .is_ok()
+        );
         let id = last_request_id(&written);
         let due = conn.expire_callbacks(tokio::time::Instant::now());
         assert_eq!(due, Some(tokio::time::Instant::now() + timeout));
@@ -1524,29 +1572,34 @@ mod tests {
         assert!(!conn.take_answer(&Message::response(id, json!({})).to_line()));
 
         // Abandoned: the handler goes uncalled, the upstream is told.
-        let n = conn
-            .request_with_callback("tools/call", &meta, handler())
-            .unwrap();
+        assert!(
+            conn.request_with_callback("tools/call", &meta, handler())
+                .is_ok()
+        );
         let id = last_request_id(&written);
-        conn.abandon_request(n);
+        // Found by the client request it answers, and only by that one.
+        assert!(!conn.abandon_for(&"other", &Id::Num(1)));
+        assert!(!conn.abandon_for(&"test", &Id::Num(2)));
+        assert!(conn.abandon_for(&"test", &Id::Num(1)));
+        assert!(!conn.abandon_for(&"test", &Id::Num(1)), "abandoned once");
         assert_eq!(rx.try_recv().unwrap_err(), TryRecvError::Empty);
         let cancel = Message::parse(lock(&written.0).last().unwrap()).unwrap();
         assert_eq!(cancel.params().unwrap()["requestId"], json!(id));
         assert!(conn.lock().is_empty());
 
         // The connection closes under a waiting request.
-        conn.request_with_callback("tools/call", &meta, handler())
-            .unwrap();
+        assert!(
+            conn.request_with_callback("tools/call", &meta, handler())
+                .is_ok()
+        );
         conn.close("upstream exited");
         match rx.try_recv() {
             Ok(Some(Err(e))) => assert!(e.to_string().contains("exited")),
             other => panic!("{other:?}"),
         }
         // Closed: nothing more is sent.
-        assert!(
-            conn.request_with_callback("tools/call", &meta, handler())
-                .is_none()
-        );
+        let unsent = conn.request_with_callback("tools/call", &meta, handler());
+        unsent.unwrap_err().tell();
         assert!(matches!(rx.try_recv(), Ok(None)));
     }
 

@@ -388,10 +388,8 @@ impl Supervised {
             Peeked::Notification { method } => (None, Some(method.as_str())),
             Peeked::Response { .. } => (None, None),
         };
-        match self.current() {
-            Ok(generation) => self.relay(&generation, id, method, line).is_ok(),
-            Err(_) => false,
-        }
+        self.with_current(|generation| self.relay(generation, id, method, line).is_ok())
+            .unwrap_or(false)
     }
 
     /// Has the child's output that a pass-through client should see
@@ -505,6 +503,16 @@ impl Supervised {
                 "{r}; the upstream is being restarted"
             ))),
             State::Down(r) => Err(ShimError::Upstream(r.clone())),
+        }
+    }
+
+    /// `f` on the live generation, borrowed: a clone's count would be
+    /// written by the client's thread on a cache line the child's reader
+    /// reads, once per line relayed.
+    fn with_current<T>(&self, f: impl FnOnce(&Arc<Generation>) -> T) -> Option<T> {
+        match &*self.state.borrow() {
+            State::Up(g) => Some(f(g)),
+            _ => None,
         }
     }
 
@@ -1218,22 +1226,35 @@ impl ModernUpstream for Supervised {
         method: &'static str,
         meta: &ModernMeta,
         handler: Box<dyn AnswerHandler>,
-    ) -> Option<i64> {
-        match self.current() {
-            Ok(generation) => generation.conn.request_with_callback(method, meta, handler),
-            Err(_) => {
-                handler.not_sent();
-                None
+    ) -> bool {
+        // The handler hears of a failure once the state is no longer
+        // borrowed: its work may read it again (a restart's wait).
+        let mut handler = Some(handler);
+        let sent = self.with_current(|generation| {
+            let handler = handler.take().expect("taken once");
+            generation.conn.request_with_callback(method, meta, handler)
+        });
+        match (sent, handler) {
+            (Some(Ok(())), _) => true,
+            (Some(Err(unsent)), _) => {
+                // A failed write is the request's answer; not sent, not.
+                let taken = matches!(unsent, super::Unsent::Failed(..));
+                unsent.tell();
+                taken
             }
+            (None, Some(handler)) => {
+                handler.not_sent();
+                false
+            }
+            (None, None) => false,
         }
     }
 
     /// On the live child: a request of a child since gone was failed
     /// with it.
-    fn abandon_request(&self, request: i64) {
-        if let Ok(generation) = self.current() {
-            generation.conn.abandon_request(request);
-        }
+    fn abandon_for(&self, client: &dyn std::any::Any, id: &Id) -> bool {
+        self.current()
+            .is_ok_and(|generation| generation.conn.abandon_for(client, id))
     }
 
     /// On the live child. Its streams end with it (a fault closes its

@@ -514,7 +514,10 @@ impl LegacySession {
             // Upstream the request has the shim's id, if it is there at all
             // (see `bridge::cancel`): never forwarded as it came.
             CANCELLED => {
-                if !self.running.cancel(n.params.as_ref()) {
+                let id = super::cancel::cancelled_id(n.params.as_ref());
+                let stopped =
+                    id.is_some_and(|id| self.running.cancel_id(&id) || self.abandon_callback(&id));
+                if !stopped {
                     tracing::debug!("cancel for no running request; ignored");
                 }
             }

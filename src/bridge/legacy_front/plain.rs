@@ -11,6 +11,7 @@
 //! input) continues as `tools/call` always does, as a task; an upstream
 //! that cannot take callbacks gets the call that way from the start.
 
+use std::any::Any;
 use std::sync::Arc;
 
 use super::{LegacySession, guarded, log_error, panicked};
@@ -34,20 +35,21 @@ impl LegacySession {
         }
         // (The name is freed here, by the thread that allocated it.)
         let PlainCall { id, params, .. } = call;
-        let n = self.running.begin(id.clone());
         let handler = Box::new(PlainCallAnswer {
             session: self.clone(),
-            id: id.clone(),
+            id,
             params,
-            n,
         });
-        let upstream = &self.front.upstream;
-        if let Some(sent) = upstream.request_with_callback(METHOD, &self.meta(), handler)
-            && !self.running.sent(&id, n, upstream.clone(), sent)
-        {
-            // Cancelled while it was being sent.
-            upstream.abandon_request(sent);
-        }
+        self.front
+            .upstream
+            .request_with_callback(METHOD, &self.meta(), handler);
+    }
+
+    /// Stops the request the client's `notifications/cancelled` names if
+    /// it is a callback request still waiting upstream (see
+    /// [`crate::upstream::ModernUpstream::abandon_for`]); false otherwise.
+    pub(super) fn abandon_callback(&self, id: &Id) -> bool {
+        self.front.upstream.abandon_for(self, id)
     }
 
     /// The call as a task of the runtime, started on this thread (see
@@ -92,8 +94,15 @@ struct PlainCallAnswer {
     session: Arc<LegacySession>,
     id: Id,
     params: PlainParams,
-    /// Its registration among the session's running requests.
-    n: u64,
+}
+
+/// Whether `session` and `id` name the client request a handler for
+/// `mine` and `my_id` answers.
+fn same_request(client: &dyn Any, id: &Id, mine: &Arc<LegacySession>, my_id: &Id) -> bool {
+    client
+        .downcast_ref::<LegacySession>()
+        .is_some_and(|s| std::ptr::eq(s, &**mine))
+        && id == my_id
 }
 
 impl AnswerHandler for PlainCallAnswer {
@@ -101,17 +110,16 @@ impl AnswerHandler for PlainCallAnswer {
         Params::Text(&self.params)
     }
 
+    fn answers(&self, client: &dyn Any, id: &Id) -> bool {
+        same_request(client, id, &self.session, &self.id)
+    }
+
     fn answered(self: Box<Self>, answer: Result<Answer<'_>, ShimError>) {
         let PlainCallAnswer {
             session,
             id,
             params,
-            n,
         } = *self;
-        if !session.running.finish(&id, n) {
-            tracing::debug!(%id, "client request cancelled; no answer");
-            return;
-        }
         let line = match answer {
             Ok(Answer::Line(line)) => line,
             Ok(Answer::Read(read)) => {
@@ -146,11 +154,8 @@ impl AnswerHandler for PlainCallAnswer {
             session,
             id,
             params,
-            n,
         } = *self;
-        if session.running.finish(&id, n) {
-            session.start_plain_call(id, params, None);
-        }
+        session.start_plain_call(id, params, None);
     }
 }
 
@@ -174,7 +179,6 @@ impl LegacySession {
         let this = self.clone();
         crate::inline::start_here(async move {
             let id = req.id.clone();
-            let n = this.running.begin(id.clone());
             let read = this.task_record(&req);
             let read = crate::inline::or_if_panicked(read, || Err(panicked(TASKS_GET))).await;
             let (rec, params) = match read {
@@ -184,57 +188,33 @@ impl LegacySession {
                 }
                 answered => {
                     let outcome = answered.map(|rec| Reply::Text(JsonText::of(&rec.task)));
-                    return this.answer_unless_cancelled(id, n, TASKS_GET, outcome);
+                    log_error(TASKS_GET, &outcome);
+                    return this.answer_client(id, outcome);
                 }
             };
             let Some(params) = params else {
-                return this.finish_tasks_get(id, n, rec, None);
+                return this.finish_tasks_get(id, rec, None);
             };
             let handler = Box::new(TaskGetAnswer {
                 session: this.clone(),
-                id: id.clone(),
+                id,
                 rec,
                 params,
-                n,
             });
-            let upstream = &this.front.upstream;
-            if let Some(sent) = upstream.request_with_callback(TASKS_GET, &this.meta(), handler)
-                && !this.running.sent(&id, n, upstream.clone(), sent)
-            {
-                upstream.abandon_request(sent);
-            }
+            this.front
+                .upstream
+                .request_with_callback(TASKS_GET, &this.meta(), handler);
         });
     }
 
-    /// Answers request `id` (registration `n`) with `outcome`, unless it
-    /// was cancelled.
-    fn answer_unless_cancelled(
-        &self,
-        id: Id,
-        n: u64,
-        method: &str,
-        outcome: Result<Reply, ErrorObject>,
-    ) {
-        if self.running.finish(&id, n) {
-            log_error(method, &outcome);
-            self.answer_client(id, outcome);
-        } else {
-            tracing::debug!(%id, "client request cancelled; no answer");
-        }
-    }
-
-    /// The rest of a `tasks/get` (registration `n` of `id`) as a task:
-    /// from the upstream's `answer`, or asking the usual way without one.
+    /// The rest of a `tasks/get` as a task: from the upstream's `answer`,
+    /// or asking the usual way without one.
     fn finish_tasks_get(
         self: &Arc<Self>,
         id: Id,
-        n: u64,
         rec: TaskRecord,
         answer: Option<Result<TaskAnswer, ShimError>>,
     ) {
-        if !self.running.finish(&id, n) {
-            return;
-        }
         let this = self.clone();
         crate::inline::start_here(async move {
             let running = this.running.clone();
@@ -261,8 +241,6 @@ struct TaskGetAnswer {
     /// The record as read before asking.
     rec: TaskRecord,
     params: PlainParams,
-    /// Its registration among the session's running requests.
-    n: u64,
 }
 
 impl AnswerHandler for TaskGetAnswer {
@@ -274,13 +252,13 @@ impl AnswerHandler for TaskGetAnswer {
         true
     }
 
+    fn answers(&self, client: &dyn Any, id: &Id) -> bool {
+        same_request(client, id, &self.session, &self.id)
+    }
+
     fn answered(self: Box<Self>, answer: Result<Answer<'_>, ShimError>) {
         let TaskGetAnswer {
-            session,
-            id,
-            rec,
-            n,
-            ..
+            session, id, rec, ..
         } = *self;
         let answer = answer.and_then(|a| match a {
             Answer::Task(task) => Ok(task),
@@ -290,20 +268,15 @@ impl AnswerHandler for TaskGetAnswer {
         if let Ok(Ok(d)) = &answer
             && session.tells_nothing_new(&rec, d)
         {
-            let outcome = Ok(Reply::Text(JsonText::of(&rec.task)));
-            return session.answer_unless_cancelled(id, n, TASKS_GET, outcome);
+            return session.answer_client(id, Ok(Reply::Text(JsonText::of(&rec.task))));
         }
-        session.finish_tasks_get(id, n, rec, Some(answer));
+        session.finish_tasks_get(id, rec, Some(answer));
     }
 
     fn not_sent(self: Box<Self>) {
         let TaskGetAnswer {
-            session,
-            id,
-            rec,
-            n,
-            ..
+            session, id, rec, ..
         } = *self;
-        session.finish_tasks_get(id, n, rec, None);
+        session.finish_tasks_get(id, rec, None);
     }
 }
