@@ -1448,6 +1448,32 @@ fn an_mrtr_round_lost_with_the_upstream_says_so() {
     assert!(message.contains("upstream exited"), "{r}");
 }
 
+/// Only a failure guard for the tests on held answers: `fault_relay.py
+/// slowcreate` lets an answer go on the cancel.
+const HELD_MS: u64 = 30_000;
+
+/// A stdio shim (`--request-timeout 3s`, no pings; 3 s, not 1, lets the
+/// session's other requests through on a loaded machine) over a `rev`
+/// reference server behind `fault_relay.py slowcreate`, initialized once
+/// the upstream answered the probe; with the upstream's recordings (what
+/// the shim sent, what came back), named after `name`.
+fn held_answers_shim(rev: &str, name: &str) -> (Wire, std::path::PathBuf, std::path::PathBuf) {
+    let (sent, got) = (
+        temp_path(&format!("{name}-sent.jsonl")),
+        temp_path(&format!("{name}-got.jsonl")),
+    );
+    let mut held = relay("slowcreate", rev);
+    held.splice(3..3, ["--delay-ms".to_owned(), HELD_MS.to_string()]);
+    let upstream = support::wire::recording_upstream(&held, &sent, &got);
+    let mut flags = vec!["--request-timeout", "3s", "--upstream-ping", "0"];
+    flags.extend(PROBE);
+    let mut shim = Wire::spawn(&flags, &upstream);
+    // The upstream is up once it answered the shim's probe.
+    support::wire::recorded(&got, Instant::now() + Duration::from_secs(60), |_| true);
+    shim.initialize();
+    (shim, sent, got)
+}
+
 /// `--request-timeout` holds for requests relayed unchanged (a 2025-11-25
 /// client in front of a 2025-11-25 server) as for the shim's own: the
 /// client gets `-32603` naming the timeout, the session goes on, and the
@@ -1457,23 +1483,7 @@ fn an_mrtr_round_lost_with_the_upstream_says_so() {
 /// clock: the late answer crosses the cancel.
 #[test]
 fn pass_through_requests_time_out_too() {
-    // Only a failure guard: the relay lets the answer go on the cancel.
-    // (The timeout holds for every request of the session: 3 s, not 1,
-    // lets the others through on a loaded machine.)
-    const HELD_MS: u64 = 30_000;
-    let (sent, got) = (
-        temp_path("timeout-sent.jsonl"),
-        temp_path("timeout-got.jsonl"),
-    );
-    let mut held = relay("slowcreate", "2025-11-25");
-    held.splice(3..3, ["--delay-ms".to_owned(), HELD_MS.to_string()]);
-    let upstream = support::wire::recording_upstream(&held, &sent, &got);
-    let mut flags = vec!["--request-timeout", "3s", "--upstream-ping", "0"];
-    flags.extend(PROBE);
-    let mut shim = Wire::spawn(&flags, &upstream);
-    // The upstream is up once it answered the shim's probe.
-    support::wire::recorded(&got, Instant::now() + Duration::from_secs(60), |_| true);
-    shim.initialize();
+    let (mut shim, sent, got) = held_answers_shim("2025-11-25", "timeout");
     let started = Instant::now();
     // Done at once by the server; the relay holds its answer back until
     // the call is cancelled, so what answers the client is the timeout.
@@ -1513,19 +1523,7 @@ fn pass_through_requests_time_out_too() {
 /// event (`fault_relay.py slowcreate` lets the answer go on the cancel).
 #[test]
 fn translated_plain_calls_time_out_and_are_cancelled_upstream() {
-    const HELD_MS: u64 = 30_000;
-    let (sent, got) = (
-        temp_path("plain-timeout-sent.jsonl"),
-        temp_path("plain-timeout-got.jsonl"),
-    );
-    let mut held = relay("slowcreate", "2026-07-28");
-    held.splice(3..3, ["--delay-ms".to_owned(), HELD_MS.to_string()]);
-    let upstream = support::wire::recording_upstream(&held, &sent, &got);
-    let mut flags = vec!["--request-timeout", "3s", "--upstream-ping", "0"];
-    flags.extend(PROBE);
-    let mut shim = Wire::spawn(&flags, &upstream);
-    support::wire::recorded(&got, Instant::now() + Duration::from_secs(60), |_| true);
-    shim.initialize();
+    let (mut shim, sent, got) = held_answers_shim("2026-07-28", "plain-timeout");
     let slow = json!({"name": "slow_compute", "arguments": {"seconds": 0, "label": "FAULT"}});
     let guard = Instant::now() + Duration::from_millis(HELD_MS);
     // The FAULT call as the server got it (under the shim's id), other
