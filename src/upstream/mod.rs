@@ -1490,117 +1490,142 @@ mod tests {
         }
     }
 
-    /// A request answered by a callback gets its answer however the
-    /// reader delivers it, times out on the sweep (the upstream told), is
-    /// forgotten when abandoned, and fails when the connection closes; a
-    /// connection that does not write its own lines sends none.
-    #[tokio::test(start_paused = true)]
-    async fn callback_requests_are_answered_expired_abandoned_or_failed_once() {
-        use std::sync::mpsc::TryRecvError;
-        let meta = ModernMeta::new(serde_json::Map::new());
-        let (tx, rx) = std::sync::mpsc::channel();
-        let handler = || {
+    /// A connection writing its own lines (kept in `written`), whose
+    /// callback requests hand what they get to `got`.
+    struct Callbacks {
+        conn: Connection,
+        written: Arc<Written>,
+        tx: std::sync::mpsc::Sender<Option<Result<TextAnswer, ShimError>>>,
+        got: std::sync::mpsc::Receiver<Option<Result<TextAnswer, ShimError>>>,
+        meta: ModernMeta,
+    }
+
+    impl Callbacks {
+        const TIMEOUT: Duration = Duration::from_secs(5);
+
+        fn new() -> Callbacks {
+            let (out, _) = tokio::sync::mpsc::unbounded_channel();
+            let written = Arc::new(Written::default());
+            let conn = Connection::new(out, Self::TIMEOUT).writing_lines_to(written.clone());
+            let (tx, got) = std::sync::mpsc::channel();
+            let meta = ModernMeta::new(serde_json::Map::new());
+            Callbacks {
+                conn,
+                written,
+                tx,
+                got,
+                meta,
+            }
+        }
+
+        fn handler(&self) -> Box<Handed> {
             Box::new(Handed {
                 params: PlainParams::task_id("t1").unwrap(),
-                tx: tx.clone(),
+                tx: self.tx.clone(),
             })
-        };
-        let (out, _out_rx) = tokio::sync::mpsc::unbounded_channel();
-        let unsweepable = Connection::new(out, Duration::from_secs(5));
-        let unsent = unsweepable.request_with_callback("tools/call", &meta, handler());
-        unsent.unwrap_err().tell();
-        assert!(matches!(rx.try_recv(), Ok(None)), "told it was not sent");
+        }
 
-        let (out, _out_rx) = tokio::sync::mpsc::unbounded_channel();
-        let written = Arc::new(Written::default());
-        let timeout = Duration::from_secs(5);
-        let conn = Connection::new(out, timeout).writing_lines_to(written.clone());
+        /// Sends one on `conn`; returns the id it went under, when sent.
+        fn send(&self, conn: &Connection) -> Option<Id> {
+            match conn.request_with_callback("tools/call", &self.meta, self.handler()) {
+                Ok(()) => Some(last_request_id(&self.written)),
+                Err(unsent) => {
+                    unsent.tell();
+                    None
+                }
+            }
+        }
+
+        fn nothing_yet(&self) -> bool {
+            self.got.try_recv().unwrap_err() == std::sync::mpsc::TryRecvError::Empty
+        }
+    }
+
+    /// A request answered by a callback gets its answer however the
+    /// reader delivers it, once; a connection that does not write its own
+    /// lines sends none and says so.
+    #[tokio::test]
+    async fn a_callback_request_gets_its_answer_however_it_is_read() {
+        let c = Callbacks::new();
+        let (out, _) = tokio::sync::mpsc::unbounded_channel();
+        let unsweepable = Connection::new(out, Duration::from_secs(5));
+        assert_eq!(c.send(&unsweepable), None);
+        assert!(matches!(c.got.try_recv(), Ok(None)), "told it was not sent");
+
         // Read from the line's bytes.
-        assert!(
-            conn.request_with_callback("tools/call", &meta, handler())
-                .is_ok()
-        );
-        let id = last_request_id(&written);
-        let sent = Message::parse(lock(&written.0).last().unwrap()).unwrap();
+        let id = c.send(&c.conn).expect("sent");
+        let sent = Message::parse(lock(&c.written.0).last().unwrap()).unwrap();
         assert_eq!(sent.method(), Some("tools/call"));
         assert_eq!(sent.params().unwrap()["taskId"], "t1");
-        assert_eq!(rx.try_recv().unwrap_err(), TryRecvError::Empty);
+        assert!(c.nothing_yet());
         let answer = Message::response(id, json!({"content": []})).to_line();
-        assert!(conn.take_answer(&answer));
-        match rx.try_recv() {
+        assert!(c.conn.take_answer(&answer));
+        match c.got.try_recv() {
             Ok(Some(Ok(TextAnswer::Line(line)))) => assert_eq!(line.as_bytes(), &answer[..]),
             other => panic!("{other:?}"),
         }
         // Parsed by the reader first.
-        assert!(
-            conn.request_with_callback("tools/call", &meta, handler())
-                .is_ok()
-        );
-        let id = last_request_id(&written);
-        assert!(
-            conn.on_inbound(Message::response(id, json!({"n": 2})))
-                .is_none()
-        );
-        match rx.try_recv() {
+        let id = c.send(&c.conn).expect("sent");
+        let parsed = Message::response(id, json!({"n": 2}));
+        assert!(c.conn.on_inbound(parsed).is_none());
+        match c.got.try_recv() {
             Ok(Some(Ok(TextAnswer::Read(Ok(v))))) => assert_eq!(v["n"], 2),
             other => panic!("{other:?}"),
         }
-        assert!(conn.lock().is_empty());
-        assert_eq!(conn.text_waiters.load(Ordering::SeqCst), 0);
+        assert!(c.conn.lock().is_empty());
+        assert_eq!(c.conn.text_waiters.load(Ordering::SeqCst), 0);
+    }
 
-        // Unanswered: not due yet, then due.
-        assert!(
-            conn.request_with_callback("tools/call", &meta, handler())
-                .is_ok()
-        );
-        let id = last_request_id(&written);
-        let due = conn.expire_callbacks(tokio::time::Instant::now());
-        assert_eq!(due, Some(tokio::time::Instant::now() + timeout));
-        assert_eq!(rx.try_recv().unwrap_err(), TryRecvError::Empty);
-        tokio::time::advance(timeout).await;
-        assert_eq!(conn.expire_callbacks(tokio::time::Instant::now()), None);
-        match rx.try_recv() {
+    /// Unanswered, it times out on the sweep (paused time), the upstream
+    /// told, and a late answer finds nobody.
+    #[tokio::test(start_paused = true)]
+    async fn a_callback_request_expires_on_the_sweep() {
+        let c = Callbacks::new();
+        let id = c.send(&c.conn).expect("sent");
+        let due = c.conn.expire_callbacks(tokio::time::Instant::now());
+        assert_eq!(due, Some(tokio::time::Instant::now() + Callbacks::TIMEOUT));
+        assert!(c.nothing_yet());
+        tokio::time::advance(Callbacks::TIMEOUT).await;
+        assert_eq!(c.conn.expire_callbacks(tokio::time::Instant::now()), None);
+        match c.got.try_recv() {
             Ok(Some(Err(e))) => {
                 assert!(e.to_string().contains("no answer to tools/call within 5 s"))
             }
             other => panic!("{other:?}"),
         }
-        let cancel = Message::parse(lock(&written.0).last().unwrap()).unwrap();
+        let cancel = Message::parse(lock(&c.written.0).last().unwrap()).unwrap();
         assert_eq!(cancel.method(), Some("notifications/cancelled"));
         assert_eq!(cancel.params().unwrap()["requestId"], json!(id));
-        // A late answer finds nobody.
-        assert!(!conn.take_answer(&Message::response(id, json!({})).to_line()));
-
-        // Abandoned: the handler goes uncalled, the upstream is told.
         assert!(
-            conn.request_with_callback("tools/call", &meta, handler())
-                .is_ok()
+            !c.conn
+                .take_answer(&Message::response(id, json!({})).to_line())
         );
-        let id = last_request_id(&written);
-        // Found by the client request it answers, and only by that one.
-        assert!(!conn.abandon_for(&"other", &Id::Num(1)));
-        assert!(!conn.abandon_for(&"test", &Id::Num(2)));
-        assert!(conn.abandon_for(&"test", &Id::Num(1)));
-        assert!(!conn.abandon_for(&"test", &Id::Num(1)), "abandoned once");
-        assert_eq!(rx.try_recv().unwrap_err(), TryRecvError::Empty);
-        let cancel = Message::parse(lock(&written.0).last().unwrap()).unwrap();
+    }
+
+    /// Abandoned for the client request it answers (and only that one),
+    /// its handler goes uncalled and the upstream is told; the connection
+    /// closing fails one that waits, and sends no more.
+    #[tokio::test]
+    async fn a_callback_request_is_abandoned_or_failed_once() {
+        let c = Callbacks::new();
+        let id = c.send(&c.conn).expect("sent");
+        assert!(!c.conn.abandon_for(&"other", &Id::Num(1)));
+        assert!(!c.conn.abandon_for(&"test", &Id::Num(2)));
+        assert!(c.conn.abandon_for(&"test", &Id::Num(1)));
+        assert!(!c.conn.abandon_for(&"test", &Id::Num(1)), "abandoned once");
+        assert!(c.nothing_yet());
+        let cancel = Message::parse(lock(&c.written.0).last().unwrap()).unwrap();
         assert_eq!(cancel.params().unwrap()["requestId"], json!(id));
-        assert!(conn.lock().is_empty());
+        assert!(c.conn.lock().is_empty());
 
-        // The connection closes under a waiting request.
-        assert!(
-            conn.request_with_callback("tools/call", &meta, handler())
-                .is_ok()
-        );
-        conn.close("upstream exited");
-        match rx.try_recv() {
+        c.send(&c.conn).expect("sent");
+        c.conn.close("upstream exited");
+        match c.got.try_recv() {
             Ok(Some(Err(e))) => assert!(e.to_string().contains("exited")),
             other => panic!("{other:?}"),
         }
-        // Closed: nothing more is sent.
-        let unsent = conn.request_with_callback("tools/call", &meta, handler());
-        unsent.unwrap_err().tell();
-        assert!(matches!(rx.try_recv(), Ok(None)));
+        assert_eq!(c.send(&c.conn), None);
+        assert!(matches!(c.got.try_recv(), Ok(None)));
     }
 
     #[tokio::test]
