@@ -1474,6 +1474,23 @@ fn held_answers_shim(rev: &str, name: &str) -> (Wire, std::path::PathBuf, std::p
     (shim, sent, got)
 }
 
+/// The session still answers a call, and nothing before its answer
+/// answered any of the requests `ids` (a second answer, or one after a
+/// cancel).
+#[track_caller]
+fn answers_after_none_of(shim: &mut Wire, ids: &[&Value]) {
+    let hello = shim.call(
+        "tools/call",
+        json!({"name": "greet", "arguments": {"name": "still here"}}),
+    );
+    assert!(text_of(&hello["result"]).contains("still here"), "{hello}");
+    let before = shim.take_backlog();
+    assert!(
+        before.iter().all(|m| ids.iter().all(|id| m["id"] != **id)),
+        "an answer to one of {ids:?}: {before:#?}"
+    );
+}
+
 /// `--request-timeout` holds for requests relayed unchanged (a 2025-11-25
 /// client in front of a 2025-11-25 server) as for the shim's own: the
 /// client gets `-32603` naming the timeout, the session goes on, and the
@@ -1500,16 +1517,7 @@ fn pass_through_requests_time_out_too() {
     support::wire::recorded(&got, guard, answers_to_it);
     // The late answer reached the shim before this call's (one pipe, in
     // order): had the shim relayed it, it would come first.
-    let hello = shim.call(
-        "tools/call",
-        json!({"name": "greet", "arguments": {"name": "still here"}}),
-    );
-    assert!(text_of(&hello["result"]).contains("still here"), "{hello}");
-    let before = shim.take_backlog();
-    assert!(
-        before.iter().all(|m| m["id"] != r["id"]),
-        "a second answer: {before:#?}"
-    );
+    answers_after_none_of(&mut shim, &[&r["id"]]);
     let _ = std::fs::remove_file(&sent);
     let _ = std::fs::remove_file(&got);
 }
@@ -1559,18 +1567,7 @@ fn translated_plain_calls_time_out_and_are_cancelled_upstream() {
 
     // Both late answers reached the shim before this call's (one pipe, in
     // order): had the shim passed either on, it would come first.
-    let hello = shim.call(
-        "tools/call",
-        json!({"name": "greet", "arguments": {"name": "still here"}}),
-    );
-    assert!(text_of(&hello["result"]).contains("still here"), "{hello}");
-    let before = shim.take_backlog();
-    assert!(
-        before
-            .iter()
-            .all(|m| m["id"] != r["id"] && m["id"] != cancelled),
-        "an answer after the timeout or the cancel: {before:#?}"
-    );
+    answers_after_none_of(&mut shim, &[&r["id"], &cancelled]);
     let _ = std::fs::remove_file(&sent);
     let _ = std::fs::remove_file(&got);
 }
