@@ -74,7 +74,10 @@ impl LegacySession {
         rec: TaskRecord,
     ) -> Result<TaskRecord, ErrorObject> {
         let answer = self.front.upstream.get_task(rec.id(), &self.meta()).await;
-        self.refreshed(rec, answer).await
+        // Boxed: inline, its state grew the future of every request a
+        // session answers (the HTTP front boxes that whole future per
+        // request; 7k instructions of copying per `tools/call`).
+        Box::pin(self.refreshed(rec, answer)).await
     }
 
     /// [`Self::refresh`] once the upstream answered.
