@@ -1484,6 +1484,8 @@ fn answers_after_none_of(shim: &mut Wire, ids: &[&Value]) {
         json!({"name": "greet", "arguments": {"name": "still here"}}),
     );
     assert!(text_of(&hello["result"]).contains("still here"), "{hello}");
+    // Both tests' clients speak 2025-11-25.
+    support::schema::assert_valid(Revision::Legacy, &hello, Some("tools/call"));
     let before = shim.take_backlog();
     assert!(
         before.iter().all(|m| ids.iter().all(|id| m["id"] != **id)),
