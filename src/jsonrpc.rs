@@ -1024,6 +1024,18 @@ pub fn salvage_id(bytes: &[u8]) -> Option<Id> {
 /// assert_eq!(answer_id(r#"{"id":1,"jsonrpc":"2.0","result":{}}"#), None);
 /// ```
 pub fn answer_id(line: &str) -> Option<Id> {
+    answer_id_and_rest(line).map(|(id, _)| id)
+}
+
+/// [`answer_id`], and the rest of the line after the id: all of the
+/// answer but its id, from `,"result":` on.
+///
+/// ```
+/// use mcp_tasks_shim::jsonrpc::{Id, answer_id_and_rest};
+/// let (id, rest) = answer_id_and_rest(r#"{"jsonrpc":"2.0","id":12,"result":{}}"#).unwrap();
+/// assert_eq!((id, rest), (Id::Num(12), r#","result":{}}"#));
+/// ```
+pub fn answer_id_and_rest(line: &str) -> Option<(Id, &str)> {
     let rest = line.strip_prefix(r#"{"jsonrpc":"2.0","id":"#)?;
     let (id, rest) = if let Some(quoted) = rest.strip_prefix('"') {
         let end = quoted.find(|c: char| c == '"' || c == '\\' || c < ' ')?;
@@ -1039,7 +1051,7 @@ pub fn answer_id(line: &str) -> Option<Id> {
         }
         (Id::Num(rest[..end].parse().ok()?), &rest[end..])
     };
-    rest.starts_with(r#","result":"#).then_some(id)
+    rest.starts_with(r#","result":"#).then_some((id, rest))
 }
 
 /// What the first bytes of a message too large to read whole say about

@@ -1009,3 +1009,36 @@ fn external_job_through_the_shim_is_a_task() {
     );
     assert_eq!(listed(&mut shim, &task)["status"], "completed");
 }
+
+/// A client polling a running task hears the same answer, poll after poll,
+/// until the task ends, and then hears the end: the shim answers a poll
+/// that brings nothing new from what it remembers of the last one, and
+/// must not go on doing so once the server's answer changes.
+#[test]
+fn polls_that_bring_nothing_new_still_hear_the_end() {
+    let mut shim = Wire::legacy_front(&[]);
+    shim.initialize();
+    let id = create(
+        &mut shim,
+        "slow_compute",
+        json!({"seconds": 1, "label": "p"}),
+    );
+    let mut working = Vec::new();
+    let done = support::poll::until("completed", Duration::from_secs(10), || {
+        let t = shim.ok("tasks/get", json!({"taskId": id}));
+        if t["status"] == "working" {
+            working.push(t);
+            return None;
+        }
+        Some(t)
+    });
+    assert_eq!(done["status"], "completed", "{done}");
+    assert!(working.len() >= 3, "polled while it ran: {working:?}");
+    // Nothing changed while it ran: every poll answered the same.
+    assert!(working.iter().all(|t| *t == working[0]), "{working:?}");
+    let result = shim.ok("tasks/result", json!({"taskId": id}));
+    assert!(text_of(&result).contains('p'), "{result}");
+    // And once ended, it stays ended.
+    let again = shim.ok("tasks/get", json!({"taskId": id}));
+    assert_eq!(again, done);
+}

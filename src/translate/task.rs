@@ -153,6 +153,21 @@ pub fn detailed_to_legacy_record(d: &DetailedTask) -> legacy::Task {
     t
 }
 
+/// Whether `known` is the legacy task [`detailed_to_legacy_record`] makes
+/// of the bare task `seen` (no payload, no other member: its status is the
+/// legacy one, its extra members none), with `ttl` for its `ttlMs` as
+/// the caller keeps it. Compared in place: nothing copied out of the line.
+pub fn bare_task_is(known: &legacy::Task, seen: &modern::BareTask<'_>, ttl: Option<i64>) -> bool {
+    known.task_id == seen.task_id
+        && known.status == seen.status
+        && known.status_message.as_deref() == seen.status_message
+        && known.created_at == seen.created_at
+        && known.last_updated_at == seen.last_updated_at
+        && known.ttl == ttl
+        && known.poll_interval == seen.poll_interval_ms
+        && known.extra.is_empty()
+}
+
 /// [`detailed_to_legacy`] consuming the task: the members are moved and
 /// the payload handed back beside the legacy task.
 pub fn detailed_to_legacy_owned(d: DetailedTask) -> (legacy::Task, Payload) {

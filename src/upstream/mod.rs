@@ -513,11 +513,6 @@ pub trait AnswerHandler: Send {
         let _ = (client, id);
         false
     }
-    /// Whether it reads the answer as a task ([`Answer::Task`], for
-    /// `tasks/get`) rather than as text.
-    fn reads_task(&self) -> bool {
-        false
-    }
     /// The answer (or the error that ends the request), once. It runs on
     /// the reading thread: it must not block, and work that waits goes
     /// to the runtime.
@@ -528,9 +523,6 @@ pub trait AnswerHandler: Send {
 }
 
 /// What an [`AnswerHandler`] gets: the answer in the form it reads.
-// Moved once, into its handler: boxing the task would be an allocation
-// per answer for nothing.
-#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum Answer<'a> {
     /// The answer's line, as read ([`TextAnswer::Line`], not copied out
@@ -538,8 +530,6 @@ pub enum Answer<'a> {
     Line(&'a str),
     /// The answer, parsed by the reader first ([`TextAnswer::Read`]).
     Read(RpcResult),
-    /// The answer read as a task, as [`ModernUpstream::get_task`] does.
-    Task(TaskAnswer),
 }
 
 /// Who waits for an answer, and in which form.
@@ -561,12 +551,10 @@ enum Waiter {
         _counted: Counted,
     },
     /// The answer, to a handler ([`ModernUpstream::request_with_callback`])
-    /// as text or, when `task`, as a task; counted as [`Waiter::Text`] or
-    /// [`Waiter::Task`] is, and failed once `due` by
+    /// as text; counted as [`Waiter::Text`] is, and failed once `due` by
     /// [`Connection::expire_callbacks`].
     Callback {
         handler: Box<dyn AnswerHandler>,
-        task: bool,
         method: &'static str,
         due: tokio::time::Instant,
         _counted: Counted,
@@ -596,18 +584,32 @@ impl TextAnswer {
     /// a line that does not read as an answer the error a reader gives a
     /// request whose answer it refused.
     pub fn outcome(self) -> RpcResult {
-        let line = match self {
-            TextAnswer::Read(outcome) => return outcome,
-            TextAnswer::Line(line) => line,
-        };
-        match Message::parse(line.as_bytes()) {
-            Ok(Message::Response(r)) => Ok(r.result),
-            Ok(Message::Error(e)) => Err(e.error),
-            Ok(_) => Err(refused(&ShimError::InvalidRequest("not an answer".into())).into()),
-            Err(e) => {
-                tracing::warn!(error = %e, "upstream message refused");
-                Err(refused(&e).into())
-            }
+        match self {
+            TextAnswer::Read(outcome) => outcome,
+            TextAnswer::Line(line) => line_outcome(&line),
+        }
+    }
+}
+
+/// A `tasks/get` answer's line read as [`ModernUpstream::get_task`] reads
+/// it: straight from its bytes when they read as a task, else parsed as
+/// any answer is.
+pub(crate) fn task_of_line(line: &str) -> Result<TaskAnswer, ShimError> {
+    match crate::wire::modern::detailed_task_answer(line.as_bytes()) {
+        Some(task) => Ok(Ok(task)),
+        None => task_of(line_outcome(line)),
+    }
+}
+
+/// See [`TextAnswer::outcome`].
+fn line_outcome(line: &str) -> RpcResult {
+    match Message::parse(line.as_bytes()) {
+        Ok(Message::Response(r)) => Ok(r.result),
+        Ok(Message::Error(e)) => Err(e.error),
+        Ok(_) => Err(refused(&ShimError::InvalidRequest("not an answer".into())).into()),
+        Err(e) => {
+            tracing::warn!(error = %e, "upstream message refused");
+            Err(refused(&e).into())
         }
     }
 }
@@ -629,14 +631,7 @@ impl Waiter {
             Waiter::Text { tx, .. } => {
                 let _ = tx.send(outcome.map(TextAnswer::Read));
             }
-            Waiter::Callback {
-                handler,
-                task: false,
-                ..
-            } => call_back(handler, outcome.map(Answer::Read)),
-            Waiter::Callback { handler, .. } => {
-                call_back(handler, outcome.and_then(task_of).map(Answer::Task));
-            }
+            Waiter::Callback { handler, .. } => call_back(handler, outcome.map(Answer::Read)),
         }
     }
 }
@@ -804,12 +799,9 @@ impl Connection {
     pub fn take_answer(&self, line: &[u8]) -> bool {
         if self.task_waiters.load(Ordering::SeqCst) > 0
             && let Some((id, task)) = crate::wire::modern::detailed_task_answer_with_id(line)
-            && let Some(waiter) = self.take_waiter(&id, |w| {
-                matches!(w, Waiter::Task { .. } | Waiter::Callback { task: true, .. })
-            })
+            && let Some(waiter) = self.take_waiter(&id, |w| matches!(w, Waiter::Task { .. }))
         {
             match waiter {
-                Waiter::Callback { handler, .. } => call_back(handler, Ok(Answer::Task(Ok(task)))),
                 Waiter::Task { tx, .. } => {
                     let _ = tx.send(Ok(Ok(task)));
                 }
@@ -833,10 +825,7 @@ impl Connection {
                 }
             })
             && let Some(waiter) = self.take_waiter(&id, |w| {
-                matches!(
-                    w,
-                    Waiter::Text { .. } | Waiter::Callback { task: false, .. }
-                )
+                matches!(w, Waiter::Text { .. } | Waiter::Callback { .. })
             })
         {
             match waiter {
@@ -869,18 +858,11 @@ impl Connection {
         let mut line = Vec::with_capacity(512);
         meta.write_request_with(&mut line, &id, method, handler.params());
         line.push(b'\n');
-        let task = handler.reads_task();
-        let count = if task {
-            &self.task_waiters
-        } else {
-            &self.text_waiters
-        };
         let waiter = Waiter::Callback {
             handler,
-            task,
             method,
             due: tokio::time::Instant::now() + self.timeout,
-            _counted: Counted::new(count),
+            _counted: Counted::new(&self.text_waiters),
         };
         // The id goes into the map, not cloned: the reader that takes the
         // answer frees it, and a clone would be one more allocation made
@@ -1482,7 +1464,6 @@ mod tests {
             let _ = self.tx.send(Some(answer.map(|a| match a {
                 Answer::Line(line) => TextAnswer::Line(line.to_owned()),
                 Answer::Read(read) => TextAnswer::Read(read),
-                Answer::Task(task) => panic!("read as a task: {task:?}"),
             })));
         }
         fn not_sent(self: Box<Self>) {

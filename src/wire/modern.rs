@@ -295,12 +295,74 @@ pub fn detailed_task_answer(bytes: &[u8]) -> Option<DetailedTask> {
 /// [`detailed_task_answer`], with the id of the request it answers.
 pub fn detailed_task_answer_with_id(bytes: &[u8]) -> Option<(Id, DetailedTask)> {
     // One UTF-8 check for the whole line, not one per string read.
-    let TaskAnswer(id, task) = serde_json::from_str(std::str::from_utf8(bytes).ok()?).ok()?;
+    let TaskAnswer(id, parts) = serde_json::from_str(std::str::from_utf8(bytes).ok()?).ok()?;
+    let task = Task {
+        task_id: parts.task_id,
+        status: parts.status,
+        status_message: parts.status_message,
+        created_at: parts.created_at,
+        last_updated_at: parts.last_updated_at,
+        ttl_ms: parts.ttl_ms,
+        poll_interval_ms: parts.poll_interval_ms,
+        extra: parts.extra,
+    };
     Some((id, DetailedTask::from_task(task).ok()?))
 }
 
-/// See [`detailed_task_answer`]; fails on any shape it does not take.
-struct TaskAnswer(Id, Task);
+/// A `tasks/get` answer whose task is bare: no inline payload, no member
+/// the shim does not know; its strings borrowed from the answer's line.
+/// What a poll of a working task mostly reads, to be compared with what
+/// is known of the task without being copied out of the line.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BareTask<'a> {
+    /// `taskId`.
+    pub task_id: &'a str,
+    /// `status`.
+    pub status: TaskStatus,
+    /// `statusMessage`.
+    pub status_message: Option<&'a str>,
+    /// `createdAt`.
+    pub created_at: &'a str,
+    /// `lastUpdatedAt`.
+    pub last_updated_at: &'a str,
+    /// `ttlMs`.
+    pub ttl_ms: Option<i64>,
+    /// `pollIntervalMs`.
+    pub poll_interval_ms: Option<i64>,
+}
+
+/// The answer's task as a [`BareTask`], read as [`detailed_task_answer`]
+/// reads it. `None` for any answer that is not one: that one did not
+/// read, has a payload (`result`, `error`, `inputRequests`) or another
+/// member, or a string with an escape in it (a borrowed string cannot
+/// unescape). [`detailed_task_answer`] reads those.
+///
+/// ```
+/// use mcp_tasks_shim::wire::{TaskStatus, modern::bare_task_answer};
+/// let poll = r#"{"jsonrpc":"2.0","id":7,"result":{"taskId":"t1","status":"working",
+///     "createdAt":"2026-01-01T00:00:00Z","lastUpdatedAt":"2026-01-01T00:00:01Z",
+///     "ttlMs":60000,"resultType":"task","_meta":{"io.modelcontextprotocol/serverInfo":{}}}}"#;
+/// let seen = bare_task_answer(poll).unwrap();
+/// assert_eq!((seen.task_id, seen.status), ("t1", TaskStatus::Working));
+/// let done = poll.replace(r#""ttlMs""#, r#""result":{"content":[]},"ttlMs""#);
+/// assert!(bare_task_answer(&done).is_none());
+/// ```
+pub fn bare_task_answer(line: &str) -> Option<BareTask<'_>> {
+    let TaskAnswer(_, parts) = serde_json::from_str::<TaskAnswer<&str>>(line).ok()?;
+    parts.extra.is_empty().then_some(BareTask {
+        task_id: parts.task_id,
+        status: parts.status,
+        status_message: parts.status_message,
+        created_at: parts.created_at,
+        last_updated_at: parts.last_updated_at,
+        ttl_ms: parts.ttl_ms,
+        poll_interval_ms: parts.poll_interval_ms,
+    })
+}
+
+/// See [`detailed_task_answer`]; fails on any shape it does not take. Its
+/// strings are `S`: owned, or borrowed from the line ([`bare_task_answer`]).
+struct TaskAnswer<S = String>(Id, TaskParts<S>);
 
 /// A member name of the answer or of its task, read without allocating
 /// for the known ones.
@@ -362,19 +424,19 @@ fn once<T, E: serde::de::Error>(slot: &mut Option<T>, v: T) -> Result<(), E> {
     }
 }
 
-impl<'de> Deserialize<'de> for TaskAnswer {
+impl<'de, S: Deserialize<'de>> Deserialize<'de> for TaskAnswer<S> {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         use serde::de::Error;
-        struct AnswerVisitor;
-        impl<'de> serde::de::Visitor<'de> for AnswerVisitor {
-            type Value = TaskAnswer;
+        struct AnswerVisitor<S>(std::marker::PhantomData<S>);
+        impl<'de, S: Deserialize<'de>> serde::de::Visitor<'de> for AnswerVisitor<S> {
+            type Value = TaskAnswer<S>;
             fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
                 f.write_str("a JSON-RPC answer carrying a task")
             }
             fn visit_map<A: serde::de::MapAccess<'de>>(
                 self,
                 mut map: A,
-            ) -> Result<TaskAnswer, A::Error> {
+            ) -> Result<TaskAnswer<S>, A::Error> {
                 let (mut version, mut id, mut task) = (None, None, None);
                 while let Some(key) = map.next_key::<Member>()? {
                     match key {
@@ -387,7 +449,7 @@ impl<'de> Deserialize<'de> for TaskAnswer {
                         }
                         // Integers and strings only, as the general path.
                         Member::Id => once(&mut id, map.next_value::<Id>()?)?,
-                        Member::Result => once(&mut task, map.next_value::<TaskMembers>()?.0)?,
+                        Member::Result => once(&mut task, map.next_value::<TaskParts<S>>()?)?,
                         _ => return Err(A::Error::custom("not a plain answer")),
                     }
                 }
@@ -397,13 +459,23 @@ impl<'de> Deserialize<'de> for TaskAnswer {
                 }
             }
         }
-        d.deserialize_map(AnswerVisitor)
+        d.deserialize_map(AnswerVisitor(std::marker::PhantomData))
     }
 }
 
-/// A task object read member by member, its unknown members (the inline
-/// payload among them) kept in order as [`Task::try_from_map`] keeps them.
-struct TaskMembers(Task);
+/// A task object read member by member, its strings as `S`; its unknown
+/// members (the inline payload among them) kept in order as
+/// [`Task::try_from_map`] keeps them.
+struct TaskParts<S> {
+    task_id: S,
+    status: TaskStatus,
+    status_message: Option<S>,
+    created_at: S,
+    last_updated_at: S,
+    ttl_ms: Option<i64>,
+    poll_interval_ms: Option<i64>,
+    extra: Map<String, Value>,
+}
 
 /// Reads the value of unknown member `k` into `extra`.
 fn unknown<'de, A: serde::de::MapAccess<'de>>(
@@ -418,33 +490,33 @@ fn unknown<'de, A: serde::de::MapAccess<'de>>(
     }
 }
 
-impl<'de> Deserialize<'de> for TaskMembers {
+impl<'de, S: Deserialize<'de>> Deserialize<'de> for TaskParts<S> {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         use serde::de::Error;
-        struct TaskVisitor;
-        impl<'de> serde::de::Visitor<'de> for TaskVisitor {
-            type Value = TaskMembers;
+        struct TaskVisitor<S>(std::marker::PhantomData<S>);
+        impl<'de, S: Deserialize<'de>> serde::de::Visitor<'de> for TaskVisitor<S> {
+            type Value = TaskParts<S>;
             fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
                 f.write_str("a task")
             }
             fn visit_map<A: serde::de::MapAccess<'de>>(
                 self,
                 mut map: A,
-            ) -> Result<TaskMembers, A::Error> {
+            ) -> Result<TaskParts<S>, A::Error> {
                 let (mut task_id, mut status, mut status_message) = (None, None, None);
                 let (mut created_at, mut last_updated_at) = (None, None);
                 let (mut ttl, mut poll) = (None, None);
                 let mut extra = Map::new();
                 while let Some(key) = map.next_key::<Member>()? {
                     match key {
-                        Member::TaskId => once(&mut task_id, map.next_value::<String>()?)?,
+                        Member::TaskId => once(&mut task_id, map.next_value::<S>()?)?,
                         Member::Status => once(&mut status, map.next_value::<TaskStatus>()?)?,
                         Member::StatusMessage => {
-                            once(&mut status_message, map.next_value::<Option<String>>()?)?
+                            once(&mut status_message, map.next_value::<Option<S>>()?)?
                         }
-                        Member::CreatedAt => once(&mut created_at, map.next_value::<String>()?)?,
+                        Member::CreatedAt => once(&mut created_at, map.next_value::<S>()?)?,
                         Member::LastUpdatedAt => {
-                            once(&mut last_updated_at, map.next_value::<String>()?)?
+                            once(&mut last_updated_at, map.next_value::<S>()?)?
                         }
                         Member::TtlMs => once(&mut ttl, map.next_value::<Option<i64>>()?)?,
                         Member::PollIntervalMs => {
@@ -466,7 +538,7 @@ impl<'de> Deserialize<'de> for TaskMembers {
                 else {
                     return Err(A::Error::custom("a required member is missing"));
                 };
-                Ok(TaskMembers(Task {
+                Ok(TaskParts {
                     task_id,
                     status,
                     status_message: status_message.flatten(),
@@ -475,10 +547,10 @@ impl<'de> Deserialize<'de> for TaskMembers {
                     ttl_ms: ttl.flatten(),
                     poll_interval_ms: poll.flatten(),
                     extra,
-                }))
+                })
             }
         }
-        d.deserialize_map(TaskVisitor)
+        d.deserialize_map(TaskVisitor(std::marker::PhantomData))
     }
 }
 

@@ -21,6 +21,7 @@
 
 mod calls;
 mod plain;
+mod poll;
 mod tasks;
 
 use std::collections::HashMap;
@@ -158,6 +159,7 @@ impl LegacyFront {
             next_ask: AtomicI64::new(1),
             running: Arc::default(),
             task_progress: Mutex::new(HashMap::new()),
+            poll_memo: Mutex::new(None),
         });
         self.sessions.add(&s);
         s
@@ -320,6 +322,9 @@ pub struct LegacySession {
     /// The progress routes of tasks this session's calls made: progress
     /// goes on under the call's token until the task ends.
     task_progress: Mutex<HashMap<String, ProgressRoute<LegacySession>>>,
+    /// The last `tasks/get` answer that told nothing new (see
+    /// [`poll::PollMemo`]).
+    poll_memo: Mutex<Option<Arc<poll::PollMemo>>>,
 }
 
 impl LegacySession {

@@ -16,10 +16,9 @@ use std::sync::Arc;
 
 use super::{LegacySession, guarded, log_error, panicked};
 use crate::error::ShimError;
-use crate::jsonrpc::{ErrorObject, Id, JsonText, Message, Reply, Request};
-use crate::ledger::TaskRecord;
+use crate::jsonrpc::{ErrorObject, Id, Message, Reply};
 use crate::translate::raw::{Params, PlainCall, PlainParams, plain_answer_to_legacy};
-use crate::upstream::{Answer, AnswerHandler, TaskAnswer, TextAnswer};
+use crate::upstream::{Answer, AnswerHandler, TextAnswer};
 use crate::wire::legacy::TaskSupport;
 
 const METHOD: &str = "tools/call";
@@ -98,7 +97,12 @@ struct PlainCallAnswer {
 
 /// Whether `session` and `id` name the client request a handler for
 /// `mine` and `my_id` answers.
-fn same_request(client: &dyn Any, id: &Id, mine: &Arc<LegacySession>, my_id: &Id) -> bool {
+pub(super) fn same_request(
+    client: &dyn Any,
+    id: &Id,
+    mine: &Arc<LegacySession>,
+    my_id: &Id,
+) -> bool {
     client
         .downcast_ref::<LegacySession>()
         .is_some_and(|s| std::ptr::eq(s, &**mine))
@@ -124,10 +128,6 @@ impl AnswerHandler for PlainCallAnswer {
             Ok(Answer::Line(line)) => line,
             Ok(Answer::Read(read)) => {
                 return session.start_plain_call(id, params, Some(TextAnswer::Read(read)));
-            }
-            Ok(Answer::Task(_)) => {
-                let e = ShimError::Internal("a text answer read as a task".into());
-                return session.answer_client(id, Err(e.into()));
             }
             Err(e) => {
                 let outcome = Err(e.into());
@@ -164,119 +164,5 @@ impl std::fmt::Debug for PlainCallAnswer {
         f.debug_struct("PlainCallAnswer")
             .field("id", &self.id)
             .finish_non_exhaustive()
-    }
-}
-
-const TASKS_GET: &str = "tasks/get";
-
-impl LegacySession {
-    /// A client's `tasks/get`: the record is read on this thread (a
-    /// memory ledger answers at once), and the upstream's answer is
-    /// handled where it is read, as a plain call's is. An answer with
-    /// news for the record (a status that changed, input asked) goes on
-    /// as `tasks/get` always does, as a task.
-    pub(super) fn handle_tasks_get(self: &Arc<Self>, req: Request) {
-        let this = self.clone();
-        crate::inline::start_here(async move {
-            let id = req.id.clone();
-            let read = this.task_record(&req);
-            let read = crate::inline::or_if_panicked(read, || Err(panicked(TASKS_GET))).await;
-            let (rec, params) = match read {
-                Ok(rec) if !rec.synthetic && !rec.is_terminal() => {
-                    let params = PlainParams::task_id(rec.id());
-                    (rec, params)
-                }
-                answered => {
-                    let outcome = answered.map(|rec| Reply::Text(JsonText::of(&rec.task)));
-                    log_error(TASKS_GET, &outcome);
-                    return this.answer_client(id, outcome);
-                }
-            };
-            let Some(params) = params else {
-                return this.finish_tasks_get(id, rec, None);
-            };
-            let handler = Box::new(TaskGetAnswer {
-                session: this.clone(),
-                id,
-                rec,
-                params,
-            });
-            this.front
-                .upstream
-                .request_with_callback(TASKS_GET, &this.meta(), handler);
-        });
-    }
-
-    /// The rest of a `tasks/get` as a task: from the upstream's `answer`,
-    /// or asking the usual way without one.
-    fn finish_tasks_get(
-        self: &Arc<Self>,
-        id: Id,
-        rec: TaskRecord,
-        answer: Option<Result<TaskAnswer, ShimError>>,
-    ) {
-        let this = self.clone();
-        crate::inline::start_here(async move {
-            let running = this.running.clone();
-            let session = this.clone();
-            let rest = async move {
-                let rec = match answer {
-                    Some(answer) => session.refreshed(rec, answer).await?,
-                    None => session.refresh(rec).await?,
-                };
-                Ok(Reply::Text(JsonText::of(&rec.task)))
-            };
-            let reply = Box::pin(guarded(TASKS_GET, rest));
-            if let Some(outcome) = running.track(id.clone(), reply).await {
-                this.answer_client(id, outcome);
-            }
-        });
-    }
-}
-
-/// A client's `tasks/get` waiting on the upstream's.
-struct TaskGetAnswer {
-    session: Arc<LegacySession>,
-    id: Id,
-    /// The record as read before asking.
-    rec: TaskRecord,
-    params: PlainParams,
-}
-
-impl AnswerHandler for TaskGetAnswer {
-    fn params(&self) -> Params<'_> {
-        Params::Text(&self.params)
-    }
-
-    fn reads_task(&self) -> bool {
-        true
-    }
-
-    fn answers(&self, client: &dyn Any, id: &Id) -> bool {
-        same_request(client, id, &self.session, &self.id)
-    }
-
-    fn answered(self: Box<Self>, answer: Result<Answer<'_>, ShimError>) {
-        let TaskGetAnswer {
-            session, id, rec, ..
-        } = *self;
-        let answer = answer.and_then(|a| match a {
-            Answer::Task(task) => Ok(task),
-            _ => Err(ShimError::Internal("a task answer read as text".into())),
-        });
-        // The common poll of a working task: nothing new to store.
-        if let Ok(Ok(d)) = &answer
-            && session.tells_nothing_new(&rec, d)
-        {
-            return session.answer_client(id, Ok(Reply::Text(JsonText::of(&rec.task))));
-        }
-        session.finish_tasks_get(id, rec, Some(answer));
-    }
-
-    fn not_sent(self: Box<Self>) {
-        let TaskGetAnswer {
-            session, id, rec, ..
-        } = *self;
-        session.finish_tasks_get(id, rec, None);
     }
 }

@@ -15,7 +15,7 @@ use crate::ledger::TaskRecord;
 use crate::translate::notify::LEGACY_STATUS;
 use crate::translate::task as ttask;
 use crate::upstream::{RpcResult, TaskAnswer};
-use crate::wire::modern::{DetailedTask, Payload};
+use crate::wire::modern::{BareTask, DetailedTask, Payload};
 use crate::wire::{TaskStatus, to_value};
 
 /// How many times the server may refuse the client's answer to one input
@@ -166,14 +166,18 @@ impl LegacySession {
     /// [`absorb_seen`] stores it by) and `d` asks no input: input goes
     /// through [`Self::record_seen`]'s path, which puts it to the client.
     pub(super) fn tells_nothing_new(&self, rec: &TaskRecord, d: &DetailedTask) -> bool {
-        matches!(d.payload, Payload::None) && absorbs_nothing(rec, || self.seen_task(d))
+        nothing_new(rec, d, self.front.config.max_task_ttl_ms)
+    }
+
+    /// [`Self::tells_nothing_new`] of a bare task read from a poll's line:
+    /// the same verdict, with nothing copied out of the line.
+    pub(super) fn bare_task_tells_nothing_new(&self, rec: &TaskRecord, seen: &BareTask) -> bool {
+        nothing_new_in_bare(rec, seen, self.front.config.max_task_ttl_ms)
     }
 
     /// An upstream snapshot as this session's client sees the task.
     fn seen_task(&self, d: &DetailedTask) -> crate::wire::legacy::Task {
-        let mut task = ttask::detailed_to_legacy_record(d);
-        crate::bridge::bounded_ttl(&mut task.ttl, self.front.config.max_task_ttl_ms);
-        task
+        seen_as_legacy(d, self.front.config.max_task_ttl_ms)
     }
 
     /// Stores an upstream snapshot in this session's ledger scope (if the
@@ -716,8 +720,32 @@ impl LegacySession {
 /// but an outcome, and there is none; a running one takes the snapshot,
 /// and a payload only if the snapshot has ended, which it has not if it
 /// equals the record's running task.
-fn absorbs_nothing(rec: &TaskRecord, seen: impl FnOnce() -> crate::wire::legacy::Task) -> bool {
-    rec.cancel_pinned || rec.task.status.is_terminal() || seen() == rec.task
+fn absorbs_nothing(
+    rec: &TaskRecord,
+    seen_is: impl FnOnce(&crate::wire::legacy::Task) -> bool,
+) -> bool {
+    rec.cancel_pinned || rec.task.status.is_terminal() || seen_is(&rec.task)
+}
+
+/// An upstream snapshot as a client sees the task, its ttl bounded by
+/// `max_ttl_ms`.
+fn seen_as_legacy(d: &DetailedTask, max_ttl_ms: i64) -> crate::wire::legacy::Task {
+    let mut task = ttask::detailed_to_legacy_record(d);
+    crate::bridge::bounded_ttl(&mut task.ttl, max_ttl_ms);
+    task
+}
+
+/// See [`LegacySession::tells_nothing_new`].
+fn nothing_new(rec: &TaskRecord, d: &DetailedTask, max_ttl_ms: i64) -> bool {
+    matches!(d.payload, Payload::None)
+        && absorbs_nothing(rec, |known| seen_as_legacy(d, max_ttl_ms) == *known)
+}
+
+/// See [`LegacySession::bare_task_tells_nothing_new`].
+fn nothing_new_in_bare(rec: &TaskRecord, seen: &BareTask, max_ttl_ms: i64) -> bool {
+    let mut ttl = seen.ttl_ms;
+    crate::bridge::bounded_ttl(&mut ttl, max_ttl_ms);
+    absorbs_nothing(rec, |known| ttask::bare_task_is(known, seen, ttl))
 }
 
 /// Stores an upstream snapshot (`seen`, its outcome or input `payload`)
@@ -796,7 +824,7 @@ mod tests {
                             let mut absorbed = rec.clone();
                             absorb_seen(&mut absorbed, &seen, &Payload::None);
                             assert_eq!(
-                                absorbs_nothing(&rec, || seen.clone()),
+                                absorbs_nothing(&rec, |known| seen == *known),
                                 absorbed == rec,
                                 "pinned {pinned}, stored {stored:?}, {payload:?}, seen {seen_status:?} {message:?}"
                             );
@@ -804,6 +832,80 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    /// A poll's line judged bare gets the verdict its full reading gets,
+    /// for every record and every task a bare answer can carry; and an
+    /// answer that is not bare is not judged bare.
+    #[test]
+    fn a_bare_poll_is_judged_as_its_full_reading() {
+        use crate::wire::modern::{bare_task_answer, detailed_task_answer};
+        use TaskStatus::*;
+        const MAX_TTL: i64 = 90_000;
+        let mut records = Vec::new();
+        for status in [Working, InputRequired, Completed, Cancelled] {
+            for (message, ttl) in [
+                (None, Some(60_000)),
+                (Some("busy"), Some(MAX_TTL)),
+                (None, None),
+            ] {
+                for pinned in [false, true] {
+                    let mut t = task(status, message);
+                    t.ttl = ttl;
+                    let mut rec = TaskRecord::new(Scope::stdio(), t, None);
+                    rec.cancel_pinned = pinned;
+                    records.push(rec);
+                }
+            }
+        }
+        let mut with_extra = records[0].clone();
+        with_extra.task.extra.insert("k".into(), json!(1));
+        records.push(with_extra);
+        let mut judged = 0;
+        for (id, status) in [
+            ("t1", "working"),
+            ("t1", "input_required"),
+            ("t1", "completed"),
+            ("t2", "working"),
+        ] {
+            for message in ["", r#""statusMessage":null,"#, r#""statusMessage":"busy","#] {
+                for ttl in [r#""ttlMs":60000"#, r#""ttlMs":null"#, r#""ttlMs":90000"#] {
+                    for poll in ["", r#","pollIntervalMs":500"#] {
+                        let line = format!(
+                            r#"{{"jsonrpc":"2.0","id":3,"result":{{"taskId":"{id}","status":"{status}",{message}"createdAt":"2026-11-29T10:00:00.000Z","lastUpdatedAt":"2026-11-29T10:00:00.000Z",{ttl}{poll},"resultType":"task","_meta":{{"a":[1]}}}}}}"#
+                        );
+                        let seen = bare_task_answer(&line).expect("a bare task");
+                        let d = detailed_task_answer(line.as_bytes()).expect("a task");
+                        for rec in &records {
+                            assert_eq!(
+                                nothing_new_in_bare(rec, &seen, MAX_TTL),
+                                nothing_new(rec, &d, MAX_TTL),
+                                "{line} for {rec:?}"
+                            );
+                            judged += usize::from(nothing_new(rec, &d, MAX_TTL));
+                        }
+                    }
+                }
+            }
+        }
+        // Both verdicts were met.
+        assert!(judged > 0 && judged < 4 * 3 * 3 * 2 * records.len());
+        let base = r#""taskId":"t1","status":"working","createdAt":"a","lastUpdatedAt":"b""#;
+        for not_bare in [
+            format!(r#"{{"jsonrpc":"2.0","id":3,"result":{{{base},"result":{{}}}}}}"#),
+            format!(
+                r#"{{"jsonrpc":"2.0","id":3,"result":{{{base},"error":{{"code":1,"message":"m"}}}}}}"#
+            ),
+            format!(r#"{{"jsonrpc":"2.0","id":3,"result":{{{base},"inputRequests":{{}}}}}}"#),
+            format!(r#"{{"jsonrpc":"2.0","id":3,"result":{{{base},"other":1}}}}"#),
+            format!(r#"{{"jsonrpc":"2.0","id":3,"result":{{{base},"statusMessage":"a\"b"}}}}"#),
+        ] {
+            assert!(bare_task_answer(&not_bare).is_none(), "{not_bare}");
+            assert!(
+                detailed_task_answer(not_bare.as_bytes()).is_some(),
+                "{not_bare}"
+            );
         }
     }
 }

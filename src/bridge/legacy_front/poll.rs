@@ -1,0 +1,234 @@
+//! A legacy client's `tasks/get` of a task that still runs: a poll. Its
+//! record is read on the client's thread (a memory ledger answers at
+//! once), and the upstream's answer is handled where it is read, as a
+//! plain call's is ([`super::plain`]).
+//!
+//! A client polling a working task mostly hears nothing new, in the same
+//! upstream answer again and again. The last such answer is remembered
+//! with the record it was judged against ([`PollMemo`]): the next poll of
+//! that record takes the memo along, and an answer that is the same
+//! again, byte for byte but its id, is answered from it unread. The memo
+//! also keeps what crosses from the client's thread to the reader's to a
+//! minimum: the record read is dropped where it was read.
+
+use std::any::Any;
+use std::sync::Arc;
+
+use super::plain::same_request;
+use super::{LegacySession, guarded, lock, log_error, panicked};
+use crate::error::ShimError;
+use crate::jsonrpc::{Id, JsonText, Reply, Request, answer_id_and_rest};
+use crate::ledger::TaskRecord;
+use crate::translate::raw::{Params, PlainParams};
+use crate::upstream::{Answer, AnswerHandler, TaskAnswer, task_of, task_of_line};
+use crate::wire::modern::bare_task_answer;
+
+const TASKS_GET: &str = "tasks/get";
+
+impl LegacySession {
+    /// A client's `tasks/get`: answered from the record when the task can
+    /// change no more, else asked upstream as a callback request. An
+    /// answer with news for the record (a status that changed, input
+    /// asked) goes on as `tasks/get` always does, as a task.
+    pub(super) fn handle_tasks_get(self: &Arc<Self>, req: Request) {
+        let this = self.clone();
+        crate::inline::start_here(async move {
+            let id = req.id.clone();
+            let read = this.task_record(&req);
+            let read = crate::inline::or_if_panicked(read, || Err(panicked(TASKS_GET))).await;
+            let rec = match read {
+                Ok(rec) if !rec.synthetic && !rec.is_terminal() => rec,
+                answered => {
+                    let outcome = answered.map(|rec| Reply::Text(JsonText::of(&rec.task)));
+                    log_error(TASKS_GET, &outcome);
+                    return this.answer_client(id, outcome);
+                }
+            };
+            let memo = lock(&this.poll_memo).clone().filter(|memo| memo.rec == rec);
+            let asked = match memo {
+                Some(memo) => Asked::Memo(memo),
+                None => match PlainParams::task_id(rec.id()) {
+                    Some(params) => Asked::Record(rec, params),
+                    None => return this.finish_tasks_get(id, rec, None),
+                },
+            };
+            let handler = Box::new(TaskGetAnswer {
+                session: this.clone(),
+                id,
+                asked,
+            });
+            this.front
+                .upstream
+                .request_with_callback(TASKS_GET, &this.meta(), handler);
+        });
+    }
+
+    /// The rest of a `tasks/get` as a task: from the upstream's `answer`,
+    /// or asking the usual way without one.
+    fn finish_tasks_get(
+        self: &Arc<Self>,
+        id: Id,
+        rec: TaskRecord,
+        answer: Option<Result<TaskAnswer, ShimError>>,
+    ) {
+        let this = self.clone();
+        crate::inline::start_here(async move {
+            let running = this.running.clone();
+            let session = this.clone();
+            let rest = async move {
+                let rec = match answer {
+                    Some(answer) => session.refreshed(rec, answer).await?,
+                    None => session.refresh(rec).await?,
+                };
+                Ok(Reply::Text(JsonText::of(&rec.task)))
+            };
+            let reply = Box::pin(guarded(TASKS_GET, rest));
+            if let Some(outcome) = running.track(id.clone(), reply).await {
+                this.answer_client(id, outcome);
+            }
+        });
+    }
+
+    /// The upstream's answer to a client's `tasks/get` of `rec`, as its
+    /// line: judged on the line, nothing copied out of it, when its task
+    /// is bare, and remembered when it tells nothing new; read as a task
+    /// otherwise.
+    fn poll_answered(self: &Arc<Self>, id: Id, rec: TaskRecord, line: &str) {
+        if let Some(seen) = bare_task_answer(line)
+            && self.bare_task_tells_nothing_new(&rec, &seen)
+        {
+            let text = JsonText::of(&rec.task);
+            if let Some(memo) = PollMemo::new(rec, line, text.clone()) {
+                *lock(&self.poll_memo) = Some(Arc::new(memo));
+            }
+            return self.answer_client(id, Ok(Reply::Text(text)));
+        }
+        self.task_answered(id, rec, task_of_line(line));
+    }
+
+    /// The upstream's answer to a client's `tasks/get`, read as a task:
+    /// the record as the answer when it tells nothing new, else on as
+    /// `tasks/get` always goes.
+    fn task_answered(
+        self: &Arc<Self>,
+        id: Id,
+        rec: TaskRecord,
+        answer: Result<TaskAnswer, ShimError>,
+    ) {
+        if let Ok(Ok(d)) = &answer
+            && self.tells_nothing_new(&rec, d)
+        {
+            return self.answer_client(id, Ok(Reply::Text(JsonText::of(&rec.task))));
+        }
+        self.finish_tasks_get(id, rec, Some(answer));
+    }
+}
+
+/// The last upstream answer to a `tasks/get` that told a session nothing
+/// new, the record it was judged against, and the client's answer.
+/// Whether an answer tells nothing new depends only on the answer and the
+/// record ([`LegacySession::tells_nothing_new`]): the same answer to a
+/// poll of the same record gets the same verdict, and the same text. One
+/// per session: a client polling several tasks in turn reads each answer.
+#[derive(Debug)]
+pub(super) struct PollMemo {
+    /// The record the answer was judged against.
+    rec: TaskRecord,
+    /// The upstream request's params for its task.
+    params: PlainParams,
+    /// The upstream's answer after its id ([`answer_id_and_rest`]).
+    answer: Box<str>,
+    /// The client's answer: the record's task.
+    text: JsonText,
+}
+
+impl PollMemo {
+    /// The memo of `line`, an answer that told `rec` nothing new, and of
+    /// `text`, the client's answer; `None` for a line of another shape
+    /// than [`answer_id_and_rest`] reads.
+    fn new(rec: TaskRecord, line: &str, text: JsonText) -> Option<PollMemo> {
+        let (_, answer) = answer_id_and_rest(line)?;
+        Some(PollMemo {
+            params: PlainParams::task_id(rec.id())?,
+            answer: answer.into(),
+            rec,
+            text,
+        })
+    }
+
+    /// Whether `line` is the remembered answer again (to any id).
+    fn is_answered_by(&self, line: &str) -> bool {
+        answer_id_and_rest(line).is_some_and(|(_, answer)| *self.answer == *answer)
+    }
+}
+
+/// What a poll asked with.
+// Boxed with its handler already: boxing the record too would be one more
+// allocation made on the client's thread and freed on the reader's.
+#[allow(clippy::large_enum_variant)]
+enum Asked {
+    /// The memo of the record read (the record itself left behind).
+    Memo(Arc<PollMemo>),
+    /// The record read, with the upstream request's params.
+    Record(TaskRecord, PlainParams),
+}
+
+/// A client's `tasks/get` waiting on the upstream's.
+struct TaskGetAnswer {
+    session: Arc<LegacySession>,
+    id: Id,
+    asked: Asked,
+}
+
+impl TaskGetAnswer {
+    /// The record as read before asking.
+    fn record(asked: Asked) -> TaskRecord {
+        match asked {
+            Asked::Memo(memo) => memo.rec.clone(),
+            Asked::Record(rec, _) => rec,
+        }
+    }
+}
+
+impl AnswerHandler for TaskGetAnswer {
+    fn params(&self) -> Params<'_> {
+        match &self.asked {
+            Asked::Memo(memo) => Params::Text(&memo.params),
+            Asked::Record(_, params) => Params::Text(params),
+        }
+    }
+
+    fn answers(&self, client: &dyn Any, id: &Id) -> bool {
+        same_request(client, id, &self.session, &self.id)
+    }
+
+    fn answered(self: Box<Self>, answer: Result<Answer<'_>, ShimError>) {
+        let TaskGetAnswer { session, id, asked } = *self;
+        let answer = match answer {
+            Ok(Answer::Line(line)) => {
+                if let Asked::Memo(memo) = &asked
+                    && memo.is_answered_by(line)
+                {
+                    return session.answer_client(id, Ok(Reply::Text(memo.text.clone())));
+                }
+                return session.poll_answered(id, TaskGetAnswer::record(asked), line);
+            }
+            Ok(Answer::Read(read)) => task_of(read),
+            Err(e) => Err(e),
+        };
+        session.task_answered(id, TaskGetAnswer::record(asked), answer);
+    }
+
+    fn not_sent(self: Box<Self>) {
+        let TaskGetAnswer { session, id, asked } = *self;
+        session.finish_tasks_get(id, TaskGetAnswer::record(asked), None);
+    }
+}
+
+impl std::fmt::Debug for TaskGetAnswer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TaskGetAnswer")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
+}
