@@ -1037,14 +1037,20 @@ pub fn answer_id(line: &str) -> Option<Id> {
 /// ```
 pub fn answer_id_and_rest(line: &str) -> Option<(Id, &str)> {
     let rest = line.strip_prefix(r#"{"jsonrpc":"2.0","id":"#)?;
+    // Bytes, not chars: every byte looked for is ASCII, so each position
+    // found is a char boundary.
     let (id, rest) = if let Some(quoted) = rest.strip_prefix('"') {
-        let end = quoted.find(|c: char| c == '"' || c == '\\' || c < ' ')?;
-        if !quoted[end..].starts_with('"') {
+        let end = quoted
+            .bytes()
+            .position(|b| b == b'"' || b == b'\\' || b < b' ')?;
+        if quoted.as_bytes()[end] != b'"' {
             return None;
         }
         (Id::Str(quoted[..end].to_owned()), &quoted[end + 1..])
     } else {
-        let end = rest.find(|c: char| c != '-' && !c.is_ascii_digit())?;
+        let end = rest
+            .bytes()
+            .position(|b| b != b'-' && !b.is_ascii_digit())?;
         let digits = rest[..end].trim_start_matches('-');
         if digits.len() > 1 && digits.starts_with('0') {
             return None;
