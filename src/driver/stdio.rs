@@ -400,6 +400,7 @@ impl Lane {
                 use crate::translate::raw::{ClientRequest, client_request};
                 match client_request(line) {
                     Some(ClientRequest::Plain(call)) => session.handle_plain_call(call),
+                    Some(ClientRequest::Poll(poll)) => session.handle_poll(poll),
                     Some(ClientRequest::Tree(req)) => session.handle_client(Message::Request(req)),
                     None => return feed(line, max, |m| session.handle_client(m)),
                 }

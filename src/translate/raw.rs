@@ -288,6 +288,8 @@ impl Params<'_> {
 pub enum ClientRequest {
     /// A `tools/call` whose params stay text.
     Plain(PlainCall),
+    /// A `tasks/get` whose params are its `taskId` alone.
+    Poll(Poll),
     /// Any other request, its params parsed.
     Tree(Request),
 }
@@ -320,12 +322,53 @@ pub fn client_request(line: &[u8]) -> Option<ClientRequest> {
             params: PlainParams(params.to_owned()),
         }));
     }
+    if method == "tasks/get"
+        && let Some(task_id) = params.and_then(poll_task_id)
+    {
+        return Some(ClientRequest::Poll(Poll { id, task_id }));
+    }
     let params = match params {
         // An object within the nesting the parser takes (`peek_request`).
         Some(params) => Some(serde_json::from_str(params.get()).ok()?),
         None => None,
     };
     Some(ClientRequest::Tree(Request { id, method, params }))
+}
+
+/// A client's `tasks/get` whose params are `{"taskId": …}` and nothing
+/// else: the common poll, read without a tree.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Poll {
+    /// The request's id.
+    pub id: Id,
+    /// The task asked about.
+    pub task_id: String,
+}
+
+impl Poll {
+    /// The same request as a tree.
+    pub fn into_request(self) -> Request {
+        Request {
+            id: self.id,
+            method: "tasks/get".into(),
+            params: Some(serde_json::json!({ "taskId": self.task_id })),
+        }
+    }
+}
+
+/// The `taskId` of `params` made of that string alone; `None` for any
+/// other params (another member, a repeated one, a value of another
+/// type), which are read as a tree.
+fn poll_task_id(params: &RawValue) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct PollParams {
+        #[serde(rename = "taskId")]
+        task_id: String,
+    }
+    serde_json::from_str::<PollParams>(params.get())
+        .ok()
+        .map(|p| p.task_id)
 }
 
 /// The tool a `tools/call`'s `params` name, if the call is plain (see
@@ -738,6 +781,42 @@ mod tests {
         }
     }
 
+    /// A `tasks/get` is read as a poll only when its params are the
+    /// task id alone, and then as the full parse reads it.
+    #[test]
+    fn a_poll_is_the_task_id_alone_read_as_the_full_parse() {
+        let line = |params: &str| {
+            format!(r#"{{"jsonrpc":"2.0","id":"p","method":"tasks/get","params":{params}}}"#)
+        };
+        for (params, poll) in [
+            (r#"{"taskId":"t1"}"#, true),
+            (r#"{ "taskId" : "t\u0031" }"#, true),
+            (r#"{"taskId":"t1","_meta":{"progressToken":1}}"#, false),
+            (r#"{"taskId":"t1","taskId":"t2"}"#, false),
+            (r#"{"taskId":1}"#, false),
+            (r#"{}"#, false),
+        ] {
+            let line = line(params);
+            let parsed = match crate::jsonrpc::Message::parse(line.as_bytes()).unwrap() {
+                crate::jsonrpc::Message::Request(r) => r,
+                other => panic!("{other:?}"),
+            };
+            let read = match client_request(line.as_bytes()).expect("a request") {
+                ClientRequest::Poll(p) => {
+                    assert!(poll, "{line} read as a poll");
+                    assert_eq!(p.task_id, "t1");
+                    p.into_request()
+                }
+                ClientRequest::Tree(req) => {
+                    assert!(!poll, "{line} read as a tree");
+                    req
+                }
+                ClientRequest::Plain(call) => panic!("{call:?}"),
+            };
+            assert_eq!(read, parsed, "{line}");
+        }
+    }
+
     proptest! {
         /// Whatever the params, the request read from the line is the
         /// one the full parse reads, as text or as a tree.
@@ -756,6 +835,7 @@ mod tests {
                     prop_assert_eq!(Some(call.name.as_str()), params["name"].as_str());
                     call.into_request()
                 }
+                ClientRequest::Poll(poll) => poll.into_request(),
                 ClientRequest::Tree(req) => req,
             };
             prop_assert_eq!(read, parsed);

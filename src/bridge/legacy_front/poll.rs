@@ -19,7 +19,7 @@ use super::{LegacySession, guarded, lock, log_error, panicked};
 use crate::error::ShimError;
 use crate::jsonrpc::{Id, JsonText, Reply, Request, answer_id_and_rest};
 use crate::ledger::TaskRecord;
-use crate::translate::raw::{Params, PlainParams};
+use crate::translate::raw::{Params, PlainParams, Poll};
 use crate::upstream::{Answer, AnswerHandler, TaskAnswer, task_of, task_of_line};
 use crate::wire::modern::bare_task_answer;
 
@@ -31,10 +31,29 @@ impl LegacySession {
     /// answer with news for the record (a status that changed, input
     /// asked) goes on as `tasks/get` always does, as a task.
     pub(super) fn handle_tasks_get(self: &Arc<Self>, req: Request) {
+        match crate::translate::task::task_id_param(req.params.as_ref()) {
+            Ok(task_id) => {
+                let task_id = task_id.to_owned();
+                self.handle_poll(Poll {
+                    id: req.id,
+                    task_id,
+                });
+            }
+            Err(e) => {
+                let outcome = Err(e.into());
+                log_error(TASKS_GET, &outcome);
+                self.answer_client(req.id, outcome);
+            }
+        }
+    }
+
+    /// [`Self::handle_tasks_get`] of a request read as a [`Poll`]
+    /// ([`crate::translate::raw::client_request`]).
+    pub fn handle_poll(self: &Arc<Self>, poll: Poll) {
         let this = self.clone();
         crate::inline::start_here(async move {
-            let id = req.id.clone();
-            let read = this.task_record(&req);
+            let Poll { id, task_id } = poll;
+            let read = this.read_record_of(&task_id, false);
             let read = crate::inline::or_if_panicked(read, || Err(panicked(TASKS_GET))).await;
             let rec = match read {
                 Ok(rec) if !rec.synthetic && !rec.is_terminal() => rec,

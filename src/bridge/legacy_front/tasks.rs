@@ -45,6 +45,15 @@ impl LegacySession {
         with_payload: bool,
     ) -> Result<TaskRecord, ErrorObject> {
         let id = ttask::task_id_param(req.params.as_ref())?;
+        self.read_record_of(id, with_payload).await
+    }
+
+    /// [`Self::read_record`] of task `id`.
+    pub(super) async fn read_record_of(
+        &self,
+        id: &str,
+        with_payload: bool,
+    ) -> Result<TaskRecord, ErrorObject> {
         let (ledger, now) = (&self.front.ledger, self.front.clock.now_ms());
         let read = if with_payload {
             ledger.get(&self.scope, id, now).await
