@@ -149,8 +149,10 @@ impl Stored {
                 task_id: id.to_owned(),
                 status: self.status,
                 status_message: self.status_message.as_deref().map(str::to_owned),
-                created_at: self.created_at.to_string(),
-                last_updated_at: self.last_updated_at.to_string(),
+                // `String::from`, not `to_string`: a boxed str's goes
+                // through `Display` and its padding, on every read.
+                created_at: String::from(&*self.created_at),
+                last_updated_at: String::from(&*self.last_updated_at),
                 ttl: self.ttl,
                 poll_interval: self.poll_interval,
                 extra: self.extra.as_deref().cloned().unwrap_or_else(Map::new),
