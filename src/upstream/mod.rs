@@ -891,8 +891,7 @@ impl Connection {
         let Some((sent, _handler)) = abandoned else {
             return false;
         };
-        let reason = "the requester no longer waits for the answer";
-        let _ = self.send(stream::cancel_message(&sent, reason));
+        let _ = self.send(stream::abandoned_message(&sent));
         true
     }
 
@@ -1273,8 +1272,7 @@ impl Drop for Abandon<'_> {
         // so the upstream hears of it here and may stop the work (MCP: the
         // requester SHOULD send `notifications/cancelled`).
         if self.conn.lock().remove(self.id).is_some() && self.cancel {
-            let reason = "the requester no longer waits for the answer";
-            let _ = self.conn.send(stream::cancel_message(self.id, reason));
+            let _ = self.conn.send(stream::abandoned_message(self.id));
         }
     }
 }

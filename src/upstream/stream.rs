@@ -101,6 +101,12 @@ pub(crate) fn cancel_message(id: &Id, reason: &str) -> Message {
     Message::notification(CANCELLED, json!({"requestId": id, "reason": reason}))
 }
 
+/// `notifications/cancelled` for request `id`, whose answer nobody will
+/// read (the requester gave up on it): the upstream may stop the work.
+pub(crate) fn abandoned_message(id: &Id) -> Message {
+    cancel_message(id, "the requester no longer waits for the answer")
+}
+
 /// The outcome of a stream the upstream ended with `notifications/cancelled`.
 pub(crate) fn ended_by_upstream(n: &Notification) -> StreamEvent {
     let reason = n

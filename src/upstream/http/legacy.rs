@@ -129,11 +129,7 @@ impl Drop for CancelUnanswered {
         if let Some(http) = self.http.take()
             && tokio::runtime::Handle::try_current().is_ok()
         {
-            let params = json!({
-                "requestId": self.id,
-                "reason": "the requester no longer waits for the answer",
-            });
-            let msg = Message::notification("notifications/cancelled", params);
+            let msg = crate::upstream::stream::abandoned_message(&self.id);
             http.post_later(msg, "notification");
         }
     }
