@@ -755,7 +755,9 @@ mod tests {
             let read = client_request(l.as_bytes());
             assert!(!matches!(read, Some(ClientRequest::Plain(_))), "{params}");
         }
-        let other = line("tasks/get", r#"{"taskId":"t"}"#);
+        // (A `tasks/get` of the same params is a poll: see
+        // `a_poll_is_the_task_id_alone_read_as_the_full_parse`.)
+        let other = line("tasks/result", r#"{"taskId":"t"}"#);
         assert!(matches!(
             client_request(other.as_bytes()),
             Some(ClientRequest::Tree(_))
