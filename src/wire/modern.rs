@@ -295,16 +295,17 @@ pub fn detailed_task_answer(bytes: &[u8]) -> Option<DetailedTask> {
 /// [`detailed_task_answer`], with the id of the request it answers.
 pub fn detailed_task_answer_with_id(bytes: &[u8]) -> Option<(Id, DetailedTask)> {
     // One UTF-8 check for the whole line, not one per string read.
-    let TaskAnswer(id, parts) = serde_json::from_str(std::str::from_utf8(bytes).ok()?).ok()?;
+    let TaskAnswer(id, TaskParts { known, extra }) =
+        serde_json::from_str(std::str::from_utf8(bytes).ok()?).ok()?;
     let task = Task {
-        task_id: parts.task_id,
-        status: parts.status,
-        status_message: parts.status_message,
-        created_at: parts.created_at,
-        last_updated_at: parts.last_updated_at,
-        ttl_ms: parts.ttl_ms,
-        poll_interval_ms: parts.poll_interval_ms,
-        extra: parts.extra,
+        task_id: known.task_id,
+        status: known.status,
+        status_message: known.status_message,
+        created_at: known.created_at,
+        last_updated_at: known.last_updated_at,
+        ttl_ms: known.ttl_ms,
+        poll_interval_ms: known.poll_interval_ms,
+        extra,
     };
     Some((id, DetailedTask::from_task(task).ok()?))
 }
@@ -313,18 +314,22 @@ pub fn detailed_task_answer_with_id(bytes: &[u8]) -> Option<(Id, DetailedTask)> 
 /// the shim does not know; its strings borrowed from the answer's line.
 /// What a poll of a working task mostly reads, to be compared with what
 /// is known of the task without being copied out of the line.
+pub type BareTask<'a> = KnownMembers<&'a str>;
+
+/// The members of a task the shim knows, its strings as `S`: owned, or
+/// borrowed from the line ([`BareTask`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct BareTask<'a> {
+pub struct KnownMembers<S> {
     /// `taskId`.
-    pub task_id: &'a str,
+    pub task_id: S,
     /// `status`.
     pub status: TaskStatus,
     /// `statusMessage`.
-    pub status_message: Option<&'a str>,
+    pub status_message: Option<S>,
     /// `createdAt`.
-    pub created_at: &'a str,
+    pub created_at: S,
     /// `lastUpdatedAt`.
-    pub last_updated_at: &'a str,
+    pub last_updated_at: S,
     /// `ttlMs`.
     pub ttl_ms: Option<i64>,
     /// `pollIntervalMs`.
@@ -348,16 +353,9 @@ pub struct BareTask<'a> {
 /// assert!(bare_task_answer(&done).is_none());
 /// ```
 pub fn bare_task_answer(line: &str) -> Option<BareTask<'_>> {
-    let TaskAnswer(_, parts) = serde_json::from_str::<TaskAnswer<&str>>(line).ok()?;
-    parts.extra.is_empty().then_some(BareTask {
-        task_id: parts.task_id,
-        status: parts.status,
-        status_message: parts.status_message,
-        created_at: parts.created_at,
-        last_updated_at: parts.last_updated_at,
-        ttl_ms: parts.ttl_ms,
-        poll_interval_ms: parts.poll_interval_ms,
-    })
+    let TaskAnswer(_, TaskParts { known, extra }) =
+        serde_json::from_str::<TaskAnswer<&str>>(line).ok()?;
+    extra.is_empty().then_some(known)
 }
 
 /// See [`detailed_task_answer`]; fails on any shape it does not take. Its
@@ -467,13 +465,7 @@ impl<'de, S: Deserialize<'de>> Deserialize<'de> for TaskAnswer<S> {
 /// members (the inline payload among them) kept in order as
 /// [`Task::try_from_map`] keeps them.
 struct TaskParts<S> {
-    task_id: S,
-    status: TaskStatus,
-    status_message: Option<S>,
-    created_at: S,
-    last_updated_at: S,
-    ttl_ms: Option<i64>,
-    poll_interval_ms: Option<i64>,
+    known: KnownMembers<S>,
     extra: Map<String, Value>,
 }
 
@@ -538,7 +530,7 @@ impl<'de, S: Deserialize<'de>> Deserialize<'de> for TaskParts<S> {
                 else {
                     return Err(A::Error::custom("a required member is missing"));
                 };
-                Ok(TaskParts {
+                let known = KnownMembers {
                     task_id,
                     status,
                     status_message: status_message.flatten(),
@@ -546,8 +538,8 @@ impl<'de, S: Deserialize<'de>> Deserialize<'de> for TaskParts<S> {
                     last_updated_at,
                     ttl_ms: ttl.flatten(),
                     poll_interval_ms: poll.flatten(),
-                    extra,
-                })
+                };
+                Ok(TaskParts { known, extra })
             }
         }
         d.deserialize_map(TaskVisitor(std::marker::PhantomData))
