@@ -47,8 +47,10 @@ impl LegacySession {
         }
     }
 
-    /// [`Self::handle_tasks_get`] of a request read as a [`Poll`]
-    /// ([`crate::translate::raw::client_request`]).
+    /// A client's `tasks/get` read as a [`Poll`]
+    /// ([`crate::translate::raw::client_request`]), answered as any
+    /// `tasks/get` is: from the record when the task can change no more,
+    /// else from the upstream's answer, read where it is read.
     pub fn handle_poll(self: &Arc<Self>, poll: Poll) {
         let this = self.clone();
         crate::inline::start_here(async move {
