@@ -38,28 +38,7 @@ pub enum Id {
 /// which made reading an answer's id a tenth of a translated round trip.)
 impl<'de> Deserialize<'de> for Id {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Id, D::Error> {
-        struct IdVisitor;
-        impl serde::de::Visitor<'_> for IdVisitor {
-            type Value = Id;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("an integer or a string")
-            }
-            fn visit_i64<E: serde::de::Error>(self, n: i64) -> Result<Id, E> {
-                Ok(Id::Num(n))
-            }
-            fn visit_u64<E: serde::de::Error>(self, n: u64) -> Result<Id, E> {
-                i64::try_from(n)
-                    .map(Id::Num)
-                    .map_err(|_| E::invalid_value(serde::de::Unexpected::Unsigned(n), &self))
-            }
-            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Id, E> {
-                Ok(Id::Str(s.to_owned()))
-            }
-            fn visit_string<E: serde::de::Error>(self, s: String) -> Result<Id, E> {
-                Ok(Id::Str(s))
-            }
-        }
-        d.deserialize_any(IdVisitor)
+        d.deserialize_any(IdVisitor(std::marker::PhantomData))
     }
 }
 
@@ -69,25 +48,63 @@ pub(crate) struct ValidId;
 
 impl<'de> Deserialize<'de> for ValidId {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<ValidId, D::Error> {
-        struct Check;
-        impl serde::de::Visitor<'_> for Check {
-            type Value = ValidId;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("an integer or a string")
-            }
-            fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<ValidId, E> {
-                Ok(ValidId)
-            }
-            fn visit_u64<E: serde::de::Error>(self, n: u64) -> Result<ValidId, E> {
-                i64::try_from(n)
-                    .map(|_| ValidId)
-                    .map_err(|_| E::invalid_value(serde::de::Unexpected::Unsigned(n), &self))
-            }
-            fn visit_str<E: serde::de::Error>(self, _: &str) -> Result<ValidId, E> {
-                Ok(ValidId)
-            }
-        }
-        d.deserialize_any(Check)
+        d.deserialize_any(IdVisitor(std::marker::PhantomData))
+    }
+}
+
+/// What an id is read into: [`Id`] keeps it, [`ValidId`] only checks it.
+trait ReadId {
+    fn num(n: i64) -> Self;
+    fn str(s: &str) -> Self;
+    /// An owned string; taken as it is by those that keep it.
+    fn string(s: String) -> Self;
+}
+
+impl ReadId for Id {
+    fn num(n: i64) -> Self {
+        Id::Num(n)
+    }
+    fn str(s: &str) -> Self {
+        Id::Str(s.to_owned())
+    }
+    fn string(s: String) -> Self {
+        Id::Str(s)
+    }
+}
+
+impl ReadId for ValidId {
+    fn num(_: i64) -> Self {
+        ValidId
+    }
+    fn str(_: &str) -> Self {
+        ValidId
+    }
+    fn string(_: String) -> Self {
+        ValidId
+    }
+}
+
+/// The one rule both read by.
+struct IdVisitor<T>(std::marker::PhantomData<T>);
+
+impl<T: ReadId> serde::de::Visitor<'_> for IdVisitor<T> {
+    type Value = T;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an integer or a string")
+    }
+    fn visit_i64<E: serde::de::Error>(self, n: i64) -> Result<T, E> {
+        Ok(T::num(n))
+    }
+    fn visit_u64<E: serde::de::Error>(self, n: u64) -> Result<T, E> {
+        i64::try_from(n)
+            .map(T::num)
+            .map_err(|_| E::invalid_value(serde::de::Unexpected::Unsigned(n), &self))
+    }
+    fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<T, E> {
+        Ok(T::str(s))
+    }
+    fn visit_string<E: serde::de::Error>(self, s: String) -> Result<T, E> {
+        Ok(T::string(s))
     }
 }
 
