@@ -1227,27 +1227,23 @@ impl ModernUpstream for Supervised {
         meta: &ModernMeta,
         handler: Box<dyn AnswerHandler>,
     ) -> bool {
-        // The handler hears of a failure once the state is no longer
-        // borrowed: its work may read it again (a restart's wait).
-        let mut handler = Some(handler);
-        let sent = self.with_current(|generation| {
-            let handler = handler.take().expect("taken once");
-            generation.conn.request_with_callback(method, meta, handler)
-        });
-        match (sent, handler) {
-            (Some(Ok(())), _) => true,
-            (Some(Err(unsent)), _) => {
-                // A failed write is the request's answer; not sent, not.
-                let taken = matches!(unsent, super::Unsent::Failed(..));
-                unsent.tell();
-                taken
+        let state = self.state.borrow();
+        let unsent = match &*state {
+            State::Up(generation) => {
+                match generation.conn.request_with_callback(method, meta, handler) {
+                    Ok(()) => return true,
+                    Err(unsent) => unsent,
+                }
             }
-            (None, Some(handler)) => {
-                handler.not_sent();
-                false
-            }
-            (None, None) => false,
-        }
+            _ => super::Unsent::NotSent(handler),
+        };
+        // The handler hears of it once the state is no longer borrowed:
+        // its work may read it again (a restart's wait).
+        drop(state);
+        // A failed write is the request's answer; not sent, not.
+        let taken = matches!(unsent, super::Unsent::Failed(..));
+        unsent.tell();
+        taken
     }
 
     /// On the live child: a request of a child since gone was failed
