@@ -110,11 +110,18 @@ impl LegacySession {
         });
     }
 
-    /// The upstream's answer to a client's `tasks/get` of `rec`, as its
-    /// line: judged on the line, nothing copied out of it, when its task
-    /// is bare, and remembered when it tells nothing new; read as a task
-    /// otherwise.
-    fn poll_answered(self: &Arc<Self>, id: Id, rec: TaskRecord, line: &str) {
+    /// The upstream's answer to a client's `tasks/get`, as its line:
+    /// answered from the memo the poll `asked` with when it is the memo's
+    /// answer again; judged on the line, nothing copied out of it, when
+    /// its task is bare, and remembered when it tells nothing new; read as
+    /// a task otherwise.
+    fn poll_answered(self: &Arc<Self>, id: Id, asked: Asked, line: &str) {
+        if let Asked::Memo(memo) = &asked
+            && memo.is_answered_by(line)
+        {
+            return self.answer_client(id, Ok(Reply::Text(memo.text.clone())));
+        }
+        let rec = asked.into_record();
         if let Some(seen) = bare_task_answer(line)
             && self.bare_task_tells_nothing_new(&rec, &seen)
         {
@@ -201,10 +208,10 @@ struct TaskGetAnswer {
     asked: Asked,
 }
 
-impl TaskGetAnswer {
+impl Asked {
     /// The record as read before asking.
-    fn record(asked: Asked) -> TaskRecord {
-        match asked {
+    fn into_record(self) -> TaskRecord {
+        match self {
             Asked::Memo(memo) => memo.rec.clone(),
             Asked::Record(rec, _) => rec,
         }
@@ -226,23 +233,16 @@ impl AnswerHandler for TaskGetAnswer {
     fn answered(self: Box<Self>, answer: Result<Answer<'_>, ShimError>) {
         let TaskGetAnswer { session, id, asked } = *self;
         let answer = match answer {
-            Ok(Answer::Line(line)) => {
-                if let Asked::Memo(memo) = &asked
-                    && memo.is_answered_by(line)
-                {
-                    return session.answer_client(id, Ok(Reply::Text(memo.text.clone())));
-                }
-                return session.poll_answered(id, TaskGetAnswer::record(asked), line);
-            }
+            Ok(Answer::Line(line)) => return session.poll_answered(id, asked, line),
             Ok(Answer::Read(read)) => task_of(read),
             Err(e) => Err(e),
         };
-        session.task_answered(id, TaskGetAnswer::record(asked), answer);
+        session.task_answered(id, asked.into_record(), answer);
     }
 
     fn not_sent(self: Box<Self>) {
         let TaskGetAnswer { session, id, asked } = *self;
-        session.finish_tasks_get(id, TaskGetAnswer::record(asked), None);
+        session.finish_tasks_get(id, asked.into_record(), None);
     }
 }
 
