@@ -254,6 +254,40 @@ fn legacy_client_call_when_the_upstream_stops_answering() {
     assert_upstream_error(&r, "upstream stopped answering");
 }
 
+/// A modern server that acknowledges a cancel and lets the task run on
+/// answers every poll as it did before: the cancel the shim pinned still
+/// shows. (The shim remembers the last upstream answer that told it
+/// nothing new, with the record it was judged against; a poll answered
+/// from that memo after the cancel would read `working`.)
+#[test]
+fn a_pinned_cancel_shows_though_the_server_answers_as_before() {
+    let stamp = Stamp::new("legacy-keepgoing");
+    let mut shim = stdio_shim(
+        &[],
+        &relay("keepgoing", "2026-07-28"),
+        Revision::Legacy,
+        &stamp,
+    );
+    shim.initialize();
+    let call = json!({"name": "slow_compute", "arguments": {"seconds": 30, "label": "runs on"},
+        "task": {"ttl": 60_000}});
+    let created = shim.ok("tools/call", call);
+    let id = created["task"]["taskId"].clone();
+    let polled = |t: &Value| (t["status"].clone(), t["statusMessage"].clone());
+    let first = shim.ok("tasks/get", json!({"taskId": id}));
+    assert_eq!(first["status"], "working", "{first}");
+    for _ in 0..3 {
+        let again = shim.ok("tasks/get", json!({"taskId": id}));
+        assert_eq!(polled(&again), polled(&first), "{again}");
+    }
+    let cancelled = shim.ok("tasks/cancel", json!({"taskId": id}));
+    assert_eq!(cancelled["status"], "cancelled", "{cancelled}");
+    for _ in 0..3 {
+        let after = shim.ok("tasks/get", json!({"taskId": id}));
+        assert_eq!(after["status"], "cancelled", "{after}");
+    }
+}
+
 /// A legacy client's plain call on a modern upstream that writes garbage.
 #[test]
 fn legacy_client_call_when_the_upstream_writes_garbage() {

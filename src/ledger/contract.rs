@@ -37,17 +37,18 @@ fn ids(page: &Page) -> Vec<&str> {
 }
 
 /// The per-scope cap of each ledger [`contract`] is given, in order.
-const CAPS: [usize; 5] = [100, 100, 2, 100, 100];
+const CAPS: [usize; 6] = [100, 100, 2, 100, 100, 100];
 
 /// Runs every contract check, each on its own fresh ledger (made with the
 /// cap of [`CAPS`] in the same place).
 async fn contract(ledgers: Vec<Box<dyn TaskLedger>>) {
-    let [i, p, e, k, m]: [Box<dyn TaskLedger>; 5] = ledgers.try_into().expect("five ledgers");
+    let [i, p, e, k, m, c]: [Box<dyn TaskLedger>; 6] = ledgers.try_into().expect("six ledgers");
     isolation(&*i).await;
     paging(&*p).await;
     expiry_and_caps(&*e).await;
     updates_keep_payloads(&*k).await;
     updates_cannot_move_a_record(&*m).await;
+    is_current_is_a_fresh_read(&*c).await;
 }
 
 async fn isolation(l: &dyn TaskLedger) {
@@ -182,6 +183,74 @@ async fn updates_cannot_move_a_record(l: &dyn TaskLedger) {
     assert_eq!(l.get(&sc("b"), "t1", 1).await.unwrap(), None);
     assert_eq!(l.get(&sc("b"), "t2", 1).await.unwrap(), None);
     assert_eq!(l.get(&sc("a"), "t2", 1).await.unwrap(), None);
+}
+
+/// `is_current` says what reading the record again and comparing would:
+/// after each kind of change, for another scope, once expired, gone.
+async fn is_current_is_a_fresh_read(l: &dyn TaskLedger) {
+    type Edit = fn(&mut TaskRecord);
+    let changes: [(&str, Edit); 11] = [
+        ("status", |r| r.task.status = TaskStatus::InputRequired),
+        ("status message", |r| {
+            r.task.status_message = Some("half way".into())
+        }),
+        ("created at", |r| {
+            r.task.created_at = "2026-11-29T10:00:01.000Z".into()
+        }),
+        ("last updated", |r| {
+            r.task.last_updated_at = "2026-11-29T10:00:01.000Z".into()
+        }),
+        ("ttl", |r| r.task.ttl = Some(60_000)),
+        ("poll interval", |r| r.task.poll_interval = None),
+        ("extra", |r| {
+            r.task.extra.insert("x-vendor".into(), 7.into());
+        }),
+        ("cancel pinned", |r| r.cancel_pinned = true),
+        ("synthetic", |r| r.synthetic = true),
+        ("expiry", |r| r.expires_at = Some(2_000)),
+        ("payload, which a task-only read leaves out", |r| {
+            r.payload = Payload::Result(serde_json::json!({"content": []}));
+        }),
+    ];
+    l.insert(rec("a", "t1", Some(1_000)), 0).await.unwrap();
+    for (what, change) in changes {
+        let before = l.get_task(&sc("a"), "t1", 1).await.unwrap().unwrap();
+        assert_eq!(l.is_current(&sc("a"), &before, 1).await, Ok(true), "{what}");
+        l.update(&sc("a"), "t1", 1, &mut |r| change(r))
+            .await
+            .unwrap();
+        let after = l.get_task(&sc("a"), "t1", 1).await.unwrap().unwrap();
+        let changed = after != before;
+        assert_eq!(
+            l.is_current(&sc("a"), &before, 1).await,
+            Ok(!changed),
+            "{what}"
+        );
+        assert_eq!(l.is_current(&sc("a"), &after, 1).await, Ok(true), "{what}");
+        // A full read of a record with a payload is not what a task-only
+        // read gives.
+        let full = l.get(&sc("a"), "t1", 1).await.unwrap().unwrap();
+        let task_only = full.payload == Payload::None;
+        assert_eq!(
+            l.is_current(&sc("a"), &full, 1).await,
+            Ok(task_only),
+            "{what}"
+        );
+    }
+    let now = l.get_task(&sc("a"), "t1", 1).await.unwrap().unwrap();
+    assert_eq!(l.is_current(&sc("b"), &now, 1).await, Ok(false));
+    let elsewhere = TaskRecord {
+        scope: sc("b"),
+        ..now.clone()
+    };
+    assert_eq!(l.is_current(&sc("b"), &elsewhere, 1).await, Ok(false));
+    assert_eq!(
+        l.is_current(&sc("a"), &now, 2_000).await,
+        Ok(false),
+        "expired"
+    );
+    l.drop_scope(&sc("a")).await.unwrap();
+    assert_eq!(l.is_current(&sc("a"), &now, 1).await, Ok(false), "gone");
 }
 
 async fn updates_keep_payloads(l: &dyn TaskLedger) {

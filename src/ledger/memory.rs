@@ -164,6 +164,47 @@ impl Stored {
         }
     }
 
+    /// Whether `rec` is this record as [`Detail::TaskOnly`] reads it
+    /// (`to_record(id, TaskOnly) == *rec`, the id being the one it was
+    /// found by), compared field by field where it is held.
+    fn reads_as(&self, rec: &TaskRecord) -> bool {
+        // Destructured whole: a field added to either type must be
+        // compared here too.
+        let TaskRecord {
+            scope,
+            task,
+            payload,
+            cancel_pinned,
+            synthetic,
+            expires_at,
+        } = rec;
+        let legacy::Task {
+            task_id: _,
+            status,
+            status_message,
+            created_at,
+            last_updated_at,
+            ttl,
+            poll_interval,
+            extra,
+        } = task;
+        scope.key() == &*self.scope
+            && *payload == Payload::None
+            && *status == self.status
+            && status_message.as_deref() == self.status_message.as_deref()
+            && **created_at == *self.created_at
+            && **last_updated_at == *self.last_updated_at
+            && *ttl == self.ttl
+            && *poll_interval == self.poll_interval
+            && self
+                .extra
+                .as_deref()
+                .map_or(extra.is_empty(), |e| e == extra)
+            && *cancel_pinned == self.cancel_pinned
+            && *synthetic == self.synthetic
+            && *expires_at == self.expires_at
+    }
+
     fn expired(&self, now: Millis) -> bool {
         super::expired(self.expires_at, now)
     }
@@ -271,6 +312,18 @@ impl TaskLedger for MemoryLedger {
             .lock()
             .live(scope, task_id, now)
             .map(|r| r.to_record(task_id, detail)))
+    }
+
+    async fn is_current(
+        &self,
+        scope: &Scope,
+        rec: &TaskRecord,
+        now: Millis,
+    ) -> Result<bool, LedgerError> {
+        let inner = self.lock();
+        Ok(inner
+            .live(scope, rec.id(), now)
+            .is_some_and(|stored| stored.reads_as(rec)))
     }
 
     async fn scope_of(&self, task_id: &str, now: Millis) -> Result<Option<Scope>, LedgerError> {

@@ -207,6 +207,22 @@ pub trait TaskLedger: Send + Sync + std::fmt::Debug {
         self.fetch(scope, task_id, now, Detail::TaskOnly).await
     }
 
+    /// Whether `rec` is what [`TaskLedger::get_task`] would read of its
+    /// task from `scope` now: `Ok(false)` when the record changed, expired,
+    /// or is not `scope`'s. For a caller that keeps a record it read and
+    /// polls the same task again: a store that can compare in place
+    /// (the memory ledger) answers without copying the record out. The
+    /// default reads the record and compares.
+    async fn is_current(
+        &self,
+        scope: &Scope,
+        rec: &TaskRecord,
+        now: Millis,
+    ) -> Result<bool, LedgerError> {
+        let read = self.fetch(scope, rec.id(), now, Detail::TaskOnly).await?;
+        Ok(read.as_ref() == Some(rec))
+    }
+
     /// Applies `change` to the record if [`TaskLedger::get`] would return
     /// it, and stores the result (a change that changes nothing writes
     /// nothing); returns the record as it now stands, `Ok(None)` for a

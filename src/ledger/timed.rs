@@ -64,6 +64,16 @@ impl TaskLedger for TimedLedger {
             .await
     }
 
+    async fn is_current(
+        &self,
+        scope: &Scope,
+        rec: &TaskRecord,
+        now: Millis,
+    ) -> Result<bool, LedgerError> {
+        let call = self.inner.is_current(scope, rec, now);
+        self.timed("is_current", call).await
+    }
+
     async fn update(&self, scope: &Scope, task_id: &str, now: Millis, change: Change<'_>) -> Found {
         let call = self.inner.update(scope, task_id, now, change);
         self.timed("update", call).await

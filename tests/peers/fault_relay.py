@@ -31,6 +31,11 @@ the call is relayed and, --delay-ms later (default 300), the fault happens:
              answer then crosses the cancel, as a late answer does), at
              most --delay-ms (a failure guard), on every such call; other
              lines flow meanwhile
+    keepgoing
+             no FAULT call: every `tasks/cancel` is acknowledged by the relay
+             itself and never reaches the server, whose task runs on (a
+             2026-07-28 server may do so: a cancel is a request, and its
+             answer an empty acknowledgement)
     drain    no fault: when its input ends, the server still answers every
              request relayed to it before its own input is closed (a server
              that finishes its work on end of input, as a client closing
@@ -73,7 +78,7 @@ def main() -> None:
     if "--delay-ms" in opts:
         delay = int(opts[opts.index("--delay-ms") + 1]) / 1000.0
     if mode not in ("exit", "silent", "garbage", "huge", "deep", "logs", "progress", "tight",
-                    "slowcreate", "drain"):
+                    "slowcreate", "keepgoing", "drain"):
         sys.exit(f"unknown mode {mode!r}")
 
     child = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
@@ -234,6 +239,16 @@ def main() -> None:
                 params = asked.get("params") or {}
                 if isinstance(params, dict):
                     release(json.dumps(params.get("requestId")), True)
+        if mode == "keepgoing":
+            try:
+                asked = json.loads(line)
+            except ValueError:
+                asked = None
+            if (isinstance(asked, dict) and asked.get("method") == "tasks/cancel"
+                    and "id" in asked):
+                ack = {"jsonrpc": "2.0", "id": asked["id"], "result": {"resultType": "complete"}}
+                write_out(json.dumps(ack).encode() + b"\n")
+                continue
         try:
             child.stdin.write(line)
             child.stdin.flush()

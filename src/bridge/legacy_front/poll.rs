@@ -7,9 +7,11 @@
 //! upstream answer again and again. The last such answer is remembered
 //! with the record it was judged against ([`PollMemo`]): the next poll of
 //! that record takes the memo along, and an answer that is the same
-//! again, byte for byte but its id, is answered from it unread. The memo
-//! also keeps what crosses from the client's thread to the reader's to a
-//! minimum: the record read is dropped where it was read.
+//! again, byte for byte but its id, is answered from it unread. Whether
+//! the memo's record is still the ledger's is asked in place
+//! ([`crate::ledger::TaskLedger::is_current`]): a poll that brings nothing
+//! new copies no record out of the ledger, and nothing but the memo
+//! crosses from the client's thread to the reader's.
 
 use std::any::Any;
 use std::sync::Arc;
@@ -17,7 +19,7 @@ use std::sync::Arc;
 use super::plain::same_request;
 use super::{LegacySession, guarded, lock, log_error, panicked};
 use crate::error::ShimError;
-use crate::jsonrpc::{Id, JsonText, Reply, Request, answer_id_and_rest};
+use crate::jsonrpc::{ErrorObject, Id, JsonText, Reply, Request, answer_id_and_rest};
 use crate::ledger::TaskRecord;
 use crate::translate::raw::{Params, PlainParams, Poll};
 use crate::upstream::{Answer, AnswerHandler, TaskAnswer, task_of, task_of_line};
@@ -55,33 +57,69 @@ impl LegacySession {
         let this = self.clone();
         crate::inline::start_here(async move {
             let Poll { id, task_id } = poll;
-            let read = this.read_record_of(&task_id, false);
-            let read = crate::inline::or_if_panicked(read, || Err(panicked(TASKS_GET))).await;
+            let read = match this.memo_of(&task_id).await {
+                Ok(Some(memo)) => return this.ask_upstream(id, Asked::Memo(memo)),
+                Ok(None) => this.record_to_poll(&task_id).await,
+                Err(e) => Err(Err(e)),
+            };
             let rec = match read {
-                Ok(rec) if !rec.synthetic && !rec.is_terminal() => rec,
-                answered => {
-                    let outcome = answered.map(|rec| Reply::Text(JsonText::of(&rec.task)));
+                Ok(rec) => rec,
+                Err(outcome) => {
                     log_error(TASKS_GET, &outcome);
                     return this.answer_client(id, outcome);
                 }
             };
-            let memo = lock(&this.poll_memo).clone().filter(|memo| memo.rec == rec);
-            let asked = match memo {
-                Some(memo) => Asked::Memo(memo),
-                None => match PlainParams::task_id(rec.id()) {
-                    Some(params) => Asked::Record(rec, params),
-                    None => return this.finish_tasks_get(id, rec, None),
-                },
-            };
-            let handler = Box::new(TaskGetAnswer {
-                session: this.clone(),
-                id,
-                asked,
-            });
-            this.front
-                .upstream
-                .request_with_callback(TASKS_GET, &this.meta(), handler);
+            match PlainParams::task_id(rec.id()) {
+                Some(params) => this.ask_upstream(id, Asked::Record(rec, params)),
+                None => this.finish_tasks_get(id, rec, None),
+            }
         });
+    }
+
+    /// Asks the upstream about a polled task, its answer handled where it
+    /// is read ([`TaskGetAnswer`]).
+    fn ask_upstream(self: &Arc<Self>, id: Id, asked: Asked) {
+        let handler = Box::new(TaskGetAnswer {
+            session: self.clone(),
+            id,
+            asked,
+        });
+        self.front
+            .upstream
+            .request_with_callback(TASKS_GET, &self.meta(), handler);
+    }
+
+    /// The memo of the last poll if it is of `task_id` and its record is
+    /// still the ledger's: asked whether the record changed, the ledger
+    /// copies nothing out of it.
+    async fn memo_of(&self, task_id: &str) -> Result<Option<Arc<PollMemo>>, ErrorObject> {
+        let memo = lock(&self.poll_memo).clone();
+        let Some(memo) = memo.filter(|memo| memo.rec.id() == task_id) else {
+            return Ok(None);
+        };
+        let now = self.front.clock.now_ms();
+        let current = self.front.ledger.is_current(&self.scope, &memo.rec, now);
+        let current = async {
+            current
+                .await
+                .map_err(|e| ErrorObject::from(ShimError::from(e)))
+        };
+        let current = crate::inline::or_if_panicked(current, || Err(panicked(TASKS_GET))).await;
+        Ok(current?.then_some(memo))
+    }
+
+    /// The record of a task to ask upstream about; the answer itself when
+    /// the record is the answer (a task that can change no more, or one
+    /// the shim minted), or there is no record to read.
+    async fn record_to_poll(
+        &self,
+        task_id: &str,
+    ) -> Result<TaskRecord, Result<Reply, ErrorObject>> {
+        let read = self.read_record_of(task_id, false);
+        match crate::inline::or_if_panicked(read, || Err(panicked(TASKS_GET))).await {
+            Ok(rec) if !rec.synthetic && !rec.is_terminal() => Ok(rec),
+            answered => Err(answered.map(|rec| Reply::Text(JsonText::of(&rec.task)))),
+        }
     }
 
     /// The rest of a `tasks/get` as a task: from the upstream's `answer`,
