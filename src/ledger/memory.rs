@@ -17,7 +17,8 @@ use std::sync::{Arc, Mutex};
 use serde_json::Map;
 
 use super::{
-    Change, Detail, Found, LedgerError, Listed, Millis, PageBuilder, TaskLedger, TaskRecord,
+    Change, Current, Detail, Found, LedgerError, Listed, Millis, PageBuilder, TaskLedger,
+    TaskRecord,
 };
 use crate::scope::Scope;
 use crate::wire::modern::Payload;
@@ -314,12 +315,7 @@ impl TaskLedger for MemoryLedger {
             .map(|r| r.to_record(task_id, detail)))
     }
 
-    async fn is_current(
-        &self,
-        scope: &Scope,
-        rec: &TaskRecord,
-        now: Millis,
-    ) -> Result<bool, LedgerError> {
+    async fn is_current(&self, scope: &Scope, rec: &TaskRecord, now: Millis) -> Current {
         let inner = self.lock();
         Ok(inner
             .live(scope, rec.id(), now)

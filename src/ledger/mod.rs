@@ -108,6 +108,10 @@ pub type Found = Result<Option<TaskRecord>, LedgerError>;
 /// What [`TaskLedger::list`] answers: a page, or why there is none.
 pub type Listed = Result<Page, LedgerError>;
 
+/// What [`TaskLedger::is_current`] answers: whether a record still stands
+/// as read, or the store's failure.
+pub type Current = Result<bool, LedgerError>;
+
 /// One page of a scope's tasks, newest first.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Page {
@@ -213,12 +217,7 @@ pub trait TaskLedger: Send + Sync + std::fmt::Debug {
     /// polls the same task again: a store that can compare in place
     /// (the memory ledger) answers without copying the record out. The
     /// default reads the record and compares.
-    async fn is_current(
-        &self,
-        scope: &Scope,
-        rec: &TaskRecord,
-        now: Millis,
-    ) -> Result<bool, LedgerError> {
+    async fn is_current(&self, scope: &Scope, rec: &TaskRecord, now: Millis) -> Current {
         let read = self.fetch(scope, rec.id(), now, Detail::TaskOnly).await?;
         Ok(read.as_ref() == Some(rec))
     }

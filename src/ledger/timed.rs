@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::{
-    Change, Detail, Found, KeptChange, LedgerError, Listed, Millis, TaskLedger, TaskRecord,
+    Change, Current, Detail, Found, KeptChange, LedgerError, Listed, Millis, TaskLedger, TaskRecord,
 };
 use crate::scope::Scope;
 use crate::telemetry::Telemetry;
@@ -64,12 +64,7 @@ impl TaskLedger for TimedLedger {
             .await
     }
 
-    async fn is_current(
-        &self,
-        scope: &Scope,
-        rec: &TaskRecord,
-        now: Millis,
-    ) -> Result<bool, LedgerError> {
+    async fn is_current(&self, scope: &Scope, rec: &TaskRecord, now: Millis) -> Current {
         let call = self.inner.is_current(scope, rec, now);
         self.timed("is_current", call).await
     }
