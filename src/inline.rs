@@ -87,14 +87,6 @@ impl Wake for Deferred {
     }
 }
 
-/// Runs `work` on the calling thread until it first has to wait; once
-/// woken, it continues on the waking thread if that runs [`InlineWakes`],
-/// else as a task of the current runtime (the calling thread must be
-/// inside one, see [`tokio::runtime::Handle::enter`]).
-///
-/// A future waiting here is owned by its waker: it must be woken in the
-/// end (every upstream request has a timeout; a session's questions end
-/// with the session), as a spawned task would have to be to finish.
 /// `work`'s output, or `panicked()`'s if `work` panics: a request whose
 /// handling hits a bug still gets an answer (an error) instead of leaving
 /// its client waiting for good.
@@ -112,12 +104,31 @@ pub(crate) fn or_if_panicked<T>(
         .map(|out| match out {
             Ok(out) => out,
             Err(_) => {
-                tracing::error!("handling a client request panicked; answering it with an error");
+                log_panic();
                 panicked()
             }
         })
 }
 
+/// [`or_if_panicked`] for work that does not wait: `work`'s output, or
+/// `None` (logged) if it panics.
+pub(crate) fn unless_panicked<T>(work: impl FnOnce() -> T) -> Option<T> {
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(work));
+    caught.map_err(|_| log_panic()).ok()
+}
+
+fn log_panic() {
+    tracing::error!("handling a client request panicked; answering it with an error");
+}
+
+/// Runs `work` on the calling thread until it first has to wait; once
+/// woken, it continues on the waking thread if that runs [`InlineWakes`],
+/// else as a task of the current runtime (the calling thread must be
+/// inside one, see [`tokio::runtime::Handle::enter`]).
+///
+/// A future waiting here is owned by its waker: it must be woken in the
+/// end (every upstream request has a timeout; a session's questions end
+/// with the session), as a spawned task would have to be to finish.
 pub(crate) fn start_here(work: impl Future<Output = ()> + Send + 'static) {
     let deferred = Arc::new(Deferred {
         slot: Mutex::new(Slot::Polling { woken: false }),

@@ -135,17 +135,13 @@ impl AnswerHandler for PlainCallAnswer {
                 return session.answer_client(id, outcome);
             }
         };
-        let legacy = std::panic::catch_unwind(|| plain_answer_to_legacy(line, METHOD));
-        match legacy {
-            Ok(Some(legacy)) => session.answer_client(id, Ok(Reply::Text(legacy))),
-            Ok(None) => {
+        match crate::inline::unless_panicked(|| plain_answer_to_legacy(line, METHOD)) {
+            Some(Some(legacy)) => session.answer_client(id, Ok(Reply::Text(legacy))),
+            Some(None) => {
                 let answer = TextAnswer::Line(line.to_owned());
                 session.start_plain_call(id, params, Some(answer));
             }
-            Err(_) => {
-                tracing::error!("handling a client request panicked; answering it with an error");
-                session.answer_client(id, Err(panicked(METHOD)));
-            }
+            None => session.answer_client(id, Err(panicked(METHOD))),
         }
     }
 
