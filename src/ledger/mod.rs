@@ -218,8 +218,7 @@ pub trait TaskLedger: Send + Sync + std::fmt::Debug {
     /// (the memory ledger) answers without copying the record out. The
     /// default reads the record and compares.
     async fn is_current(&self, scope: &Scope, rec: &TaskRecord, now: Millis) -> Current {
-        let read = self.fetch(scope, rec.id(), now, Detail::TaskOnly).await?;
-        Ok(read.as_ref() == Some(rec))
+        Ok(self.get_task(scope, rec.id(), now).await?.as_ref() == Some(rec))
     }
 
     /// Applies `change` to the record if [`TaskLedger::get`] would return
