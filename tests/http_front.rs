@@ -1439,3 +1439,39 @@ async fn a_missing_mcp_name_in_front_of_a_legacy_server() {
 async fn a_missing_mcp_name_in_front_of_a_modern_server() {
     missing_mcp_name(modern_reference()).await;
 }
+
+/// A legacy client polling `tasks/get` in front of an HTTP server hears
+/// the same upstream answer while the task works (the shim answers those
+/// from its memo of the last one, unread), and still hears the task end
+/// when the upstream says so. No sleep: the polls follow one another until
+/// the end or a bound.
+#[tokio::test]
+async fn polls_that_hear_nothing_new_still_hear_the_end() {
+    let upstream = support::http::HttpReference::start(MODERN, &[]);
+    let shim = HttpShim::spawn::<&str>(&["--upstream-url", &upstream.url], &[]);
+    let c = client();
+    let url = shim.url.as_str();
+    let (sid, _) = initialize(&c, url, None).await;
+    let params = json!({"name": "slow_compute", "arguments": {"seconds": 0.5, "label": "polled"},
+        "task": {"ttl": 60000}});
+    let (_, created, _) = send(legacy(&c, url, Some(&sid), &rpc(1, "tools/call", params))).await;
+    let task_id = created["result"]["task"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a task: {created}"))
+        .to_owned();
+    let started = Instant::now();
+    let mut working = 0;
+    let last = loop {
+        let poll = rpc(2 + working, "tasks/get", json!({"taskId": task_id}));
+        let (s, body, _) = send(legacy(&c, url, Some(&sid), &poll)).await;
+        assert_eq!(s, StatusCode::OK, "{body}");
+        assert_valid(Revision::Legacy, &body, Some("tasks/get"));
+        let status = body["result"]["status"].clone();
+        if status != "working" || started.elapsed() > STEP {
+            break status;
+        }
+        working += 1;
+    };
+    assert!(working >= 3, "polls while the task works: {working}");
+    assert_eq!(last, "completed", "after {working} polls of a working task");
+}

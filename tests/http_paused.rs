@@ -469,3 +469,53 @@ async fn begin_shutdown_answers_a_client_waiting_on_a_task() {
     );
     shim.finish().await;
 }
+
+/// A legacy client polling `tasks/get` over HTTP, in front of an upstream
+/// that hands back no answer as text (so no poll is answered from a memo):
+/// each poll of a working task reaches the upstream, and the poll after the
+/// task's end hears it. (`http_front.rs` polls one with text answers.)
+#[tokio::test(start_paused = true)]
+async fn polls_that_hear_nothing_new_still_hear_the_end() {
+    let (shim, front) = Front::start(HttpOptions::default()).await;
+    let sid = front.initialize().await;
+    let call = rpc(
+        1,
+        "tools/call",
+        json!({"name": "slow_compute", "arguments": {"seconds": 3, "label": "polled"},
+               "task": {"ttl": 120000}}),
+    );
+    let (_, created, _) = front.post(Some(&sid), &call, BOTH).await;
+    let task_id = created["result"]["task"]["taskId"]
+        .as_str()
+        .expect("a task was created")
+        .to_owned();
+    let poll = |id: i64| rpc(id, "tasks/get", json!({"taskId": task_id}));
+    let mut statuses = Vec::new();
+    for id in 2..40 {
+        let before = front.upstream_count();
+        let (status, answer, _) = front.post(Some(&sid), &poll(id), BOTH).await;
+        assert_eq!(status, StatusCode::OK, "{answer}");
+        assert_valid(Revision::Legacy, &answer, Some("tasks/get"));
+        assert!(
+            front.upstream_count() > before,
+            "poll {id} of a working task asks the upstream"
+        );
+        let seen = answer["result"]["status"]
+            .as_str()
+            .unwrap_or("?")
+            .to_owned();
+        statuses.push(seen.clone());
+        if seen != "working" {
+            break;
+        }
+        tokio::time::advance(Duration::from_millis(250)).await;
+    }
+    let working = statuses.iter().filter(|s| *s == "working").count();
+    assert!(working >= 3, "several polls while it works: {statuses:?}");
+    assert_eq!(
+        statuses.last().map(String::as_str),
+        Some("completed"),
+        "the poll after the end hears it: {statuses:?}"
+    );
+    shim.finish().await;
+}

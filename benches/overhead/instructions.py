@@ -11,7 +11,7 @@ difference divided by the extra requests: start-up and set-up cancel out.
 
 Cases: a 2025-11-25 client (translating) and a 2026-07-28 client
 (pass-through), each for `tools/call greet` and `tasks/get` of a task that
-runs for an hour. Then the same `tools/call` over Streamable HTTP
+runs for an hour. Then the same two requests over Streamable HTTP
 (`mcp-tasks-shim http --upstream-url` in front of the 2026-07-28 reference
 server, a keep-alive Python client) and, with `--relay BENCH_BINARY` (the
 overhead bench's executable, which is also its HTTP relay), the bench's
@@ -106,9 +106,10 @@ def task_polls(out):
     return max(polls)
 
 
-def http_run(shim, traced, client_rev, n, env=None):
+def http_run(shim, traced, client_rev, op, n, env=None):
     """Instructions in the tokio tasks of `traced` (argv given the server's
-    URL) over `n` sequential HTTP `tools/call greet` after set-up."""
+    URL) over `n` sequential HTTP `tools/call greet` or `tasks/get` of a
+    task that runs for an hour, after set-up."""
     server = subprocess.Popen(
         [shim, "reference-server", "--revision", MODERN, "--http", "127.0.0.1:0"],
         stdout=subprocess.PIPE, text=True)
@@ -133,10 +134,14 @@ def http_run(shim, traced, client_rev, n, env=None):
             else:
                 headers.update({"mcp-method": "tools/call", "mcp-name": "greet"})
             params = {"name": "greet", "arguments": {"name": "bench"}}
+            if op == "tasks/get":
+                params = {"taskId": http_task(conn, client_rev, headers)}
+                if client_rev == MODERN:
+                    headers.update({"mcp-method": "tasks/get", "mcp-name": params["taskId"]})
             if client_rev == MODERN:
                 params["_meta"] = META
             for i in range(n):
-                post(conn, {"jsonrpc": "2.0", "id": i + 1, "method": "tools/call",
+                post(conn, {"jsonrpc": "2.0", "id": i + 1, "method": op,
                             "params": params}, headers)
             conn.close()
         finally:
@@ -145,6 +150,26 @@ def http_run(shim, traced, client_rev, n, env=None):
             server.kill()
             server.wait()
         return task_polls(out)
+
+
+def http_task(conn, client_rev, headers):
+    """The id of a task started over `conn` that runs for an hour."""
+    create = {"name": "slow_compute", "arguments": {"seconds": 3600, "label": "x"}}
+    hdrs = headers
+    if client_rev == LEGACY:
+        create["task"] = {"ttl": 3_600_000}
+    else:
+        create["_meta"] = META
+        hdrs = dict(headers, **{"mcp-name": "slow_compute"})
+    conn.request("POST", "/mcp", json.dumps(
+        {"jsonrpc": "2.0", "id": 0, "method": "tools/call", "params": create}), hdrs)
+    resp = conn.getresponse()
+    body = resp.read().decode()
+    # One JSON body, or the data line of a one-event SSE stream.
+    data = body if body.lstrip().startswith("{") else next(
+        line[5:] for line in body.splitlines() if line.startswith("data:"))
+    result = json.loads(data)["result"]
+    return result["task"]["taskId"] if client_rev == LEGACY else result["taskId"]
 
 
 def main():
@@ -169,9 +194,10 @@ def main():
         cases.append(("HTTP relay26", origin, MODERN,
                       dict(os.environ, OVERHEAD_ROLE="http-relay")))
     for label, traced, rev, env in cases:
-        short = http_run(a.shim, traced, rev, a.short, env)
-        long = http_run(a.shim, traced, rev, a.long, env)
-        print(f"  {label:<17} tools/call {(long - short) / (a.long - a.short):9.0f}")
+        for op in ("tools/call", "tasks/get"):
+            short = http_run(a.shim, traced, rev, op, a.short, env)
+            long = http_run(a.shim, traced, rev, op, a.long, env)
+            print(f"  {label:<17} {op:<10} {(long - short) / (a.long - a.short):9.0f}")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,9 @@
 //! A legacy client's `tasks/get` of a task that still runs: a poll. Its
 //! record is read on the client's thread (a memory ledger answers at
 //! once), and the upstream's answer is handled where it is read, as a
-//! plain call's is ([`super::plain`]).
+//! plain call's is ([`super::plain`]). A transport that answers each
+//! request on its own channel (HTTP, the layer) awaits the same poll
+//! instead ([`LegacySession::tasks_get`]); both judge the answer alike.
 //!
 //! A client polling a working task mostly hears nothing new, in the same
 //! upstream answer again and again. The last such answer is remembered
@@ -22,7 +24,7 @@ use crate::error::ShimError;
 use crate::jsonrpc::{ErrorObject, Id, JsonText, Reply, Request, answer_id_and_rest};
 use crate::ledger::TaskRecord;
 use crate::translate::raw::{Params, PlainParams, Poll};
-use crate::upstream::{Answer, AnswerHandler, TaskAnswer, task_of, task_of_line};
+use crate::upstream::{Answer, AnswerHandler, TaskAnswer, TextAnswer, task_of, task_of_line};
 use crate::wire::modern::bare_task_answer;
 
 const TASKS_GET: &str = "tasks/get";
@@ -134,13 +136,7 @@ impl LegacySession {
         crate::inline::start_here(async move {
             let running = this.running.clone();
             let session = this.clone();
-            let rest = async move {
-                let rec = match answer {
-                    Some(answer) => session.refreshed(rec, answer).await?,
-                    None => session.refresh(rec).await?,
-                };
-                Ok(Reply::Text(JsonText::of(&rec.task)))
-            };
+            let rest = async move { session.refreshed_reply(rec, answer).await };
             let reply = Box::pin(guarded(TASKS_GET, rest));
             if let Some(outcome) = running.track(id.clone(), reply).await {
                 this.answer_client(id, outcome);
@@ -148,16 +144,44 @@ impl LegacySession {
         });
     }
 
-    /// The upstream's answer to a client's `tasks/get`, as its line:
-    /// answered from the memo the poll `asked` with when it is the memo's
-    /// answer again; judged on the line, nothing copied out of it, when
-    /// its task is bare, and remembered when it tells nothing new; read as
-    /// a task otherwise.
+    /// The upstream's answer to a client's `tasks/get`, as its line,
+    /// judged ([`Self::judge_poll`]) and answered.
     fn poll_answered(self: &Arc<Self>, id: Id, asked: Asked, line: &str) {
+        let judged = self.judge_poll(asked, line);
+        self.finish_judged(id, judged);
+    }
+
+    /// The upstream's answer to a client's `tasks/get`, read as a task,
+    /// judged ([`Self::judge_task`]) and answered.
+    fn task_answered(
+        self: &Arc<Self>,
+        id: Id,
+        rec: TaskRecord,
+        answer: Result<TaskAnswer, ShimError>,
+    ) {
+        let judged = self.judge_task(rec, answer);
+        self.finish_judged(id, judged);
+    }
+
+    fn finish_judged(self: &Arc<Self>, id: Id, judged: Judged) {
+        match judged {
+            Judged::Answer(text) => self.answer_client(id, Ok(Reply::Text(text))),
+            Judged::Read(read) => {
+                let (rec, answer) = *read;
+                self.finish_tasks_get(id, rec, Some(answer));
+            }
+        }
+    }
+
+    /// A poll's answer `line`: the memo's answer when it is the memo's
+    /// line again; judged on the line, nothing copied out of it, when its
+    /// task is bare, and remembered when it tells nothing new; read as a
+    /// task otherwise.
+    fn judge_poll(&self, asked: Asked, line: &str) -> Judged {
         if let Asked::Memo(memo) = &asked
             && memo.is_answered_by(line)
         {
-            return self.answer_client(id, Ok(Reply::Text(memo.text.clone())));
+            return Judged::Answer(memo.text.clone());
         }
         let rec = asked.into_record();
         if let Some(seen) = bare_task_answer(line)
@@ -167,27 +191,87 @@ impl LegacySession {
             if let Some(memo) = PollMemo::new(rec, line, text.clone()) {
                 *lock(&self.poll_memo) = Some(Arc::new(memo));
             }
-            return self.answer_client(id, Ok(Reply::Text(text)));
+            return Judged::Answer(text);
         }
-        self.task_answered(id, rec, task_of_line(line));
+        self.judge_task(rec, task_of_line(line))
     }
 
-    /// The upstream's answer to a client's `tasks/get`, read as a task:
-    /// the record as the answer when it tells nothing new, else on as
+    /// A poll's answer read as a task: the record is the client's answer
+    /// when the task tells nothing new; else the answer goes on as
     /// `tasks/get` always goes.
-    fn task_answered(
-        self: &Arc<Self>,
-        id: Id,
-        rec: TaskRecord,
-        answer: Result<TaskAnswer, ShimError>,
-    ) {
+    fn judge_task(&self, rec: TaskRecord, answer: Result<TaskAnswer, ShimError>) -> Judged {
         if let Ok(Ok(d)) = &answer
             && self.tells_nothing_new(&rec, d)
         {
-            return self.answer_client(id, Ok(Reply::Text(JsonText::of(&rec.task))));
+            return Judged::Answer(JsonText::of(&rec.task));
         }
-        self.finish_tasks_get(id, rec, Some(answer));
+        Judged::Read(Box::new((rec, answer)))
     }
+
+    /// A client's `tasks/get` answered to the caller, for a transport
+    /// that answers each request on its own channel (HTTP, the layer):
+    /// the poll of [`Self::handle_poll`], its upstream request awaited
+    /// here ([`crate::upstream::ModernUpstream::request_text`]) and its
+    /// answer judged the same way.
+    pub(super) async fn tasks_get(self: &Arc<Self>, req: &Request) -> Result<Reply, ErrorObject> {
+        let task_id = crate::translate::task::task_id_param(req.params.as_ref())?;
+        let asked = match self.memo_of(task_id).await? {
+            Some(memo) => Asked::Memo(memo),
+            None => {
+                let rec = match self.record_to_poll(task_id).await {
+                    Ok(rec) => rec,
+                    Err(answered) => return answered,
+                };
+                match PlainParams::task_id(rec.id()) {
+                    Some(params) => Asked::Record(rec, params),
+                    None => return self.refreshed_reply(rec, None).await,
+                }
+            }
+        };
+        let meta = self.meta();
+        let answer = self
+            .front
+            .upstream
+            .request_text(TASKS_GET, asked.params(), &meta);
+        let judged = match answer.await {
+            Some(Ok(TextAnswer::Line(line))) => self.judge_poll(asked, &line),
+            Some(Ok(TextAnswer::Read(read))) => self.judge_task(asked.into_record(), task_of(read)),
+            Some(Err(e)) => Judged::Read(Box::new((asked.into_record(), Err(e)))),
+            // This upstream reads no answer as text: it reads the task.
+            None => return self.refreshed_reply(asked.into_record(), None).await,
+        };
+        match judged {
+            Judged::Answer(text) => Ok(Reply::Text(text)),
+            Judged::Read(read) => {
+                let (rec, answer) = *read;
+                self.refreshed_reply(rec, Some(answer)).await
+            }
+        }
+    }
+
+    /// The rest of a `tasks/get` as a task, as the caller's answer: from
+    /// the upstream's `answer`, or asking the usual way without one.
+    async fn refreshed_reply(
+        self: &Arc<Self>,
+        rec: TaskRecord,
+        answer: Option<Result<TaskAnswer, ShimError>>,
+    ) -> Result<Reply, ErrorObject> {
+        let rec = match answer {
+            Some(answer) => Box::pin(self.refreshed(rec, answer)).await?,
+            None => self.refresh(rec).await?,
+        };
+        Ok(Reply::Text(JsonText::of(&rec.task)))
+    }
+}
+
+/// What a poll's answer comes to.
+enum Judged {
+    /// It told nothing new: the client's answer.
+    Answer(JsonText),
+    /// The record, and the answer read as a task, to go on as `tasks/get`
+    /// always goes ([`LegacySession::refreshed`]). Boxed: it is the rare
+    /// outcome (news), and the common one then moves a word, not a record.
+    Read(Box<(TaskRecord, Result<TaskAnswer, ShimError>)>),
 }
 
 /// The last upstream answer to a `tasks/get` that told a session nothing
@@ -247,6 +331,14 @@ struct TaskGetAnswer {
 }
 
 impl Asked {
+    /// The upstream request's params.
+    fn params(&self) -> Params<'_> {
+        match self {
+            Asked::Memo(memo) => Params::Text(&memo.params),
+            Asked::Record(_, params) => Params::Text(params),
+        }
+    }
+
     /// The record as read before asking.
     fn into_record(self) -> TaskRecord {
         match self {
@@ -258,10 +350,7 @@ impl Asked {
 
 impl AnswerHandler for TaskGetAnswer {
     fn params(&self) -> Params<'_> {
-        match &self.asked {
-            Asked::Memo(memo) => Params::Text(&memo.params),
-            Asked::Record(_, params) => Params::Text(params),
-        }
+        self.asked.params()
     }
 
     fn answers(&self, client: &dyn Any, id: &Id) -> bool {

@@ -10,7 +10,7 @@ use super::LegacySession;
 use crate::bridge::Route;
 use crate::bridge::watch::Seen;
 use crate::error::ShimError;
-use crate::jsonrpc::{ErrorObject, Id, JsonText, Message, Reply, Request};
+use crate::jsonrpc::{ErrorObject, Id, Message, Request};
 use crate::ledger::TaskRecord;
 use crate::translate::notify::LEGACY_STATUS;
 use crate::translate::task as ttask;
@@ -62,18 +62,6 @@ impl LegacySession {
         };
         read.map_err(ShimError::from)?
             .ok_or_else(|| ShimError::UnknownTask.into())
-    }
-
-    /// The task as the client's answer: written from its fields, no JSON
-    /// tree built on the way.
-    pub(super) async fn tasks_get(self: &Arc<Self>, req: &Request) -> Result<Reply, ErrorObject> {
-        let rec = self.task_record(req).await?;
-        let rec = if rec.synthetic || rec.is_terminal() {
-            rec
-        } else {
-            self.refresh(rec).await?
-        };
-        Ok(Reply::Text(JsonText::of(&rec.task)))
     }
 
     /// Reads the task upstream and stores what was seen; input it asks
