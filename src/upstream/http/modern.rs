@@ -233,10 +233,15 @@ impl Http<Stateless> {
             }
         };
         // Only a result answer is handed over as text: anything else a
-        // body holds is read here, and refused as any answer is.
+        // body holds is read here, and refused as any answer is. One that
+        // opens as serialisers write one is known by its opening, as the
+        // stdio reader knows it (the caller reads the whole of it once);
+        // another shape is read through before it is handed over.
         let read = |body: &[u8]| {
             let text = std::str::from_utf8(body).ok()?;
-            crate::jsonrpc::result_answer(text)?;
+            if crate::jsonrpc::answer_id(text).is_none() {
+                crate::jsonrpc::result_answer(text)?;
+            }
             Some(text.to_owned())
         };
         match self.post_reading(method, params, meta, read).await? {
@@ -328,5 +333,81 @@ impl Http<Stateless> {
             )),
         });
         let _ = tx.send(StreamEvent::Ended(ended));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::translate::raw::PlainParams;
+    use crate::upstream::http::{HttpUpstream, connect_service};
+
+    /// A 2026-07-28 server in process: `server/discover` answered as the
+    /// reference server answers it, any other request with `body` (its id
+    /// written where `ID` stands).
+    fn answering(body: &'static str) -> axum::Router {
+        axum::Router::new().fallback(move |req: Bytes| async move {
+            let req: Value = serde_json::from_slice(&req).unwrap();
+            let id = req["id"].to_string();
+            let text = if req["method"] == "server/discover" {
+                json!({"jsonrpc": "2.0", "id": req["id"], "result": {
+                    "supportedVersions": ["2026-07-28"],
+                    "capabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}},
+                    "resultType": "complete"}})
+                .to_string()
+            } else {
+                body.replace("ID", &id)
+            };
+            (
+                [(axum::http::header::CONTENT_TYPE, "application/json")],
+                text,
+            )
+        })
+    }
+
+    async fn text_answer(body: &'static str) -> TextAnswer {
+        let uri = axum::http::Uri::from_static("/");
+        let router = answering(body);
+        let link =
+            connect_service::<_, axum::body::Body, _>(router, uri, None, Duration::from_secs(5))
+                .await
+                .unwrap();
+        let HttpUpstream::Modern(upstream) = link.upstream else {
+            panic!("probed as 2026-07-28");
+        };
+        let params = PlainParams::task_id("t1").unwrap();
+        let meta = ModernMeta::new(serde_json::Map::new());
+        let answer = upstream.request_text("tasks/get", Params::Text(&params), &meta);
+        answer.await.expect("answers as text").expect("answered")
+    }
+
+    /// A body that opens as a result answer is handed over as its text
+    /// unread, and read in full only by whoever takes it: one that does
+    /// not read through is then an error, as over stdio.
+    #[tokio::test]
+    async fn a_result_answer_is_known_by_its_opening_and_read_once() {
+        let whole = r#"{"jsonrpc":"2.0","id":ID,"result":{"taskId":"t1","status":"working"}}"#;
+        match text_answer(whole).await {
+            TextAnswer::Line(line) => assert!(line.contains(r#""status":"working""#), "{line}"),
+            other => panic!("as text: {other:?}"),
+        }
+        let cut = r#"{"jsonrpc":"2.0","id":ID,"result":{"taskId":"t1","#;
+        let answer = text_answer(cut).await;
+        assert!(matches!(answer, TextAnswer::Line(_)), "{answer:?}");
+        let err = answer.outcome().expect_err("a cut answer is no result");
+        assert_eq!(err.code, crate::error::codes::INTERNAL_ERROR, "{err:?}");
+    }
+
+    /// Another order of members is read through before it is handed
+    /// over; an error answer is read, not handed over.
+    #[tokio::test]
+    async fn other_answers_are_read_before_they_are_handed_over() {
+        let reordered = r#"{"result":{"taskId":"t1","status":"working"},"id":ID,"jsonrpc":"2.0"}"#;
+        assert!(matches!(text_answer(reordered).await, TextAnswer::Line(_)));
+        let error = r#"{"jsonrpc":"2.0","id":ID,"error":{"code":-32602,"message":"unknown task"}}"#;
+        match text_answer(error).await {
+            TextAnswer::Read(Err(e)) => assert_eq!(e.code, -32602),
+            other => panic!("read as an error: {other:?}"),
+        }
     }
 }
