@@ -59,23 +59,32 @@ impl LegacySession {
         let this = self.clone();
         crate::inline::start_here(async move {
             let Poll { id, task_id } = poll;
-            let read = match this.memo_of(&task_id).await {
-                Ok(Some(memo)) => return this.ask_upstream(id, Asked::Memo(memo)),
-                Ok(None) => this.record_to_poll(&task_id).await,
-                Err(e) => Err(Err(e)),
-            };
-            let rec = match read {
-                Ok(rec) => rec,
-                Err(outcome) => {
+            match this.start_poll(&task_id).await {
+                PollStart::Ask(asked) => this.ask_upstream(id, asked),
+                PollStart::Refresh(rec) => this.finish_tasks_get(id, rec, None),
+                PollStart::Answered(outcome) => {
                     log_error(TASKS_GET, &outcome);
-                    return this.answer_client(id, outcome);
+                    this.answer_client(id, outcome);
                 }
-            };
-            match PlainParams::task_id(rec.id()) {
-                Some(params) => this.ask_upstream(id, Asked::Record(rec, params)),
-                None => this.finish_tasks_get(id, rec, None),
             }
         });
+    }
+
+    /// How a poll of `task_id` goes on: asked upstream with the memo of
+    /// the last poll, or with the record; or answered already.
+    async fn start_poll(&self, task_id: &str) -> PollStart {
+        let rec = match self.memo_of(task_id).await {
+            Ok(Some(memo)) => return PollStart::Ask(Asked::Memo(memo)),
+            Ok(None) => match self.record_to_poll(task_id).await {
+                Ok(rec) => rec,
+                Err(answered) => return PollStart::Answered(answered),
+            },
+            Err(e) => return PollStart::Answered(Err(e)),
+        };
+        match PlainParams::task_id(rec.id()) {
+            Some(params) => PollStart::Ask(Asked::Record(rec, params)),
+            None => PollStart::Refresh(rec),
+        }
     }
 
     /// Asks the upstream about a polled task, its answer handled where it
@@ -144,25 +153,7 @@ impl LegacySession {
         });
     }
 
-    /// The upstream's answer to a client's `tasks/get`, as its line,
-    /// judged ([`Self::judge_poll`]) and answered.
-    fn poll_answered(self: &Arc<Self>, id: Id, asked: Asked, line: &str) {
-        let judged = self.judge_poll(asked, line);
-        self.finish_judged(id, judged);
-    }
-
-    /// The upstream's answer to a client's `tasks/get`, read as a task,
-    /// judged ([`Self::judge_task`]) and answered.
-    fn task_answered(
-        self: &Arc<Self>,
-        id: Id,
-        rec: TaskRecord,
-        answer: Result<TaskAnswer, ShimError>,
-    ) {
-        let judged = self.judge_task(rec, answer);
-        self.finish_judged(id, judged);
-    }
-
+    /// Answers the client's `tasks/get` `id` as `judged` says.
     fn finish_judged(self: &Arc<Self>, id: Id, judged: Judged) {
         match judged {
             Judged::Answer(text) => self.answer_client(id, Ok(Reply::Text(text))),
@@ -173,11 +164,22 @@ impl LegacySession {
         }
     }
 
+    /// The upstream's answer to a poll that `asked`, as its line
+    /// ([`Self::judge_line`]) or read, or the error that ended it.
+    fn judge(&self, asked: Asked, answer: Result<Answer<'_>, ShimError>) -> Judged {
+        let answer = match answer {
+            Ok(Answer::Line(line)) => return self.judge_line(asked, line),
+            Ok(Answer::Read(read)) => task_of(read),
+            Err(e) => Err(e),
+        };
+        self.judge_task(asked.into_record(), answer)
+    }
+
     /// A poll's answer `line`: the memo's answer when it is the memo's
     /// line again; judged on the line, nothing copied out of it, when its
     /// task is bare, and remembered when it tells nothing new; read as a
     /// task otherwise.
-    fn judge_poll(&self, asked: Asked, line: &str) -> Judged {
+    fn judge_line(&self, asked: Asked, line: &str) -> Judged {
         if let Asked::Memo(memo) = &asked
             && memo.is_answered_by(line)
         {
@@ -212,35 +214,31 @@ impl LegacySession {
     /// that answers each request on its own channel (HTTP, the layer):
     /// the poll of [`Self::handle_poll`], its upstream request awaited
     /// here ([`crate::upstream::ModernUpstream::request_text`]) and its
-    /// answer judged the same way.
+    /// answer judged the same way ([`Self::judge`]).
     pub(super) async fn tasks_get(self: &Arc<Self>, req: &Request) -> Result<Reply, ErrorObject> {
         let task_id = crate::translate::task::task_id_param(req.params.as_ref())?;
-        let asked = match self.memo_of(task_id).await? {
-            Some(memo) => Asked::Memo(memo),
-            None => {
-                let rec = match self.record_to_poll(task_id).await {
-                    Ok(rec) => rec,
-                    Err(answered) => return answered,
-                };
-                match PlainParams::task_id(rec.id()) {
-                    Some(params) => Asked::Record(rec, params),
-                    None => return self.refreshed_reply(rec, None).await,
-                }
-            }
+        let asked = match self.start_poll(task_id).await {
+            PollStart::Ask(asked) => asked,
+            PollStart::Refresh(rec) => return self.refreshed_reply(rec, None).await,
+            PollStart::Answered(outcome) => return outcome,
         };
         let meta = self.meta();
         let answer = self
             .front
             .upstream
             .request_text(TASKS_GET, asked.params(), &meta);
-        let judged = match answer.await {
-            Some(Ok(TextAnswer::Line(line))) => self.judge_poll(asked, &line),
-            Some(Ok(TextAnswer::Read(read))) => self.judge_task(asked.into_record(), task_of(read)),
-            Some(Err(e)) => Judged::Read(Box::new((asked.into_record(), Err(e)))),
+        let line;
+        let answer = match answer.await {
+            Some(Ok(TextAnswer::Line(text))) => {
+                line = text;
+                Ok(Answer::Line(&line))
+            }
+            Some(Ok(TextAnswer::Read(read))) => Ok(Answer::Read(read)),
+            Some(Err(e)) => Err(e),
             // This upstream reads no answer as text: it reads the task.
             None => return self.refreshed_reply(asked.into_record(), None).await,
         };
-        match judged {
+        match self.judge(asked, answer) {
             Judged::Answer(text) => Ok(Reply::Text(text)),
             Judged::Read(read) => {
                 let (rec, answer) = *read;
@@ -262,6 +260,18 @@ impl LegacySession {
         };
         Ok(Reply::Text(JsonText::of(&rec.task)))
     }
+}
+
+/// How a poll goes on once its memo or record is read.
+enum PollStart {
+    /// Asked upstream with what was read.
+    Ask(Asked),
+    /// Asked the usual way, as a task: a record whose id does not go as
+    /// text params ([`PlainParams::task_id`]).
+    Refresh(TaskRecord),
+    /// Answered already: by the record (a task that can change no more,
+    /// or one the shim minted), or with the error reading it.
+    Answered(Result<Reply, ErrorObject>),
 }
 
 /// What a poll's answer comes to.
@@ -359,12 +369,8 @@ impl AnswerHandler for TaskGetAnswer {
 
     fn answered(self: Box<Self>, answer: Result<Answer<'_>, ShimError>) {
         let TaskGetAnswer { session, id, asked } = *self;
-        let answer = match answer {
-            Ok(Answer::Line(line)) => return session.poll_answered(id, asked, line),
-            Ok(Answer::Read(read)) => task_of(read),
-            Err(e) => Err(e),
-        };
-        session.task_answered(id, asked.into_record(), answer);
+        let judged = session.judge(asked, answer);
+        session.finish_judged(id, judged);
     }
 
     fn not_sent(self: Box<Self>) {
