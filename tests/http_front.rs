@@ -1451,10 +1451,15 @@ async fn polls_that_hear_nothing_new_still_hear_the_end() {
     let shim = HttpShim::spawn::<&str>(&["--upstream-url", &upstream.url], &[]);
     let c = client();
     let url = shim.url.as_str();
-    let (sid, _) = initialize(&c, url, None).await;
-    let params = json!({"name": "slow_compute", "arguments": {"seconds": 0.5, "label": "polled"},
+    let (sid, init) = initialize(&c, url, None).await;
+    let init = json!({"jsonrpc": "2.0", "id": 0, "result": init});
+    assert_valid(Revision::Legacy, &init, Some("initialize"));
+    // Long enough for several polls on a busy machine, short for a test.
+    let params = json!({"name": "slow_compute", "arguments": {"seconds": 2, "label": "polled"},
         "task": {"ttl": 60000}});
-    let (_, created, _) = send(legacy(&c, url, Some(&sid), &rpc(1, "tools/call", params))).await;
+    let (s, created, _) = send(legacy(&c, url, Some(&sid), &rpc(1, "tools/call", params))).await;
+    assert_eq!(s, StatusCode::OK, "{created}");
+    assert_valid(Revision::Legacy, &created, Some("tools/call"));
     let task_id = created["result"]["task"]["taskId"]
         .as_str()
         .unwrap_or_else(|| panic!("a task: {created}"))

@@ -129,6 +129,23 @@ impl Front {
         sid
     }
 
+    /// The id of a `slow_compute` task of `seconds` started in session
+    /// `sid` (request id 1).
+    async fn start_task(&self, sid: &str, seconds: u64, label: &str) -> String {
+        let call = rpc(
+            1,
+            "tools/call",
+            json!({"name": "slow_compute", "arguments": {"seconds": seconds, "label": label},
+                   "task": {"ttl": 120000}}),
+        );
+        let (_, created, _) = self.post(Some(sid), &call, BOTH).await;
+        assert_valid(Revision::Legacy, &created, Some("tools/call"));
+        created["result"]["task"]["taskId"]
+            .as_str()
+            .expect("a task was created")
+            .to_owned()
+    }
+
     /// A gauge of the metrics endpoint.
     async fn gauge(&self, name: &str) -> u64 {
         let resp = self
@@ -428,18 +445,7 @@ async fn a_cancelled_call_ends_its_post_without_an_answer() {
 async fn begin_shutdown_answers_a_client_waiting_on_a_task() {
     let (shim, front) = Front::start(HttpOptions::default()).await;
     let sid = front.initialize().await;
-    let call = rpc(
-        1,
-        "tools/call",
-        json!({"name": "slow_compute", "arguments": {"seconds": 60, "label": "long"},
-               "task": {"ttl": 120000}}),
-    );
-    let (_, created, _) = front.post(Some(&sid), &call, BOTH).await;
-    assert_valid(Revision::Legacy, &created, Some("tools/call"));
-    let task_id = created["result"]["task"]["taskId"]
-        .as_str()
-        .expect("a task was created")
-        .to_owned();
+    let task_id = front.start_task(&sid, 60, "long").await;
     let before = front.upstream_count();
     let waiting = {
         let (front, sid) = (front.clone(), sid.clone());
@@ -478,17 +484,7 @@ async fn begin_shutdown_answers_a_client_waiting_on_a_task() {
 async fn polls_that_hear_nothing_new_still_hear_the_end() {
     let (shim, front) = Front::start(HttpOptions::default()).await;
     let sid = front.initialize().await;
-    let call = rpc(
-        1,
-        "tools/call",
-        json!({"name": "slow_compute", "arguments": {"seconds": 3, "label": "polled"},
-               "task": {"ttl": 120000}}),
-    );
-    let (_, created, _) = front.post(Some(&sid), &call, BOTH).await;
-    let task_id = created["result"]["task"]["taskId"]
-        .as_str()
-        .expect("a task was created")
-        .to_owned();
+    let task_id = front.start_task(&sid, 3, "polled").await;
     let poll = |id: i64| rpc(id, "tasks/get", json!({"taskId": task_id}));
     let mut statuses = Vec::new();
     for id in 2..40 {

@@ -85,12 +85,13 @@ def url_from(stream, what):
 
 
 def post(conn, body, headers):
+    """The response to POSTing `body`, and its body's text."""
     conn.request("POST", "/mcp", json.dumps(body), headers)
     resp = conn.getresponse()
-    resp.read()
+    text = resp.read().decode()
     if resp.status not in (200, 202):
         raise SystemExit(f"HTTP {resp.status} for {body}")
-    return resp
+    return resp, text
 
 
 def task_polls(out):
@@ -127,7 +128,7 @@ def http_run(shim, traced, client_rev, op, n, env=None):
             if client_rev == LEGACY:
                 init = {"protocolVersion": LEGACY, "capabilities": {},
                         "clientInfo": {"name": "instructions", "version": "0"}}
-                resp = post(conn, {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                resp, _ = post(conn, {"jsonrpc": "2.0", "id": 0, "method": "initialize",
                                    "params": init}, HEADERS)
                 headers["mcp-session-id"] = resp.getheader("mcp-session-id")
                 post(conn, {"jsonrpc": "2.0", "method": "notifications/initialized"}, headers)
@@ -161,10 +162,7 @@ def http_task(conn, client_rev, headers):
     else:
         create["_meta"] = META
         hdrs = dict(headers, **{"mcp-name": "slow_compute"})
-    conn.request("POST", "/mcp", json.dumps(
-        {"jsonrpc": "2.0", "id": 0, "method": "tools/call", "params": create}), hdrs)
-    resp = conn.getresponse()
-    body = resp.read().decode()
+    _, body = post(conn, {"jsonrpc": "2.0", "id": 0, "method": "tools/call", "params": create}, hdrs)
     # One JSON body, or the data line of a one-event SSE stream.
     data = body if body.lstrip().startswith("{") else next(
         line[5:] for line in body.splitlines() if line.startswith("data:"))
