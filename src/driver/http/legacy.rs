@@ -341,6 +341,12 @@ async fn answer_streamed(s: &Arc<HttpSession>, req: Request) -> Response {
         Some(first) = rx.recv() => first,
         answer = &mut work => {
             let Ok(first) = rx.try_recv() else {
+                // The receiver goes first: forgetting the stream drops its
+                // last sender, and a closing channel wakes the receiver's
+                // task (this one, mid-poll). hyper then polls the
+                // connection again on a worker woken for it: a thread
+                // switch on every plain call.
+                drop(rx);
                 drop(registered);
                 return answer_alone(id, answer);
             };
