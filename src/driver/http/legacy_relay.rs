@@ -21,6 +21,7 @@
 use crate::bridge::lock;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, Weak};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
@@ -332,10 +333,26 @@ async fn first_routed(
     let Some(post) = unfinished.0.as_mut() else {
         return rx.recv().await;
     };
-    tokio::select! {
-        biased;
-        first = rx.recv() => first,
-        () = post => {
+    let posted = std::future::poll_fn(|cx| {
+        // The channel holds this task's waker only while the POST is not
+        // being polled: the answer the POST itself routes would otherwise
+        // wake this task mid-poll, and hyper would then poll the
+        // connection again on a worker woken for it, a thread switch per
+        // request. What is sent meanwhile is seen by the last poll of the
+        // channel, which comes after the POST's.
+        let mut unheard = Context::from_waker(Waker::noop());
+        if let Poll::Ready(first) = rx.poll_recv(&mut unheard) {
+            return Poll::Ready(Some(first));
+        }
+        if post.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(None);
+        }
+        rx.poll_recv(cx).map(Some)
+    })
+    .await;
+    match posted {
+        Some(first) => first,
+        None => {
             unfinished.0 = None;
             rx.recv().await
         }
