@@ -124,23 +124,7 @@ def http_run(shim, traced, client_rev, op, n, env=None):
         try:
             front_url = url_from(front.stdout, traced(server_url)[0])
             conn = http.client.HTTPConnection(front_url.split("//")[1].split("/")[0])
-            headers = dict(HEADERS, **{"mcp-protocol-version": client_rev})
-            if client_rev == LEGACY:
-                init = {"protocolVersion": LEGACY, "capabilities": {},
-                        "clientInfo": {"name": "instructions", "version": "0"}}
-                resp, _ = post(conn, {"jsonrpc": "2.0", "id": 0, "method": "initialize",
-                                   "params": init}, HEADERS)
-                headers["mcp-session-id"] = resp.getheader("mcp-session-id")
-                post(conn, {"jsonrpc": "2.0", "method": "notifications/initialized"}, headers)
-            else:
-                headers.update({"mcp-method": "tools/call", "mcp-name": "greet"})
-            params = {"name": "greet", "arguments": {"name": "bench"}}
-            if op == "tasks/get":
-                params = {"taskId": http_task(conn, client_rev, headers)}
-                if client_rev == MODERN:
-                    headers.update({"mcp-method": "tasks/get", "mcp-name": params["taskId"]})
-            if client_rev == MODERN:
-                params["_meta"] = META
+            headers, params = http_prepare(conn, client_rev, op)
             for i in range(n):
                 post(conn, {"jsonrpc": "2.0", "id": i + 1, "method": op,
                             "params": params}, headers)
@@ -151,6 +135,30 @@ def http_run(shim, traced, client_rev, op, n, env=None):
             server.kill()
             server.wait()
         return task_polls(out)
+
+
+def http_prepare(conn, client_rev, op):
+    """The headers and params of `op` (`tools/call greet`, or `tasks/get`
+    of a task started here that runs for an hour) over `conn`, a session
+    opened first for a 2025-11-25 client."""
+    headers = dict(HEADERS, **{"mcp-protocol-version": client_rev})
+    if client_rev == LEGACY:
+        init = {"protocolVersion": LEGACY, "capabilities": {},
+                "clientInfo": {"name": "instructions", "version": "0"}}
+        resp, _ = post(conn, {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                           "params": init}, HEADERS)
+        headers["mcp-session-id"] = resp.getheader("mcp-session-id")
+        post(conn, {"jsonrpc": "2.0", "method": "notifications/initialized"}, headers)
+    else:
+        headers.update({"mcp-method": "tools/call", "mcp-name": "greet"})
+    params = {"name": "greet", "arguments": {"name": "bench"}}
+    if op == "tasks/get":
+        params = {"taskId": http_task(conn, client_rev, headers)}
+        if client_rev == MODERN:
+            headers.update({"mcp-method": "tasks/get", "mcp-name": params["taskId"]})
+    if client_rev == MODERN:
+        params["_meta"] = META
+    return headers, params
 
 
 def http_task(conn, client_rev, headers):
