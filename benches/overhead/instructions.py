@@ -28,6 +28,7 @@ SHIM_BINARY defaults to target/release/mcp-tasks-shim (`cargo bench
 """
 
 import argparse
+import contextlib
 import http.client
 import json
 import os
@@ -111,30 +112,42 @@ def http_run(shim, traced, client_rev, op, n, env=None):
     """Instructions in the tokio tasks of `traced` (argv given the server's
     URL) over `n` sequential HTTP `tools/call greet` or `tasks/get` of a
     task that runs for an hour, after set-up."""
-    server = subprocess.Popen(
-        [shim, "reference-server", "--revision", MODERN, "--http", "127.0.0.1:0"],
-        stdout=subprocess.PIPE, text=True)
-    server_url = re.search(r"http://\S+", server.stdout.readline()).group(0)
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "callgrind.out")
-        front = subprocess.Popen(
-            ["valgrind", "-q", "--log-file=/dev/null", "--tool=callgrind",
-             f"--callgrind-out-file={out}", *traced(server_url)],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-        try:
-            front_url = url_from(front.stdout, traced(server_url)[0])
-            conn = http.client.HTTPConnection(front_url.split("//")[1].split("/")[0])
+        under_callgrind = lambda url: [
+            "valgrind", "-q", "--log-file=/dev/null", "--tool=callgrind",
+            f"--callgrind-out-file={out}", *traced(url)]
+        with http_front(shim, MODERN, under_callgrind, env) as (_, conn):
             headers, params = http_prepare(conn, client_rev, op)
             for i in range(n):
                 post(conn, {"jsonrpc": "2.0", "id": i + 1, "method": op,
                             "params": params}, headers)
+        return task_polls(out)
+
+
+@contextlib.contextmanager
+def http_front(shim, server_rev, front_argv, env=None):
+    """A `server_rev` reference server over HTTP and the process
+    `front_argv(server_url)` in front of it (it prints "listening on URL"):
+    yields that process and a keep-alive connection to it, and ends both."""
+    server = subprocess.Popen(
+        [shim, "reference-server", "--revision", server_rev, "--http", "127.0.0.1:0"],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        argv = front_argv(re.search(r"http://\S+", server.stdout.readline()).group(0))
+        front = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                 text=True, env=env)
+        try:
+            front_url = url_from(front.stdout, argv[0])
+            conn = http.client.HTTPConnection(front_url.split("//")[1].split("/")[0])
+            yield front, conn
             conn.close()
         finally:
             front.send_signal(signal.SIGTERM)
             front.wait(timeout=120)
-            server.kill()
-            server.wait()
-        return task_polls(out)
+    finally:
+        server.kill()
+        server.wait()
 
 
 def http_prepare(conn, client_rev, op):

@@ -31,14 +31,11 @@ target/release/mcp-tasks-shim. Linux only.
 """
 
 import argparse
-import http.client
 import os
 import re
-import signal
-import subprocess
 import sys
 
-from instructions import http_prepare, post, url_from
+from instructions import http_front, http_prepare, post
 from seq_client import LEGACY, MODERN
 
 WARMUP = 300
@@ -63,16 +60,7 @@ def thread_counts(pid):
 
 def measure(front_argv, env, server_rev, client_rev, op, n):
     """Per-request counts of the front started by `front_argv(server_url)`."""
-    server = subprocess.Popen(
-        [SHIM, "reference-server", "--revision", server_rev, "--http", "127.0.0.1:0"],
-        stdout=subprocess.PIPE, text=True)
-    server_url = re.search(r"http://\S+", server.stdout.readline()).group(0)
-    argv = front_argv(server_url)
-    front = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                             text=True, env=env)
-    try:
-        front_url = url_from(front.stdout, argv[0])
-        conn = http.client.HTTPConnection(front_url.split("//")[1].split("/")[0])
+    with http_front(SHIM, server_rev, front_argv, env) as (front, conn):
         headers, params = http_prepare(conn, client_rev, op)
         body = lambda i: {"jsonrpc": "2.0", "id": i + 1, "method": op, "params": params}
         for i in range(WARMUP):
@@ -81,12 +69,6 @@ def measure(front_argv, env, server_rev, client_rev, op, n):
         for i in range(WARMUP, WARMUP + n):
             post(conn, body(i), headers)
         after = thread_counts(front.pid)
-        conn.close()
-    finally:
-        front.send_signal(signal.SIGTERM)
-        front.wait(timeout=60)
-        server.kill()
-        server.wait()
     run_ns, slices, voluntary = ((b - a) / n for a, b in zip(before, after))
     return run_ns / 1000, slices, voluntary
 
