@@ -695,3 +695,82 @@ impl LegacyHttpSession for RelaySession {
         self.end(why);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::future::Future;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::task::Wake;
+
+    use serde_json::json;
+
+    use super::*;
+
+    /// Counts its wakes.
+    #[derive(Default)]
+    struct Wakes(AtomicUsize);
+
+    impl Wake for Wakes {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// A POST that routes `answer` to `tx` on its second poll, as a
+    /// relayed POST does once its response has come back.
+    fn answered_on_second_poll(tx: mpsc::UnboundedSender<Message>, answer: Message) -> Posting {
+        let mut pending = Some((tx, answer));
+        let mut polls = 0;
+        Box::pin(std::future::poll_fn(move |_| {
+            polls += 1;
+            if polls == 1 {
+                return Poll::Pending;
+            }
+            if let Some((tx, answer)) = pending.take() {
+                let _ = tx.send(answer);
+            }
+            Poll::Ready(())
+        }))
+    }
+
+    #[test]
+    fn the_answer_a_post_routes_itself_does_not_wake_the_waiting_task() {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let answer = Message::response(Id::Num(7), json!({}));
+        let posting = answered_on_second_poll(tx, answer.clone());
+        let wakes = Arc::new(Wakes::default());
+        let waker = Waker::from(wakes.clone());
+        let mut cx = Context::from_waker(&waker);
+        let mut first = Box::pin(first_routed(&mut rx, Some(posting)));
+        assert!(first.as_mut().poll(&mut cx).is_pending());
+        // The response came back: the task is polled again (hyper's
+        // connection did it) and the POST routes the answer.
+        match first.as_mut().poll(&mut cx) {
+            Poll::Ready(Some(m)) => assert_eq!(m.to_json(), answer.to_json()),
+            other => panic!("expected the answer, got {other:?}"),
+        }
+        // A wake here would have the runtime poll the connection again
+        // on another worker: a thread switch per request.
+        assert_eq!(wakes.0.load(Ordering::SeqCst), 0);
+    }
+
+    #[test]
+    fn what_another_task_routes_while_the_post_waits_wakes_the_waiting_task() {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let posting = answered_on_second_poll(tx.clone(), Message::response(Id::Num(7), json!({})));
+        let wakes = Arc::new(Wakes::default());
+        let waker = Waker::from(wakes.clone());
+        let mut cx = Context::from_waker(&waker);
+        let mut first = Box::pin(first_routed(&mut rx, Some(posting)));
+        assert!(first.as_mut().poll(&mut cx).is_pending());
+        // A question the server sent on its GET stream, routed to this
+        // request's stream by the task reading that stream.
+        let question = Message::request(Id::Num(1), "elicitation/create", json!({}));
+        tx.send(question.clone()).unwrap();
+        assert_eq!(wakes.0.load(Ordering::SeqCst), 1, "the wake was lost");
+        match first.as_mut().poll(&mut cx) {
+            Poll::Ready(Some(m)) => assert_eq!(m.to_json(), question.to_json()),
+            other => panic!("expected the question first, got {other:?}"),
+        }
+    }
+}
