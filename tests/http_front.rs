@@ -513,19 +513,25 @@ async fn legacy_session_paths_and_metrics() {
     }
 }
 
-/// A legacy task created in session `sid`.
+/// A legacy task of `seconds` created in session `sid`, by the bearer of
+/// `token` if given.
 async fn create_task(
     c: &reqwest::Client,
     url: &str,
     sid: &str,
-    token: &str,
+    token: Option<&str>,
+    seconds: u64,
     label: &str,
 ) -> String {
-    let params = json!({"name": "slow_compute", "arguments": {"seconds": 30, "label": label},
+    let params = json!({"name": "slow_compute", "arguments": {"seconds": seconds, "label": label},
         "task": {"ttl": 60000}});
-    let (s, body, _) =
-        send(legacy(c, url, Some(sid), &rpc(10, "tools/call", params)).bearer_auth(token)).await;
+    let mut req = legacy(c, url, Some(sid), &rpc(10, "tools/call", params));
+    if let Some(t) = token {
+        req = req.bearer_auth(t);
+    }
+    let (s, body, _) = send(req).await;
     assert_eq!(s, StatusCode::OK, "{body}");
+    assert_valid(Revision::Legacy, &body, Some("tools/call"));
     let id = body["result"]["task"]["taskId"]
         .as_str()
         .unwrap_or_else(|| panic!("a task: {body}"))
@@ -670,8 +676,8 @@ async fn principals_see_only_their_own_tasks() {
     let (b1, _) = initialize(&c, url, Some("bob-secret")).await;
     let (anon, _) = initialize(&c, url, None).await;
 
-    let alice_task = create_task(&c, url, &a1, "alice-secret", "alice").await;
-    let bob_task = create_task(&c, url, &b1, "bob-secret", "bob").await;
+    let alice_task = create_task(&c, url, &a1, Some("alice-secret"), 30, "alice").await;
+    let bob_task = create_task(&c, url, &b1, Some("bob-secret"), 30, "bob").await;
 
     // The principal is the scope: alice's second session lists her task.
     assert_eq!(
@@ -1455,19 +1461,11 @@ async fn polls_that_hear_nothing_new_still_hear_the_end() {
     let init = json!({"jsonrpc": "2.0", "id": 0, "result": init});
     assert_valid(Revision::Legacy, &init, Some("initialize"));
     // Long enough for several polls on a busy machine, short for a test.
-    let params = json!({"name": "slow_compute", "arguments": {"seconds": 2, "label": "polled"},
-        "task": {"ttl": 60000}});
-    let (s, created, _) = send(legacy(&c, url, Some(&sid), &rpc(1, "tools/call", params))).await;
-    assert_eq!(s, StatusCode::OK, "{created}");
-    assert_valid(Revision::Legacy, &created, Some("tools/call"));
-    let task_id = created["result"]["task"]["taskId"]
-        .as_str()
-        .unwrap_or_else(|| panic!("a task: {created}"))
-        .to_owned();
+    let task_id = create_task(&c, url, &sid, None, 2, "polled").await;
     let started = Instant::now();
     let mut working = 0;
     let last = loop {
-        let poll = rpc(2 + working, "tasks/get", json!({"taskId": task_id}));
+        let poll = rpc(11 + working, "tasks/get", json!({"taskId": task_id}));
         let (s, body, _) = send(legacy(&c, url, Some(&sid), &poll)).await;
         assert_eq!(s, StatusCode::OK, "{body}");
         assert_valid(Revision::Legacy, &body, Some("tasks/get"));
