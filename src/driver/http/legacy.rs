@@ -13,6 +13,7 @@
 use crate::bridge::{Deliver, PeerGone, Route, lock};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
+use std::task::{Context, Poll, Waker};
 
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::sse::Sse;
@@ -340,13 +341,7 @@ async fn answer_streamed(s: &Arc<HttpSession>, req: Request) -> Response {
         biased;
         Some(first) = rx.recv() => first,
         answer = &mut work => {
-            let Ok(first) = rx.try_recv() else {
-                // The receiver goes first: forgetting the stream drops its
-                // last sender, and a closing channel wakes the receiver's
-                // task (this one, mid-poll). hyper then polls the
-                // connection again on a worker woken for it: a thread
-                // switch on every plain call.
-                drop(rx);
+            let Some(first) = take_quietly(&mut rx) else {
                 drop(registered);
                 return answer_alone(id, answer);
             };
@@ -366,6 +361,22 @@ async fn answer_streamed(s: &Arc<HttpSession>, req: Request) -> Response {
     // each pending request then gets).
     // Not `hang_up`: 2025-11-25 says a disconnect is no cancellation.
     super::sse_until_answer(&first, rx, id, s.clone(), None)
+}
+
+/// What `rx` holds now; when it holds nothing, it is left with a no-op
+/// waker. Forgetting a stream drops its channel's last sender, and a
+/// closing channel wakes the waker it holds: were that this task's (the
+/// `select!` left it there), the task would be woken mid-poll, and hyper
+/// would poll the connection again on a worker woken for it, a thread
+/// switch on every plain call.
+fn take_quietly(rx: &mut mpsc::UnboundedReceiver<Message>) -> Option<Message> {
+    if let Ok(first) = rx.try_recv() {
+        return Some(first);
+    }
+    match rx.poll_recv(&mut Context::from_waker(Waker::noop())) {
+        Poll::Ready(first) => first,
+        Poll::Pending => None,
+    }
 }
 
 /// The POST of a request `id` that sent nothing before its `answer`
