@@ -541,3 +541,36 @@ impl LegacyHttpSession for HttpSession {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::Ordering;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::driver::http::legacy_relay::tests::Wakes;
+
+    /// A stream found empty, then forgotten (its last sender dropped),
+    /// wakes nobody: not the task that waited on it before.
+    #[test]
+    fn an_empty_stream_taken_quietly_wakes_nobody_when_it_closes() {
+        let (tx, mut rx) = mpsc::unbounded_channel::<Message>();
+        let wakes = Arc::new(Wakes::default());
+        let waker = Waker::from(wakes.clone());
+        assert!(rx.poll_recv(&mut Context::from_waker(&waker)).is_pending());
+        assert!(take_quietly(&mut rx).is_none());
+        drop(tx);
+        assert_eq!(wakes.0.load(Ordering::SeqCst), 0);
+    }
+
+    /// What the stream holds is taken.
+    #[test]
+    fn what_the_stream_holds_is_taken() {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let progress = Message::notification("notifications/progress", json!({}));
+        tx.send(progress.clone()).unwrap();
+        let taken = take_quietly(&mut rx).map(|m| m.to_json());
+        assert_eq!(taken, Some(progress.to_json()));
+    }
+}

@@ -697,7 +697,7 @@ impl LegacyHttpSession for RelaySession {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use std::future::Future;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::task::Wake;
@@ -708,7 +708,7 @@ mod tests {
 
     /// Counts its wakes.
     #[derive(Default)]
-    struct Wakes(AtomicUsize);
+    pub(in crate::driver::http) struct Wakes(pub(in crate::driver::http) AtomicUsize);
 
     impl Wake for Wakes {
         fn wake(self: Arc<Self>) {
