@@ -185,8 +185,9 @@ async fn updates_cannot_move_a_record(l: &dyn TaskLedger) {
     assert_eq!(l.get(&sc("a"), "t2", 1).await.unwrap(), None);
 }
 
-/// `is_current` says what reading the record again and comparing would:
-/// after each kind of change, for another scope, once expired, gone.
+/// `is_current` (and `is_current_now`, where a store answers it) says
+/// what reading the record again and comparing would: after each kind of
+/// change, for another scope, once expired, gone.
 async fn is_current_is_a_fresh_read(l: &dyn TaskLedger) {
     type Edit = fn(&mut TaskRecord);
     let changes: [(&str, Edit); 11] = [
@@ -215,42 +216,52 @@ async fn is_current_is_a_fresh_read(l: &dyn TaskLedger) {
     l.insert(rec("a", "t1", Some(1_000)), 0).await.unwrap();
     for (what, change) in changes {
         let before = l.get_task(&sc("a"), "t1", 1).await.unwrap().unwrap();
-        assert_eq!(l.is_current(&sc("a"), &before, 1).await, Ok(true), "{what}");
+        assert_eq!(current(l, &sc("a"), &before, 1).await, Ok(true), "{what}");
         l.update(&sc("a"), "t1", 1, &mut |r| change(r))
             .await
             .unwrap();
         let after = l.get_task(&sc("a"), "t1", 1).await.unwrap().unwrap();
         let changed = after != before;
         assert_eq!(
-            l.is_current(&sc("a"), &before, 1).await,
+            current(l, &sc("a"), &before, 1).await,
             Ok(!changed),
             "{what}"
         );
-        assert_eq!(l.is_current(&sc("a"), &after, 1).await, Ok(true), "{what}");
+        assert_eq!(current(l, &sc("a"), &after, 1).await, Ok(true), "{what}");
         // A full read of a record with a payload is not what a task-only
         // read gives.
         let full = l.get(&sc("a"), "t1", 1).await.unwrap().unwrap();
         let task_only = full.payload == Payload::None;
         assert_eq!(
-            l.is_current(&sc("a"), &full, 1).await,
+            current(l, &sc("a"), &full, 1).await,
             Ok(task_only),
             "{what}"
         );
     }
     let now = l.get_task(&sc("a"), "t1", 1).await.unwrap().unwrap();
-    assert_eq!(l.is_current(&sc("b"), &now, 1).await, Ok(false));
+    assert_eq!(current(l, &sc("b"), &now, 1).await, Ok(false));
     let elsewhere = TaskRecord {
         scope: sc("b"),
         ..now.clone()
     };
-    assert_eq!(l.is_current(&sc("b"), &elsewhere, 1).await, Ok(false));
+    assert_eq!(current(l, &sc("b"), &elsewhere, 1).await, Ok(false));
     assert_eq!(
-        l.is_current(&sc("a"), &now, 2_000).await,
+        current(l, &sc("a"), &now, 2_000).await,
         Ok(false),
         "expired"
     );
     l.drop_scope(&sc("a")).await.unwrap();
-    assert_eq!(l.is_current(&sc("a"), &now, 1).await, Ok(false), "gone");
+    assert_eq!(current(l, &sc("a"), &now, 1).await, Ok(false), "gone");
+}
+
+/// `l.is_current`, checked against `l.is_current_now` where the store
+/// answers that: the two must never disagree.
+async fn current(l: &dyn TaskLedger, scope: &Scope, rec: &TaskRecord, now: Millis) -> Current {
+    let awaited = l.is_current(scope, rec, now).await;
+    if let Some(at_once) = l.is_current_now(scope, rec, now) {
+        assert_eq!(at_once, awaited, "is_current_now and is_current disagree");
+    }
+    awaited
 }
 
 async fn updates_keep_payloads(l: &dyn TaskLedger) {

@@ -212,6 +212,14 @@ impl Stored {
 }
 
 impl MemoryLedger {
+    /// Whether `rec` is what `scope` reads of its task now, compared in
+    /// place ([`TaskLedger::is_current`]).
+    fn holds(&self, scope: &Scope, rec: &TaskRecord, now: Millis) -> bool {
+        self.lock()
+            .live(scope, rec.id(), now)
+            .is_some_and(|stored| stored.reads_as(rec))
+    }
+
     /// A ledger holding at most `per_scope_cap` live tasks per scope.
     pub fn new(per_scope_cap: usize) -> Self {
         MemoryLedger {
@@ -316,10 +324,11 @@ impl TaskLedger for MemoryLedger {
     }
 
     async fn is_current(&self, scope: &Scope, rec: &TaskRecord, now: Millis) -> Current {
-        let inner = self.lock();
-        Ok(inner
-            .live(scope, rec.id(), now)
-            .is_some_and(|stored| stored.reads_as(rec)))
+        Ok(self.holds(scope, rec, now))
+    }
+
+    fn is_current_now(&self, scope: &Scope, rec: &TaskRecord, now: Millis) -> Option<Current> {
+        Some(Ok(self.holds(scope, rec, now)))
     }
 
     async fn scope_of(&self, task_id: &str, now: Millis) -> Result<Option<Scope>, LedgerError> {

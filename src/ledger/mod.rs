@@ -221,6 +221,16 @@ pub trait TaskLedger: Send + Sync + std::fmt::Debug {
         Ok(self.get_task(scope, rec.id(), now).await?.as_ref() == Some(rec))
     }
 
+    /// [`TaskLedger::is_current`] answered without waiting, by a store
+    /// that can (the memory ledger: a look-up under its lock); `None` from
+    /// one that has to ask elsewhere, and then the caller awaits
+    /// [`TaskLedger::is_current`]. A client polling a task that tells
+    /// nothing new asks this on every poll: answered here, the poll goes
+    /// upstream without a future built, boxed and freed for it.
+    fn is_current_now(&self, _scope: &Scope, _rec: &TaskRecord, _now: Millis) -> Option<Current> {
+        None
+    }
+
     /// Applies `change` to the record if [`TaskLedger::get`] would return
     /// it, and stores the result (a change that changes nothing writes
     /// nothing); returns the record as it now stands, `Ok(None)` for a

@@ -69,6 +69,14 @@ impl TaskLedger for TimedLedger {
         self.timed("is_current", call).await
     }
 
+    fn is_current_now(&self, scope: &Scope, rec: &TaskRecord, now: Millis) -> Option<Current> {
+        let started = Instant::now();
+        let out = self.inner.is_current_now(scope, rec, now)?;
+        self.telemetry
+            .ledger_took(self.store, "is_current", started.elapsed());
+        Some(out)
+    }
+
     async fn update(&self, scope: &Scope, task_id: &str, now: Millis, change: Change<'_>) -> Found {
         let call = self.inner.update(scope, task_id, now, change);
         self.timed("update", call).await
