@@ -1053,6 +1053,34 @@ pub fn answer_id(line: &str) -> Option<Id> {
 /// assert_eq!((id, rest), (Id::Num(12), r#","result":{}}"#));
 /// ```
 pub fn answer_id_and_rest(line: &str) -> Option<(Id, &str)> {
+    let (id, rest) = opening_id_and_rest(line)?;
+    let id = match id {
+        IdText::Num(n) => Id::Num(n),
+        IdText::Str(s) => Id::Str(s.to_owned()),
+    };
+    Some((id, rest))
+}
+
+/// The rest of an answer after its id, as [`answer_id_and_rest`] reads
+/// it, for a caller that needs no id (and so allocates none).
+///
+/// ```
+/// use mcp_tasks_shim::jsonrpc::answer_rest;
+/// assert_eq!(answer_rest(r#"{"jsonrpc":"2.0","id":"a","result":{}}"#), Some(r#","result":{}}"#));
+/// assert_eq!(answer_rest(r#"{"jsonrpc":"2.0","id":1,"error":{}}"#), None);
+/// ```
+pub fn answer_rest(line: &str) -> Option<&str> {
+    opening_id_and_rest(line).map(|(_, rest)| rest)
+}
+
+/// An id as the text of an answer's opening holds it.
+enum IdText<'a> {
+    Num(i64),
+    Str(&'a str),
+}
+
+/// [`answer_id_and_rest`], the id borrowed from the line.
+fn opening_id_and_rest(line: &str) -> Option<(IdText<'_>, &str)> {
     let rest = line.strip_prefix(r#"{"jsonrpc":"2.0","id":"#)?;
     // Bytes, not chars: every byte looked for is ASCII, so each position
     // found is a char boundary.
@@ -1063,7 +1091,7 @@ pub fn answer_id_and_rest(line: &str) -> Option<(Id, &str)> {
         if quoted.as_bytes()[end] != b'"' {
             return None;
         }
-        (Id::Str(quoted[..end].to_owned()), &quoted[end + 1..])
+        (IdText::Str(&quoted[..end]), &quoted[end + 1..])
     } else {
         let end = rest
             .bytes()
@@ -1072,7 +1100,7 @@ pub fn answer_id_and_rest(line: &str) -> Option<(Id, &str)> {
         if digits.len() > 1 && digits.starts_with('0') {
             return None;
         }
-        (Id::Num(rest[..end].parse().ok()?), &rest[end..])
+        (IdText::Num(rest[..end].parse().ok()?), &rest[end..])
     };
     rest.starts_with(r#","result":"#).then_some((id, rest))
 }

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use super::plain::same_request;
 use super::{LegacySession, guarded, lock, log_error, panicked};
 use crate::error::ShimError;
-use crate::jsonrpc::{ErrorObject, Id, JsonText, Reply, Request, answer_id_and_rest};
+use crate::jsonrpc::{ErrorObject, Id, JsonText, Reply, Request, answer_rest};
 use crate::ledger::TaskRecord;
 use crate::translate::raw::{Params, PlainParams, Poll};
 use crate::upstream::{Answer, AnswerHandler, TaskAnswer, TextAnswer, task_of, task_of_line};
@@ -56,6 +56,9 @@ impl LegacySession {
     /// `tasks/get` is: from the record when the task can change no more,
     /// else from the upstream's answer, read where it is read.
     pub fn handle_poll(self: &Arc<Self>, poll: Poll) {
+        if let Some(memo) = self.memo_now(&poll.task_id) {
+            return self.ask_upstream(poll.id, Asked::Memo(memo));
+        }
         let this = self.clone();
         crate::inline::start_here(async move {
             let Poll { id, task_id } = poll;
@@ -98,6 +101,23 @@ impl LegacySession {
         self.front
             .upstream
             .request_with_callback(TASKS_GET, &self.meta(), handler);
+    }
+
+    /// [`Self::memo_of`] when the ledger can tell without waiting
+    /// ([`crate::ledger::TaskLedger::is_current_now`]) that the memo is
+    /// current; `None` for anything else (no memo, another task's, a
+    /// changed record, a store that must be awaited, an error, a panic),
+    /// which the usual way asks again and answers.
+    fn memo_now(&self, task_id: &str) -> Option<Arc<PollMemo>> {
+        let memo = lock(&self.poll_memo).clone()?;
+        if memo.rec.id() != task_id {
+            return None;
+        }
+        let now = self.front.clock.now_ms();
+        let ledger = &self.front.ledger;
+        let current =
+            crate::inline::unless_panicked(|| ledger.is_current_now(&self.scope, &memo.rec, now))??;
+        matches!(current, Ok(true)).then_some(memo)
     }
 
     /// The memo of the last poll if it is of `task_id` and its record is
@@ -296,7 +316,7 @@ pub(super) struct PollMemo {
     rec: TaskRecord,
     /// The upstream request's params for its task.
     params: PlainParams,
-    /// The upstream's answer after its id ([`answer_id_and_rest`]).
+    /// The upstream's answer after its id ([`answer_rest`]).
     answer: Box<str>,
     /// The client's answer: the record's task.
     text: JsonText,
@@ -305,9 +325,9 @@ pub(super) struct PollMemo {
 impl PollMemo {
     /// The memo of `line`, an answer that told `rec` nothing new, and of
     /// `text`, the client's answer; `None` for a line of another shape
-    /// than [`answer_id_and_rest`] reads.
+    /// than [`answer_rest`] reads.
     fn new(rec: TaskRecord, line: &str, text: JsonText) -> Option<PollMemo> {
-        let (_, answer) = answer_id_and_rest(line)?;
+        let answer = answer_rest(line)?;
         Some(PollMemo {
             params: PlainParams::task_id(rec.id())?,
             answer: answer.into(),
@@ -318,7 +338,7 @@ impl PollMemo {
 
     /// Whether `line` is the remembered answer again (to any id).
     fn is_answered_by(&self, line: &str) -> bool {
-        answer_id_and_rest(line).is_some_and(|(_, answer)| *self.answer == *answer)
+        answer_rest(line).is_some_and(|answer| *self.answer == *answer)
     }
 }
 
