@@ -208,8 +208,11 @@ impl Watchers {
                 break;
             }
             w.tx.send_replace(seen);
-            if interval == 0 || w.tx.receiver_count() == 0 {
+            if interval == 0 {
                 break;
+            }
+            if w.tx.receiver_count() == 0 && self.retire(&task_id, &w) {
+                return;
             }
             // A read that answered after the next one was due (slow upstream)
             // moves the grid instead of firing the missed reads back to back:
@@ -226,7 +229,11 @@ impl Watchers {
                     // An early read restarts the grid from itself.
                     due = tokio::time::Instant::now();
                 }
-                _ = w.tx.closed() => break,
+                _ = w.tx.closed() => {
+                    if self.retire(&task_id, &w) {
+                        return;
+                    }
+                }
             }
         }
         lock(&w.listen).take();
@@ -234,6 +241,27 @@ impl Watchers {
         if map.get(&task_id).is_some_and(|cur| Arc::ptr_eq(cur, &w)) {
             map.remove(&task_id);
         }
+    }
+
+    /// Ends the watch of `task_id` if nobody holds it: true when it was
+    /// taken out of the registry, and its poller must stop. Asked under
+    /// the registry's lock, which [`Watchers::subscribe`] holds too: a
+    /// waiter that subscribes after the last one left either finds no
+    /// watch and starts a new poller, or joins this one before it is
+    /// asked, and it polls on. (Deciding first and leaving the registry
+    /// after let a waiter join a poller that had stopped: it waited for a
+    /// snapshot nobody would read, until its client gave up.)
+    fn retire(&self, task_id: &str, w: &Arc<Watcher>) -> bool {
+        let mut map = self.lock();
+        if w.tx.receiver_count() > 0 {
+            return false;
+        }
+        if map.get(task_id).is_some_and(|cur| Arc::ptr_eq(cur, w)) {
+            map.remove(task_id);
+        }
+        drop(map);
+        lock(&w.listen).take();
+        true
     }
 }
 
@@ -248,4 +276,66 @@ const TIMER_LEAD: Duration = Duration::from_millis(1);
 /// When to arm the timer for a read due at `due` (see [`TIMER_LEAD`]).
 fn armed_for(due: tokio::time::Instant) -> tokio::time::Instant {
     due.checked_sub(TIMER_LEAD).unwrap_or(due)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reference::ReferenceServer;
+    use crate::revision::Revision;
+    use crate::translate::session::LegacyClient;
+    use crate::upstream::channel;
+    use crate::wire::TaskStatus;
+
+    /// Watchers of an in-process 2026-07-28 reference server, and the id
+    /// of a task it works on for an hour.
+    async fn watched_server() -> (Arc<Watchers>, String, Arc<ModernMeta>) {
+        let (conn, _events, mut server_end) = channel::pair(Duration::from_secs(10));
+        let server = ReferenceServer::new(Revision::Modern, server_end.to_shim.clone());
+        tokio::spawn(async move {
+            while let Some(m) = server_end.from_shim.recv().await {
+                server.handle(m);
+            }
+        });
+        let meta = Arc::new(ModernMeta::for_client(&LegacyClient::undeclared("watch")));
+        let call = serde_json::json!({"name": "slow_compute", "arguments": {"seconds": 3600}});
+        let created = conn
+            .request_with_meta("tools/call", &call, &meta)
+            .await
+            .unwrap()
+            .unwrap();
+        let task_id = created["taskId"].as_str().unwrap().to_owned();
+        let upstream: Arc<dyn ModernUpstream> = conn;
+        let watchers = Watchers::new(upstream, BridgeConfig::default(), false);
+        (watchers, task_id, meta)
+    }
+
+    /// A waiter that joins a watch whose last waiter just left is watched
+    /// on: the poller leaves the registry only while nobody holds the
+    /// watch. Deciding that first and leaving later let a waiter join a
+    /// stopped poller and wait for good.
+    #[tokio::test]
+    async fn a_watch_someone_holds_is_not_retired() {
+        let (watchers, task_id, meta) = watched_server().await;
+        let (w, first) = watchers.subscribe(&task_id, meta.clone());
+        let (_, second) = watchers.subscribe(&task_id, meta.clone());
+        drop(first);
+        assert!(!watchers.retire(&task_id, &w), "a waiter still holds it");
+        assert_eq!(watchers.active(), 1);
+        drop(second);
+        assert!(watchers.retire(&task_id, &w), "nobody holds it");
+        assert_eq!(watchers.active(), 0);
+        // A later waiter starts a poller of its own, which reads the task.
+        let (_, mut again) = watchers.subscribe(&task_id, meta);
+        let seen = tokio::time::timeout(
+            Duration::from_secs(10),
+            again.wait_for(|s| matches!(s, Seen::Task(_))),
+        )
+        .await
+        .expect("the new poller reads the task")
+        .unwrap()
+        .clone();
+        let Seen::Task(d) = seen else { unreachable!() };
+        assert_eq!(d.task.status, TaskStatus::Working);
+    }
 }
