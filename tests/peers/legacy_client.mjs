@@ -126,8 +126,16 @@ const record = (dir, msg) => {
 const send = transport.send.bind(transport);
 transport.send = async (msg, opts) => {
   record('c2s', msg);
-  return send(msg, opts);
+  try {
+    return await send(msg, opts);
+  } catch (e) {
+    // The SDK hands a failed send of an answer only to onerror: on
+    // stderr, a run that then hangs says which message never left.
+    console.error(`legacy_client: sending ${JSON.stringify(msg.id ?? msg.method)} failed: ${e}`);
+    throw e;
+  }
 };
+transport.onerror = (e) => console.error(`legacy_client: transport error: ${e}`);
 // Protocol.connect() assigns onmessage; hand it a wrapper that records first.
 let onmessage;
 Object.defineProperty(transport, 'onmessage', {
