@@ -211,7 +211,7 @@ impl Watchers {
             if interval == 0 {
                 break;
             }
-            if w.tx.receiver_count() == 0 && self.retire(&task_id, &w) {
+            if w.tx.receiver_count() == 0 && self.leave(&task_id, &w, Leave::IfUnwatched) {
                 return;
             }
             // A read that answered after the next one was due (slow upstream)
@@ -230,30 +230,27 @@ impl Watchers {
                     due = tokio::time::Instant::now();
                 }
                 _ = w.tx.closed() => {
-                    if self.retire(&task_id, &w) {
+                    if self.leave(&task_id, &w, Leave::IfUnwatched) {
                         return;
                     }
                 }
             }
         }
-        lock(&w.listen).take();
-        let mut map = self.lock();
-        if map.get(&task_id).is_some_and(|cur| Arc::ptr_eq(cur, &w)) {
-            map.remove(&task_id);
-        }
+        self.leave(&task_id, &w, Leave::Now);
     }
 
-    /// Ends the watch of `task_id` if nobody holds it: true when it was
-    /// taken out of the registry, and its poller must stop. Asked under
-    /// the registry's lock, which [`Watchers::subscribe`] holds too: a
-    /// waiter that subscribes after the last one left either finds no
-    /// watch and starts a new poller, or joins this one before it is
-    /// asked, and it polls on. (Deciding first and leaving the registry
-    /// after let a waiter join a poller that had stopped: it waited for a
-    /// snapshot nobody would read, until its client gave up.)
-    fn retire(&self, task_id: &str, w: &Arc<Watcher>) -> bool {
+    /// Takes the watch `w` of `task_id` out of the registry and closes its
+    /// listen stream: true when it did, and its poller must stop.
+    /// [`Leave::IfUnwatched`] is asked under the registry's lock, which
+    /// [`Watchers::subscribe`] holds too: a waiter that subscribes after
+    /// the last one left either finds no watch and starts a new poller,
+    /// or joins this one before it is asked, and it polls on. (Deciding
+    /// first and leaving the registry after let a waiter join a poller
+    /// that had stopped: it waited for a snapshot nobody would read, until
+    /// its client gave up.)
+    fn leave(&self, task_id: &str, w: &Arc<Watcher>, when: Leave) -> bool {
         let mut map = self.lock();
-        if w.tx.receiver_count() > 0 {
+        if when == Leave::IfUnwatched && w.tx.receiver_count() > 0 {
             return false;
         }
         if map.get(task_id).is_some_and(|cur| Arc::ptr_eq(cur, w)) {
@@ -263,6 +260,16 @@ impl Watchers {
         lock(&w.listen).take();
         true
     }
+}
+
+/// When a poller leaves the registry ([`Watchers::leave`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Leave {
+    /// Its task ended, its upstream is gone, or it failed: whoever joins
+    /// now still reads the last snapshot, which says so.
+    Now,
+    /// Its last waiter left: only if nobody has joined since.
+    IfUnwatched,
 }
 
 /// tokio's timer rounds a deadline up to its next millisecond tick, so
@@ -320,10 +327,16 @@ mod tests {
         let (w, first) = watchers.subscribe(&task_id, meta.clone());
         let (_, second) = watchers.subscribe(&task_id, meta.clone());
         drop(first);
-        assert!(!watchers.retire(&task_id, &w), "a waiter still holds it");
+        assert!(
+            !watchers.leave(&task_id, &w, Leave::IfUnwatched),
+            "a waiter still holds it"
+        );
         assert_eq!(watchers.active(), 1);
         drop(second);
-        assert!(watchers.retire(&task_id, &w), "nobody holds it");
+        assert!(
+            watchers.leave(&task_id, &w, Leave::IfUnwatched),
+            "nobody holds it"
+        );
         assert_eq!(watchers.active(), 0);
         // A later waiter starts a poller of its own, which reads the task.
         let (_, mut again) = watchers.subscribe(&task_id, meta);

@@ -109,10 +109,7 @@ impl LegacySession {
     /// changed record, a store that must be awaited, an error, a panic),
     /// which the usual way asks again and answers.
     fn memo_now(&self, task_id: &str) -> Option<Arc<PollMemo>> {
-        let memo = lock(&self.poll_memo).clone()?;
-        if memo.rec.id() != task_id {
-            return None;
-        }
+        let memo = self.last_memo_of(task_id)?;
         let now = self.front.clock.now_ms();
         let ledger = &self.front.ledger;
         let current =
@@ -120,12 +117,18 @@ impl LegacySession {
         matches!(current, Ok(true)).then_some(memo)
     }
 
+    /// The memo of the last poll, if it is of `task_id` (current or not).
+    fn last_memo_of(&self, task_id: &str) -> Option<Arc<PollMemo>> {
+        lock(&self.poll_memo)
+            .clone()
+            .filter(|memo| memo.rec.id() == task_id)
+    }
+
     /// The memo of the last poll if it is of `task_id` and its record is
     /// still the ledger's: asked whether the record changed, the ledger
     /// copies nothing out of it.
     async fn memo_of(&self, task_id: &str) -> Result<Option<Arc<PollMemo>>, ErrorObject> {
-        let memo = lock(&self.poll_memo).clone();
-        let Some(memo) = memo.filter(|memo| memo.rec.id() == task_id) else {
+        let Some(memo) = self.last_memo_of(task_id) else {
             return Ok(None);
         };
         let now = self.front.clock.now_ms();

@@ -370,6 +370,8 @@ async fn answer_streamed(s: &Arc<HttpSession>, req: Request) -> Response {
 /// would poll the connection again on a worker woken for it, a thread
 /// switch on every plain call.
 fn take_quietly(rx: &mut mpsc::UnboundedReceiver<Message>) -> Option<Message> {
+    // `try_recv` first: it spends no coop budget, and `poll_recv` on a
+    // task that spent its own answers `Pending` even with a message there.
     if let Ok(first) = rx.try_recv() {
         return Some(first);
     }
