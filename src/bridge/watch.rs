@@ -6,7 +6,8 @@
 //! snapshot. Upstream `notifications/tasks` publish directly and wake the
 //! poller; each watch also opens a listen stream for them (see
 //! [`super::listen`]), closed with the watch. The poller stops when the
-//! task is terminal or nobody waits.
+//! task is terminal or nobody waits. Once a watch shows the task's end,
+//! no later snapshot replaces it, however it arrives.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -35,6 +36,18 @@ pub(crate) enum Seen {
     Lost(ErrorObject),
 }
 
+impl Seen {
+    /// The watch's last word: the task ended, or its poller stopped on an
+    /// error. Nothing reads the task after it.
+    fn is_final(&self) -> bool {
+        match self {
+            Seen::Nothing => false,
+            Seen::Task(d) => d.task.status.is_terminal(),
+            Seen::Gone(_) | Seen::Lost(_) => true,
+        }
+    }
+}
+
 /// The shared state of one watched task.
 #[derive(Debug)]
 pub(crate) struct Watcher {
@@ -55,6 +68,21 @@ impl Watcher {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(key.to_owned())
+    }
+
+    /// Publishes `seen` unless the watch holds its last word already; true
+    /// if it did. Snapshots come on two streams (the poller's reads and the
+    /// upstream's notifications) and can arrive out of order: one written
+    /// over the task's end took the end back from waiters, who then waited
+    /// for a poller that had stopped on it.
+    fn offer(&self, seen: Seen) -> bool {
+        self.tx.send_if_modified(|last| {
+            if last.is_final() {
+                return false;
+            }
+            *last = seen;
+            true
+        })
     }
 
     /// Re-polls now (an answer was sent, or a cancel was pinned), and tells
@@ -125,8 +153,9 @@ impl Watchers {
 
     /// Publishes a snapshot from an upstream notification, if anyone watches.
     pub(crate) fn publish(&self, d: DetailedTask) {
-        if let Some(w) = self.lock().get(&d.task.task_id) {
-            w.tx.send_replace(Seen::Task(Box::new(d)));
+        if let Some(w) = self.lock().get(&d.task.task_id)
+            && w.offer(Seen::Task(Box::new(d)))
+        {
             w.wake.notify_one();
         }
     }
@@ -207,8 +236,8 @@ impl Watchers {
             if w.failed.load(std::sync::atomic::Ordering::SeqCst) {
                 break;
             }
-            w.tx.send_replace(seen);
-            if interval == 0 {
+            // Not taken: a notification told the task's end first.
+            if !w.offer(seen) || interval == 0 {
                 break;
             }
             if w.tx.receiver_count() == 0 && self.leave(&task_id, &w, Leave::IfUnwatched) {
@@ -350,5 +379,52 @@ mod tests {
         .clone();
         let Seen::Task(d) = seen else { unreachable!() };
         assert_eq!(d.task.status, TaskStatus::Working);
+    }
+
+    /// A notification of the task's end, then an older snapshot (one sent
+    /// before the end, arriving after it on another stream): waiters go on
+    /// seeing the end, and the poller, done, leaves the registry.
+    #[tokio::test(start_paused = true)]
+    async fn an_older_snapshot_does_not_take_back_the_end() {
+        let (watchers, task_id, meta) = watched_server().await;
+        let (_w, mut rx) = watchers.subscribe(&task_id, meta);
+        let working = tokio::time::timeout(
+            Duration::from_secs(10),
+            rx.wait_for(|s| matches!(s, Seen::Task(_))),
+        )
+        .await
+        .expect("the poller reads the task")
+        .unwrap()
+        .clone();
+        let Seen::Task(working) = working else {
+            unreachable!()
+        };
+        let mut completed = (*working).clone();
+        completed.task.status = TaskStatus::Completed;
+        completed.payload =
+            crate::wire::modern::Payload::Result(serde_json::json!({"content": []}));
+        watchers.publish(completed);
+        watchers.publish(*working);
+        let is_completed =
+            |s: &Seen| matches!(s, Seen::Task(d) if d.task.status == TaskStatus::Completed);
+        assert!(
+            is_completed(&rx.borrow_and_update()),
+            "the end stands: {:?}",
+            *rx.borrow()
+        );
+        // The poller reads once more (woken by the notification), finds the
+        // end told, and stops.
+        tokio::time::timeout(Duration::from_secs(10), async {
+            while watchers.active() > 0 {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await
+        .expect("the poller leaves");
+        assert!(
+            is_completed(&rx.borrow()),
+            "still the end: {:?}",
+            *rx.borrow()
+        );
     }
 }
