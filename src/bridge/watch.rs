@@ -346,6 +346,20 @@ mod tests {
         (watchers, task_id, meta)
     }
 
+    /// The first snapshot the watch's poller reads.
+    async fn first_read(rx: &mut watch::Receiver<Seen>) -> Box<DetailedTask> {
+        let seen = tokio::time::timeout(
+            Duration::from_secs(10),
+            rx.wait_for(|s| matches!(s, Seen::Task(_))),
+        )
+        .await
+        .expect("the poller reads the task")
+        .unwrap()
+        .clone();
+        let Seen::Task(d) = seen else { unreachable!() };
+        d
+    }
+
     /// A waiter that joins a watch whose last waiter just left is watched
     /// on: the poller leaves the registry only while nobody holds the
     /// watch. Deciding that first and leaving later let a waiter join a
@@ -369,15 +383,7 @@ mod tests {
         assert_eq!(watchers.active(), 0);
         // A later waiter starts a poller of its own, which reads the task.
         let (_, mut again) = watchers.subscribe(&task_id, meta);
-        let seen = tokio::time::timeout(
-            Duration::from_secs(10),
-            again.wait_for(|s| matches!(s, Seen::Task(_))),
-        )
-        .await
-        .expect("the new poller reads the task")
-        .unwrap()
-        .clone();
-        let Seen::Task(d) = seen else { unreachable!() };
+        let d = first_read(&mut again).await;
         assert_eq!(d.task.status, TaskStatus::Working);
     }
 
@@ -388,17 +394,7 @@ mod tests {
     async fn an_older_snapshot_does_not_take_back_the_end() {
         let (watchers, task_id, meta) = watched_server().await;
         let (_w, mut rx) = watchers.subscribe(&task_id, meta);
-        let working = tokio::time::timeout(
-            Duration::from_secs(10),
-            rx.wait_for(|s| matches!(s, Seen::Task(_))),
-        )
-        .await
-        .expect("the poller reads the task")
-        .unwrap()
-        .clone();
-        let Seen::Task(working) = working else {
-            unreachable!()
-        };
+        let working = first_read(&mut rx).await;
         let mut completed = (*working).clone();
         completed.task.status = TaskStatus::Completed;
         completed.payload =
