@@ -416,6 +416,24 @@ mod tests {
         assert_eq!(ids(&mut rget), ["notifications/progress"]);
     }
 
+    /// A call's stream once forgotten takes nothing more, though its
+    /// channel is still open (its POST holds the sender while it looks at
+    /// what the stream got before its answer): later questions go to the
+    /// GET stream. The POST's look relies on this to lose nothing.
+    #[test]
+    fn a_forgotten_call_stream_takes_nothing_more() {
+        let mut s = Streams::default();
+        let (get, mut rget) = stream();
+        s.open_get(get);
+        let (a, mut ra) = stream();
+        s.open_call(&call(1), &a);
+        s.close_request(&call(1), &a);
+        assert!(s.place(Route::Session, question("q1")).is_none());
+        assert!(s.place(Route::During(call(1)), question("q2")).is_none());
+        assert!(ids(&mut ra).is_empty());
+        assert_eq!(ids(&mut rget), ["ask q1", "ask q2"]);
+    }
+
     /// An answer goes to its own request's stream, never the GET stream.
     #[test]
     fn an_answer_whose_stream_is_gone_is_dropped() {
