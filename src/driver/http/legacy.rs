@@ -344,16 +344,15 @@ async fn answer_streamed(s: &Arc<HttpSession>, req: Request) -> Response {
             // Forgotten before looking: from then on nothing more is
             // placed on `rx` (placing and forgetting share the streams'
             // lock), so a question placed after the look is not lost with
-            // `rx`. The clone keeps the channel open until the look is
-            // done (see `take_quietly`).
-            let tx = registered.forget();
+            // `rx`. Its kept sender holds the channel open until the look
+            // is done (see `take_quietly`).
+            let forgotten = registered.forget();
             let Some(first) = take_quietly(&mut rx) else {
                 return answer_alone(id, answer);
             };
             // Sent in the same step as the answer: a stream after all,
             // the answer last.
-            send_last(&tx, &id, answer_message(&id, answer));
-            drop(tx);
+            forgotten.finish_with(answer);
             return super::sse_until_answer(&first, rx, id, s.clone(), None);
         }
     };
@@ -476,52 +475,47 @@ impl Registered {
         (registered, rx)
     }
 
-    /// [`Registered::finish`] with what the request's work ended with
-    /// (`Err`: it panicked; `Ok(None)`: it was cancelled).
+    /// Forgets the stream, then ends it with what the request's work ended
+    /// with (see [`Forgotten::finish_with`]).
     fn finish_with<E>(self, work: Result<Option<Result<Reply, ErrorObject>>, E>) {
-        let answer = answer_message(&self.id, work);
-        self.finish(answer);
-    }
-
-    /// Ends the stream with `answer` (none for a cancelled request).
-    fn finish(self, answer: Option<Message>) {
-        let id = self.id.clone();
         // Forgotten first: the answer ends the stream, and nothing may be
         // placed on it after.
-        let tx = self.forget();
-        send_last(&tx, &id, answer);
-        // Dropping `tx`, the last sender, ends a stream left without an
-        // answer (a cancelled request).
+        self.forget().finish_with(work);
     }
 
     /// Takes the stream out of the session: nothing more is placed on it.
-    /// Gives back its sender, which the stream's last message still needs.
-    fn forget(self) -> Tx {
-        let tx = self.tx.clone();
+    fn forget(self) -> Forgotten {
+        let forgotten = Forgotten {
+            id: self.id.clone(),
+            tx: self.tx.clone(),
+        };
         drop(self);
-        tx
+        forgotten
     }
 }
 
-/// The message that answers request `id`, from what its work ended with
-/// (`Err`: it panicked; `Ok(None)`: it was cancelled, and nothing is owed).
-fn answer_message<E>(
-    id: &Id,
-    work: Result<Option<Result<Reply, ErrorObject>>, E>,
-) -> Option<Message> {
-    match work {
-        Ok(outcome) => outcome.map(|o| Message::answer(id.clone(), o)),
-        Err(_) => Some(no_answer(id.clone())),
-    }
+/// A request's stream taken out of its session, its sender kept for the
+/// answer that ends it.
+struct Forgotten {
+    id: Id,
+    tx: Tx,
 }
 
-/// Puts `answer` last on a stream that has been forgotten.
-fn send_last(tx: &Tx, id: &Id, answer: Option<Message>) {
-    if let Some(m) = answer
-        && tx.send(m).is_err()
-    {
-        // The 2025-11-25 transport puts no answer on the GET stream.
-        tracing::info!(%id, "an answer whose request's stream is closed; dropped");
+impl Forgotten {
+    /// Ends the stream with the answer of what the request's work ended
+    /// with (`Err`: it panicked; `Ok(None)`: it was cancelled, and the
+    /// stream ends without one when `tx`, its last sender, is dropped).
+    fn finish_with<E>(self, work: Result<Option<Result<Reply, ErrorObject>>, E>) {
+        let answer = match work {
+            Ok(outcome) => outcome.map(|o| Message::answer(self.id.clone(), o)),
+            Err(_) => Some(no_answer(self.id.clone())),
+        };
+        if let Some(m) = answer
+            && self.tx.send(m).is_err()
+        {
+            // The 2025-11-25 transport puts no answer on the GET stream.
+            tracing::info!(id = %self.id, "an answer whose request's stream is closed; dropped");
+        }
     }
 }
 
