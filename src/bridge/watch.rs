@@ -214,7 +214,10 @@ impl Watchers {
         // apart and a completion could wait longer than one interval.
         let mut due = tokio::time::Instant::now();
         loop {
-            if w.failed.load(std::sync::atomic::Ordering::SeqCst) {
+            // The end told by a notification (which wakes this poller) is
+            // the last word: reading the task again would only be an extra
+            // upstream request, one still in flight when the shim stops.
+            if w.failed.load(std::sync::atomic::Ordering::SeqCst) || w.tx.borrow().is_final() {
                 break;
             }
             let started = tokio::time::Instant::now();
@@ -322,14 +325,20 @@ mod tests {
     use crate::translate::session::LegacyClient;
     use crate::upstream::channel;
     use crate::wire::TaskStatus;
+    use std::sync::atomic::{AtomicUsize, Ordering};
 
-    /// Watchers of an in-process 2026-07-28 reference server, and the id
-    /// of a task it works on for an hour.
-    async fn watched_server() -> (Arc<Watchers>, String, Arc<ModernMeta>) {
+    /// Watchers of an in-process 2026-07-28 reference server, the id of a
+    /// task it works on for an hour, and how many `tasks/get` it was sent.
+    async fn watched_server() -> (Arc<Watchers>, String, Arc<ModernMeta>, Arc<AtomicUsize>) {
         let (conn, _events, mut server_end) = channel::pair(Duration::from_secs(10));
         let server = ReferenceServer::new(Revision::Modern, server_end.to_shim.clone());
+        let reads = Arc::new(AtomicUsize::new(0));
+        let counted = reads.clone();
         tokio::spawn(async move {
             while let Some(m) = server_end.from_shim.recv().await {
+                if matches!(&m, crate::jsonrpc::Message::Request(r) if r.method == "tasks/get") {
+                    counted.fetch_add(1, Ordering::SeqCst);
+                }
                 server.handle(m);
             }
         });
@@ -343,7 +352,7 @@ mod tests {
         let task_id = created["taskId"].as_str().unwrap().to_owned();
         let upstream: Arc<dyn ModernUpstream> = conn;
         let watchers = Watchers::new(upstream, BridgeConfig::default(), false);
-        (watchers, task_id, meta)
+        (watchers, task_id, meta, reads)
     }
 
     /// The first snapshot the watch's poller reads.
@@ -366,7 +375,7 @@ mod tests {
     /// stopped poller and wait for good.
     #[tokio::test]
     async fn a_watch_someone_holds_is_not_retired() {
-        let (watchers, task_id, meta) = watched_server().await;
+        let (watchers, task_id, meta, _) = watched_server().await;
         let (w, first) = watchers.subscribe(&task_id, meta.clone());
         let (_, second) = watchers.subscribe(&task_id, meta.clone());
         drop(first);
@@ -389,10 +398,11 @@ mod tests {
 
     /// A notification of the task's end, then an older snapshot (one sent
     /// before the end, arriving after it on another stream): waiters go on
-    /// seeing the end, and the poller, done, leaves the registry.
+    /// seeing the end, and the poller, done, leaves the registry without
+    /// reading the task again.
     #[tokio::test(start_paused = true)]
     async fn an_older_snapshot_does_not_take_back_the_end() {
-        let (watchers, task_id, meta) = watched_server().await;
+        let (watchers, task_id, meta, reads) = watched_server().await;
         let (_w, mut rx) = watchers.subscribe(&task_id, meta);
         let working = first_read(&mut rx).await;
         let mut completed = (*working).clone();
@@ -408,8 +418,8 @@ mod tests {
             "the end stands: {:?}",
             *rx.borrow()
         );
-        // The poller reads once more (woken by the notification), finds the
-        // end told, and stops.
+        // Woken by the notification, the poller finds the end told and
+        // stops: the read it made before is its only one.
         tokio::time::timeout(Duration::from_secs(10), async {
             while watchers.active() > 0 {
                 tokio::time::sleep(Duration::from_millis(5)).await;
@@ -422,5 +432,6 @@ mod tests {
             "still the end: {:?}",
             *rx.borrow()
         );
+        assert_eq!(reads.load(Ordering::SeqCst), 1, "a read after the end");
     }
 }
