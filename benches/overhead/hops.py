@@ -17,9 +17,10 @@ the mean of every segment of a round trip:
     out           ─▶ the middle writes the client's answer (its processing)
     client        ─▶ the client gets it
 
-and how many of a round trip's five thread wake-ups land on the other
-vCPU than the waker's (a halted vCPU woken by an interrupt: the costly
-kind on this VM).
+how long a thread takes from being woken to running, on the waker's
+vCPU and on the other one (a halted vCPU woken by an interrupt: the
+costly kind on this VM), and how many of a round trip's five wake-ups
+land on the other vCPU.
 
     sudo python3 benches/overhead/hops.py SHIM_BINARY BENCH_BINARY [--n 3000]
 
@@ -189,7 +190,7 @@ def main():
                 "wake-up, same vCPU", "wake-up, other vCPU"]:
         print(f"{seg:<20}" + "".join(f"{m.get(seg, float('nan')):10.1f}" for m, _, _ in rows.values()))
     print(f"{'cross-vCPU wakes':<20}" + "".join(f"{c:10.2f}" for _, c, _ in rows.values()))
-    print(f"{'of wake-ups':<20}" + "".join(f"{w:10.2f}" for _, _, w in rows.values()))
+    print(f"{'wake-ups per trip':<20}" + "".join(f"{w:10.2f}" for _, _, w in rows.values()))
 
 
 if __name__ == "__main__":
