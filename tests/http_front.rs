@@ -619,19 +619,22 @@ async fn two_waits(
     (sid, [result, driven])
 }
 
-/// Waits (bounded) until the shim at `base` watches `n` tasks (`/metrics`):
-/// the waits of [`two_waits`] have reached it.
-async fn watching(base: &str, n: u64) {
+/// Waits (bounded) until `n` client requests of the shim at `base` wait
+/// on watched tasks (`/metrics`): the waits of [`two_waits`] have reached
+/// it. Counted as waiters, not as watched tasks: one task's poller and
+/// listen stream already make two watches, so a count of watches could be
+/// reached before a second request arrived.
+async fn waiting_on_tasks(base: &str, n: u64) {
     let (c, url) = (&client(), format!("{base}/metrics"));
     let url = url.as_str();
-    let what = format!("{n} watched tasks");
+    let what = format!("{n} requests waiting on tasks");
     support::poll::until_async(&what, Duration::from_secs(20), || async move {
         let text = c.get(url).send().await.ok()?.text().await.ok()?;
-        let watched = text
+        let waiting = text
             .lines()
-            .find_map(|l| l.strip_prefix("mcp_shim_watched_tasks "))
+            .find_map(|l| l.strip_prefix("mcp_shim_task_waiters "))
             .and_then(|v| v.trim().parse::<u64>().ok());
-        watched.is_some_and(|w| w >= n).then_some(())
+        waiting.is_some_and(|w| w >= n).then_some(())
     })
     .await;
 }
@@ -645,7 +648,7 @@ async fn waits_end_with_the_session_that_deleted_them() {
     let c = client();
     let url = shim.url.as_str();
     let (sid, [result, driven]) = two_waits(&c, url).await;
-    watching(&shim.base, 2).await;
+    waiting_on_tasks(&shim.base, 2).await;
     assert!(!result.is_finished() && !driven.is_finished(), "both wait");
     let deleted = Instant::now();
     let (s, _, _) = send(c.delete(url).header("mcp-session-id", &sid)).await;
@@ -849,7 +852,7 @@ async fn sigterm_stops_the_shim_and_its_upstream() {
         }
     });
     // The shim drives the call's task: it is in flight.
-    watching(&shim.base, 1).await;
+    waiting_on_tasks(&shim.base, 1).await;
 
     let start = Instant::now();
     let status = tokio::task::spawn_blocking(move || {
@@ -934,7 +937,7 @@ async fn sigterm_answers_the_waits_on_an_http_upstream() {
     let c = client();
     let (_, [result, driven]) = two_waits(&c, &shim.url).await;
     let waits = [("tasks/result", result), ("tools/call", driven)];
-    watching(&shim.base, 2).await;
+    waiting_on_tasks(&shim.base, 2).await;
     let status = tokio::task::spawn_blocking(move || shim.terminate(Duration::from_secs(20)))
         .await
         .unwrap()
