@@ -63,8 +63,7 @@ def traced(cmd, revision, n):
         put(f"events/{e}/filter", SYSCALLS)
     peer = Peer(cmd, revision, unbuffered=False)
     try:
-        for _ in range(300):
-            peer.call("tools/call", {"name": "greet", "arguments": {"name": "bench"}})
+        peer.greet_us(300)
         middle = peer.p.pid
         # (The thread that started the server lists it as its child.)
         server = next(int(c) for tid in os.listdir(f"/proc/{middle}/task")
@@ -73,8 +72,7 @@ def traced(cmd, revision, n):
         process_of = {int(tid): pid for pid in (middle, server)
                       for tid in os.listdir(f"/proc/{pid}/task")}
         put("tracing_on", "1")
-        for _ in range(n):
-            peer.call("tools/call", {"name": "greet", "arguments": {"name": "bench"}})
+        peer.greet_us(n)
         put("tracing_on", "0")
     finally:
         peer.close()
